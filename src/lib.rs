@@ -5,4 +5,5 @@
 //! writeback, reclaim), `fs` (file systems), `app` (tasks and apps), `workload`, `report`,
 //! `scenario`.
 
+pub mod dev;
 pub mod units;

@@ -1,0 +1,88 @@
+//! Storage devices: the bottom of the stack.
+//!
+//! A device is a pure, discrete-event state machine (DESIGN.md principle 7): the block layer hands it
+//! requests with [`BlockDevice::submit`], asks when it next has something to do with
+//! [`BlockDevice::next_event`], and lets virtual time pass with [`BlockDevice::advance`], which
+//! reports the requests that completed. The device never awaits and never reads a clock of its own,
+//! so the same model can be driven by the simulator, by `mobistack device bench`, or by a test.
+
+pub mod fixed;
+
+use crate::units::Nanos;
+
+/// What a request asks the device to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoOp {
+    Read,
+    Write,
+    /// Cache flush (REQ_PREFLUSH without data): persist the volatile write cache.
+    Flush,
+    /// Discard / TRIM / UNMAP of the sector range.
+    Discard,
+}
+
+impl IoOp {
+    pub fn is_write(self) -> bool {
+        matches!(self, IoOp::Write | IoOp::Discard | IoOp::Flush)
+    }
+}
+
+/// Request flags, named after Linux's `REQ_*` flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct IoFlags {
+    /// REQ_SYNC: someone waits for this request.
+    pub sync: bool,
+    /// REQ_META: file-system metadata.
+    pub meta: bool,
+    /// REQ_PRIO: boosted priority (also the UFS Command Priority / eMMC CMDQ priority bit).
+    pub prio: bool,
+    /// REQ_FUA: write through the volatile cache.
+    pub fua: bool,
+    /// REQ_PREFLUSH: flush the volatile cache before this request.
+    pub preflush: bool,
+}
+
+/// A request as the device sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevRequest {
+    /// Identifier chosen by the submitter, returned in the completion (like a blk-mq tag).
+    pub tag: u64,
+    pub op: IoOp,
+    /// First 512-byte sector.
+    pub sector: u64,
+    /// Length in 512-byte sectors (0 for a flush).
+    pub nr_sectors: u32,
+    pub flags: IoFlags,
+    /// Whether the issuing app is in the foreground (FastTrack's hint to the device queue).
+    pub foreground: bool,
+}
+
+/// A finished request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevCompletion {
+    pub tag: u64,
+    pub submitted_ns: Nanos,
+    pub completed_ns: Nanos,
+}
+
+/// The interface between the block layer and a device model.
+pub trait BlockDevice {
+    /// Short name of the model or profile, for reports.
+    fn name(&self) -> &str;
+    /// Capacity in 512-byte sectors.
+    fn capacity_sectors(&self) -> u64;
+    /// How many requests the host may have outstanding at once (eMMC CMDQ 32, UFS 32 per LU, 1
+    /// for eMMC before 5.1).
+    fn queue_depth(&self) -> usize;
+    /// Requests submitted and not yet completed.
+    fn in_flight(&self) -> usize;
+    /// Hands a request to the device at time `now`. Precondition: `in_flight() < queue_depth()`.
+    fn submit(&mut self, now: Nanos, request: DevRequest);
+    /// The earliest time at which the device's state changes by itself (a completion or an
+    /// internal step), or `None` when it is idle.
+    fn next_event(&self) -> Option<Nanos>;
+    /// Moves the device to time `now` (never earlier than the last call), appending every request
+    /// that completed at or before `now` to `completions` in completion order.
+    fn advance(&mut self, now: Nanos, completions: &mut Vec<DevCompletion>);
+}
