@@ -6,4 +6,5 @@
 //! `scenario`.
 
 pub mod dev;
+pub mod sim;
 pub mod units;
