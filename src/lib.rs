@@ -13,6 +13,8 @@
 
 pub mod app;
 pub mod dev;
+pub mod fs;
+pub mod mm;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -15,6 +15,9 @@ use std::rc::Rc;
 pub struct Stack {
     pub activity: Rc<ActivityManager>,
     pub toy_server: Rc<toy::ToyServer>,
+    /// The VFS, page cache and block device of the file-level workloads (`None` on the toy
+    /// stack alone). Built by [`Stack::with_storage`].
+    pub vfs: Option<Rc<crate::fs::vfs::Vfs>>,
     named_locks: RefCell<BTreeMap<String, Mutex>>,
 }
 
@@ -25,6 +28,30 @@ impl Stack {
         Rc::new(Stack {
             activity,
             toy_server,
+            vfs: None,
+            named_locks: RefCell::new(BTreeMap::new()),
+        })
+    }
+
+    /// Builds the stack with the storage layers: the page cache with `vm`, a [`SimpleFs`] of
+    /// `fs_size` bytes on `device` (driven directly until the block layer's request queue is
+    /// merged), and the VFS over them; starts the flusher and kswapd.
+    ///
+    /// [`SimpleFs`]: crate::fs::simplefs::SimpleFs
+    pub fn with_storage(
+        sim: &Sim,
+        config: &StackConfig,
+        activity: Rc<ActivityManager>,
+        vm: crate::mm::VmConfig,
+        device: Box<dyn crate::dev::BlockDevice>,
+        fs_size: u64,
+    ) -> Rc<Stack> {
+        let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
+        let vfs = storage(sim, vm, device, fs_size, Some(activity.clone()));
+        Rc::new(Stack {
+            activity,
+            toy_server,
+            vfs: Some(vfs),
             named_locks: RefCell::new(BTreeMap::new()),
         })
     }
@@ -42,6 +69,44 @@ impl Stack {
     pub fn counters(&self) -> BTreeMap<String, u64> {
         let mut counters = BTreeMap::new();
         counters.insert("toy.served".to_string(), self.toy_server.served());
+        if let Some(vfs) = &self.vfs {
+            let mm = vfs.mm.stats();
+            for (name, value) in [
+                ("mm.pages_dirtied", mm.pages_dirtied),
+                ("mm.pages_written_async", mm.pages_written_async),
+                ("mm.pages_written_sync", mm.pages_written_sync),
+                ("mm.pages_read", mm.pages_read),
+                ("mm.reclaimed_clean", mm.reclaimed_clean),
+                ("mm.reclaimed_dirty", mm.reclaimed_dirty),
+                ("mm.direct_reclaims", mm.direct_reclaims),
+                ("mm.throttle_pauses", mm.throttle_pauses),
+                ("mm.write_stable_waits", mm.write_stable_waits),
+                ("mm.max_dirty_writeback_pages", mm.max_dirty_writeback),
+                ("vfs.errors", vfs.stats().errors),
+            ] {
+                counters.insert(name.to_string(), value);
+            }
+        }
         counters
     }
+}
+
+/// The storage layers under the VFS: a [`SimpleFs`](crate::fs::simplefs::SimpleFs) of
+/// `fs_size` bytes, the page cache and a [`DirectDevice`](crate::mm::DirectDevice) over
+/// `device`.
+pub fn storage(
+    sim: &Sim,
+    vm: crate::mm::VmConfig,
+    device: Box<dyn crate::dev::BlockDevice>,
+    fs_size: u64,
+    activity: Option<Rc<ActivityManager>>,
+) -> Rc<crate::fs::vfs::Vfs> {
+    use crate::fs::FileSystem;
+    // One inode per 16 KiB of disk (mke2fs's default bytes-per-inode ratio).
+    let fs: Rc<RefCell<dyn FileSystem>> = Rc::new(RefCell::new(
+        crate::fs::simplefs::SimpleFs::new(fs_size, (fs_size / 16384).max(64)),
+    ));
+    let bdev = crate::mm::DirectDevice::new(device, crate::mm::bio::DEFAULT_NR_REQUESTS);
+    let mm = crate::mm::Mm::start(sim, vm, fs.clone(), bdev, activity.clone());
+    crate::fs::vfs::Vfs::new(sim, mm, fs, activity)
 }

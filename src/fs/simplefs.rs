@@ -1,0 +1,259 @@
+//! A minimal file system without a journal, so that the VFS and page cache can run until ext4 +
+//! jbd2 land: a superblock, an inode table and data blocks allocated one 4 KiB block at a time,
+//! preferring the block after the file's previous one (ext2's `ext2_find_goal` idea) so that a
+//! sequential writer gets contiguous extents.
+//!
+//! Layout: block 0 superblock, blocks `1..1 + inode_table_blocks` the inode table (16 inodes of
+//! 256 bytes per block, ext4's default inode size), data blocks after.
+//!
+//! Simplifications: no bitmaps or group descriptors on disk (free space is an in-memory extent
+//! map, so allocation issues no metadata I/O); a file's block map is an in-memory extent tree;
+//! directories own no data blocks (their entries live in the VFS name space and a directory
+//! change dirties only the directory inode); no journal, so a crash is not modelled.
+
+use super::{Errno, FileSystem, Ino};
+use crate::units::PAGE_SIZE;
+use std::collections::BTreeMap;
+
+/// Inodes per 4 KiB inode-table block: 4096 / 256 (mke2fs default inode size 256 bytes).
+pub const INODES_PER_BLOCK: u64 = PAGE_SIZE / 256;
+/// First inode number handed out (ext2/ext4 reserve inodes 1..10; `EXT4_GOOD_OLD_FIRST_INO` 11).
+pub const FIRST_INO: Ino = 11;
+
+#[derive(Debug, Clone)]
+pub struct SimpleFs {
+    nr_blocks: u64,
+    inode_table_start: u64,
+    nr_inodes: u64,
+    /// Free data blocks as extents start -> length, coalesced.
+    free: BTreeMap<u64, u64>,
+    nr_free: u64,
+    /// Per inode: file page index -> (first block, length in blocks), extents coalesced.
+    maps: BTreeMap<Ino, BTreeMap<u64, (u64, u64)>>,
+    free_inos: Vec<Ino>,
+    next_ino: Ino,
+}
+
+impl SimpleFs {
+    /// A file system over `size_bytes` of disk with room for `nr_inodes` inodes.
+    pub fn new(size_bytes: u64, nr_inodes: u64) -> SimpleFs {
+        let nr_blocks = size_bytes / PAGE_SIZE;
+        let table_blocks = nr_inodes.div_ceil(INODES_PER_BLOCK);
+        let data_start = 1 + table_blocks;
+        assert!(
+            nr_blocks > data_start,
+            "file system too small for its inode table"
+        );
+        let mut free = BTreeMap::new();
+        free.insert(data_start, nr_blocks - data_start);
+        SimpleFs {
+            nr_blocks,
+            inode_table_start: 1,
+            nr_inodes,
+            free,
+            nr_free: nr_blocks - data_start,
+            maps: BTreeMap::new(),
+            free_inos: Vec::new(),
+            next_ino: FIRST_INO,
+        }
+    }
+
+    pub fn nr_blocks(&self) -> u64 {
+        self.nr_blocks
+    }
+
+    /// Number of extents mapping `ino` (a fragmentation measure for tests).
+    pub fn extents(&self, ino: Ino) -> usize {
+        self.maps.get(&ino).map_or(0, |m| m.len())
+    }
+
+    /// Takes one free block, `goal` if it is free, else the first free block.
+    fn alloc_block(&mut self, goal: Option<u64>) -> Option<u64> {
+        if let Some(goal) = goal {
+            if let Some((&start, &len)) = self.free.range(..=goal).next_back() {
+                if goal < start + len {
+                    self.free.remove(&start);
+                    if goal > start {
+                        self.free.insert(start, goal - start);
+                    }
+                    if goal + 1 < start + len {
+                        self.free.insert(goal + 1, start + len - goal - 1);
+                    }
+                    self.nr_free -= 1;
+                    return Some(goal);
+                }
+            }
+        }
+        let (&start, &len) = self.free.iter().next()?;
+        self.free.remove(&start);
+        if len > 1 {
+            self.free.insert(start + 1, len - 1);
+        }
+        self.nr_free -= 1;
+        Some(start)
+    }
+
+    fn free_range(&mut self, start: u64, len: u64) {
+        assert!(len > 0);
+        let mut start = start;
+        let mut len = len;
+        if let Some((&prev, &prev_len)) = self.free.range(..start).next_back() {
+            assert!(prev + prev_len <= start, "double free of block {start}");
+            if prev + prev_len == start {
+                self.free.remove(&prev);
+                start = prev;
+                len += prev_len;
+            }
+        }
+        if let Some(&next_len) = self.free.get(&(start + len)) {
+            self.free.remove(&(start + len));
+            len += next_len;
+        }
+        self.free.insert(start, len);
+    }
+}
+
+impl FileSystem for SimpleFs {
+    fn name(&self) -> &str {
+        "simplefs"
+    }
+
+    fn alloc_inode(&mut self) -> Result<Ino, Errno> {
+        if let Some(ino) = self.free_inos.pop() {
+            self.maps.insert(ino, BTreeMap::new());
+            return Ok(ino);
+        }
+        if self.next_ino >= FIRST_INO + self.nr_inodes {
+            return Err(Errno::ENOSPC);
+        }
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        self.maps.insert(ino, BTreeMap::new());
+        Ok(ino)
+    }
+
+    fn free_inode(&mut self, ino: Ino) {
+        self.truncate_blocks(ino, 0);
+        assert!(
+            self.maps.remove(&ino).is_some(),
+            "free of unknown inode {ino}"
+        );
+        self.free_inos.push(ino);
+    }
+
+    fn get_block(&mut self, ino: Ino, index: u64, create: bool) -> Result<Option<u64>, Errno> {
+        let map = self.maps.get(&ino).expect("get_block on a live inode");
+        let mut goal = None;
+        if let Some((&first, &(block, len))) = map.range(..=index).next_back() {
+            if index < first + len {
+                return Ok(Some(block + (index - first)));
+            }
+            if index == first + len {
+                goal = Some(block + len);
+            }
+        }
+        if !create {
+            return Ok(None);
+        }
+        let block = self.alloc_block(goal).ok_or(Errno::ENOSPC)?;
+        let map = self.maps.get_mut(&ino).expect("live inode");
+        // Extend the previous extent when contiguous in both file and disk, else insert.
+        let previous = map
+            .range(..index)
+            .next_back()
+            .map(|(&first, &(b, len))| (first, b, len));
+        match previous {
+            Some((first, b, len)) if first + len == index && b + len == block => {
+                map.insert(first, (b, len + 1));
+            }
+            _ => {
+                map.insert(index, (block, 1));
+            }
+        }
+        // Merge with the next extent when it now follows on.
+        let (start, (b, len)) = map
+            .range(..=index)
+            .next_back()
+            .map(|(&f, &e)| (f, e))
+            .expect("just inserted");
+        if let Some(&(next_block, next_len)) = map.get(&(start + len)) {
+            if b + len == next_block {
+                map.remove(&(start + len));
+                map.insert(start, (b, len + next_len));
+            }
+        }
+        Ok(Some(block))
+    }
+
+    fn truncate_blocks(&mut self, ino: Ino, first_index: u64) {
+        let Some(map) = self.maps.get_mut(&ino) else {
+            return;
+        };
+        let mut to_free = Vec::new();
+        // An extent straddling `first_index` keeps its head.
+        if let Some((&first, &(block, len))) = map.range(..first_index).next_back() {
+            if first + len > first_index {
+                let keep = first_index - first;
+                map.insert(first, (block, keep));
+                to_free.push((block + keep, len - keep));
+            }
+        }
+        let tail: Vec<u64> = map.range(first_index..).map(|(&f, _)| f).collect();
+        for first in tail {
+            let (block, len) = map.remove(&first).expect("listed");
+            to_free.push((block, len));
+        }
+        for (block, len) in to_free {
+            self.nr_free += len;
+            self.free_range(block, len);
+        }
+    }
+
+    fn inode_block(&self, ino: Ino) -> u64 {
+        assert!(ino >= FIRST_INO);
+        self.inode_table_start + (ino - FIRST_INO) / INODES_PER_BLOCK
+    }
+
+    fn free_blocks(&self) -> u64 {
+        self.nr_free
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_allocation_makes_one_extent_and_truncate_frees_it() {
+        let mut fs = SimpleFs::new(64 << 20, 1024);
+        let free_before = fs.free_blocks();
+        let ino = fs.alloc_inode().unwrap();
+        let first = fs.get_block(ino, 0, true).unwrap().unwrap();
+        for i in 1..100 {
+            assert_eq!(fs.get_block(ino, i, true).unwrap(), Some(first + i));
+        }
+        assert_eq!(fs.extents(ino), 1);
+        assert_eq!(fs.get_block(ino, 200, false).unwrap(), None, "a hole");
+        fs.truncate_blocks(ino, 50);
+        assert_eq!(fs.free_blocks(), free_before - 50);
+        assert_eq!(fs.get_block(ino, 60, false).unwrap(), None);
+        fs.free_inode(ino);
+        assert_eq!(fs.free_blocks(), free_before);
+        assert_eq!(
+            fs.free.len(),
+            1,
+            "free space coalesced back into one extent"
+        );
+    }
+
+    #[test]
+    fn a_full_disk_is_enospc_not_a_panic() {
+        let mut fs = SimpleFs::new(64 * PAGE_SIZE, 16);
+        let ino = fs.alloc_inode().unwrap();
+        let free = fs.free_blocks();
+        for i in 0..free {
+            fs.get_block(ino, i, true).unwrap();
+        }
+        assert_eq!(fs.get_block(ino, free, true), Err(Errno::ENOSPC));
+    }
+}

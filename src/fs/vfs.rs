@@ -1,0 +1,894 @@
+//! The VFS: system calls of simulated tasks over the page cache and a [`FileSystem`].
+//!
+//! A [`Process`] owns a file-descriptor table; every call is an `async fn` that blocks in
+//! virtual time inside the layers below and returns `Result<_, Errno>`: a workload mistake is an
+//! errno, never a panic.
+//!
+//! Locking follows Linux 3.10: `write` holds the inode's `i_mutex` (wait reason `inode_lock`)
+//! around `generic_perform_write` and then, for `O_SYNC`, syncs after releasing it
+//! (`generic_write_sync`); `fsync` writes and waits for the data without the lock
+//! (`filemap_write_and_wait_range`), then writes the inode under it and issues a cache flush
+//! (`generic_file_fsync` + `blkdev_issue_flush`); truncate holds it while dropping pages.
+//!
+//! Simplifications: paths are absolute, with no `.`/`..`, symlinks, permissions or `rmdir`; a
+//! directory's entries live here, and a change to a directory only marks its inode dirty
+//! (written at the next fsync of that directory); `stat` costs no I/O; file contents are kept
+//! only for files created with [`O_STORE_CONTENTS`] (for other files `read` leaves the buffer
+//! as it was); `O_DIRECT` transfers whole pages covering the request.
+
+use super::{Errno, FileSystem, Ino};
+use crate::app::ActivityManager;
+use crate::dev::{IoFlags, IoOp};
+use crate::mm::bio::BioRequest;
+use crate::mm::filemap::FileRaState;
+use crate::mm::writeback::{DirtyThrottleState, SECTORS_PER_PAGE};
+use crate::mm::{Issuer, Mm};
+use crate::sim::sync::Mutex;
+use crate::sim::{Sim, WaitReason};
+use crate::units::{Nanos, PAGE_SIZE};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// `open` flags, with Linux's values (include/uapi/asm-generic/fcntl.h).
+pub const O_RDONLY: u32 = 0;
+pub const O_WRONLY: u32 = 0o1;
+pub const O_RDWR: u32 = 0o2;
+const O_ACCMODE: u32 = 0o3;
+pub const O_CREAT: u32 = 0o100;
+pub const O_EXCL: u32 = 0o200;
+pub const O_TRUNC: u32 = 0o1000;
+pub const O_APPEND: u32 = 0o2000;
+pub const O_DIRECT: u32 = 0o40000;
+pub const O_SYNC: u32 = 0o4010000;
+/// mobistack's own flag (no Linux meaning): a file created with it keeps its real bytes, for
+/// workloads that read back what they wrote (e.g. SQLite databases).
+pub const O_STORE_CONTENTS: u32 = 1 << 30;
+
+/// `RLIMIT_NOFILE` default soft limit (1024).
+pub const MAX_FDS: i32 = 1024;
+/// Longest path accepted (`PATH_MAX`).
+pub const PATH_MAX: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Regular,
+    Directory,
+}
+
+/// What `stat` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub ino: Ino,
+    pub kind: FileKind,
+    pub size: u64,
+    pub nlink: u32,
+    pub mtime_ns: Nanos,
+    /// Pages of the file in the page cache (not a `stat` field; handy for tests and reports).
+    pub cached_pages: u64,
+}
+
+struct Inode {
+    kind: FileKind,
+    size: u64,
+    nlink: u32,
+    open: u32,
+    mtime_ns: Nanos,
+    /// `i_mutex`.
+    lock: Mutex,
+    /// `I_DIRTY_SYNC`: metadata changed since it was last written.
+    meta_dirty: bool,
+    /// `I_DIRTY_DATASYNC`: the size changed (fdatasync must write the inode).
+    size_dirty: bool,
+    contents: Option<BTreeMap<u64, Box<[u8]>>>,
+}
+
+struct OpenFile {
+    ino: Ino,
+    flags: u32,
+    pos: u64,
+    ra: FileRaState,
+}
+
+/// A process: identity and file-descriptor table.
+pub struct Process {
+    pub pid: u32,
+    pub uid: u32,
+    pub comm: String,
+    files: RefCell<BTreeMap<i32, OpenFile>>,
+    throttle: Cell<DirtyThrottleState>,
+}
+
+/// Counters of the VFS.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VfsStats {
+    pub syscalls: u64,
+    pub errors: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub fsyncs: u64,
+}
+
+struct VfsState {
+    names: BTreeMap<String, Ino>,
+    inodes: BTreeMap<Ino, Inode>,
+    stats: VfsStats,
+}
+
+/// The VFS of one run.
+pub struct Vfs {
+    pub mm: Rc<Mm>,
+    fs: Rc<RefCell<dyn FileSystem>>,
+    activity: Option<Rc<ActivityManager>>,
+    state: RefCell<VfsState>,
+    next_pid: Cell<u32>,
+}
+
+fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+fn check_path(path: &str) -> Result<(), Errno> {
+    if !path.starts_with('/') || path.len() > PATH_MAX || (path.len() > 1 && path.ends_with('/')) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
+impl Vfs {
+    /// A VFS with an empty root directory over `fs` and `mm` (which must share the same `fs`).
+    pub fn new(
+        sim: &Sim,
+        mm: Rc<Mm>,
+        fs: Rc<RefCell<dyn FileSystem>>,
+        activity: Option<Rc<ActivityManager>>,
+    ) -> Rc<Vfs> {
+        let root = fs
+            .borrow_mut()
+            .alloc_inode()
+            .expect("an inode for the root");
+        let mut inodes = BTreeMap::new();
+        inodes.insert(root, Self::new_inode(sim, root, FileKind::Directory, false));
+        let mut names = BTreeMap::new();
+        names.insert("/".to_string(), root);
+        Rc::new(Vfs {
+            mm,
+            fs,
+            activity,
+            state: RefCell::new(VfsState {
+                names,
+                inodes,
+                stats: VfsStats::default(),
+            }),
+            next_pid: Cell::new(1000),
+        })
+    }
+
+    fn new_inode(sim: &Sim, ino: Ino, kind: FileKind, contents: bool) -> Inode {
+        Inode {
+            kind,
+            size: 0,
+            nlink: 1,
+            open: 0,
+            mtime_ns: sim.now(),
+            lock: Mutex::new(sim, &format!("i_mutex:{ino}"), WaitReason::InodeLock),
+            meta_dirty: true,
+            size_dirty: false,
+            contents: contents.then(BTreeMap::new),
+        }
+    }
+
+    pub fn stats(&self) -> VfsStats {
+        self.state.borrow().stats
+    }
+
+    /// A new process with an empty fd table.
+    pub fn new_process(&self, uid: u32, comm: &str) -> Process {
+        let pid = self.next_pid.get();
+        self.next_pid.set(pid + 1);
+        Process {
+            pid,
+            uid,
+            comm: comm.to_string(),
+            files: RefCell::new(BTreeMap::new()),
+            throttle: Cell::new(DirtyThrottleState::default()),
+        }
+    }
+
+    fn issuer(&self, sim: &Sim, process: &Process) -> Issuer {
+        Issuer {
+            task: sim.current_task(),
+            uid: process.uid,
+            foreground: self
+                .activity
+                .as_ref()
+                .is_some_and(|a| a.is_foreground(process.uid)),
+        }
+    }
+
+    fn count<T>(&self, result: Result<T, Errno>) -> Result<T, Errno> {
+        let mut state = self.state.borrow_mut();
+        state.stats.syscalls += 1;
+        if result.is_err() {
+            state.stats.errors += 1;
+        }
+        result
+    }
+
+    fn lookup(&self, path: &str) -> Result<Ino, Errno> {
+        check_path(path)?;
+        self.state
+            .borrow()
+            .names
+            .get(path)
+            .copied()
+            .ok_or(Errno::ENOENT)
+    }
+
+    fn lookup_parent_dir(&self, path: &str) -> Result<Ino, Errno> {
+        let parent = self.lookup(parent_of(path))?;
+        match self.state.borrow().inodes[&parent].kind {
+            FileKind::Directory => Ok(parent),
+            FileKind::Regular => Err(Errno::ENOTDIR),
+        }
+    }
+
+    fn fd_ino(&self, process: &Process, fd: i32) -> Result<(Ino, u32), Errno> {
+        process
+            .files
+            .borrow()
+            .get(&fd)
+            .map(|f| (f.ino, f.flags))
+            .ok_or(Errno::EBADF)
+    }
+
+    fn create(&self, sim: &Sim, path: &str, kind: FileKind, contents: bool) -> Result<Ino, Errno> {
+        let parent = self.lookup_parent_dir(path)?;
+        let ino = self.fs.borrow_mut().alloc_inode()?;
+        let mut state = self.state.borrow_mut();
+        state
+            .inodes
+            .insert(ino, Self::new_inode(sim, ino, kind, contents));
+        state.names.insert(path.to_string(), ino);
+        let dir = state.inodes.get_mut(&parent).expect("parent inode");
+        dir.meta_dirty = true;
+        dir.mtime_ns = sim.now();
+        Ok(ino)
+    }
+
+    /// `open(2)`.
+    pub async fn open(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        path: &str,
+        flags: u32,
+    ) -> Result<i32, Errno> {
+        let result = self.do_open(sim, process, path, flags).await;
+        self.count(result)
+    }
+
+    /// `creat(2)` = `open(path, O_CREAT | O_WRONLY | O_TRUNC)`.
+    pub async fn creat(&self, sim: &Sim, process: &Process, path: &str) -> Result<i32, Errno> {
+        self.open(sim, process, path, O_CREAT | O_WRONLY | O_TRUNC)
+            .await
+    }
+
+    async fn do_open(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        path: &str,
+        flags: u32,
+    ) -> Result<i32, Errno> {
+        check_path(path)?;
+        if flags & O_ACCMODE == O_ACCMODE {
+            return Err(Errno::EINVAL);
+        }
+        let writable = flags & O_ACCMODE != O_RDONLY;
+        let ino = match self.lookup(path) {
+            Ok(ino) => {
+                if flags & O_CREAT != 0 && flags & O_EXCL != 0 {
+                    return Err(Errno::EEXIST);
+                }
+                ino
+            }
+            Err(Errno::ENOENT) if flags & O_CREAT != 0 => {
+                self.create(sim, path, FileKind::Regular, flags & O_STORE_CONTENTS != 0)?
+            }
+            Err(errno) => return Err(errno),
+        };
+        if self.state.borrow().inodes[&ino].kind == FileKind::Directory && writable {
+            return Err(Errno::EISDIR);
+        }
+        let fd = {
+            let files = process.files.borrow();
+            (0..MAX_FDS)
+                .find(|fd| !files.contains_key(fd))
+                .ok_or(Errno::EMFILE)?
+        };
+        process.files.borrow_mut().insert(
+            fd,
+            OpenFile {
+                ino,
+                flags,
+                pos: 0,
+                ra: FileRaState::default(),
+            },
+        );
+        self.state
+            .borrow_mut()
+            .inodes
+            .get_mut(&ino)
+            .expect("inode")
+            .open += 1;
+        if flags & O_TRUNC != 0 && writable {
+            self.do_truncate(sim, ino, 0).await;
+        }
+        Ok(fd)
+    }
+
+    /// `close(2)`.
+    pub async fn close(&self, sim: &Sim, process: &Process, fd: i32) -> Result<(), Errno> {
+        let result = match process.files.borrow_mut().remove(&fd) {
+            None => Err(Errno::EBADF),
+            Some(file) => Ok(file.ino),
+        };
+        let result = match result {
+            Ok(ino) => {
+                let evict = {
+                    let mut state = self.state.borrow_mut();
+                    let inode = state.inodes.get_mut(&ino).expect("open inode");
+                    inode.open -= 1;
+                    inode.open == 0 && inode.nlink == 0
+                };
+                if evict {
+                    self.evict(sim, ino).await;
+                }
+                Ok(())
+            }
+            Err(errno) => Err(errno),
+        };
+        self.count(result)
+    }
+
+    /// `evict`: drops the pages and frees the inode and its blocks.
+    async fn evict(&self, sim: &Sim, ino: Ino) {
+        self.mm.truncate_pages(sim, ino, 0, u64::MAX).await;
+        self.state.borrow_mut().inodes.remove(&ino);
+        self.fs.borrow_mut().free_inode(ino);
+    }
+
+    /// `read(2)` at the file position.
+    pub async fn read(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        fd: i32,
+        buf: &mut [u8],
+    ) -> Result<usize, Errno> {
+        let pos = match process.files.borrow().get(&fd) {
+            None => return self.count(Err(Errno::EBADF)),
+            Some(file) => file.pos,
+        };
+        let result = self.do_read(sim, process, fd, buf, pos).await;
+        if let Ok(n) = result {
+            if let Some(file) = process.files.borrow_mut().get_mut(&fd) {
+                file.pos = pos + n as u64;
+            }
+        }
+        self.count(result)
+    }
+
+    /// `pread(2)`.
+    pub async fn pread(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        fd: i32,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<usize, Errno> {
+        let result = self.do_read(sim, process, fd, buf, offset).await;
+        self.count(result)
+    }
+
+    async fn do_read(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        fd: i32,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<usize, Errno> {
+        let (ino, flags) = self.fd_ino(process, fd)?;
+        if flags & O_ACCMODE == O_WRONLY {
+            return Err(Errno::EBADF);
+        }
+        let (kind, size) = {
+            let state = self.state.borrow();
+            let inode = &state.inodes[&ino];
+            (inode.kind, inode.size)
+        };
+        if kind == FileKind::Directory {
+            return Err(Errno::EISDIR);
+        }
+        if offset >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let len = (buf.len() as u64).min(size - offset);
+        let issuer = self.issuer(sim, process);
+        if flags & O_DIRECT != 0 {
+            let first = offset / PAGE_SIZE;
+            let last = (offset + len - 1) / PAGE_SIZE;
+            self.mm
+                .direct_io(sim, ino, first, last - first + 1, false, issuer)
+                .await?;
+        } else {
+            let mut ra = process
+                .files
+                .borrow()
+                .get(&fd)
+                .map(|f| f.ra)
+                .unwrap_or_default();
+            self.mm
+                .file_read(sim, ino, offset, len, size, &mut ra, issuer)
+                .await;
+            if let Some(file) = process.files.borrow_mut().get_mut(&fd) {
+                file.ra = ra;
+            }
+        }
+        self.copy_out(ino, offset, &mut buf[..len as usize]);
+        self.state.borrow_mut().stats.bytes_read += len;
+        Ok(len as usize)
+    }
+
+    fn copy_out(&self, ino: Ino, offset: u64, buf: &mut [u8]) {
+        let state = self.state.borrow();
+        let Some(contents) = state.inodes.get(&ino).and_then(|i| i.contents.as_ref()) else {
+            return;
+        };
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let (index, within) = (at / PAGE_SIZE, (at % PAGE_SIZE) as usize);
+            let n = (PAGE_SIZE as usize - within).min(buf.len() - done);
+            match contents.get(&index) {
+                Some(page) => buf[done..done + n].copy_from_slice(&page[within..within + n]),
+                None => buf[done..done + n].fill(0),
+            }
+            done += n;
+        }
+    }
+
+    fn copy_in(&self, ino: Ino, offset: u64, data: &[u8]) {
+        let mut state = self.state.borrow_mut();
+        let Some(contents) = state.inodes.get_mut(&ino).and_then(|i| i.contents.as_mut()) else {
+            return;
+        };
+        let mut done = 0usize;
+        while done < data.len() {
+            let at = offset + done as u64;
+            let (index, within) = (at / PAGE_SIZE, (at % PAGE_SIZE) as usize);
+            let n = (PAGE_SIZE as usize - within).min(data.len() - done);
+            let page = contents
+                .entry(index)
+                .or_insert_with(|| vec![0u8; PAGE_SIZE as usize].into_boxed_slice());
+            page[within..within + n].copy_from_slice(&data[done..done + n]);
+            done += n;
+        }
+    }
+
+    /// `write(2)` at the file position (at the end with `O_APPEND`).
+    pub async fn write(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        fd: i32,
+        data: &[u8],
+    ) -> Result<usize, Errno> {
+        let result = self.do_write(sim, process, fd, data, None).await;
+        self.count(result)
+    }
+
+    /// `pwrite(2)`.
+    pub async fn pwrite(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        fd: i32,
+        data: &[u8],
+        offset: u64,
+    ) -> Result<usize, Errno> {
+        let result = self.do_write(sim, process, fd, data, Some(offset)).await;
+        self.count(result)
+    }
+
+    async fn do_write(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        fd: i32,
+        data: &[u8],
+        offset: Option<u64>,
+    ) -> Result<usize, Errno> {
+        let (ino, flags) = self.fd_ino(process, fd)?;
+        if flags & O_ACCMODE == O_RDONLY {
+            return Err(Errno::EBADF);
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let issuer = self.issuer(sim, process);
+        let lock = self.state.borrow().inodes[&ino].lock.clone();
+        let guard = lock.lock(sim).await;
+        let size = self.state.borrow().inodes[&ino].size;
+        let pos = match offset {
+            Some(offset) => offset,
+            None if flags & O_APPEND != 0 => size,
+            None => process.files.borrow().get(&fd).map_or(0, |f| f.pos),
+        };
+        let len = data.len() as u64;
+        let (written, error) = if flags & O_DIRECT != 0 {
+            let first = pos / PAGE_SIZE;
+            let last = (pos + len - 1) / PAGE_SIZE;
+            match self
+                .mm
+                .direct_io(sim, ino, first, last - first + 1, true, issuer)
+                .await
+            {
+                Ok(()) => (len, None),
+                Err(errno) => (0, Some(errno)),
+            }
+        } else {
+            let mut throttle = process.throttle.get();
+            let outcome = self
+                .mm
+                .perform_write(sim, ino, pos, len, size, issuer, &mut throttle)
+                .await;
+            process.throttle.set(throttle);
+            outcome
+        };
+        if written > 0 {
+            self.copy_in(ino, pos, &data[..written as usize]);
+            let mut state = self.state.borrow_mut();
+            state.stats.bytes_written += written;
+            let inode = state.inodes.get_mut(&ino).expect("inode");
+            if pos + written > inode.size {
+                inode.size = pos + written;
+                inode.size_dirty = true;
+            }
+            inode.mtime_ns = sim.now();
+            inode.meta_dirty = true;
+        }
+        drop(guard);
+        if offset.is_none() {
+            if let Some(file) = process.files.borrow_mut().get_mut(&fd) {
+                file.pos = pos + written;
+            }
+        }
+        if written > 0 && flags & O_SYNC == O_SYNC {
+            // generic_write_sync after the lock is released.
+            self.do_fsync(sim, process, ino, false).await;
+        }
+        match (written, error) {
+            (0, Some(errno)) => Err(errno),
+            (n, _) => Ok(n as usize),
+        }
+    }
+
+    /// `fsync(2)`.
+    pub async fn fsync(&self, sim: &Sim, process: &Process, fd: i32) -> Result<(), Errno> {
+        let result = match self.fd_ino(process, fd) {
+            Ok((ino, _)) => {
+                self.do_fsync(sim, process, ino, false).await;
+                Ok(())
+            }
+            Err(errno) => Err(errno),
+        };
+        self.count(result)
+    }
+
+    /// `fdatasync(2)`: like fsync, but the inode is written only if its size changed.
+    pub async fn fdatasync(&self, sim: &Sim, process: &Process, fd: i32) -> Result<(), Errno> {
+        let result = match self.fd_ino(process, fd) {
+            Ok((ino, _)) => {
+                self.do_fsync(sim, process, ino, true).await;
+                Ok(())
+            }
+            Err(errno) => Err(errno),
+        };
+        self.count(result)
+    }
+
+    /// `vfs_fsync` on a file system without a journal (`generic_file_fsync`).
+    async fn do_fsync(&self, sim: &Sim, process: &Process, ino: Ino, datasync: bool) {
+        let issuer = self.issuer(sim, process);
+        self.state.borrow_mut().stats.fsyncs += 1;
+        self.mm
+            .write_and_wait_range(sim, ino, 0, u64::MAX, issuer)
+            .await;
+        let lock = self.state.borrow().inodes[&ino].lock.clone();
+        let guard = lock.lock(sim).await;
+        let write_inode = {
+            let mut state = self.state.borrow_mut();
+            let inode = state.inodes.get_mut(&ino).expect("inode");
+            let needed = if datasync {
+                inode.size_dirty
+            } else {
+                inode.meta_dirty || inode.size_dirty
+            };
+            if needed {
+                inode.meta_dirty = false;
+                inode.size_dirty = false;
+            }
+            needed
+        };
+        if write_inode {
+            // sync_inode_metadata: the inode-table block, synchronously.
+            let block = self.fs.borrow().inode_block(ino);
+            self.mm
+                .submit_wait(sim, meta_bio(IoOp::Write, block, issuer))
+                .await;
+        }
+        drop(guard);
+        // blkdev_issue_flush: persist the device's volatile cache.
+        self.mm
+            .submit_wait(sim, meta_bio(IoOp::Flush, 0, issuer))
+            .await;
+    }
+
+    /// `truncate(2)`.
+    pub async fn truncate(
+        &self,
+        sim: &Sim,
+        _process: &Process,
+        path: &str,
+        length: u64,
+    ) -> Result<(), Errno> {
+        let result = match self.lookup(path) {
+            Ok(ino) if self.state.borrow().inodes[&ino].kind == FileKind::Directory => {
+                Err(Errno::EISDIR)
+            }
+            Ok(ino) => {
+                self.do_truncate(sim, ino, length).await;
+                Ok(())
+            }
+            Err(errno) => Err(errno),
+        };
+        self.count(result)
+    }
+
+    /// `ftruncate(2)`.
+    pub async fn ftruncate(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        fd: i32,
+        length: u64,
+    ) -> Result<(), Errno> {
+        let result = match self.fd_ino(process, fd) {
+            Ok((_, flags)) if flags & O_ACCMODE == O_RDONLY => Err(Errno::EINVAL),
+            Ok((ino, _)) => {
+                self.do_truncate(sim, ino, length).await;
+                Ok(())
+            }
+            Err(errno) => Err(errno),
+        };
+        self.count(result)
+    }
+
+    async fn do_truncate(&self, sim: &Sim, ino: Ino, length: u64) {
+        let lock = self.state.borrow().inodes[&ino].lock.clone();
+        let guard = lock.lock(sim).await;
+        let size = self.state.borrow().inodes[&ino].size;
+        if length < size {
+            let first_gone = length.div_ceil(PAGE_SIZE);
+            self.mm.truncate_pages(sim, ino, first_gone, u64::MAX).await;
+            self.fs.borrow_mut().truncate_blocks(ino, first_gone);
+            let mut state = self.state.borrow_mut();
+            let inode = state.inodes.get_mut(&ino).expect("inode");
+            if let Some(contents) = inode.contents.as_mut() {
+                contents.retain(|&index, _| index < first_gone);
+                if !length.is_multiple_of(PAGE_SIZE) {
+                    if let Some(page) = contents.get_mut(&(length / PAGE_SIZE)) {
+                        page[(length % PAGE_SIZE) as usize..].fill(0);
+                    }
+                }
+            }
+        }
+        let mut state = self.state.borrow_mut();
+        let inode = state.inodes.get_mut(&ino).expect("inode");
+        if inode.size != length {
+            inode.size = length;
+            inode.size_dirty = true;
+        }
+        inode.meta_dirty = true;
+        inode.mtime_ns = sim.now();
+        drop(state);
+        drop(guard);
+    }
+
+    /// `unlink(2)`.
+    pub async fn unlink(&self, sim: &Sim, _process: &Process, path: &str) -> Result<(), Errno> {
+        let result = self.do_unlink(sim, path).await;
+        self.count(result)
+    }
+
+    async fn do_unlink(&self, sim: &Sim, path: &str) -> Result<(), Errno> {
+        let ino = self.lookup(path)?;
+        let parent = self.lookup_parent_dir(path)?;
+        let evict = {
+            let mut state = self.state.borrow_mut();
+            if state.inodes[&ino].kind == FileKind::Directory {
+                return Err(Errno::EISDIR);
+            }
+            state.names.remove(path);
+            let dir = state.inodes.get_mut(&parent).expect("parent");
+            dir.meta_dirty = true;
+            dir.mtime_ns = sim.now();
+            let inode = state.inodes.get_mut(&ino).expect("inode");
+            inode.nlink -= 1;
+            inode.nlink == 0 && inode.open == 0
+        };
+        if evict {
+            self.evict(sim, ino).await;
+        }
+        Ok(())
+    }
+
+    /// `rename(2)`: replaces a regular file at `to`; a directory moves with its entries.
+    pub async fn rename(
+        &self,
+        sim: &Sim,
+        _process: &Process,
+        from: &str,
+        to: &str,
+    ) -> Result<(), Errno> {
+        let result = self.do_rename(sim, from, to).await;
+        self.count(result)
+    }
+
+    async fn do_rename(&self, sim: &Sim, from: &str, to: &str) -> Result<(), Errno> {
+        let ino = self.lookup(from)?;
+        check_path(to)?;
+        let new_parent = self.lookup_parent_dir(to)?;
+        let old_parent = self.lookup_parent_dir(from)?;
+        if from == to {
+            return Ok(());
+        }
+        let kind = self.state.borrow().inodes[&ino].kind;
+        if kind == FileKind::Directory && to.starts_with(&format!("{from}/")) {
+            return Err(Errno::EINVAL);
+        }
+        let mut evict = None;
+        if let Ok(target) = self.lookup(to) {
+            let state = self.state.borrow();
+            match (kind, state.inodes[&target].kind) {
+                (FileKind::Regular, FileKind::Directory) => return Err(Errno::EISDIR),
+                (FileKind::Directory, FileKind::Regular) => return Err(Errno::ENOTDIR),
+                (FileKind::Directory, FileKind::Directory) => {
+                    let prefix = format!("{to}/");
+                    if state
+                        .names
+                        .range(prefix.clone()..)
+                        .next()
+                        .is_some_and(|(n, _)| n.starts_with(&prefix))
+                    {
+                        return Err(Errno::ENOTEMPTY);
+                    }
+                }
+                (FileKind::Regular, FileKind::Regular) => {}
+            }
+            drop(state);
+            let mut state = self.state.borrow_mut();
+            let target_inode = state.inodes.get_mut(&target).expect("target");
+            target_inode.nlink -= 1;
+            if target_inode.nlink == 0 && target_inode.open == 0 {
+                evict = Some(target);
+            }
+            state.names.remove(to);
+        }
+        {
+            let mut state = self.state.borrow_mut();
+            let prefix = format!("{from}/");
+            let moved: Vec<(String, Ino)> = state
+                .names
+                .range(prefix.clone()..)
+                .take_while(|(n, _)| n.starts_with(&prefix))
+                .map(|(n, &i)| (n.clone(), i))
+                .collect();
+            for (name, child) in moved {
+                state.names.remove(&name);
+                state
+                    .names
+                    .insert(format!("{to}/{}", &name[prefix.len()..]), child);
+            }
+            state.names.remove(from);
+            state.names.insert(to.to_string(), ino);
+            for dir in [old_parent, new_parent] {
+                let inode = state.inodes.get_mut(&dir).expect("parent");
+                inode.meta_dirty = true;
+                inode.mtime_ns = sim.now();
+            }
+        }
+        if let Some(target) = evict {
+            self.evict(sim, target).await;
+        }
+        Ok(())
+    }
+
+    /// `mkdir(2)`.
+    pub async fn mkdir(&self, sim: &Sim, _process: &Process, path: &str) -> Result<(), Errno> {
+        let result = match self.lookup(path) {
+            Ok(_) => Err(Errno::EEXIST),
+            Err(Errno::ENOENT) => self
+                .create(sim, path, FileKind::Directory, false)
+                .map(|_| ()),
+            Err(errno) => Err(errno),
+        };
+        self.count(result)
+    }
+
+    /// `stat(2)`.
+    pub async fn stat(&self, _sim: &Sim, _process: &Process, path: &str) -> Result<Stat, Errno> {
+        let result = self.lookup(path).map(|ino| {
+            let state = self.state.borrow();
+            let inode = &state.inodes[&ino];
+            Stat {
+                ino,
+                kind: inode.kind,
+                size: inode.size,
+                nlink: inode.nlink,
+                mtime_ns: inode.mtime_ns,
+                cached_pages: self.mm.nr_pages(ino) as u64,
+            }
+        });
+        self.count(result)
+    }
+
+    /// Creates `path` of `size` bytes with its blocks on disk and nothing cached, as if it had
+    /// been written before the run (a preexisting file: photos, an app's data). Not a system
+    /// call: no time passes.
+    pub fn populate(&self, sim: &Sim, path: &str, size: u64) -> Result<Ino, Errno> {
+        check_path(path)?;
+        if self.lookup(path).is_ok() {
+            return Err(Errno::EEXIST);
+        }
+        let ino = self.create(sim, path, FileKind::Regular, false)?;
+        let pages = size.div_ceil(PAGE_SIZE);
+        let mut fs = self.fs.borrow_mut();
+        for index in 0..pages {
+            fs.get_block(ino, index, true)?;
+        }
+        drop(fs);
+        let mut state = self.state.borrow_mut();
+        let inode = state.inodes.get_mut(&ino).expect("inode");
+        inode.size = size;
+        inode.meta_dirty = false;
+        Ok(ino)
+    }
+}
+
+fn meta_bio(op: IoOp, block: u64, issuer: Issuer) -> BioRequest {
+    let flush = op == IoOp::Flush;
+    BioRequest {
+        op,
+        sector: if flush { 0 } else { block * SECTORS_PER_PAGE },
+        nr_sectors: if flush { 0 } else { SECTORS_PER_PAGE as u32 },
+        flags: IoFlags {
+            sync: true,
+            meta: !flush,
+            preflush: flush,
+            ..IoFlags::default()
+        },
+        issued_async: false,
+        foreground: issuer.foreground,
+        task: issuer.task,
+        uid: issuer.uid,
+        pages: None,
+    }
+}

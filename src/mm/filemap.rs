@@ -1,0 +1,554 @@
+//! Reads, buffered writes, sync writeback and truncation over the page cache (mm/filemap.c,
+//! mm/readahead.c, mm/truncate.c, fs/buffer.c of Linux 3.10).
+//!
+//! - Reads (`do_generic_file_read`): a missing page starts synchronous readahead
+//!   (`page_cache_sync_readahead`), a page marked `PG_readahead` starts the next window
+//!   asynchronously (`page_cache_async_readahead`), and a page that is not uptodate is waited on
+//!   in `wait_on_page_locked` (reason `lock_page`) until its read completes. The window follows
+//!   `ondemand_readahead`: initial size from the request (x4 or x2, `get_init_ra_size`), doubled
+//!   (x4 when small) on each sequential step (`get_next_ra_size`) up to `read_ahead_kb`; a
+//!   random read reads just the requested pages.
+//! - Writes (`generic_perform_write`): per page, `grab_cache_page_write_begin` (find and lock,
+//!   or allocate and add), `wait_for_stable_page` (waits in `wait_on_page_writeback` when the
+//!   page is being written: QASIO D_data), `block_write_begin` (a partial write to a page that
+//!   is not uptodate reads it first, synchronously, unless it is a hole or past EOF; a block is
+//!   allocated with `get_block(create)`), then `write_end` (uptodate, dirty, unlock) and
+//!   `balance_dirty_pages_ratelimited`.
+//! - fsync's data part (`filemap_write_and_wait_range`): writes the dirty pages of the range
+//!   with synchronous bios from the caller's context (`WB_SYNC_ALL`), then waits for every
+//!   page of the range under writeback, including those the flusher submitted asynchronously
+//!   before (QASIO D_sync).
+//!
+//! Simplifications: reads never fail; no `PG_error`; a partial-page read before a write reads
+//! the whole page; the page cache keeps no buffer heads (a page is one block).
+
+use super::bio::{BioRequest, PageSpan};
+use super::writeback::{DirtyThrottleState, SyncMode, MAX_BIO_PAGES, SECTORS_PER_PAGE};
+use super::{pg, Issuer, Mm, PageId};
+use crate::dev::{IoFlags, IoOp};
+use crate::fs::{Errno, Ino};
+use crate::sim::sync::Completion;
+use crate::sim::{Blocker, Sim, WaitReason};
+use crate::units::PAGE_SIZE;
+
+/// Per-open-file readahead state (`struct file_ra_state`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileRaState {
+    pub start: u64,
+    pub size: u64,
+    pub async_size: u64,
+    /// Page index of the previous read (`prev_pos`).
+    pub prev_index: Option<u64>,
+}
+
+/// `get_init_ra_size`.
+fn init_ra_size(request: u64, max: u64) -> u64 {
+    let size = request.max(1).next_power_of_two();
+    let size = if size <= max / 32 {
+        size * 4
+    } else if size <= max / 4 {
+        size * 2
+    } else {
+        max
+    };
+    size.min(max).max(1)
+}
+
+/// `get_next_ra_size`.
+fn next_ra_size(current: u64, max: u64) -> u64 {
+    let size = if current < max / 16 {
+        current * 4
+    } else {
+        current * 2
+    };
+    size.min(max).max(1)
+}
+
+/// Most retries of one page lookup before the model is declared broken.
+const MAX_PAGE_RETRIES: u32 = 10_000;
+
+impl Mm {
+    fn ra_max_pages(&self) -> u64 {
+        (self.config.read_ahead / PAGE_SIZE).max(1)
+    }
+
+    /// Submits one bio and waits for it (`submit_bio_wait`): the caller is blocked in
+    /// `submit_bio_wait` on the request.
+    pub async fn submit_wait(&self, sim: &Sim, bio: BioRequest) {
+        let done: Completion<()> = Completion::new();
+        let signal = done.clone();
+        let id = self
+            .bdev
+            .submit_bio(sim, bio, Box::new(move |sim, _| signal.complete(sim, ())))
+            .await;
+        done.wait(sim, WaitReason::BlockIo, Blocker::Request(id))
+            .await;
+    }
+
+    /// Reads pages `[start, start + count)` that exist, are locked and not uptodate: holes are
+    /// zeroed at once, the rest read in bios of consecutive blocks; completion marks them
+    /// uptodate and unlocks them.
+    async fn read_locked_pages(&self, sim: &Sim, ino: Ino, pages: &[u64], issuer: Issuer) {
+        let mut current: Option<(u64, u64, u32)> = None;
+        for &index in pages {
+            let block = self
+                .fs
+                .borrow_mut()
+                .get_block(ino, index, false)
+                .expect("mapping for a read");
+            let Some(block) = block else {
+                let id = self
+                    .find_page(ino, index)
+                    .expect("a locked page stays cached");
+                self.set_flags(id, pg::UPTODATE, 0);
+                self.unlock_page(sim, id);
+                continue;
+            };
+            match current {
+                Some((first, first_block, count))
+                    if first + u64::from(count) == index
+                        && first_block + u64::from(count) == block
+                        && count < MAX_BIO_PAGES =>
+                {
+                    current = Some((first, first_block, count + 1));
+                }
+                _ => {
+                    if let Some(run) = current.take() {
+                        self.submit_read(sim, ino, run, issuer).await;
+                    }
+                    current = Some((index, block, 1));
+                }
+            }
+        }
+        if let Some(run) = current {
+            self.submit_read(sim, ino, run, issuer).await;
+        }
+    }
+
+    async fn submit_read(&self, sim: &Sim, ino: Ino, run: (u64, u64, u32), issuer: Issuer) {
+        let (index, block, count) = run;
+        let span = PageSpan { ino, index, count };
+        self.state().stats.pages_read += u64::from(count);
+        let bio = BioRequest {
+            op: IoOp::Read,
+            sector: block * SECTORS_PER_PAGE,
+            nr_sectors: count * SECTORS_PER_PAGE as u32,
+            flags: IoFlags {
+                sync: true,
+                ..IoFlags::default()
+            },
+            issued_async: false,
+            foreground: issuer.foreground,
+            task: issuer.task,
+            uid: issuer.uid,
+            pages: Some(span),
+        };
+        let mm = self.rc();
+        self.bdev
+            .submit_bio(
+                sim,
+                bio,
+                Box::new(move |sim, _| {
+                    // mpage_end_io: SetPageUptodate + unlock_page.
+                    for index in span.index..span.index + u64::from(span.count) {
+                        let id = mm
+                            .find_page(span.ino, index)
+                            .expect("a page being read stays");
+                        mm.set_flags(id, pg::UPTODATE, 0);
+                        mm.unlock_page(sim, id);
+                    }
+                }),
+            )
+            .await;
+    }
+
+    /// `__do_page_cache_readahead`: adds the missing pages of `[start, start + count)` (up to
+    /// EOF page `last`), marks `PG_readahead` at `start + count - async_size`, and starts their
+    /// reads without waiting.
+    #[allow(clippy::too_many_arguments)]
+    async fn do_readahead(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        start: u64,
+        count: u64,
+        async_size: u64,
+        last: u64,
+        issuer: Issuer,
+    ) {
+        let marker = (async_size > 0).then(|| start + count - async_size);
+        let mut added = Vec::new();
+        for index in start..(start + count).min(last + 1) {
+            if self.find_page(ino, index).is_some() {
+                continue;
+            }
+            self.alloc_page(sim, issuer).await;
+            let mut state = self.state();
+            if state
+                .mappings
+                .get(&ino)
+                .is_some_and(|m| m.pages.contains_key(&index))
+            {
+                state.nr_free += 1;
+                continue;
+            }
+            let flags = if Some(index) == marker {
+                pg::READAHEAD
+            } else {
+                0
+            };
+            state.add_to_page_cache(ino, index, issuer.uid, flags);
+            state.stats.readahead_pages += 1;
+            drop(state);
+            added.push(index);
+        }
+        self.read_locked_pages(sim, ino, &added, issuer).await;
+    }
+
+    /// `ondemand_readahead` for a miss (`hit_marker == false`) or a `PG_readahead` hit.
+    #[allow(clippy::too_many_arguments)]
+    async fn ondemand_readahead(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        index: u64,
+        request: u64,
+        last: u64,
+        ra: &mut FileRaState,
+        hit_marker: bool,
+        issuer: Issuer,
+    ) {
+        let max = self.ra_max_pages();
+        let sequential_window = ra.size > 0
+            && (index == ra.start + ra.size - ra.async_size || index == ra.start + ra.size);
+        if hit_marker || sequential_window {
+            ra.start += ra.size;
+            ra.size = next_ra_size(ra.size, max);
+            ra.async_size = ra.size;
+        } else if index == 0 || ra.prev_index.is_some_and(|p| index <= p + 1 && index >= p) {
+            // initial_readahead
+            ra.start = index;
+            ra.size = init_ra_size(request, max);
+            ra.async_size = if ra.size > request {
+                ra.size - request
+            } else {
+                ra.size
+            };
+        } else {
+            // A random read: just the requested pages, no window.
+            let count = request.min(max);
+            self.do_readahead(sim, ino, index, count, 0, last, issuer)
+                .await;
+            return;
+        }
+        let (start, size, async_size) = (ra.start, ra.size, ra.async_size);
+        self.do_readahead(sim, ino, start, size, async_size, last, issuer)
+            .await;
+    }
+
+    /// `do_generic_file_read` of bytes `[pos, pos + len)`, already clipped to the file size
+    /// `isize`. Waits until every page is uptodate.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn file_read(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        pos: u64,
+        len: u64,
+        isize: u64,
+        ra: &mut FileRaState,
+        issuer: Issuer,
+    ) {
+        if len == 0 || pos >= isize {
+            return;
+        }
+        let first = pos / PAGE_SIZE;
+        let last_req = (pos + len - 1) / PAGE_SIZE;
+        let last = (isize - 1) / PAGE_SIZE;
+        for index in first..=last_req.min(last) {
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                assert!(
+                    tries < MAX_PAGE_RETRIES,
+                    "page {ino}:{index} never became readable"
+                );
+                let Some(id) = self.find_page(ino, index) else {
+                    let request = last_req.min(last) - index + 1;
+                    self.ondemand_readahead(sim, ino, index, request, last, ra, false, issuer)
+                        .await;
+                    continue;
+                };
+                let page = self.page(id);
+                if page.has(pg::READAHEAD) {
+                    self.set_flags(id, 0, pg::READAHEAD);
+                    let request = last_req.min(last) - index + 1;
+                    self.ondemand_readahead(sim, ino, index, request, last, ra, true, issuer)
+                        .await;
+                }
+                if !self
+                    .find_page(ino, index)
+                    .is_some_and(|id| self.page(id).has(pg::UPTODATE))
+                {
+                    if self
+                        .find_page(ino, index)
+                        .is_some_and(|id| !self.page(id).has(pg::LOCKED))
+                    {
+                        // Not uptodate and nobody reading it (a failed partial write left it):
+                        // lock and read it (`readpage`).
+                        if let Some(id) = self.lock_page(sim, ino, index).await {
+                            if self.page(id).has(pg::UPTODATE) {
+                                self.unlock_page(sim, id);
+                            } else {
+                                self.read_locked_pages(sim, ino, &[index], issuer).await;
+                            }
+                        }
+                    }
+                    // wait_on_page_locked: the read in flight.
+                    self.wait_on_page_bit(sim, ino, index, pg::LOCKED, WaitReason::PageLock)
+                        .await;
+                    continue;
+                }
+                let mut state = self.state();
+                state.mark_page_accessed(id);
+                state.pages[id as usize].uid = issuer.uid;
+                break;
+            }
+            ra.prev_index = Some(index);
+        }
+    }
+
+    /// `grab_cache_page_write_begin`: the page locked, created (not uptodate) if missing.
+    async fn grab_cache_page(&self, sim: &Sim, ino: Ino, index: u64, issuer: Issuer) -> PageId {
+        for _ in 0..MAX_PAGE_RETRIES {
+            if let Some(id) = self.lock_page(sim, ino, index).await {
+                return id;
+            }
+            self.alloc_page(sim, issuer).await;
+            let mut state = self.state();
+            if state
+                .mappings
+                .get(&ino)
+                .is_some_and(|m| m.pages.contains_key(&index))
+            {
+                state.nr_free += 1;
+                continue;
+            }
+            return state.add_to_page_cache(ino, index, issuer.uid, 0);
+        }
+        panic!("page {ino}:{index} could never be grabbed");
+    }
+
+    /// `generic_perform_write` of bytes `[pos, pos + len)` to a file of size `isize` (before the
+    /// write). Returns the bytes written and, if it stopped early, why (`ENOSPC`).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn perform_write(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        pos: u64,
+        len: u64,
+        isize: u64,
+        issuer: Issuer,
+        throttle: &mut DirtyThrottleState,
+    ) -> (u64, Option<Errno>) {
+        let mut written = 0u64;
+        while written < len {
+            let at = pos + written;
+            let index = at / PAGE_SIZE;
+            let offset = at % PAGE_SIZE;
+            let bytes = (PAGE_SIZE - offset).min(len - written);
+            let id = self.grab_cache_page(sim, ino, index, issuer).await;
+            // wait_for_stable_page (QASIO D_data).
+            if self.page(id).has(pg::WRITEBACK) {
+                self.state().stats.write_stable_waits += 1;
+                self.wait_on_page_writeback(sim, ino, index).await;
+            }
+            let mapped = self
+                .fs
+                .borrow_mut()
+                .get_block(ino, index, false)
+                .expect("mapping for a write");
+            if !self.page(id).has(pg::UPTODATE) && bytes < PAGE_SIZE {
+                if let Some(block) = mapped.filter(|_| index * PAGE_SIZE < isize) {
+                    // block_write_begin reads the rest of the block first.
+                    self.state().stats.pages_read += 1;
+                    let bio = BioRequest {
+                        op: IoOp::Read,
+                        sector: block * SECTORS_PER_PAGE,
+                        nr_sectors: SECTORS_PER_PAGE as u32,
+                        flags: IoFlags {
+                            sync: true,
+                            ..IoFlags::default()
+                        },
+                        issued_async: false,
+                        foreground: issuer.foreground,
+                        task: issuer.task,
+                        uid: issuer.uid,
+                        pages: Some(PageSpan {
+                            ino,
+                            index,
+                            count: 1,
+                        }),
+                    };
+                    self.submit_wait(sim, bio).await;
+                }
+                // Otherwise a hole or past EOF: zeroes.
+                self.set_flags(id, pg::UPTODATE, 0);
+            }
+            if mapped.is_none() {
+                if let Err(errno) = self.fs.borrow_mut().get_block(ino, index, true) {
+                    let page = self.page(id);
+                    if !page.has(pg::UPTODATE) && !page.has(pg::DIRTY) {
+                        self.state().delete_from_page_cache(id);
+                        self.wake_page(sim, ino, index);
+                    } else {
+                        self.unlock_page(sim, id);
+                    }
+                    return (written, Some(errno));
+                }
+            }
+            // write_end: block_write_end + set_page_dirty + unlock.
+            let newly_dirty = {
+                let mut state = self.state();
+                state.pages[id as usize].flags |= pg::UPTODATE;
+                state.pages[id as usize].uid = issuer.uid;
+                let newly = state.set_page_dirty(id, sim.now());
+                state.mark_page_accessed(id);
+                newly
+            };
+            self.unlock_page(sim, id);
+            written += bytes;
+            self.balance_dirty_pages_ratelimited(sim, throttle, u64::from(newly_dirty))
+                .await;
+        }
+        (written, None)
+    }
+
+    /// `filemap_write_and_wait_range` over pages `[start, end]`: synchronous writeback from the
+    /// caller, then waits for every page of the range under writeback (QASIO D_sync).
+    pub async fn write_and_wait_range(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        start: u64,
+        end: u64,
+        issuer: Issuer,
+    ) {
+        let dirty: Vec<u64> = {
+            let state = self.state();
+            match state.mappings.get(&ino) {
+                None => return,
+                Some(m) => m.dirty.range(start..=end).copied().collect(),
+            }
+        };
+        if !dirty.is_empty() {
+            let count = dirty.len() as u64;
+            self.writepages(sim, ino, SyncMode::All, count, Some(dirty), issuer, true)
+                .await;
+        }
+        self.wait_range_writeback(sim, ino, start, end).await;
+    }
+
+    /// `filemap_fdatawait_range`.
+    pub async fn wait_range_writeback(&self, sim: &Sim, ino: Ino, start: u64, end: u64) {
+        let under_writeback: Vec<u64> = {
+            let state = self.state();
+            match state.mappings.get(&ino) {
+                None => return,
+                Some(m) => m.writeback.range(start..=end).copied().collect(),
+            }
+        };
+        for index in under_writeback {
+            self.wait_on_page_writeback(sim, ino, index).await;
+        }
+    }
+
+    /// `truncate_inode_pages_range` over pages `[start, end]`: each page is locked, waited on
+    /// if under writeback, cleaned and dropped.
+    pub async fn truncate_pages(&self, sim: &Sim, ino: Ino, start: u64, end: u64) {
+        let cached: Vec<u64> = {
+            let state = self.state();
+            match state.mappings.get(&ino) {
+                None => return,
+                Some(m) => m.pages.range(start..=end).map(|(&i, _)| i).collect(),
+            }
+        };
+        for index in cached {
+            let Some(id) = self.lock_page(sim, ino, index).await else {
+                continue;
+            };
+            if self.page(id).has(pg::WRITEBACK) {
+                self.wait_on_page_writeback(sim, ino, index).await;
+            }
+            let mut state = self.state();
+            state.clear_page_dirty(id);
+            state.delete_from_page_cache(id);
+            drop(state);
+            self.wake_page(sim, ino, index);
+        }
+    }
+
+    /// Direct I/O of whole pages `[first, first + count)` (`__blockdev_direct_IO`): cached
+    /// pages of the range are written and dropped first, then the blocks are read or written
+    /// synchronously from the caller, bypassing the cache. Writes allocate blocks
+    /// (`ENOSPC`); reads of holes do no I/O.
+    pub async fn direct_io(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        first: u64,
+        count: u64,
+        write: bool,
+        issuer: Issuer,
+    ) -> Result<(), Errno> {
+        if count == 0 {
+            return Ok(());
+        }
+        let last = first + count - 1;
+        self.write_and_wait_range(sim, ino, first, last, issuer)
+            .await;
+        if write {
+            self.truncate_pages(sim, ino, first, last).await;
+        }
+        let mut current: Option<(u64, u32)> = None;
+        let op = if write { IoOp::Write } else { IoOp::Read };
+        for index in first..=last {
+            let block = self.fs.borrow_mut().get_block(ino, index, write)?;
+            let Some(block) = block else { continue };
+            match current {
+                Some((start, n)) if start + u64::from(n) == block && n < MAX_BIO_PAGES => {
+                    current = Some((start, n + 1));
+                }
+                _ => {
+                    if let Some(run) = current.take() {
+                        self.submit_wait(sim, direct_bio(op, run, issuer)).await;
+                    }
+                    current = Some((block, 1));
+                }
+            }
+        }
+        if let Some(run) = current {
+            self.submit_wait(sim, direct_bio(op, run, issuer)).await;
+        }
+        Ok(())
+    }
+}
+
+fn direct_bio(op: IoOp, run: (u64, u32), issuer: Issuer) -> BioRequest {
+    BioRequest {
+        op,
+        sector: run.0 * SECTORS_PER_PAGE,
+        nr_sectors: run.1 * SECTORS_PER_PAGE as u32,
+        // WRITE_ODIRECT = WRITE_SYNC: someone waits.
+        flags: IoFlags {
+            sync: true,
+            ..IoFlags::default()
+        },
+        issued_async: false,
+        foreground: issuer.foreground,
+        task: issuer.task,
+        uid: issuer.uid,
+        pages: None,
+    }
+}

@@ -1,0 +1,813 @@
+//! Memory management: the page cache, writeback, dirty throttling, the page allocator and
+//! reclaim, modelled on Linux 3.10 (the kernel the papers patched).
+//!
+//! - this file: [`VmConfig`], the page table of the page cache (one compact [`Page`] per cached
+//!   page, per-inode [`Mapping`]s, the active and inactive LRU lists) and the page-flag waits
+//!   (`lock_page`, `wait_on_page_writeback`) over a hashed table of wait queues like Linux's
+//!   `page_waitqueue`;
+//! - [`filemap`]: reads with readahead, buffered writes (`generic_perform_write`), the sync
+//!   write-and-wait of fsync (`filemap_write_and_wait_range`), truncation (mm/filemap.c,
+//!   mm/readahead.c, mm/truncate.c);
+//! - [`writeback`]: dirty limits, `balance_dirty_pages`, the flusher (`wb_do_writeback`,
+//!   `wb_writeback`, `write_cache_pages`) (mm/page-writeback.c, fs/fs-writeback.c);
+//! - [`vmscan`]: the page allocator behind a global lock (FastTrack §3.2), watermarks, direct
+//!   reclaim, kswapd, `shrink_page_list` with a swappable [`vmscan::ReclaimPolicy`] (mm/vmscan.c,
+//!   mm/page_alloc.c);
+//! - [`bio`]: the boundary with the block layer.
+//!
+//! Simplifications (each submodule lists its own):
+//! - Pages are metadata (DESIGN.md principle 6): a [`Page`] is 32 bytes of flags, owner and LRU
+//!   links in one slab; file contents, for files that ask for them, live in the VFS inode.
+//! - One memory zone, page-cache pages only: anonymous memory, slab and the kernel are a fixed
+//!   `reserved` amount of RAM; no swap, no mmap, so no mapped pages and no page-table references.
+//! - Invariant kept: a page is never dirty and under writeback at once. Linux allows it (a page
+//!   redirtied while written); here every writer waits for writeback first (stable pages,
+//!   `wait_for_stable_page`), so the case cannot arise and is asserted against.
+
+pub mod bio;
+pub mod filemap;
+pub mod vmscan;
+pub mod writeback;
+
+#[cfg(test)]
+mod tests;
+
+use crate::app::ActivityManager;
+use crate::fs::{FileSystem, Ino};
+use crate::sim::sync::{Mutex, WaitQueue};
+use crate::sim::{Blocker, Sim, TaskId, WaitReason, WakeToken};
+use crate::units::{serde_units, Nanos, NS_PER_MS, NS_PER_SEC, PAGE_SIZE};
+use serde::{Deserialize, Serialize};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
+use std::task::{Context, Poll};
+
+pub use bio::{BioRequest, BlockSubmit, DirectDevice, PageSpan};
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------------------------
+
+/// Which reclaim order [`vmscan`] uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReclaimPolicyKind {
+    /// Linux: oldest inactive pages first, clean pages before dirty ones.
+    #[default]
+    Linux,
+}
+
+/// The VM knobs of one run (`/proc/sys/vm/*` and the machine's RAM). Scenario table
+/// `[stack.vm]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VmConfig {
+    /// Physical memory. Default 2 GiB (Galaxy S5, QASIO's phone; Nexus 5 has 2 GB too).
+    #[serde(with = "serde_units::size")]
+    pub ram: u64,
+    /// Memory that the page cache cannot use (kernel, apps' anonymous memory). Default 0.
+    #[serde(with = "serde_units::size")]
+    pub reserved: u64,
+    /// `dirty_expire_centisecs`: 3000 = 30 s (mm/page-writeback.c); Android of the QASIO era
+    /// 200 = 2 s (QASIO §6).
+    #[serde(with = "serde_units::duration")]
+    pub dirty_expire: Nanos,
+    /// `dirty_writeback_centisecs`: 500 = 5 s (mm/page-writeback.c): the flusher's period.
+    #[serde(with = "serde_units::duration")]
+    pub dirty_writeback_interval: Nanos,
+    /// `dirty_background_ratio`: 10 % of dirtyable memory (mm/page-writeback.c); Android 5 %
+    /// (QASIO §6).
+    pub dirty_background_ratio: u32,
+    /// `dirty_background_bytes`: overrides the ratio when non-zero. Default 0.
+    #[serde(with = "serde_units::size")]
+    pub dirty_background_bytes: u64,
+    /// `dirty_ratio`: 20 % (mm/page-writeback.c; Android keeps the kernel default).
+    pub dirty_ratio: u32,
+    /// `dirty_bytes`: overrides the ratio when non-zero. Default 0.
+    #[serde(with = "serde_units::size")]
+    pub dirty_bytes: u64,
+    /// Longest single `balance_dirty_pages` pause: `MAX_PAUSE` = HZ/5 = 200 ms
+    /// (mm/page-writeback.c; LWN 456904).
+    #[serde(with = "serde_units::duration")]
+    pub max_pause: Nanos,
+    /// `read_ahead_kb`: 128 KiB (`VM_MAX_READAHEAD`, include/linux/mm.h).
+    #[serde(with = "serde_units::size")]
+    pub read_ahead: u64,
+    /// `min_free_kbytes`; 0 = the kernel's formula sqrt(16 x lowmem KiB), clamped to
+    /// 128 KiB..64 MiB (`init_per_zone_wmark_min`, mm/page_alloc.c).
+    #[serde(with = "serde_units::size")]
+    pub min_free: u64,
+    /// Reclaim order.
+    pub reclaim_policy: ReclaimPolicyKind,
+}
+
+impl Default for VmConfig {
+    /// Linux defaults (mm/page-writeback.c, mm/page_alloc.c).
+    fn default() -> Self {
+        VmConfig {
+            ram: 2 << 30,
+            reserved: 0,
+            dirty_expire: 30 * NS_PER_SEC,
+            dirty_writeback_interval: 5 * NS_PER_SEC,
+            dirty_background_ratio: 10,
+            dirty_background_bytes: 0,
+            dirty_ratio: 20,
+            dirty_bytes: 0,
+            max_pause: 200 * NS_PER_MS,
+            read_ahead: 128 << 10,
+            min_free: 0,
+            reclaim_policy: ReclaimPolicyKind::Linux,
+        }
+    }
+}
+
+impl VmConfig {
+    /// Android of the QASIO era: `dirty_expire_centisecs` 200 and `dirty_background_ratio` 5
+    /// (QASIO §6, set by Android's init.rc), the rest Linux defaults.
+    pub fn android() -> Self {
+        VmConfig {
+            dirty_expire: 2 * NS_PER_SEC,
+            dirty_background_ratio: 5,
+            ..VmConfig::default()
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.ram < 16 << 20 {
+            return Err(format!("vm `ram` must be at least 16MiB, not {}", self.ram));
+        }
+        if self.reserved + (8 << 20) > self.ram {
+            return Err("vm `reserved` must leave at least 8MiB of `ram` to the page cache".into());
+        }
+        if self.dirty_ratio == 0 || self.dirty_ratio > 100 || self.dirty_background_ratio > 100 {
+            return Err("vm dirty ratios must be percentages, dirty_ratio above 0".into());
+        }
+        if self.max_pause == 0 {
+            return Err("vm `max_pause` must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Pages the page cache may use.
+    pub fn managed_pages(&self) -> u64 {
+        (self.ram - self.reserved) / PAGE_SIZE
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pages
+// ---------------------------------------------------------------------------------------------
+
+/// Index of a page in the page slab.
+pub type PageId = u32;
+const NIL: PageId = u32::MAX;
+
+/// Page flags (include/linux/page-flags.h), as bits of [`Page::flags`].
+pub mod pg {
+    /// `PG_locked`: I/O or a writer owns the page.
+    pub const LOCKED: u16 = 1 << 0;
+    /// `PG_uptodate`: the contents are valid.
+    pub const UPTODATE: u16 = 1 << 1;
+    /// `PG_dirty`: modified since last written.
+    pub const DIRTY: u16 = 1 << 2;
+    /// `PG_writeback`: being written to disk.
+    pub const WRITEBACK: u16 = 1 << 3;
+    /// `PG_referenced`: accessed since last scanned.
+    pub const REFERENCED: u16 = 1 << 4;
+    /// `PG_active`: on the active LRU list.
+    pub const ACTIVE: u16 = 1 << 5;
+    /// `PG_reclaim`: reclaim wants it once writeback ends (`rotate_reclaimable_page`).
+    pub const RECLAIM: u16 = 1 << 6;
+    /// `PG_readahead`: reaching this page triggers asynchronous readahead.
+    pub const READAHEAD: u16 = 1 << 7;
+}
+
+/// One cached page: 32 bytes, no heap.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub ino: Ino,
+    pub index: u64,
+    pub flags: u16,
+    /// Which LRU list the page is on.
+    lru: Lru,
+    /// The app (UID) that last touched the page (FastTrack's page owner).
+    pub uid: u32,
+    prev: PageId,
+    next: PageId,
+}
+
+impl Page {
+    pub fn has(&self, flag: u16) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Lru {
+    None = 0,
+    Inactive = 1,
+    Active = 2,
+}
+
+/// An intrusive doubly-linked LRU list over the slab: `head` is the most recently added page,
+/// `tail` the oldest (Linux adds at the head and reclaims from the tail).
+#[derive(Debug, Clone, Copy)]
+struct LruList {
+    head: PageId,
+    tail: PageId,
+    len: u64,
+}
+
+impl Default for LruList {
+    fn default() -> Self {
+        LruList {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
+    }
+}
+
+/// The pages of one inode (`struct address_space`), with the dirty and writeback tags of its
+/// radix tree as ordered sets of page indexes.
+#[derive(Debug, Default)]
+pub struct Mapping {
+    pub pages: BTreeMap<u64, PageId>,
+    /// `PAGECACHE_TAG_DIRTY`.
+    pub dirty: BTreeSet<u64>,
+    /// `PAGECACHE_TAG_WRITEBACK`.
+    pub writeback: BTreeSet<u64>,
+    /// `inode->dirtied_when`: when the inode went from clean to dirty.
+    pub dirtied_when: Option<Nanos>,
+    /// `mapping->writeback_index`: where cyclic writeback resumes.
+    pub writeback_index: u64,
+}
+
+/// Counters of the memory-management layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MmStats {
+    pub pages_dirtied: u64,
+    pub pages_written_async: u64,
+    pub pages_written_sync: u64,
+    pub pages_read: u64,
+    pub readahead_pages: u64,
+    pub reclaimed_clean: u64,
+    pub reclaimed_dirty: u64,
+    pub direct_reclaims: u64,
+    pub kswapd_runs: u64,
+    pub throttle_pauses: u64,
+    pub throttle_ns: u64,
+    pub write_stable_waits: u64,
+    pub flusher_kupdate_pages: u64,
+    pub flusher_background_pages: u64,
+    /// High-water mark of dirty + writeback pages.
+    pub max_dirty_writeback: u64,
+}
+
+/// The mutable state of the page cache.
+pub struct MmState {
+    pages: Vec<Page>,
+    free_ids: Vec<PageId>,
+    /// Free pages of RAM (managed pages minus cached pages).
+    pub nr_free: u64,
+    lru: [LruList; 3],
+    pub mappings: BTreeMap<Ino, Mapping>,
+    /// `wb->b_dirty`: dirty inodes by (dirtied_when, ino).
+    pub b_dirty: BTreeSet<(Nanos, Ino)>,
+    /// `NR_FILE_DIRTY`.
+    pub nr_dirty: u64,
+    /// `NR_WRITEBACK`.
+    pub nr_writeback: u64,
+    pub stats: MmStats,
+    pub bandwidth: writeback::Bandwidth,
+}
+
+/// Who performs an operation: the task (for waits and bios), its app and whether that app is in
+/// the foreground.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Issuer {
+    pub task: Option<TaskId>,
+    pub uid: u32,
+    pub foreground: bool,
+}
+
+/// `PAGE_WAIT_TABLE_BITS` = 8: 256 hashed wait queues shared by all pages (mm/filemap.c
+/// `page_waitqueue`); waiters re-check their page after every wake.
+const PAGE_WAIT_TABLE_SIZE: usize = 256;
+
+/// The page cache and memory of one run.
+pub struct Mm {
+    pub(crate) me: Weak<Mm>,
+    pub config: VmConfig,
+    pub(crate) fs: Rc<RefCell<dyn FileSystem>>,
+    pub(crate) bdev: Rc<dyn BlockSubmit>,
+    pub(crate) activity: Option<Rc<ActivityManager>>,
+    state: RefCell<MmState>,
+    page_waitqueues: Vec<WaitQueue>,
+    /// The page allocator's global lock (FastTrack §3.2).
+    pub(crate) alloc_lock: Mutex,
+    /// Direct reclaimers that made no progress wait here for pages to be freed or written.
+    pub(crate) free_wait: WaitQueue,
+    pub(crate) kswapd_wake: TimedWake,
+    pub(crate) flusher_wake: TimedWake,
+    pub(crate) policy: RefCell<Box<dyn vmscan::ReclaimPolicy>>,
+    pub(crate) watermarks: vmscan::Watermarks,
+    flusher_task: Cell<Option<TaskId>>,
+    kswapd_task: Cell<Option<TaskId>>,
+}
+
+impl Mm {
+    /// Builds the page cache over `fs` and `bdev` and starts its kernel threads (the flusher
+    /// and kswapd).
+    pub fn start(
+        sim: &Sim,
+        config: VmConfig,
+        fs: Rc<RefCell<dyn FileSystem>>,
+        bdev: Rc<dyn BlockSubmit>,
+        activity: Option<Rc<ActivityManager>>,
+    ) -> Rc<Mm> {
+        config.validate().expect("a validated VM configuration");
+        let managed = config.managed_pages();
+        let watermarks = vmscan::Watermarks::new(&config);
+        let policy = vmscan::policy_for(config.reclaim_policy);
+        let mm = Rc::new_cyclic(|me| Mm {
+            me: me.clone(),
+            fs,
+            bdev,
+            activity,
+            state: RefCell::new(MmState {
+                pages: Vec::new(),
+                free_ids: Vec::new(),
+                nr_free: managed,
+                lru: [LruList::default(); 3],
+                mappings: BTreeMap::new(),
+                b_dirty: BTreeSet::new(),
+                nr_dirty: 0,
+                nr_writeback: 0,
+                stats: MmStats::default(),
+                bandwidth: writeback::Bandwidth::new(),
+            }),
+            page_waitqueues: (0..PAGE_WAIT_TABLE_SIZE)
+                .map(|_| WaitQueue::new())
+                .collect(),
+            alloc_lock: Mutex::new(sim, "page_alloc", WaitReason::PageAlloc),
+            free_wait: WaitQueue::new(),
+            kswapd_wake: TimedWake::default(),
+            flusher_wake: TimedWake::default(),
+            policy: RefCell::new(policy),
+            watermarks,
+            config,
+            flusher_task: Cell::new(None),
+            kswapd_task: Cell::new(None),
+        });
+        let flusher = {
+            let (s, m) = (sim.clone(), mm.clone());
+            sim.spawn_daemon("flush-179:0", async move { m.flusher(&s).await })
+        };
+        mm.flusher_task.set(Some(flusher.task()));
+        let kswapd = {
+            let (s, m) = (sim.clone(), mm.clone());
+            sim.spawn_daemon("kswapd0", async move { m.kswapd(&s).await })
+        };
+        mm.kswapd_task.set(Some(kswapd.task()));
+        mm
+    }
+
+    pub fn stats(&self) -> MmStats {
+        self.state.borrow().stats
+    }
+
+    pub fn flusher_task(&self) -> Option<TaskId> {
+        self.flusher_task.get()
+    }
+
+    /// (free, cached, dirty, writeback) pages.
+    pub fn page_counts(&self) -> (u64, u64, u64, u64) {
+        let state = self.state.borrow();
+        let cached = state.pages.len() as u64 - state.free_ids.len() as u64;
+        (state.nr_free, cached, state.nr_dirty, state.nr_writeback)
+    }
+
+    /// (inactive, active) LRU lengths.
+    pub fn lru_sizes(&self) -> (u64, u64) {
+        let state = self.state.borrow();
+        (
+            state.lru[Lru::Inactive as usize].len,
+            state.lru[Lru::Active as usize].len,
+        )
+    }
+
+    /// The flags of page `index` of `ino`, if cached.
+    pub fn page_flags(&self, ino: Ino, index: u64) -> Option<u16> {
+        let state = self.state.borrow();
+        let id = *state.mappings.get(&ino)?.pages.get(&index)?;
+        Some(state.pages[id as usize].flags)
+    }
+
+    /// Cached pages of `ino`.
+    pub fn nr_pages(&self, ino: Ino) -> usize {
+        self.state
+            .borrow()
+            .mappings
+            .get(&ino)
+            .map_or(0, |m| m.pages.len())
+    }
+
+    pub(crate) fn state(&self) -> std::cell::RefMut<'_, MmState> {
+        self.state.borrow_mut()
+    }
+
+    pub(crate) fn rc(&self) -> Rc<Mm> {
+        self.me.upgrade().expect("the page cache is alive")
+    }
+
+    fn page_waitqueue(&self, ino: Ino, index: u64) -> &WaitQueue {
+        // A fixed multiplicative hash (deterministic, no random seed).
+        let key =
+            ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ index.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+        &self.page_waitqueues[(key >> 56) as usize % PAGE_WAIT_TABLE_SIZE]
+    }
+
+    pub(crate) fn wake_page(&self, sim: &Sim, ino: Ino, index: u64) {
+        self.page_waitqueue(ino, index).wake_all(sim);
+    }
+
+    /// `find_get_page`.
+    pub(crate) fn find_page(&self, ino: Ino, index: u64) -> Option<PageId> {
+        let state = self.state.borrow();
+        state.mappings.get(&ino)?.pages.get(&index).copied()
+    }
+
+    /// `wait_on_page_bit` for `flag` of page (ino, index): returns once the page does not have
+    /// the flag or is no longer cached.
+    pub(crate) async fn wait_on_page_bit(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        index: u64,
+        flag: u16,
+        reason: WaitReason,
+    ) {
+        loop {
+            let busy = self
+                .find_page(ino, index)
+                .is_some_and(|id| self.state.borrow().pages[id as usize].has(flag));
+            if !busy {
+                return;
+            }
+            self.page_waitqueue(ino, index)
+                .wait(sim, reason, Blocker::Page { ino, index })
+                .await;
+        }
+    }
+
+    /// `wait_on_page_writeback` (QASIO D_data when a writer waits, D_sync when fsync does).
+    pub async fn wait_on_page_writeback(&self, sim: &Sim, ino: Ino, index: u64) {
+        self.wait_on_page_bit(sim, ino, index, pg::WRITEBACK, WaitReason::PageWriteback)
+            .await;
+    }
+
+    /// `lock_page`: returns the locked page, or `None` if it left the cache meanwhile.
+    pub(crate) async fn lock_page(&self, sim: &Sim, ino: Ino, index: u64) -> Option<PageId> {
+        loop {
+            let id = self.find_page(ino, index)?;
+            if self.trylock_page(id) {
+                return Some(id);
+            }
+            self.page_waitqueue(ino, index)
+                .wait(sim, WaitReason::PageLock, Blocker::Page { ino, index })
+                .await;
+        }
+    }
+
+    pub(crate) fn trylock_page(&self, id: PageId) -> bool {
+        let mut state = self.state.borrow_mut();
+        let page = &mut state.pages[id as usize];
+        if page.has(pg::LOCKED) {
+            return false;
+        }
+        page.flags |= pg::LOCKED;
+        true
+    }
+
+    pub(crate) fn unlock_page(&self, sim: &Sim, id: PageId) {
+        let (ino, index) = {
+            let mut state = self.state.borrow_mut();
+            let page = &mut state.pages[id as usize];
+            assert!(page.has(pg::LOCKED), "unlock of an unlocked page");
+            page.flags &= !pg::LOCKED;
+            (page.ino, page.index)
+        };
+        self.wake_page(sim, ino, index);
+    }
+
+    pub(crate) fn page(&self, id: PageId) -> Page {
+        self.state.borrow().pages[id as usize]
+    }
+
+    pub(crate) fn set_flags(&self, id: PageId, set: u16, clear: u16) {
+        let mut state = self.state.borrow_mut();
+        let page = &mut state.pages[id as usize];
+        page.flags = (page.flags | set) & !clear;
+    }
+}
+
+impl MmState {
+    /// Takes a slab slot for a new page (the free-page count was already charged).
+    fn new_page(&mut self, ino: Ino, index: u64, uid: u32, flags: u16) -> PageId {
+        let page = Page {
+            ino,
+            index,
+            flags,
+            lru: Lru::None,
+            uid,
+            prev: NIL,
+            next: NIL,
+        };
+        match self.free_ids.pop() {
+            Some(id) => {
+                self.pages[id as usize] = page;
+                id
+            }
+            None => {
+                assert!(self.pages.len() < NIL as usize, "page slab limit");
+                self.pages.push(page);
+                (self.pages.len() - 1) as PageId
+            }
+        }
+    }
+
+    fn lru_add_head(&mut self, id: PageId, list: Lru) {
+        assert_eq!(
+            self.pages[id as usize].lru,
+            Lru::None,
+            "page already on a list"
+        );
+        let l = list as usize;
+        let head = self.lru[l].head;
+        {
+            let page = &mut self.pages[id as usize];
+            page.lru = list;
+            page.prev = NIL;
+            page.next = head;
+            if list == Lru::Active {
+                page.flags |= pg::ACTIVE;
+            } else {
+                page.flags &= !pg::ACTIVE;
+            }
+        }
+        if head != NIL {
+            self.pages[head as usize].prev = id;
+        } else {
+            self.lru[l].tail = id;
+        }
+        self.lru[l].head = id;
+        self.lru[l].len += 1;
+    }
+
+    fn lru_add_tail(&mut self, id: PageId, list: Lru) {
+        assert_eq!(
+            self.pages[id as usize].lru,
+            Lru::None,
+            "page already on a list"
+        );
+        let l = list as usize;
+        let tail = self.lru[l].tail;
+        {
+            let page = &mut self.pages[id as usize];
+            page.lru = list;
+            page.next = NIL;
+            page.prev = tail;
+            if list == Lru::Active {
+                page.flags |= pg::ACTIVE;
+            } else {
+                page.flags &= !pg::ACTIVE;
+            }
+        }
+        if tail != NIL {
+            self.pages[tail as usize].next = id;
+        } else {
+            self.lru[l].head = id;
+        }
+        self.lru[l].tail = id;
+        self.lru[l].len += 1;
+    }
+
+    fn lru_del(&mut self, id: PageId) {
+        let Page {
+            lru, prev, next, ..
+        } = self.pages[id as usize];
+        if lru == Lru::None {
+            return;
+        }
+        let l = lru as usize;
+        if prev != NIL {
+            self.pages[prev as usize].next = next;
+        } else {
+            self.lru[l].head = next;
+        }
+        if next != NIL {
+            self.pages[next as usize].prev = prev;
+        } else {
+            self.lru[l].tail = prev;
+        }
+        self.lru[l].len -= 1;
+        let page = &mut self.pages[id as usize];
+        page.lru = Lru::None;
+        page.prev = NIL;
+        page.next = NIL;
+    }
+
+    /// `add_to_page_cache_lru`: a new page, locked, on the inactive list.
+    fn add_to_page_cache(&mut self, ino: Ino, index: u64, uid: u32, flags: u16) -> PageId {
+        let id = self.new_page(ino, index, uid, flags | pg::LOCKED);
+        let mapping = self.mappings.entry(ino).or_default();
+        let previous = mapping.pages.insert(index, id);
+        assert!(previous.is_none(), "page {ino}:{index} added twice");
+        self.lru_add_head(id, Lru::Inactive);
+        id
+    }
+
+    /// `__delete_from_page_cache` + free: the page must be clean, not under writeback.
+    fn delete_from_page_cache(&mut self, id: PageId) {
+        let page = self.pages[id as usize];
+        assert!(
+            !page.has(pg::DIRTY) && !page.has(pg::WRITEBACK),
+            "freeing page {}:{} that is dirty or under writeback",
+            page.ino,
+            page.index
+        );
+        self.lru_del(id);
+        let mapping = self
+            .mappings
+            .get_mut(&page.ino)
+            .expect("page has a mapping");
+        assert_eq!(mapping.pages.remove(&page.index), Some(id));
+        if mapping.pages.is_empty() && mapping.dirty.is_empty() && mapping.writeback.is_empty() {
+            self.mappings.remove(&page.ino);
+        }
+        self.pages[id as usize].flags = 0;
+        self.free_ids.push(id);
+        self.nr_free += 1;
+    }
+
+    /// `__set_page_dirty`: tags the page and, on the inode's first dirty page,
+    /// `__mark_inode_dirty` puts it on `b_dirty` with `dirtied_when = now`.
+    fn set_page_dirty(&mut self, id: PageId, now: Nanos) -> bool {
+        let page = self.pages[id as usize];
+        assert!(
+            !page.has(pg::WRITEBACK),
+            "page {}:{} dirtied under writeback (stable pages violated)",
+            page.ino,
+            page.index
+        );
+        if page.has(pg::DIRTY) {
+            return false;
+        }
+        self.pages[id as usize].flags |= pg::DIRTY;
+        self.nr_dirty += 1;
+        self.stats.pages_dirtied += 1;
+        let mapping = self
+            .mappings
+            .get_mut(&page.ino)
+            .expect("page has a mapping");
+        mapping.dirty.insert(page.index);
+        if mapping.dirtied_when.is_none() {
+            mapping.dirtied_when = Some(now);
+            self.b_dirty.insert((now, page.ino));
+        }
+        let total = self.nr_dirty + self.nr_writeback;
+        self.stats.max_dirty_writeback = self.stats.max_dirty_writeback.max(total);
+        true
+    }
+
+    /// Clears the dirty bit and tag (`clear_page_dirty_for_io` / `cancel_dirty_page`); an inode
+    /// left without dirty pages leaves `b_dirty`.
+    fn clear_page_dirty(&mut self, id: PageId) -> bool {
+        let page = self.pages[id as usize];
+        if !page.has(pg::DIRTY) {
+            return false;
+        }
+        self.pages[id as usize].flags &= !pg::DIRTY;
+        self.nr_dirty -= 1;
+        let mapping = self
+            .mappings
+            .get_mut(&page.ino)
+            .expect("page has a mapping");
+        mapping.dirty.remove(&page.index);
+        if mapping.dirty.is_empty() {
+            if let Some(when) = mapping.dirtied_when.take() {
+                self.b_dirty.remove(&(when, page.ino));
+            }
+        }
+        true
+    }
+
+    /// `clear_page_dirty_for_io` + `set_page_writeback`.
+    fn start_writeback(&mut self, id: PageId) {
+        assert!(
+            self.pages[id as usize].has(pg::LOCKED),
+            "writeback of an unlocked page"
+        );
+        assert!(self.clear_page_dirty(id), "writeback of a clean page");
+        let page = &mut self.pages[id as usize];
+        page.flags |= pg::WRITEBACK;
+        let (ino, index) = (page.ino, page.index);
+        self.nr_writeback += 1;
+        self.mappings
+            .get_mut(&ino)
+            .expect("page has a mapping")
+            .writeback
+            .insert(index);
+    }
+
+    /// `mark_page_accessed`: referenced on first touch; a referenced inactive page moves to the
+    /// active list.
+    fn mark_page_accessed(&mut self, id: PageId) {
+        let page = self.pages[id as usize];
+        if page.lru == Lru::Inactive && page.has(pg::REFERENCED) {
+            self.lru_del(id);
+            self.lru_add_head(id, Lru::Active);
+            self.pages[id as usize].flags &= !pg::REFERENCED;
+        } else if !page.has(pg::REFERENCED) {
+            self.pages[id as usize].flags |= pg::REFERENCED;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A wait that a timer or another task can end, for kernel threads' `schedule_timeout`
+// ---------------------------------------------------------------------------------------------
+
+/// A kernel thread's interruptible sleep: `wait(until)` sleeps until `until` or until `wake()`
+/// (like a flusher's `schedule_timeout` that `wb_wakeup` cuts short).
+#[derive(Default)]
+pub struct TimedWake {
+    token: Cell<Option<WakeToken>>,
+    /// A wake that came while the thread was running: the next wait returns at once.
+    pending: Cell<bool>,
+}
+
+impl TimedWake {
+    pub fn wake(&self, sim: &Sim) {
+        match self.token.take() {
+            Some(token) => {
+                sim.wake(token);
+            }
+            None => self.pending.set(true),
+        }
+    }
+
+    /// Sleeps until `until` (or forever when `None`) or a wake.
+    pub fn wait<'a>(&'a self, sim: &'a Sim, until: Option<Nanos>) -> TimedWakeWait<'a> {
+        TimedWakeWait {
+            owner: self,
+            sim,
+            until,
+            token: None,
+        }
+    }
+}
+
+pub struct TimedWakeWait<'a> {
+    owner: &'a TimedWake,
+    sim: &'a Sim,
+    until: Option<Nanos>,
+    token: Option<WakeToken>,
+}
+
+impl Future for TimedWakeWait<'_> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        match self.token {
+            Some(token) => {
+                if self.sim.was_woken(token) {
+                    if self.owner.token.get() == Some(token) {
+                        self.owner.token.set(None);
+                    }
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            }
+            None => {
+                if self.owner.pending.replace(false) {
+                    return Poll::Ready(());
+                }
+                let token = self
+                    .sim
+                    .block_current(WaitReason::Sleep, Blocker::None, None);
+                if let Some(until) = self.until {
+                    self.sim.wake_at(until.max(self.sim.now()), token);
+                }
+                self.owner.token.set(Some(token));
+                self.token = Some(token);
+                Poll::Pending
+            }
+        }
+    }
+}

@@ -1,0 +1,477 @@
+//! Behaviour tests of the page cache, writeback, throttling and reclaim, driven through the VFS
+//! system calls over a fixed-latency device.
+
+use super::*;
+use crate::dev::fixed::FixedLatencyDevice;
+use crate::fs::vfs::{Process, Vfs, O_CREAT, O_RDONLY, O_RDWR, O_WRONLY};
+use crate::fs::Errno;
+use crate::sim::{BlockedTimes, Simulation};
+use crate::units::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
+
+struct Rig {
+    sim: Simulation,
+    vfs: Rc<Vfs>,
+}
+
+impl Rig {
+    /// A device with one slot, `latency` per request and `bandwidth` bytes/s.
+    fn new(config: VmConfig, latency: Nanos, bandwidth: u64) -> Rig {
+        let sim = Simulation::new(1);
+        let device = Box::new(FixedLatencyDevice::new(1, latency, bandwidth));
+        let vfs = crate::stack::storage(&sim.handle(), config, device, 64 << 30, None);
+        Rig { sim, vfs }
+    }
+
+    fn mm(&self) -> &Rc<Mm> {
+        &self.vfs.mm
+    }
+
+    fn run_until(&self, at: Nanos) {
+        self.sim.run_until(at, false).expect("no deadlock");
+    }
+
+    fn run_to_end(&self) {
+        self.sim.run_until(u64::MAX, true).expect("no deadlock");
+    }
+
+    /// Spawns `body(sim, vfs, process)` as task `name`.
+    fn spawn<F, Fut>(&self, name: &str, uid: u32, body: F) -> crate::sim::JoinHandle<()>
+    where
+        F: FnOnce(Sim, Rc<Vfs>, Process) -> Fut + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let (s, vfs) = (self.sim.handle(), self.vfs.clone());
+        let process = vfs.new_process(uid, name);
+        self.sim
+            .spawn(name, async move { body(s, vfs, process).await })
+    }
+}
+
+fn blocked_since(sim: &Sim, before: &BlockedTimes) -> BlockedTimes {
+    sim.blocked_times(sim.current_task().expect("in a task"))
+        .since(before)
+}
+
+fn my_blocked(sim: &Sim) -> BlockedTimes {
+    sim.blocked_times(sim.current_task().expect("in a task"))
+}
+
+/// Writes `bytes` at offset 0 of a new file `path` and closes it.
+async fn write_file(sim: &Sim, vfs: &Vfs, process: &Process, path: &str, bytes: usize) {
+    let fd = vfs
+        .open(sim, process, path, O_CREAT | O_WRONLY)
+        .await
+        .unwrap();
+    let data = vec![7u8; bytes];
+    assert_eq!(vfs.write(sim, process, fd, &data).await, Ok(bytes));
+    vfs.close(sim, process, fd).await.unwrap();
+}
+
+#[test]
+fn partial_write_waits_on_a_page_under_writeback() {
+    // The flusher writes the file back at 1 s (expire 1 s, interval 1 s); each request takes
+    // 100 ms. A 100-byte overwrite of page 0 at 1.05 s must wait in wait_on_page_writeback
+    // until the write completes at 1.1 s: QASIO's D_data.
+    let config = VmConfig {
+        dirty_expire: NS_PER_SEC,
+        dirty_writeback_interval: NS_PER_SEC,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, 100 * NS_PER_MS, 0);
+    let result = Rc::new(Cell::new(BlockedTimes::default()));
+    let out = result.clone();
+    rig.spawn("writer", 10_000, |sim, vfs, p| async move {
+        write_file(&sim, &vfs, &p, "/f", 8192).await;
+        sim.sleep(1_050 * NS_PER_MS - sim.now()).await;
+        let ino = vfs.stat(&sim, &p, "/f").await.unwrap().ino;
+        let flags = vfs.mm.page_flags(ino, 0).unwrap();
+        assert!(flags & pg::WRITEBACK != 0, "the flusher is writing page 0");
+        assert!(flags & pg::DIRTY == 0);
+        let fd = vfs.open(&sim, &p, "/f", O_RDWR).await.unwrap();
+        let before = my_blocked(&sim);
+        assert_eq!(vfs.pwrite(&sim, &p, fd, &[1u8; 100], 10).await, Ok(100));
+        out.set(blocked_since(&sim, &before));
+        assert_eq!(
+            sim.now(),
+            1_100 * NS_PER_MS,
+            "resumed when the write completed"
+        );
+        let flags = vfs.mm.page_flags(ino, 0).unwrap();
+        assert!(flags & pg::DIRTY != 0 && flags & pg::WRITEBACK == 0);
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+    let blocked = result.get();
+    assert_eq!(blocked.get(WaitReason::PageWriteback), 50 * NS_PER_MS);
+    assert_eq!(
+        blocked.stalled_total(),
+        50 * NS_PER_MS,
+        "no other wait (no read: uptodate)"
+    );
+    assert_eq!(rig.mm().stats().write_stable_waits, 1);
+}
+
+#[test]
+fn partial_write_to_an_uncached_page_reads_it_first() {
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("writer", 10_000, |sim, vfs, p| async move {
+        vfs.populate(&sim, "/old", 16384).unwrap();
+        let fd = vfs.open(&sim, &p, "/old", O_RDWR).await.unwrap();
+        let before = my_blocked(&sim);
+        // Partial page inside the file: read first.
+        vfs.pwrite(&sim, &p, fd, &[1u8; 10], 4096 + 5)
+            .await
+            .unwrap();
+        assert_eq!(
+            blocked_since(&sim, &before).get(WaitReason::BlockIo),
+            NS_PER_MS
+        );
+        // Full page: no read.
+        let before = my_blocked(&sim);
+        vfs.pwrite(&sim, &p, fd, &[1u8; 4096], 8192).await.unwrap();
+        // Partial page past EOF: zeroes, no read.
+        vfs.pwrite(&sim, &p, fd, &[1u8; 10], 20000).await.unwrap();
+        assert_eq!(blocked_since(&sim, &before).stalled_total(), 0);
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+    assert_eq!(rig.mm().stats().pages_read, 1);
+}
+
+#[test]
+fn fsync_waits_for_pages_already_under_async_writeback() {
+    // 1 MiB dirtied at 0; the flusher submits it asynchronously at 1 s, in two 512 KiB bios of
+    // 200 ms each. fsync at 1.05 s finds no dirty page but must wait for both async writes
+    // (QASIO's D_sync), then writes the inode and flushes the cache (10 us of transfer each is
+    // negligible: latency-only device).
+    let config = VmConfig {
+        dirty_expire: NS_PER_SEC,
+        dirty_writeback_interval: NS_PER_SEC,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, 200 * NS_PER_MS, 0);
+    let result = Rc::new(Cell::new(BlockedTimes::default()));
+    let out = result.clone();
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        let fd = vfs.open(&sim, &p, "/db", O_CREAT | O_RDWR).await.unwrap();
+        vfs.write(&sim, &p, fd, &vec![0u8; 1 << 20]).await.unwrap();
+        sim.sleep(1_050 * NS_PER_MS - sim.now()).await;
+        let (_, _, dirty, writeback) = vfs.mm.page_counts();
+        assert_eq!(
+            (dirty, writeback),
+            (0, 256),
+            "all pages under async writeback"
+        );
+        let before = my_blocked(&sim);
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        out.set(blocked_since(&sim, &before));
+        // Async writes end at 1.2 s and 1.4 s; then inode write and flush, 200 ms each.
+        assert_eq!(sim.now(), 1_800 * NS_PER_MS);
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+    let blocked = result.get();
+    assert_eq!(blocked.get(WaitReason::PageWriteback), 350 * NS_PER_MS);
+    assert_eq!(blocked.get(WaitReason::BlockIo), 400 * NS_PER_MS);
+    let stats = rig.mm().stats();
+    assert_eq!(stats.pages_written_async, 256);
+    assert_eq!(
+        stats.pages_written_sync, 0,
+        "fsync found nothing left to write itself"
+    );
+}
+
+#[test]
+fn fsync_writes_dirty_pages_synchronously_from_the_caller() {
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        let fd = vfs.open(&sim, &p, "/db", O_CREAT | O_RDWR).await.unwrap();
+        vfs.write(&sim, &p, fd, &vec![0u8; 3 * 4096]).await.unwrap();
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        let ino = vfs.stat(&sim, &p, "/db").await.unwrap().ino;
+        for index in 0..3 {
+            let flags = vfs.mm.page_flags(ino, index).unwrap();
+            assert!(
+                flags & (pg::DIRTY | pg::WRITEBACK) == 0,
+                "clean after fsync"
+            );
+        }
+        // data (1 bio) + inode + flush.
+        assert_eq!(sim.now(), 3 * NS_PER_MS);
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+    let stats = rig.mm().stats();
+    assert_eq!(
+        (stats.pages_written_sync, stats.pages_written_async),
+        (3, 0)
+    );
+}
+
+#[test]
+fn flusher_honours_the_expire_interval() {
+    // Linux defaults: expire 30 s, flusher every 5 s. A page dirtied at 1 s is old enough at
+    // 31 s; the flusher's next periodic pass is at 35 s.
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        sim.sleep(NS_PER_SEC).await;
+        write_file(&sim, &vfs, &p, "/note", 4096).await;
+    });
+    let flags = |rig: &Rig| {
+        let ino = rig.vfs.mm.state().b_dirty.iter().next().map(|&(_, i)| i);
+        ino.map(|ino| rig.vfs.mm.page_flags(ino, 0).unwrap())
+    };
+    rig.run_until(34_999 * NS_PER_MS);
+    assert!(
+        flags(&rig).is_some_and(|f| f & pg::DIRTY != 0),
+        "still dirty before 35 s"
+    );
+    assert_eq!(rig.mm().stats().pages_written_async, 0);
+    rig.run_until(35_000 * NS_PER_MS);
+    assert_eq!(
+        rig.mm().stats().pages_written_async,
+        1,
+        "written by kupdate at 35 s"
+    );
+    assert!(rig.mm().state().b_dirty.is_empty());
+    rig.run_until(36 * NS_PER_SEC);
+    assert_eq!(rig.mm().page_counts().3, 0, "write completed");
+}
+
+#[test]
+fn android_expire_writes_back_after_two_seconds() {
+    // Android's 2 s expire (QASIO §6) with the 5 s period: a page dirtied at 1 s goes at 5 s.
+    let rig = Rig::new(VmConfig::android(), NS_PER_MS, 0);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        sim.sleep(NS_PER_SEC).await;
+        write_file(&sim, &vfs, &p, "/note", 4096).await;
+    });
+    rig.run_until(4_999 * NS_PER_MS);
+    assert_eq!(rig.mm().stats().pages_written_async, 0);
+    rig.run_until(5_000 * NS_PER_MS);
+    assert_eq!(rig.mm().stats().pages_written_async, 1);
+}
+
+#[test]
+fn dirty_throttling_holds_dirty_memory_under_the_limit_during_an_8gb_write() {
+    // QASIO's background write: 8 GiB in 1 MiB writes on 2 GiB of RAM, to a 50 MB/s device
+    // (eMMC 4.5 sequential write, REFERENCES.md). Dirty + writeback pages must stay under the
+    // dirty limit (20 % of RAM), the writer is throttled, and the cache is recycled by reclaim.
+    let config = VmConfig::default();
+    let rig = Rig::new(config.clone(), 100 * NS_PER_US, 50_000_000);
+    let (background, limit) = rig.mm().dirty_limits();
+    assert_eq!(limit, config.managed_pages() / 5);
+    assert_eq!(background, config.managed_pages() / 10);
+    let size: u64 = 8 << 30;
+    let throttled = Rc::new(Cell::new(0));
+    let out = throttled.clone();
+    rig.spawn("backup", 10_000, move |sim, vfs, p| async move {
+        let fd = vfs
+            .open(&sim, &p, "/backup", O_CREAT | O_WRONLY)
+            .await
+            .unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        let before = my_blocked(&sim);
+        let mut done = 0;
+        while done < size {
+            done += vfs.write(&sim, &p, fd, &chunk).await.unwrap() as u64;
+        }
+        out.set(blocked_since(&sim, &before).get(WaitReason::DirtyThrottle));
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+    let stats = rig.mm().stats();
+    assert_eq!(stats.pages_dirtied, size / PAGE_SIZE);
+    // Overshoot allowance: one poll batch of the single writer.
+    assert!(
+        stats.max_dirty_writeback <= limit + 64,
+        "dirty + writeback peaked at {} pages, limit {limit}",
+        stats.max_dirty_writeback
+    );
+    assert!(
+        stats.max_dirty_writeback > background,
+        "the writer ran ahead of the device"
+    );
+    assert!(
+        throttled.get() > 60 * NS_PER_SEC,
+        "throttled {} ns",
+        throttled.get()
+    );
+    assert!(
+        stats.reclaimed_clean > 0,
+        "8 GiB do not fit in 2 GiB: pages were reclaimed"
+    );
+    let (free, cached, dirty, _) = rig.mm().page_counts();
+    assert_eq!(free + cached, config.managed_pages(), "no page lost");
+    assert!(
+        dirty > 0,
+        "the tail of the file is still dirty when the writer ends"
+    );
+    // The device is the bottleneck: 8 GiB at 50 MB/s is about 172 s.
+    let elapsed = rig.sim.now() as f64 / NS_PER_SEC as f64;
+    assert!((150.0..200.0).contains(&elapsed), "took {elapsed} s");
+}
+
+#[test]
+fn clean_pages_are_reclaimed_before_dirty_ones() {
+    // 64 MiB of RAM. Dirty pages written first (older on the LRU) survive while the newer
+    // clean pages of a read file are reclaimed; once only dirty pages remain, reclaim writes
+    // them, waits for them, and frees them.
+    let config = VmConfig {
+        ram: 64 << 20,
+        dirty_ratio: 90,
+        dirty_background_ratio: 80,
+        dirty_expire: 3600 * NS_PER_SEC,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, 100 * NS_PER_US, 0);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        // 16 MiB dirty.
+        write_file(&sim, &vfs, &p, "/dirty", 16 << 20).await;
+        let dirty_ino = vfs.stat(&sim, &p, "/dirty").await.unwrap().ino;
+        // 40 MiB clean, read twice over 80 MiB of reads of two files: pressure on RAM.
+        for (path, size) in [("/a", 40u64 << 20), ("/b", 40 << 20)] {
+            vfs.populate(&sim, path, size).unwrap();
+            let fd = vfs.open(&sim, &p, path, O_RDONLY).await.unwrap();
+            let mut buf = vec![0u8; 1 << 20];
+            while vfs.read(&sim, &p, fd, &mut buf).await.unwrap() > 0 {}
+            vfs.close(&sim, &p, fd).await.unwrap();
+        }
+        let stats = vfs.mm.stats();
+        assert!(stats.reclaimed_clean > 5_000, "{stats:?}");
+        assert_eq!(
+            stats.reclaimed_dirty, 0,
+            "no dirty page reclaimed while clean ones exist"
+        );
+        assert_eq!(
+            vfs.mm.nr_pages(dirty_ino),
+            4096,
+            "the dirty file is still all cached"
+        );
+        // Now dirty far more than the clean pages that are left: reclaim must write.
+        write_file(&sim, &vfs, &p, "/dirty2", 40 << 20).await;
+        let stats = vfs.mm.stats();
+        assert!(stats.reclaimed_dirty > 0, "{stats:?}");
+        assert!(stats.pages_written_async > 0);
+    });
+    rig.run_to_end();
+    let (free, cached, _, _) = rig.mm().page_counts();
+    assert_eq!(free + cached, (64 << 20) / PAGE_SIZE);
+}
+
+#[test]
+fn sequential_reads_ramp_up_readahead() {
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("reader", 10_000, |sim, vfs, p| async move {
+        vfs.populate(&sim, "/movie", 4 << 20).unwrap();
+        let fd = vfs.open(&sim, &p, "/movie", O_RDONLY).await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut reads = 0;
+        while vfs.read(&sim, &p, fd, &mut buf).await.unwrap() > 0 {
+            reads += 1;
+        }
+        assert_eq!(reads, 1024);
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+    let stats = rig.mm().stats();
+    assert_eq!(stats.pages_read, 1024);
+    // 4 MiB in windows of at most 128 KiB: about 32 bios, not 1024.
+    let bios = rig.sim.events_processed();
+    assert!(bios < 200, "{bios} events");
+    assert!(
+        rig.sim.now() < 60 * NS_PER_MS,
+        "readahead overlapped reads: {}",
+        rig.sim.now()
+    );
+}
+
+#[test]
+fn workload_mistakes_are_errnos() {
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        assert_eq!(
+            vfs.open(&sim, &p, "/missing", O_RDONLY).await,
+            Err(Errno::ENOENT)
+        );
+        assert_eq!(
+            vfs.open(&sim, &p, "/no/dir/f", O_CREAT | O_WRONLY).await,
+            Err(Errno::ENOENT)
+        );
+        assert_eq!(vfs.write(&sim, &p, 42, b"x").await, Err(Errno::EBADF));
+        assert_eq!(vfs.close(&sim, &p, 42).await, Err(Errno::EBADF));
+        assert_eq!(vfs.mkdir(&sim, &p, "/d").await, Ok(()));
+        assert_eq!(vfs.mkdir(&sim, &p, "/d").await, Err(Errno::EEXIST));
+        assert_eq!(vfs.open(&sim, &p, "/d", O_WRONLY).await, Err(Errno::EISDIR));
+        let fd = vfs.creat(&sim, &p, "/d/f").await.unwrap();
+        assert_eq!(
+            vfs.open(
+                &sim,
+                &p,
+                "/d/f",
+                O_CREAT | crate::fs::vfs::O_EXCL | O_WRONLY
+            )
+            .await,
+            Err(Errno::EEXIST)
+        );
+        let mut buf = [0u8; 4];
+        assert_eq!(
+            vfs.read(&sim, &p, fd, &mut buf).await,
+            Err(Errno::EBADF),
+            "write-only fd"
+        );
+        vfs.close(&sim, &p, fd).await.unwrap();
+        assert_eq!(vfs.unlink(&sim, &p, "/d/f").await, Ok(()));
+        assert_eq!(vfs.unlink(&sim, &p, "/d/f").await, Err(Errno::ENOENT));
+        assert_eq!(vfs.stat(&sim, &p, "/d/f").await.err(), Some(Errno::ENOENT));
+    });
+    rig.run_to_end();
+    assert_eq!(rig.vfs.stats().errors, 10);
+}
+
+#[test]
+fn contents_round_trip_through_rename_truncate_and_reclaim() {
+    use crate::fs::vfs::O_STORE_CONTENTS;
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("db", 10_000, |sim, vfs, p| async move {
+        let fd = vfs
+            .open(&sim, &p, "/db-journal", O_CREAT | O_RDWR | O_STORE_CONTENTS)
+            .await
+            .unwrap();
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        vfs.write(&sim, &p, fd, &data).await.unwrap();
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        vfs.close(&sim, &p, fd).await.unwrap();
+        vfs.rename(&sim, &p, "/db-journal", "/db").await.unwrap();
+        vfs.truncate(&sim, &p, "/db", 5000).await.unwrap();
+        assert_eq!(vfs.stat(&sim, &p, "/db").await.unwrap().size, 5000);
+        let fd = vfs.open(&sim, &p, "/db", O_RDONLY).await.unwrap();
+        let mut buf = vec![0u8; 8000];
+        assert_eq!(vfs.pread(&sim, &p, fd, &mut buf, 0).await, Ok(5000));
+        assert_eq!(&buf[..5000], &data[..5000]);
+        vfs.close(&sim, &p, fd).await.unwrap();
+        // Growing again exposes zeroes, not the old bytes.
+        vfs.truncate(&sim, &p, "/db", 6000).await.unwrap();
+        let fd = vfs.open(&sim, &p, "/db", O_RDONLY).await.unwrap();
+        assert_eq!(vfs.pread(&sim, &p, fd, &mut buf, 4990).await, Ok(1010));
+        assert_eq!(&buf[..10], &data[4990..5000]);
+        assert!(buf[10..1010].iter().all(|&b| b == 0));
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+}
+
+#[test]
+fn unlink_of_an_open_file_frees_it_at_close() {
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        let fd = vfs.creat(&sim, &p, "/tmpfile").await.unwrap();
+        vfs.write(&sim, &p, fd, &vec![0u8; 1 << 20]).await.unwrap();
+        vfs.unlink(&sim, &p, "/tmpfile").await.unwrap();
+        assert!(vfs.mm.page_counts().1 >= 256, "still cached while open");
+        vfs.close(&sim, &p, fd).await.unwrap();
+        let (_, cached, dirty, _) = vfs.mm.page_counts();
+        assert_eq!((cached, dirty), (0, 0));
+    });
+    rig.run_to_end();
+}

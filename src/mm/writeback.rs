@@ -1,0 +1,521 @@
+//! Writeback and dirty throttling (mm/page-writeback.c, fs/fs-writeback.c of Linux 3.10).
+//!
+//! - Dirty limits (`global_dirty_limits`): background and hard thresholds from the ratios (or
+//!   bytes) of dirtyable memory (free + page cache); a background threshold at or above the hard
+//!   one is halved, as in the kernel.
+//! - `balance_dirty_pages`: a writer calls [`Mm::balance_dirty_pages_ratelimited`] after each
+//!   page it dirties; every `nr_dirtied_pause` pages it checks the dirty + writeback count.
+//!   Below the freerun ceiling ((background + limit) / 2) it goes on; above the background
+//!   threshold it kicks the flusher; above freerun it sleeps for `pages_dirtied /
+//!   task_ratelimit`, where `task_ratelimit = write_bandwidth x pos_ratio` and `pos_ratio` is the
+//!   3.10 cubic `1 + ((setpoint - dirty) / (limit - setpoint))^3` (2 at freerun, 1 at the
+//!   setpoint, 0 at the limit); at or over the limit it sleeps `max_pause` and checks again.
+//!   Pauses are at most `max_pause` (200 ms).
+//! - The flusher (one per device, `bdi_writeback_thread` / `wb_do_writeback`): background
+//!   writeback while over the background threshold, then every `dirty_writeback_interval` the
+//!   kupdate pass (`wb_check_old_data_flush`) over inodes dirtied more than `dirty_expire` ago,
+//!   oldest first, in chunks of `MIN_WRITEBACK_PAGES` (4 MiB) per inode. Its bios are
+//!   asynchronous (no REQ_SYNC, `issued_async`), submitted from the flusher's own context.
+//! - `write_cache_pages`: dirty pages of an inode in index order, locked, moved to writeback
+//!   and gathered into bios of up to 512 KiB of consecutive blocks (`mpage_writepages`).
+//!
+//! Simplifications: no per-bdi dirty share (one device), `dirty_ratelimit` is the estimated
+//! write bandwidth itself (3.10 converges it to bandwidth / number of dirtiers through a
+//! feedback loop; here several writers share through `pos_ratio` alone); no `min_pause`
+//! estimation (a pause under 10 ms is postponed by raising `nr_dirtied_pause`); background
+//! writeback visits the oldest dirty inode first rather than round-robin over `b_io`; the
+//! flusher writes no inode metadata (the VFS writes it at fsync).
+
+use super::bio::{BioRequest, PageSpan};
+use super::{pg, Issuer, Mm, PageId};
+use crate::dev::{IoFlags, IoOp};
+use crate::fs::Ino;
+use crate::sim::{Blocker, Sim, WaitReason};
+use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC, PAGE_SIZE, SECTOR_SIZE};
+
+/// Sectors per page.
+pub const SECTORS_PER_PAGE: u64 = PAGE_SIZE / SECTOR_SIZE;
+/// Largest bio the page cache builds: 512 KiB (REFERENCES.md "max request size").
+pub const MAX_BIO_PAGES: u32 = (512 * 1024 / PAGE_SIZE) as u32;
+/// `MIN_WRITEBACK_PAGES` = 4096 KiB worth of pages (fs/fs-writeback.c): the chunk written per
+/// inode before the flusher moves on or re-checks its goal.
+pub const MIN_WRITEBACK_PAGES: u64 = 4096 * 1024 / PAGE_SIZE;
+/// `BANDWIDTH_INTERVAL` = HZ/5 = 200 ms (mm/page-writeback.c).
+pub const BANDWIDTH_INTERVAL_NS: Nanos = 200 * NS_PER_MS;
+/// Smoothing period of the write bandwidth estimate: `roundup_pow_of_two(3 * HZ)`, about 3 s.
+pub const BANDWIDTH_PERIOD_NS: Nanos = 3 * NS_PER_SEC;
+/// `INIT_BW` = 100 MB/s in pages (mm/page-writeback.c): the estimate before any measurement.
+pub const INIT_BW_PAGES_PER_SEC: u64 = 100 * 1024 * 1024 / PAGE_SIZE;
+/// Initial `nr_dirtied_pause`: 128 KiB worth of pages (`current->nr_dirtied_pause = 128 >>
+/// (PAGE_SHIFT - 10)`, kernel/fork.c).
+pub const INITIAL_DIRTIED_PAUSE: u64 = 32;
+/// Pauses shorter than this are postponed (3.10 computes a `min_pause` around 10 ms for a
+/// bandwidth-bound writer; a jiffy at HZ=100 is 10 ms).
+pub const MIN_PAUSE_NS: Nanos = 10 * NS_PER_MS;
+
+/// Estimate of the device's write bandwidth from completed writeback (`bdi_update_write_bandwidth`).
+#[derive(Debug, Clone, Copy)]
+pub struct Bandwidth {
+    /// Smoothed pages per second.
+    pub avg_pages_per_sec: u64,
+    window_start: Option<Nanos>,
+    written_in_window: u64,
+}
+
+impl Bandwidth {
+    pub fn new() -> Self {
+        Bandwidth {
+            avg_pages_per_sec: INIT_BW_PAGES_PER_SEC,
+            window_start: None,
+            written_in_window: 0,
+        }
+    }
+
+    /// `pages` finished writeback at `now`; `busy` says whether writeback is still in flight.
+    fn on_written(&mut self, now: Nanos, pages: u64, busy: bool) {
+        let Some(start) = self.window_start else {
+            // A window starts when the device is busy with writeback, so idle time is not
+            // counted as slowness.
+            if busy {
+                self.window_start = Some(now);
+                self.written_in_window = 0;
+            }
+            return;
+        };
+        self.written_in_window += pages;
+        let elapsed = now - start;
+        if elapsed < BANDWIDTH_INTERVAL_NS {
+            return;
+        }
+        let bw = (u128::from(self.written_in_window) * u128::from(NS_PER_SEC) / u128::from(elapsed))
+            as u64;
+        self.avg_pages_per_sec = if elapsed >= BANDWIDTH_PERIOD_NS {
+            bw
+        } else {
+            ((u128::from(self.avg_pages_per_sec) * u128::from(BANDWIDTH_PERIOD_NS - elapsed)
+                + u128::from(bw) * u128::from(elapsed))
+                / u128::from(BANDWIDTH_PERIOD_NS)) as u64
+        }
+        .max(1);
+        self.window_start = busy.then_some(now);
+        self.written_in_window = 0;
+    }
+}
+
+impl Default for Bandwidth {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Dirty-throttling state a task carries (`current->nr_dirtied`, `nr_dirtied_pause`).
+#[derive(Debug, Clone, Copy)]
+pub struct DirtyThrottleState {
+    pub nr_dirtied: u64,
+    pub nr_dirtied_pause: u64,
+}
+
+impl Default for DirtyThrottleState {
+    fn default() -> Self {
+        DirtyThrottleState {
+            nr_dirtied: 0,
+            nr_dirtied_pause: INITIAL_DIRTIED_PAUSE,
+        }
+    }
+}
+
+/// `WB_SYNC_NONE` (the flusher, reclaim) or `WB_SYNC_ALL` (fsync).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    None,
+    All,
+}
+
+/// `dirty_poll_interval`: pages a task may dirty before the next check, about the square root
+/// of the headroom to the limit.
+fn dirty_poll_interval(dirty: u64, thresh: u64) -> u64 {
+    if thresh > dirty {
+        1u64 << ((thresh - dirty).ilog2() >> 1)
+    } else {
+        1
+    }
+}
+
+impl Mm {
+    /// `global_dirty_limits`: (background threshold, dirty threshold) in pages.
+    pub fn dirty_limits(&self) -> (u64, u64) {
+        let config = &self.config;
+        // global_dirtyable_memory: free pages plus the file pages (all of our cache).
+        let available = config.managed_pages();
+        let thresh = if config.dirty_bytes > 0 {
+            config.dirty_bytes.div_ceil(PAGE_SIZE)
+        } else {
+            available * u64::from(config.dirty_ratio) / 100
+        };
+        let mut background = if config.dirty_background_bytes > 0 {
+            config.dirty_background_bytes.div_ceil(PAGE_SIZE)
+        } else {
+            available * u64::from(config.dirty_background_ratio) / 100
+        };
+        if background >= thresh {
+            background = thresh / 2;
+        }
+        (background, thresh.max(1))
+    }
+
+    /// `over_bground_thresh`.
+    pub fn over_bground_thresh(&self) -> bool {
+        let (background, _) = self.dirty_limits();
+        let state = self.state();
+        state.nr_dirty > background
+    }
+
+    /// Called after each page a task dirties (`balance_dirty_pages_ratelimited`).
+    pub async fn balance_dirty_pages_ratelimited(
+        &self,
+        sim: &Sim,
+        throttle: &mut DirtyThrottleState,
+        dirtied: u64,
+    ) {
+        throttle.nr_dirtied += dirtied;
+        if throttle.nr_dirtied >= throttle.nr_dirtied_pause {
+            self.balance_dirty_pages(sim, throttle).await;
+        }
+    }
+
+    /// `balance_dirty_pages`: see the module documentation.
+    pub async fn balance_dirty_pages(&self, sim: &Sim, throttle: &mut DirtyThrottleState) {
+        loop {
+            let (nr_dirty, nr_writeback, write_bw) = {
+                let state = self.state();
+                (
+                    state.nr_dirty,
+                    state.nr_writeback,
+                    state.bandwidth.avg_pages_per_sec,
+                )
+            };
+            let dirty = nr_dirty + nr_writeback;
+            let (background, limit) = self.dirty_limits();
+            let freerun = (background + limit) / 2;
+            if nr_dirty > background {
+                // wb_start_background_writeback
+                self.flusher_wake.wake(sim);
+            }
+            if dirty <= freerun {
+                throttle.nr_dirtied = 0;
+                throttle.nr_dirtied_pause = dirty_poll_interval(dirty, limit);
+                return;
+            }
+            let setpoint = (freerun + limit) / 2;
+            // pos_ratio in 1/1024 units.
+            let pos_ratio: u64 = if dirty >= limit {
+                0
+            } else {
+                let x = (setpoint as f64 - dirty as f64) / ((limit - setpoint) as f64 + 1.0);
+                ((1.0 + x * x * x).clamp(0.0, 2.0) * 1024.0) as u64
+            };
+            let task_ratelimit = write_bw * pos_ratio / 1024;
+            let pause = match (throttle.nr_dirtied * NS_PER_SEC).checked_div(task_ratelimit) {
+                None => self.config.max_pause,
+                Some(pause) => {
+                    if pause < MIN_PAUSE_NS {
+                        // Too short to be worth a sleep: check again after more pages.
+                        throttle.nr_dirtied_pause = (task_ratelimit * MIN_PAUSE_NS / NS_PER_SEC)
+                            .max(throttle.nr_dirtied + 1);
+                        return;
+                    }
+                    pause.min(self.config.max_pause)
+                }
+            };
+            {
+                let mut state = self.state();
+                state.stats.throttle_pauses += 1;
+                state.stats.throttle_ns += pause;
+            }
+            sim.sleep_for(pause, WaitReason::DirtyThrottle, Blocker::None)
+                .await;
+            throttle.nr_dirtied = 0;
+            throttle.nr_dirtied_pause = dirty_poll_interval(dirty, limit);
+            if task_ratelimit > 0 {
+                return;
+            }
+        }
+    }
+
+    /// `end_page_writeback` for the pages of a completed write bio.
+    pub(crate) fn end_writeback_span(&self, sim: &Sim, span: PageSpan) {
+        {
+            let mut state = self.state();
+            for index in span.index..span.index + u64::from(span.count) {
+                let mapping = state
+                    .mappings
+                    .get_mut(&span.ino)
+                    .expect("written inode cached");
+                let id = *mapping
+                    .pages
+                    .get(&index)
+                    .expect("a page under writeback stays cached");
+                assert!(
+                    mapping.writeback.remove(&index),
+                    "page not tagged writeback"
+                );
+                let page = &mut state.pages[id as usize];
+                assert!(
+                    page.has(pg::WRITEBACK),
+                    "end of writeback of a page not under it"
+                );
+                page.flags &= !pg::WRITEBACK;
+                let reclaim = page.has(pg::RECLAIM);
+                page.flags &= !pg::RECLAIM;
+                state.nr_writeback -= 1;
+                if reclaim && state.pages[id as usize].lru == super::Lru::Inactive {
+                    // rotate_reclaimable_page: to the tail, to be reclaimed next.
+                    state.lru_del(id);
+                    state.lru_add_tail(id, super::Lru::Inactive);
+                }
+            }
+            let busy = state.nr_writeback > 0;
+            state
+                .bandwidth
+                .on_written(sim.now(), u64::from(span.count), busy);
+        }
+        for index in span.index..span.index + u64::from(span.count) {
+            self.wake_page(sim, span.ino, index);
+        }
+        self.free_wait.wake_all(sim);
+    }
+
+    /// Submits a write bio for `count` pages of `ino` from `index`, already under writeback,
+    /// at disk block `block`.
+    async fn submit_write_span(
+        &self,
+        sim: &Sim,
+        span: PageSpan,
+        block: u64,
+        issuer: Issuer,
+        sync: bool,
+    ) -> u64 {
+        let uid = self
+            .find_page(span.ino, span.index)
+            .map_or(issuer.uid, |id| self.page(id).uid);
+        let bio = BioRequest {
+            op: IoOp::Write,
+            sector: block * SECTORS_PER_PAGE,
+            nr_sectors: span.count * SECTORS_PER_PAGE as u32,
+            flags: IoFlags {
+                sync,
+                ..IoFlags::default()
+            },
+            issued_async: !sync,
+            foreground: issuer.foreground,
+            task: issuer.task,
+            uid,
+            pages: Some(span),
+        };
+        {
+            let mut state = self.state();
+            if sync {
+                state.stats.pages_written_sync += u64::from(span.count);
+            } else {
+                state.stats.pages_written_async += u64::from(span.count);
+            }
+        }
+        let mm = self.rc();
+        self.bdev
+            .submit_bio(
+                sim,
+                bio,
+                Box::new(move |sim, _id| mm.end_writeback_span(sim, span)),
+            )
+            .await
+    }
+
+    /// Moves a locked dirty page to writeback and unlocks it; returns its disk block.
+    fn page_start_writeback(&self, sim: &Sim, id: PageId) -> u64 {
+        let (ino, index) = {
+            let mut state = self.state();
+            state.start_writeback(id);
+            let page = state.pages[id as usize];
+            (page.ino, page.index)
+        };
+        let block = self
+            .fs
+            .borrow_mut()
+            .get_block(ino, index, false)
+            .expect("mapping a written page")
+            .expect("a dirty page has a block (allocated at write time)");
+        self.unlock_page(sim, id);
+        block
+    }
+
+    /// `write_cache_pages` / `mpage_writepages`: writes up to `nr_to_write` dirty pages of
+    /// `ino` (`indexes` when given, else from `writeback_index` cyclically) in bios of
+    /// consecutive blocks. `SyncMode::None` skips pages that are locked; bios are synchronous
+    /// when `sync`. Returns the pages written.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn writepages(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        mode: SyncMode,
+        nr_to_write: u64,
+        indexes: Option<Vec<u64>>,
+        issuer: Issuer,
+        sync: bool,
+    ) -> u64 {
+        let cyclic = indexes.is_none();
+        let todo: Vec<u64> = match indexes {
+            Some(list) => list,
+            None => {
+                let state = self.state();
+                let Some(mapping) = state.mappings.get(&ino) else {
+                    return 0;
+                };
+                let start = mapping.writeback_index;
+                mapping
+                    .dirty
+                    .range(start..)
+                    .chain(mapping.dirty.range(..start))
+                    .take(nr_to_write as usize)
+                    .copied()
+                    .collect()
+            }
+        };
+        let mut written = 0u64;
+        // The bio being built: (first index, first block, pages).
+        let mut current: Option<(u64, u64, u32)> = None;
+        for index in todo {
+            if written >= nr_to_write {
+                break;
+            }
+            let id = match mode {
+                SyncMode::All => self.lock_page(sim, ino, index).await,
+                SyncMode::None => self
+                    .find_page(ino, index)
+                    .filter(|&id| self.trylock_page(id)),
+            };
+            let Some(id) = id else { continue };
+            if !self.page(id).has(pg::DIRTY) {
+                self.unlock_page(sim, id);
+                continue;
+            }
+            debug_assert!(!self.page(id).has(pg::WRITEBACK), "dirty and writeback");
+            let block = self.page_start_writeback(sim, id);
+            written += 1;
+            match current {
+                Some((first, first_block, count))
+                    if first + u64::from(count) == index
+                        && first_block + u64::from(count) == block
+                        && count < MAX_BIO_PAGES =>
+                {
+                    current = Some((first, first_block, count + 1));
+                }
+                _ => {
+                    if let Some((first, first_block, count)) = current.take() {
+                        let span = PageSpan {
+                            ino,
+                            index: first,
+                            count,
+                        };
+                        self.submit_write_span(sim, span, first_block, issuer, sync)
+                            .await;
+                    }
+                    current = Some((index, block, 1));
+                }
+            }
+            if cyclic {
+                if let Some(mapping) = self.state().mappings.get_mut(&ino) {
+                    mapping.writeback_index = index + 1;
+                }
+            }
+        }
+        if let Some((first, first_block, count)) = current {
+            let span = PageSpan {
+                ino,
+                index: first,
+                count,
+            };
+            self.submit_write_span(sim, span, first_block, issuer, sync)
+                .await;
+        }
+        written
+    }
+
+    /// The oldest dirty inode dirtied at or before `older_than` (any when `None`).
+    fn oldest_dirty_inode(&self, older_than: Option<Nanos>) -> Option<Ino> {
+        let state = self.state();
+        let &(when, ino) = state.b_dirty.iter().next()?;
+        match older_than {
+            Some(limit) if when > limit => None,
+            _ => Some(ino),
+        }
+    }
+
+    /// `wb_writeback`: writes inodes in chunks until `nr_pages` are written, no inode qualifies,
+    /// or (background work) the dirty count is under the background threshold. Returns pages
+    /// written.
+    async fn wb_writeback(&self, sim: &Sim, mut nr_pages: u64, kupdate: bool) -> u64 {
+        let issuer = Issuer {
+            task: sim.current_task(),
+            uid: 0,
+            foreground: false,
+        };
+        let mut total = 0;
+        while nr_pages > 0 {
+            if !kupdate && !self.over_bground_thresh() {
+                break;
+            }
+            let older_than = kupdate.then(|| sim.now().saturating_sub(self.config.dirty_expire));
+            let Some(ino) = self.oldest_dirty_inode(older_than) else {
+                break;
+            };
+            let chunk = nr_pages.min(MIN_WRITEBACK_PAGES);
+            let written = self
+                .writepages(sim, ino, SyncMode::None, chunk, None, issuer, false)
+                .await;
+            if written == 0 {
+                // Everything dirty is locked by its writers: let them finish.
+                break;
+            }
+            total += written;
+            nr_pages = nr_pages.saturating_sub(written);
+            let mut state = self.state();
+            if kupdate {
+                state.stats.flusher_kupdate_pages += written;
+            } else {
+                state.stats.flusher_background_pages += written;
+            }
+        }
+        total
+    }
+
+    /// The flusher thread (`bdi_writeback_thread` + `wb_do_writeback`).
+    pub(crate) async fn flusher(&self, sim: &Sim) {
+        let interval = self.config.dirty_writeback_interval;
+        let mut last_old_flush: Nanos = 0;
+        loop {
+            // wb_check_background_flush
+            if self.over_bground_thresh() {
+                self.wb_writeback(sim, u64::MAX, false).await;
+            }
+            // wb_check_old_data_flush
+            if interval > 0 && sim.now() >= last_old_flush + interval {
+                last_old_flush = sim.now();
+                let nr_pages = self.state().nr_dirty;
+                if nr_pages > 0 {
+                    self.wb_writeback(sim, nr_pages, true).await;
+                }
+            }
+            if self.over_bground_thresh() {
+                // Still over: writeback is bound by the device; wait for some of it to finish
+                // (the block queue's congestion wait), then go on.
+                self.free_wait
+                    .wait(sim, WaitReason::WaitQueue, Blocker::None)
+                    .await;
+                continue;
+            }
+            let next = (interval > 0).then(|| last_old_flush + interval);
+            self.flusher_wake.wait(sim, next).await;
+        }
+    }
+}

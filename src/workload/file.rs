@@ -1,0 +1,341 @@
+//! File-level workloads over the VFS ([`crate::fs::vfs`]): what apps do with files.
+//!
+//! - `seq-write` ([`SeqWriteConfig`]): creates a file and writes it sequentially in `io_size`
+//!   writes (a download, a backup, QASIO's 8 GB background write), buffered, `O_SYNC` or
+//!   `O_DIRECT`, optionally fsyncing every `fsync_every` bytes and at the end.
+//! - `file-read` ([`FileReadConfig`]): reads a preexisting file (created with its blocks on disk
+//!   and nothing cached when missing), sequentially or at random offsets, with think time
+//!   (a gallery, a game loading assets, a media player).
+//! - `fsync-write` ([`FsyncWriteConfig`]): small writes each followed by fsync or fdatasync (a
+//!   database commit, a messaging app).
+//!
+//! Each syscall is an operation of the app's results (`creat`, `write`, `read`, `fsync`, ...)
+//! with its latency and blocked time by reason; an errno is counted as `errno.<NAME>` and ends
+//! the workload (it is the scenario's mistake, reported, not a crash).
+
+use crate::app::AppContext;
+use crate::fs::vfs::{
+    Process, Vfs, O_CREAT, O_DIRECT, O_RDONLY, O_RDWR, O_SYNC, O_TRUNC, O_WRONLY,
+};
+use crate::fs::Errno;
+use crate::units::{serde_units, Nanos, PAGE_SIZE};
+use serde::{Deserialize, Serialize};
+use std::rc::Rc;
+
+/// How written data reaches the disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteMode {
+    /// Through the page cache, written back by the flusher.
+    #[default]
+    Buffered,
+    /// `O_SYNC`: each write is synced before it returns.
+    Sync,
+    /// `O_DIRECT`: bypasses the page cache.
+    Direct,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeqWriteConfig {
+    pub path: String,
+    /// Bytes to write.
+    #[serde(with = "serde_units::size")]
+    pub size: u64,
+    /// Bytes per write(); default 1 MiB.
+    #[serde(default = "default_seq_io", with = "serde_units::size")]
+    pub io_size: u64,
+    #[serde(default)]
+    pub mode: WriteMode,
+    /// fsync after every this many bytes (0 = never during the write).
+    #[serde(default, with = "serde_units::size")]
+    pub fsync_every: u64,
+    /// fsync once at the end.
+    #[serde(default)]
+    pub fsync_at_end: bool,
+    /// Think time between writes.
+    #[serde(default, with = "serde_units::duration")]
+    pub think: Nanos,
+}
+
+fn default_seq_io() -> u64 {
+    1 << 20
+}
+
+fn default_small_io() -> u64 {
+    PAGE_SIZE
+}
+
+/// Bound on one syscall's size: 64 MiB.
+pub const MAX_IO_SIZE: u64 = 64 << 20;
+
+fn check_io(kind: &str, io_size: u64) -> Result<(), String> {
+    if io_size == 0 || io_size > MAX_IO_SIZE {
+        return Err(format!(
+            "{kind} `io_size` must be 1 byte..64MiB, not {io_size}"
+        ));
+    }
+    Ok(())
+}
+
+fn check_path(kind: &str, path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!("{kind} `path` must be absolute, not `{path}`"));
+    }
+    Ok(())
+}
+
+impl SeqWriteConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        check_path("seq-write", &self.path)?;
+        check_io("seq-write", self.io_size)
+    }
+}
+
+/// Order of reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadPattern {
+    #[default]
+    Sequential,
+    /// Uniform random `io_size`-aligned offsets.
+    Random,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileReadConfig {
+    pub path: String,
+    /// Size of the file, created on disk (uncached) if it does not exist.
+    #[serde(with = "serde_units::size")]
+    pub file_size: u64,
+    /// Bytes per read(); default 4 KiB.
+    #[serde(default = "default_small_io", with = "serde_units::size")]
+    pub io_size: u64,
+    #[serde(default)]
+    pub pattern: ReadPattern,
+    /// Think time between reads.
+    #[serde(default, with = "serde_units::duration")]
+    pub think: Nanos,
+    /// Reads to do; default: until the end of the file (sequential) or of the run (random).
+    #[serde(default)]
+    pub count: Option<u64>,
+    /// O_DIRECT reads.
+    #[serde(default)]
+    pub direct: bool,
+}
+
+impl FileReadConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        check_path("file-read", &self.path)?;
+        check_io("file-read", self.io_size)?;
+        if self.file_size < self.io_size {
+            return Err("file-read `file_size` must be at least `io_size`".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsyncWriteConfig {
+    pub path: String,
+    /// Bytes per write(); default 4 KiB.
+    #[serde(default = "default_small_io", with = "serde_units::size")]
+    pub io_size: u64,
+    /// Writes go to random `io_size`-aligned offsets below this size; 0 = append.
+    #[serde(default, with = "serde_units::size")]
+    pub region: u64,
+    /// fdatasync instead of fsync.
+    #[serde(default)]
+    pub datasync: bool,
+    /// Think time between transactions.
+    #[serde(default, with = "serde_units::duration")]
+    pub think: Nanos,
+    /// Transactions (write + sync); default: until the run ends.
+    #[serde(default)]
+    pub count: Option<u64>,
+}
+
+impl FsyncWriteConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        check_path("fsync-write", &self.path)?;
+        check_io("fsync-write", self.io_size)
+    }
+}
+
+fn vfs_of(ctx: &AppContext) -> Option<Rc<Vfs>> {
+    let vfs = ctx.stack.vfs.clone();
+    if vfs.is_none() {
+        ctx.add_counter("errno.no-storage-stack", 1);
+    }
+    vfs
+}
+
+/// Records an errno of the app; returns whether the call succeeded.
+fn note<T>(ctx: &AppContext, result: &Result<T, Errno>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(errno) => {
+            ctx.add_counter(&format!("errno.{}", errno.name()), 1);
+            false
+        }
+    }
+}
+
+/// The body of a `seq-write` app.
+pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
+    let Some(vfs) = vfs_of(&ctx) else { return };
+    let sim = ctx.sim.clone();
+    let process = vfs.new_process(ctx.uid, &ctx.name);
+    let mut flags = O_CREAT | O_WRONLY | O_TRUNC;
+    match config.mode {
+        WriteMode::Buffered => {}
+        WriteMode::Sync => flags |= O_SYNC,
+        WriteMode::Direct => flags |= O_DIRECT,
+    }
+    let op = ctx.begin_op("open");
+    let fd = vfs.open(&sim, &process, &config.path, flags).await;
+    ctx.end_op(op);
+    if !note(&ctx, &fd) {
+        return;
+    }
+    let fd = fd.expect("checked");
+    let buffer = vec![0u8; config.io_size as usize];
+    let mut written = 0u64;
+    let mut since_sync = 0u64;
+    while written < config.size && !ctx.is_stopped() {
+        if config.think > 0 {
+            sim.sleep(config.think).await;
+        }
+        let n = config.io_size.min(config.size - written) as usize;
+        let op = ctx.begin_op("write");
+        let result = vfs.write(&sim, &process, fd, &buffer[..n]).await;
+        ctx.end_op(op);
+        if !note(&ctx, &result) {
+            break;
+        }
+        let done = result.expect("checked") as u64;
+        written += done;
+        since_sync += done;
+        ctx.add_counter("bytes_written", done);
+        if config.fsync_every > 0 && since_sync >= config.fsync_every {
+            since_sync = 0;
+            let op = ctx.begin_op("fsync");
+            let result = vfs.fsync(&sim, &process, fd).await;
+            ctx.end_op(op);
+            note(&ctx, &result);
+        }
+    }
+    if config.fsync_at_end {
+        let op = ctx.begin_op("fsync");
+        let result = vfs.fsync(&sim, &process, fd).await;
+        ctx.end_op(op);
+        note(&ctx, &result);
+    }
+    let result = vfs.close(&sim, &process, fd).await;
+    note(&ctx, &result);
+}
+
+/// The body of a `file-read` app.
+pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
+    let Some(vfs) = vfs_of(&ctx) else { return };
+    let sim = ctx.sim.clone();
+    let process: Process = vfs.new_process(ctx.uid, &ctx.name);
+    if vfs.stat(&sim, &process, &config.path).await.is_err() {
+        let created = vfs.populate(&sim, &config.path, config.file_size);
+        if !note(&ctx, &created) {
+            return;
+        }
+    }
+    let flags = O_RDONLY | if config.direct { O_DIRECT } else { 0 };
+    let op = ctx.begin_op("open");
+    let fd = vfs.open(&sim, &process, &config.path, flags).await;
+    ctx.end_op(op);
+    if !note(&ctx, &fd) {
+        return;
+    }
+    let fd = fd.expect("checked");
+    let mut rng = sim.rng(&format!("file-read/{}", ctx.name));
+    let mut buffer = vec![0u8; config.io_size as usize];
+    let slots = (config.file_size / config.io_size).max(1);
+    let mut done = 0u64;
+    let mut offset = 0u64;
+    while !ctx.is_stopped() && config.count.is_none_or(|c| done < c) {
+        if config.pattern == ReadPattern::Sequential && offset >= config.file_size {
+            break;
+        }
+        if config.think > 0 {
+            sim.sleep(config.think).await;
+        }
+        let at = match config.pattern {
+            ReadPattern::Sequential => offset,
+            ReadPattern::Random => rng.below(slots) * config.io_size,
+        };
+        let op = ctx.begin_op("read");
+        let result = vfs.pread(&sim, &process, fd, &mut buffer, at).await;
+        ctx.end_op(op);
+        if !note(&ctx, &result) {
+            break;
+        }
+        let n = result.expect("checked") as u64;
+        ctx.add_counter("bytes_read", n);
+        offset = at + n.max(1);
+        done += 1;
+    }
+    let result = vfs.close(&sim, &process, fd).await;
+    note(&ctx, &result);
+}
+
+/// The body of an `fsync-write` app.
+pub async fn fsync_write(ctx: AppContext, config: FsyncWriteConfig) {
+    let Some(vfs) = vfs_of(&ctx) else { return };
+    let sim = ctx.sim.clone();
+    let process = vfs.new_process(ctx.uid, &ctx.name);
+    let op = ctx.begin_op("open");
+    let fd = vfs
+        .open(&sim, &process, &config.path, O_CREAT | O_RDWR)
+        .await;
+    ctx.end_op(op);
+    if !note(&ctx, &fd) {
+        return;
+    }
+    let fd = fd.expect("checked");
+    let mut rng = sim.rng(&format!("fsync-write/{}", ctx.name));
+    let buffer = vec![0u8; config.io_size as usize];
+    let slots = config.region / config.io_size;
+    let mut done = 0u64;
+    let mut end = 0u64;
+    while !ctx.is_stopped() && config.count.is_none_or(|c| done < c) {
+        if config.think > 0 {
+            sim.sleep(config.think).await;
+        }
+        let at = if slots == 0 {
+            end
+        } else {
+            rng.below(slots) * config.io_size
+        };
+        let op = ctx.begin_op("write");
+        let result = vfs.pwrite(&sim, &process, fd, &buffer, at).await;
+        ctx.end_op(op);
+        if !note(&ctx, &result) {
+            break;
+        }
+        end = end.max(at + config.io_size);
+        let (op, result) = if config.datasync {
+            let op = ctx.begin_op("fdatasync");
+            (op, vfs.fdatasync(&sim, &process, fd).await)
+        } else {
+            let op = ctx.begin_op("fsync");
+            (op, vfs.fsync(&sim, &process, fd).await)
+        };
+        ctx.end_op(op);
+        if !note(&ctx, &result) {
+            break;
+        }
+        ctx.add_counter("transactions", 1);
+        done += 1;
+    }
+    let result = vfs.close(&sim, &process, fd).await;
+    note(&ctx, &result);
+}
