@@ -850,6 +850,25 @@ impl Vfs {
         self.count(result)
     }
 
+    /// Creates directory `path` and its missing parents, as they exist on the phone before the
+    /// run (`mkdir -p` at setup: no time passes).
+    pub fn mkdir_all(&self, sim: &Sim, path: &str) -> Result<(), Errno> {
+        check_path(path)?;
+        let mut at = String::new();
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            at.push('/');
+            at.push_str(part);
+            match self.lookup(&at) {
+                Ok(ino) if self.state.borrow().inodes[&ino].kind == FileKind::Directory => {}
+                Ok(_) => return Err(Errno::ENOTDIR),
+                Err(_) => {
+                    self.create(sim, &at, FileKind::Directory, false)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Creates `path` of `size` bytes with its blocks on disk and nothing cached, as if it had
     /// been written before the run (a preexisting file: photos, an app's data). Not a system
     /// call: no time passes.

@@ -3,8 +3,9 @@
 //!
 //! Until the block layer's request queue (branch `block-layer`) is merged, [`DirectDevice`]
 //! implements it by driving a [`crate::dev::BlockDevice`] directly in virtual time: a FIFO of
-//! at most `nr_requests` outstanding bios (submitters beyond it sleep in `get_request`, as in the
-//! legacy block layer's request allocation), dispatched to the device as its queue depth allows.
+//! outstanding bios, at most `nr_requests` synchronous and `nr_requests` asynchronous ones
+//! (submitters beyond that sleep in `get_request`, which in Linux 3.10 counts the two kinds
+//! apart, `rl->count[is_sync]`), dispatched to the device as its queue depth allows.
 //! It has no elevator, no plugging and no merging: the page cache already builds bios of up to
 //! 512 KiB of contiguous blocks, and the sync/async distinction is carried in the bio
 //! (`flags.sync`, `issued_async`) for the real queue to act on.
@@ -87,8 +88,12 @@ pub struct DirectDevice {
     device: RefCell<Box<dyn BlockDevice>>,
     nr_requests: usize,
     pending: RefCell<VecDeque<DevRequest>>,
-    end_ios: RefCell<BTreeMap<u64, EndIo>>,
-    request_wait: WaitQueue,
+    /// Outstanding bios: end_io and whether the bio counts as synchronous.
+    end_ios: RefCell<BTreeMap<u64, (EndIo, bool)>>,
+    /// Outstanding (async, sync) bios (`rl->count[]`).
+    counts: Cell<[usize; 2]>,
+    /// Waiters for an async / a sync request (`rl->wait[]`).
+    request_wait: [WaitQueue; 2],
     armed_at: Cell<Option<Nanos>>,
     next_tag: Cell<u64>,
     stats: Cell<DirectDeviceStats>,
@@ -104,7 +109,8 @@ impl DirectDevice {
             nr_requests,
             pending: RefCell::new(VecDeque::new()),
             end_ios: RefCell::new(BTreeMap::new()),
-            request_wait: WaitQueue::new(),
+            counts: Cell::new([0, 0]),
+            request_wait: [WaitQueue::new(), WaitQueue::new()],
             armed_at: Cell::new(None),
             next_tag: Cell::new(1),
             stats: Cell::new(DirectDeviceStats::default()),
@@ -154,13 +160,16 @@ impl DirectDevice {
             .borrow_mut()
             .advance(sim.now(), &mut completions);
         for done in completions.drain(..) {
-            let end_io = self
+            let (end_io, sync) = self
                 .end_ios
                 .borrow_mut()
                 .remove(&done.tag)
                 .expect("every completion matches one submitted bio");
+            let mut counts = self.counts.get();
+            counts[usize::from(sync)] -= 1;
+            self.counts.set(counts);
             end_io(sim, done.tag);
-            self.request_wait.wake_one(sim);
+            self.request_wait[usize::from(sync)].wake_one(sim);
         }
         *self.completions.borrow_mut() = completions;
         if self.armed_at.get().is_some_and(|armed| armed <= sim.now()) {
@@ -178,12 +187,17 @@ impl BlockSubmit for DirectDevice {
         end_io: EndIo,
     ) -> LocalBoxFuture<'a, u64> {
         Box::pin(async move {
-            // get_request: sleep while every request of the queue is in use.
-            while self.end_ios.borrow().len() >= self.nr_requests {
-                self.request_wait
+            // get_request: sleep while every request of this kind is in use. Reads and
+            // REQ_SYNC writes are synchronous (`rw_is_sync`).
+            let sync = bio.op == IoOp::Read || bio.flags.sync;
+            while self.counts.get()[usize::from(sync)] >= self.nr_requests {
+                self.request_wait[usize::from(sync)]
                     .wait(sim, WaitReason::RequestAlloc, Blocker::None)
                     .await;
             }
+            let mut counts = self.counts.get();
+            counts[usize::from(sync)] += 1;
+            self.counts.set(counts);
             let tag = self.next_tag.get();
             self.next_tag.set(tag + 1);
             let mut stats = self.stats.get();
@@ -203,7 +217,7 @@ impl BlockSubmit for DirectDevice {
                 IoOp::Discard => {}
             }
             self.stats.set(stats);
-            self.end_ios.borrow_mut().insert(tag, end_io);
+            self.end_ios.borrow_mut().insert(tag, (end_io, sync));
             self.pending.borrow_mut().push_back(DevRequest {
                 tag,
                 op: bio.op,

@@ -49,9 +49,10 @@ pub const INIT_BW_PAGES_PER_SEC: u64 = 100 * 1024 * 1024 / PAGE_SIZE;
 /// Initial `nr_dirtied_pause`: 128 KiB worth of pages (`current->nr_dirtied_pause = 128 >>
 /// (PAGE_SHIFT - 10)`, kernel/fork.c).
 pub const INITIAL_DIRTIED_PAUSE: u64 = 32;
-/// Pauses shorter than this are postponed (3.10 computes a `min_pause` around 10 ms for a
-/// bandwidth-bound writer; a jiffy at HZ=100 is 10 ms).
-pub const MIN_PAUSE_NS: Nanos = 10 * NS_PER_MS;
+/// `bdi_min_pause`'s target pause for a single dirtier: 10 ms (`max(1, HZ / 100)` jiffies).
+pub const TARGET_PAUSE_NS: Nanos = 10 * NS_PER_MS;
+/// `DIRTY_POLL_THRESH` = 128 KiB worth of pages (mm/page-writeback.c).
+pub const DIRTY_POLL_THRESH: u64 = 32;
 
 /// Estimate of the device's write bandwidth from completed writeback (`bdi_update_write_bandwidth`).
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +114,8 @@ impl Default for Bandwidth {
 pub struct DirtyThrottleState {
     pub nr_dirtied: u64,
     pub nr_dirtied_pause: u64,
+    /// `current->dirty_paused_when`: end of the last pause (or freerun check).
+    pub dirty_paused_when: Option<Nanos>,
 }
 
 impl Default for DirtyThrottleState {
@@ -120,6 +123,7 @@ impl Default for DirtyThrottleState {
         DirtyThrottleState {
             nr_dirtied: 0,
             nr_dirtied_pause: INITIAL_DIRTIED_PAUSE,
+            dirty_paused_when: None,
         }
     }
 }
@@ -129,6 +133,34 @@ impl Default for DirtyThrottleState {
 pub enum SyncMode {
     None,
     All,
+}
+
+/// `bdi_min_pause`: (shortest pause worth sleeping, `nr_dirtied_pause` for the next check).
+/// Targets a 10 ms pause for one dirtier, at least `DIRTY_POLL_THRESH` (32) pages between
+/// checks, and a next pause no longer than `max_pause`.
+fn min_pause(max_pause: Nanos, task_ratelimit: u64, dirty_ratelimit: u64) -> (Nanos, u64) {
+    let dirty_ratelimit = dirty_ratelimit.max(1);
+    let mut t = TARGET_PAUSE_NS.min(1 + max_pause / 2);
+    let mut pages = dirty_ratelimit * t / NS_PER_SEC;
+    if pages < DIRTY_POLL_THRESH {
+        t = max_pause;
+        pages = dirty_ratelimit * t / NS_PER_SEC;
+        if pages > DIRTY_POLL_THRESH {
+            pages = DIRTY_POLL_THRESH;
+            t = NS_PER_SEC * DIRTY_POLL_THRESH / dirty_ratelimit;
+        }
+    }
+    let pause = NS_PER_SEC * pages / (task_ratelimit + 1);
+    if pause > max_pause {
+        t = max_pause;
+        pages = task_ratelimit * t / NS_PER_SEC;
+    }
+    let min_pause = if pages >= DIRTY_POLL_THRESH {
+        1 + t / 2
+    } else {
+        t
+    };
+    (min_pause, pages.max(1))
 }
 
 /// `dirty_poll_interval`: pages a task may dirty before the next check, about the square root
@@ -186,6 +218,7 @@ impl Mm {
     /// `balance_dirty_pages`: see the module documentation.
     pub async fn balance_dirty_pages(&self, sim: &Sim, throttle: &mut DirtyThrottleState) {
         loop {
+            let now = sim.now();
             let (nr_dirty, nr_writeback, write_bw) = {
                 let state = self.state();
                 (
@@ -196,35 +229,61 @@ impl Mm {
             };
             let dirty = nr_dirty + nr_writeback;
             let (background, limit) = self.dirty_limits();
-            let freerun = (background + limit) / 2;
             if nr_dirty > background {
-                // wb_start_background_writeback
+                // bdi_start_background_writeback
                 self.flusher_wake.wake(sim);
             }
+            let freerun = (background + limit) / 2;
             if dirty <= freerun {
+                throttle.dirty_paused_when = Some(now);
                 throttle.nr_dirtied = 0;
                 throttle.nr_dirtied_pause = dirty_poll_interval(dirty, limit);
                 return;
             }
+            // bdi_position_ratio, global control line: 2 at freerun, 1 at the setpoint, 0 at
+            // the limit; in 1/1024 units (RATELIMIT_CALC_SHIFT = 10).
             let setpoint = (freerun + limit) / 2;
-            // pos_ratio in 1/1024 units.
             let pos_ratio: u64 = if dirty >= limit {
                 0
             } else {
                 let x = (setpoint as f64 - dirty as f64) / ((limit - setpoint) as f64 + 1.0);
                 ((1.0 + x * x * x).clamp(0.0, 2.0) * 1024.0) as u64
             };
-            let task_ratelimit = write_bw * pos_ratio / 1024;
+            let dirty_ratelimit = write_bw;
+            let task_ratelimit = dirty_ratelimit * pos_ratio / 1024;
+            let max_pause = self.max_pause(dirty, write_bw);
+            let (min_pause, nr_dirtied_pause) =
+                min_pause(max_pause, task_ratelimit, dirty_ratelimit);
+            // The virtual time the pause is charged up to (`now` in the kernel, moved ahead
+            // when a long pause is cut to `max_pause`).
+            let mut charged_until = now;
             let pause = match (throttle.nr_dirtied * NS_PER_SEC).checked_div(task_ratelimit) {
-                None => self.config.max_pause,
-                Some(pause) => {
-                    if pause < MIN_PAUSE_NS {
-                        // Too short to be worth a sleep: check again after more pages.
-                        throttle.nr_dirtied_pause = (task_ratelimit * MIN_PAUSE_NS / NS_PER_SEC)
-                            .max(throttle.nr_dirtied + 1);
+                None => max_pause,
+                Some(period) => {
+                    // Think time since the last pause counts towards this one
+                    // (`dirty_paused_when` may lie ahead after a skipped short pause).
+                    let since = throttle
+                        .dirty_paused_when
+                        .map_or(0, |t| now as i128 - t as i128);
+                    let pause = period as i128 - since;
+                    if pause < min_pause as i128 {
+                        if pause < -(NS_PER_SEC as i128) {
+                            throttle.dirty_paused_when = Some(now);
+                            throttle.nr_dirtied = 0;
+                        } else if period > 0 {
+                            throttle.dirty_paused_when =
+                                Some(throttle.dirty_paused_when.unwrap_or(now) + period);
+                            throttle.nr_dirtied = 0;
+                        } else if throttle.nr_dirtied_pause <= throttle.nr_dirtied {
+                            throttle.nr_dirtied_pause += throttle.nr_dirtied;
+                        }
                         return;
                     }
-                    pause.min(self.config.max_pause)
+                    let pause = pause as u64;
+                    if pause > max_pause {
+                        charged_until += (pause - max_pause).min(max_pause);
+                    }
+                    pause.min(max_pause)
                 }
             };
             {
@@ -234,12 +293,21 @@ impl Mm {
             }
             sim.sleep_for(pause, WaitReason::DirtyThrottle, Blocker::None)
                 .await;
+            throttle.dirty_paused_when = Some(charged_until + pause);
             throttle.nr_dirtied = 0;
-            throttle.nr_dirtied_pause = dirty_poll_interval(dirty, limit);
+            throttle.nr_dirtied_pause = nr_dirtied_pause;
             if task_ratelimit > 0 {
                 return;
             }
         }
+    }
+
+    /// `bdi_max_pause`: the configured `max_pause`, shortened on small memory so that the
+    /// dirty pool cannot drain while the writer sleeps: at most 1/8 of the time the device
+    /// needs to write the dirty pages ("8 serves as the safety ratio").
+    fn max_pause(&self, dirty: u64, write_bw: u64) -> Nanos {
+        let drain = dirty * NS_PER_SEC / (8 * write_bw.max(1));
+        (drain + NS_PER_MS).min(self.config.max_pause)
     }
 
     /// `end_page_writeback` for the pages of a completed write bio.
@@ -349,9 +417,11 @@ impl Mm {
     }
 
     /// `write_cache_pages` / `mpage_writepages`: writes up to `nr_to_write` dirty pages of
-    /// `ino` (`indexes` when given, else from `writeback_index` cyclically) in bios of
-    /// consecutive blocks. `SyncMode::None` skips pages that are locked; bios are synchronous
-    /// when `sync`. Returns the pages written.
+    /// `ino` (`indexes` when given, as `tag_pages_for_writeback` fixes them for `WB_SYNC_ALL`;
+    /// else from `writeback_index` cyclically) in bios of consecutive blocks. A locked page is
+    /// waited for (`lock_page`); a page found clean was written by someone else and skipped.
+    /// (`WB_SYNC_ALL`'s wait for a page already under writeback cannot arise: a dirty page is
+    /// never under writeback here.) Bios are synchronous when `sync`. Returns pages written.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn writepages(
         &self,
@@ -385,21 +455,24 @@ impl Mm {
         // The bio being built: (first index, first block, pages).
         let mut current: Option<(u64, u64, u32)> = None;
         for index in todo {
-            if written >= nr_to_write {
+            // Integrity sync writes every listed page; others stop at `nr_to_write`.
+            if written >= nr_to_write && mode == SyncMode::None {
                 break;
             }
-            let id = match mode {
-                SyncMode::All => self.lock_page(sim, ino, index).await,
-                SyncMode::None => self
-                    .find_page(ino, index)
-                    .filter(|&id| self.trylock_page(id)),
+            // write_cache_pages sleeps in lock_page in both modes.
+            let Some(id) = self.lock_page(sim, ino, index).await else {
+                continue;
             };
-            let Some(id) = id else { continue };
             if !self.page(id).has(pg::DIRTY) {
+                // Someone wrote it for us.
                 self.unlock_page(sim, id);
                 continue;
             }
-            debug_assert!(!self.page(id).has(pg::WRITEBACK), "dirty and writeback");
+            assert!(
+                !self.page(id).has(pg::WRITEBACK),
+                "dirty and under writeback"
+            );
+
             let block = self.page_start_writeback(sim, id);
             written += 1;
             match current {
