@@ -102,6 +102,10 @@ pub struct VmConfig {
     pub min_free: u64,
     /// Reclaim order.
     pub reclaim_policy: ReclaimPolicyKind,
+    /// Whether direct reclaim writes the dirty pages it meets and waits for them (FastTrack
+    /// §3.2's allocation path; default true). False is Linux 3.10's `shrink_page_list`: only
+    /// kswapd writes file pages, direct reclaim leaves them to the flusher.
+    pub direct_reclaim_writes: bool,
 }
 
 impl Default for VmConfig {
@@ -120,6 +124,7 @@ impl Default for VmConfig {
             read_ahead: 128 << 10,
             min_free: 0,
             reclaim_policy: ReclaimPolicyKind::Linux,
+            direct_reclaim_writes: true,
         }
     }
 }
@@ -258,12 +263,18 @@ pub struct MmStats {
     pub reclaimed_clean: u64,
     pub reclaimed_dirty: u64,
     pub direct_reclaims: u64,
+    /// Dirty pages written by direct reclaim (`pageout` from an allocating task).
+    pub pageout_direct: u64,
+    /// Dirty pages written by kswapd.
+    pub pageout_kswapd: u64,
     pub kswapd_runs: u64,
     pub throttle_pauses: u64,
     pub throttle_ns: u64,
     pub write_stable_waits: u64,
     pub flusher_kupdate_pages: u64,
     pub flusher_background_pages: u64,
+    /// Pages the flusher wrote because reclaim asked (`wakeup_flusher_threads`).
+    pub flusher_reclaim_pages: u64,
     /// High-water mark of dirty + writeback pages.
     pub max_dirty_writeback: u64,
 }
@@ -314,6 +325,8 @@ pub struct Mm {
     pub(crate) free_wait: WaitQueue,
     pub(crate) kswapd_wake: TimedWake,
     pub(crate) flusher_wake: TimedWake,
+    /// Pages reclaim asked the flusher to write (`bdi->work_list`, summed).
+    pub(crate) flusher_work: Cell<u64>,
     pub(crate) policy: RefCell<Box<dyn vmscan::ReclaimPolicy>>,
     pub(crate) watermarks: vmscan::Watermarks,
     flusher_task: Cell<Option<TaskId>>,
@@ -358,6 +371,7 @@ impl Mm {
             free_wait: WaitQueue::new(),
             kswapd_wake: TimedWake::default(),
             flusher_wake: TimedWake::default(),
+            flusher_work: Cell::new(0),
             policy: RefCell::new(policy),
             watermarks,
             config,

@@ -475,3 +475,136 @@ fn unlink_of_an_open_file_frees_it_at_close() {
     });
     rig.run_to_end();
 }
+
+/// A background writer filling a small RAM with dirty pages and a foreground reader; returns
+/// (writer's blocked times, reader's blocked times, stats).
+fn memory_pressure_run(direct_reclaim_writes: bool) -> (BlockedTimes, BlockedTimes, MmStats) {
+    // Thresholds above RAM (dirty_bytes 64 MiB, so background = 32 MiB): neither the flusher
+    // nor throttling cleans anything; only reclaim can.
+    let config = VmConfig {
+        ram: 32 << 20,
+        dirty_bytes: 64 << 20,
+        dirty_background_bytes: 64 << 20,
+        dirty_expire: 3600 * NS_PER_SEC,
+        direct_reclaim_writes,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, NS_PER_MS, 50_000_000);
+    let writer = Rc::new(Cell::new(BlockedTimes::default()));
+    let reader = Rc::new(Cell::new(BlockedTimes::default()));
+    let out = writer.clone();
+    rig.spawn("bg-writer", 10_000, |sim, vfs, p| async move {
+        let before = my_blocked(&sim);
+        write_file(&sim, &vfs, &p, "/update.apk", 96 << 20).await;
+        out.set(blocked_since(&sim, &before));
+    });
+    let out = reader.clone();
+    rig.spawn("fg-reader", 10_001, |sim, vfs, p| async move {
+        vfs.populate(&sim, "/photos", 64 << 20).unwrap();
+        let fd = vfs.open(&sim, &p, "/photos", O_RDONLY).await.unwrap();
+        let mut rng = sim.rng("reader");
+        let mut buf = vec![0u8; 4096];
+        let before = my_blocked(&sim);
+        for _ in 0..400 {
+            sim.sleep(5 * NS_PER_MS).await;
+            let at = rng.below(16384) * 4096;
+            vfs.pread(&sim, &p, fd, &mut buf, at).await.unwrap();
+        }
+        out.set(blocked_since(&sim, &before));
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+    let (free, cached, _, _) = rig.mm().page_counts();
+    assert_eq!(free + cached, (32 << 20) / PAGE_SIZE, "no page lost");
+    (writer.get(), reader.get(), rig.mm().stats())
+}
+
+#[test]
+fn foreground_allocation_waits_behind_background_direct_reclaim() {
+    // FastTrack §3.2: the background writer reclaims dirty pages (writing them and waiting)
+    // while holding the allocator's global lock, so the foreground reader's allocations wait
+    // for it in alloc_pages.
+    let (writer, reader, stats) = memory_pressure_run(true);
+    assert!(stats.direct_reclaims > 0, "{stats:?}");
+    assert!(
+        stats.pageout_direct > 0,
+        "direct reclaim wrote dirty pages: {stats:?}"
+    );
+    assert!(writer.get(WaitReason::DirectReclaim) > 0, "{writer:?}");
+    assert!(reader.get(WaitReason::PageAlloc) > 0, "{reader:?}");
+}
+
+#[test]
+fn linux_3_10_direct_reclaim_leaves_dirty_pages_to_the_flusher() {
+    let (_, _, stats) = memory_pressure_run(false);
+    assert!(stats.direct_reclaims > 0, "{stats:?}");
+    assert_eq!(stats.pageout_direct, 0, "{stats:?}");
+    assert!(
+        stats.flusher_reclaim_pages > 0,
+        "reclaim asked the flusher: {stats:?}"
+    );
+    assert!(stats.reclaimed_clean > 0);
+}
+
+#[test]
+fn o_sync_and_o_direct_writes_reach_the_device_before_returning() {
+    use crate::fs::vfs::{O_DIRECT, O_SYNC};
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        let fd = vfs
+            .open(&sim, &p, "/sync", O_CREAT | O_WRONLY | O_SYNC)
+            .await
+            .unwrap();
+        let before = my_blocked(&sim);
+        vfs.write(&sim, &p, fd, &[1u8; 8192]).await.unwrap();
+        // data bio + inode + flush, each 1 ms.
+        assert_eq!(blocked_since(&sim, &before).stalled_total(), 3 * NS_PER_MS);
+        let (_, _, dirty, writeback) = vfs.mm.page_counts();
+        assert_eq!((dirty, writeback), (0, 0));
+        vfs.close(&sim, &p, fd).await.unwrap();
+        let fd = vfs
+            .open(&sim, &p, "/direct", O_CREAT | O_RDWR | O_DIRECT)
+            .await
+            .unwrap();
+        vfs.write(&sim, &p, fd, &[1u8; 16384]).await.unwrap();
+        assert_eq!(vfs.stat(&sim, &p, "/direct").await.unwrap().cached_pages, 0);
+        let mut buf = [0u8; 4096];
+        let before = my_blocked(&sim);
+        vfs.pread(&sim, &p, fd, &mut buf, 4096).await.unwrap();
+        assert_eq!(
+            blocked_since(&sim, &before).get(WaitReason::BlockIo),
+            NS_PER_MS
+        );
+        assert_eq!(vfs.stat(&sim, &p, "/direct").await.unwrap().cached_pages, 0);
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+    assert_eq!(rig.mm().stats().pages_written_sync, 2);
+}
+
+#[test]
+fn kswapd_keeps_a_streaming_reader_out_of_direct_reclaim() {
+    // Clean page cache is freed by kswapd between the low and high watermarks before an
+    // allocation reaches the min watermark.
+    let config = VmConfig {
+        ram: 32 << 20,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, 100 * NS_PER_US, 100_000_000);
+    rig.spawn("player", 10_000, |sim, vfs, p| async move {
+        vfs.populate(&sim, "/movie", 128 << 20).unwrap();
+        let fd = vfs.open(&sim, &p, "/movie", O_RDONLY).await.unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        while vfs.read(&sim, &p, fd, &mut buf).await.unwrap() > 0 {}
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+    let stats = rig.mm().stats();
+    assert_eq!(stats.pages_read, (128 << 20) / PAGE_SIZE);
+    assert!(
+        stats.kswapd_runs > 0 && stats.reclaimed_clean > 20_000,
+        "{stats:?}"
+    );
+    assert_eq!(stats.direct_reclaims, 0, "{stats:?}");
+    assert!(rig.mm().page_counts().0 >= rig.mm().watermarks.min);
+}

@@ -15,7 +15,11 @@
 //!   `shrink_page_list` then frees clean pages, skips locked pages and pages under writeback
 //!   (marking the latter `PG_reclaim`, so they rotate to the tail when written), keeps
 //!   referenced dirty pages (`PAGEREF_RECLAIM_CLEAN`), and writes the other dirty pages
-//!   (`pageout`) and waits for them before freeing them.
+//!   (`pageout`) and waits for them before freeing them, as FastTrack §3.2 describes ("eviction
+//!   of dirty pages in the middle of calling alloc_pages()"). With `direct_reclaim_writes =
+//!   false`, direct reclaim behaves like 3.10's `shrink_page_list` instead ("Only kswapd can
+//!   writeback filesystem pages"): it tags dirty pages `PG_reclaim`, kicks the flusher and
+//!   waits for writeback to free something.
 //! - kswapd (`balance_pgdat`): woken below the low watermark, reclaims until the high one.
 //!
 //! Simplifications: one zone, no swap (file pages only), no `too_many_isolated` throttling, no
@@ -31,6 +35,9 @@ use crate::units::{Nanos, NS_PER_MS, PAGE_SIZE};
 
 /// `SWAP_CLUSTER_MAX` (include/linux/swap.h): pages isolated and reclaimed per batch.
 pub const SWAP_CLUSTER_MAX: usize = 32;
+/// Waits for writeback an allocation makes before it dips into the reserve below the min
+/// watermark (the model has no OOM killer; Linux retries `should_alloc_retry` similarly).
+pub const MAX_RECLAIM_WAITS: u32 = 1024;
 /// kswapd's back-off when a pass frees nothing: `congestion_wait(BLK_RW_ASYNC, HZ/10)`.
 pub const CONGESTION_WAIT_NS: Nanos = 100 * NS_PER_MS;
 
@@ -128,16 +135,19 @@ impl Mm {
             }
             // __alloc_pages_direct_reclaim, under the allocator lock (FastTrack §3.2).
             self.state().stats.direct_reclaims += 1;
-            let reclaimed = self.shrink_zone(sim, SWAP_CLUSTER_MAX as u64, issuer).await;
+            let reclaimed = self
+                .shrink_zone(sim, SWAP_CLUSTER_MAX as u64, issuer, true)
+                .await;
             if reclaimed > 0 {
                 continue;
             }
-            let (nr_free, nr_writeback) = {
+            let (nr_free, in_progress) = {
                 let state = self.state();
-                (state.nr_free, state.nr_writeback)
+                (state.nr_free, state.nr_writeback + state.nr_dirty)
             };
-            if nr_writeback > 0 && waited_for_writeback < 64 {
-                // Nothing reclaimable right now: wait for writeback to end.
+            if in_progress > 0 && waited_for_writeback < MAX_RECLAIM_WAITS {
+                // Nothing reclaimable right now: wait for writeback (ours, the flusher's) to
+                // end and free something (`wait_iff_congested` / `congestion_wait`).
                 waited_for_writeback += 1;
                 self.free_wait
                     .wait(sim, WaitReason::DirectReclaim, Blocker::None)
@@ -174,13 +184,20 @@ impl Mm {
 
     /// `shrink_zone` / `shrink_inactive_list` + `shrink_page_list`: reclaims up to
     /// `nr_to_reclaim` pages. Returns the pages freed.
-    pub(crate) async fn shrink_zone(&self, sim: &Sim, nr_to_reclaim: u64, issuer: Issuer) -> u64 {
+    pub(crate) async fn shrink_zone(
+        &self,
+        sim: &Sim,
+        nr_to_reclaim: u64,
+        issuer: Issuer,
+        direct: bool,
+    ) -> u64 {
         let mut reclaimed = 0u64;
         let mut scanned = 0u64;
         let scan_limit = {
             let state = self.state();
             2 * (state.lru[Lru::Inactive as usize].len + state.lru[Lru::Active as usize].len)
         };
+        let mut dirty_skipped = 0u64;
         let mut candidates = Vec::with_capacity(SWAP_CLUSTER_MAX);
         let mut order = Vec::with_capacity(SWAP_CLUSTER_MAX);
         while reclaimed < nr_to_reclaim && scanned < scan_limit {
@@ -251,6 +268,14 @@ impl Mm {
                         self.putback(id, false);
                         continue;
                     }
+                    if direct && !self.config.direct_reclaim_writes {
+                        // 3.10: only kswapd writes file pages; mark it for immediate reclaim
+                        // once the flusher has written it.
+                        self.set_flags(id, pg::RECLAIM, 0);
+                        self.putback(id, false);
+                        dirty_skipped += 1;
+                        continue;
+                    }
                     assert!(self.trylock_page(id));
                     to_write.push(id);
                     continue;
@@ -267,8 +292,12 @@ impl Mm {
                 }
             }
             if !to_write.is_empty() {
-                reclaimed += self.pageout_and_free(sim, &to_write, issuer).await;
+                reclaimed += self.pageout_and_free(sim, &to_write, issuer, direct).await;
             }
+        }
+        if dirty_skipped > 0 {
+            // do_try_to_free_pages: ask the flusher to write what reclaim could not.
+            self.wakeup_flusher_threads(sim, scanned);
         }
         if reclaimed > 0 {
             self.free_wait.wake_all(sim);
@@ -288,7 +317,13 @@ impl Mm {
 
     /// `pageout` of locked dirty pages (off the LRU), waiting for the writes, then freeing
     /// them. Returns the pages freed.
-    async fn pageout_and_free(&self, sim: &Sim, pages: &[PageId], issuer: Issuer) -> u64 {
+    async fn pageout_and_free(
+        &self,
+        sim: &Sim,
+        pages: &[PageId],
+        issuer: Issuer,
+        direct: bool,
+    ) -> u64 {
         // Write each page through the same bio builder as writeback (consecutive pages of one
         // inode share a bio). The pages are locked by us: unlock them so `writepages` can take
         // them, off the LRU so nobody else reclaims them meanwhile.
@@ -300,6 +335,14 @@ impl Mm {
             })
             .collect();
         keys.sort_unstable();
+        {
+            let mut state = self.state();
+            if direct {
+                state.stats.pageout_direct += keys.len() as u64;
+            } else {
+                state.stats.pageout_kswapd += keys.len() as u64;
+            }
+        }
         for &id in pages {
             self.unlock_page(sim, id);
         }
@@ -325,8 +368,16 @@ impl Mm {
             start = end;
         }
         let mut freed = 0;
+        // A direct reclaimer's waits are accounted as direct reclaim (the allocation stalled
+        // in reclaim), kswapd's as writeback waits.
+        let reason = if direct {
+            WaitReason::DirectReclaim
+        } else {
+            WaitReason::PageWriteback
+        };
         for &(ino, index) in &keys {
-            self.wait_on_page_writeback(sim, ino, index).await;
+            self.wait_on_page_bit(sim, ino, index, pg::WRITEBACK, reason)
+                .await;
             let Some(id) = self.find_page(ino, index) else {
                 continue;
             };
@@ -364,7 +415,9 @@ impl Mm {
             }
             self.state().stats.kswapd_runs += 1;
             while self.state().nr_free < self.watermarks.high {
-                let reclaimed = self.shrink_zone(sim, SWAP_CLUSTER_MAX as u64, issuer).await;
+                let reclaimed = self
+                    .shrink_zone(sim, SWAP_CLUSTER_MAX as u64, issuer, false)
+                    .await;
                 if reclaimed == 0 {
                     sim.sleep(CONGESTION_WAIT_NS).await;
                 }

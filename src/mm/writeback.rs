@@ -128,6 +128,17 @@ impl Default for DirtyThrottleState {
     }
 }
 
+/// Why the flusher writes (`enum wb_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WbReason {
+    /// `WB_REASON_BACKGROUND`: over the background threshold.
+    Background,
+    /// `WB_REASON_PERIODIC` (kupdate): inodes dirtied more than `dirty_expire` ago.
+    Periodic,
+    /// `WB_REASON_TRY_TO_FREE_PAGES`: reclaim met dirty pages.
+    TryToFreePages,
+}
+
 /// `WB_SYNC_NONE` (the flusher, reclaim) or `WB_SYNC_ALL` (fsync).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncMode {
@@ -527,7 +538,7 @@ impl Mm {
     /// `wb_writeback`: writes inodes in chunks until `nr_pages` are written, no inode qualifies,
     /// or (background work) the dirty count is under the background threshold. Returns pages
     /// written.
-    async fn wb_writeback(&self, sim: &Sim, mut nr_pages: u64, kupdate: bool) -> u64 {
+    async fn wb_writeback(&self, sim: &Sim, mut nr_pages: u64, reason: WbReason) -> u64 {
         let issuer = Issuer {
             task: sim.current_task(),
             uid: 0,
@@ -535,10 +546,11 @@ impl Mm {
         };
         let mut total = 0;
         while nr_pages > 0 {
-            if !kupdate && !self.over_bground_thresh() {
+            if reason == WbReason::Background && !self.over_bground_thresh() {
                 break;
             }
-            let older_than = kupdate.then(|| sim.now().saturating_sub(self.config.dirty_expire));
+            let older_than = (reason == WbReason::Periodic)
+                .then(|| sim.now().saturating_sub(self.config.dirty_expire));
             let Some(ino) = self.oldest_dirty_inode(older_than) else {
                 break;
             };
@@ -547,19 +559,27 @@ impl Mm {
                 .writepages(sim, ino, SyncMode::None, chunk, None, issuer, false)
                 .await;
             if written == 0 {
-                // Everything dirty is locked by its writers: let them finish.
+                // Everything dirty was written by others meanwhile.
                 break;
             }
             total += written;
             nr_pages = nr_pages.saturating_sub(written);
             let mut state = self.state();
-            if kupdate {
-                state.stats.flusher_kupdate_pages += written;
-            } else {
-                state.stats.flusher_background_pages += written;
+            match reason {
+                WbReason::Periodic => state.stats.flusher_kupdate_pages += written,
+                WbReason::Background => state.stats.flusher_background_pages += written,
+                WbReason::TryToFreePages => state.stats.flusher_reclaim_pages += written,
             }
         }
         total
+    }
+
+    /// `wakeup_flusher_threads(nr_pages, WB_REASON_TRY_TO_FREE_PAGES)`: reclaim asks the
+    /// flusher to write `nr_pages` dirty pages, whatever the thresholds say.
+    pub(crate) fn wakeup_flusher_threads(&self, sim: &Sim, nr_pages: u64) {
+        self.flusher_work
+            .set(self.flusher_work.get().saturating_add(nr_pages));
+        self.flusher_wake.wake(sim);
     }
 
     /// The flusher thread (`bdi_writeback_thread` + `wb_do_writeback`).
@@ -567,19 +587,24 @@ impl Mm {
         let interval = self.config.dirty_writeback_interval;
         let mut last_old_flush: Nanos = 0;
         loop {
+            // Queued work (from reclaim) first, as `wb_do_writeback` runs `bdi->work_list`.
+            let work = self.flusher_work.replace(0);
+            if work > 0 {
+                self.wb_writeback(sim, work, WbReason::TryToFreePages).await;
+            }
             // wb_check_background_flush
             if self.over_bground_thresh() {
-                self.wb_writeback(sim, u64::MAX, false).await;
+                self.wb_writeback(sim, u64::MAX, WbReason::Background).await;
             }
             // wb_check_old_data_flush
             if interval > 0 && sim.now() >= last_old_flush + interval {
                 last_old_flush = sim.now();
                 let nr_pages = self.state().nr_dirty;
                 if nr_pages > 0 {
-                    self.wb_writeback(sim, nr_pages, true).await;
+                    self.wb_writeback(sim, nr_pages, WbReason::Periodic).await;
                 }
             }
-            if self.over_bground_thresh() {
+            if self.over_bground_thresh() && self.state().nr_writeback > 0 {
                 // Still over: writeback is bound by the device; wait for some of it to finish
                 // (the block queue's congestion wait), then go on.
                 self.free_wait
