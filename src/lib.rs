@@ -5,5 +5,6 @@
 //! writeback, reclaim), `fs` (file systems), `app` (tasks and apps), `workload`, `report`,
 //! `scenario`.
 
+pub mod block;
 pub mod dev;
 pub mod units;
