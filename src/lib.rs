@@ -7,4 +7,5 @@
 
 pub mod block;
 pub mod dev;
+pub mod sim;
 pub mod units;
