@@ -5,5 +5,7 @@
 //! [`crate::dev::BlockDevice`]. See each submodule's documentation for what it models of Linux and
 //! what it simplifies.
 
+pub mod blktrace;
 pub mod elevator;
+pub mod queue;
 pub mod request;
