@@ -7,5 +7,6 @@
 
 pub mod blktrace;
 pub mod elevator;
+pub mod layer;
 pub mod queue;
 pub mod request;
