@@ -7,6 +7,7 @@
 
 pub mod blktrace;
 pub mod elevator;
+pub mod fio;
 pub mod layer;
 pub mod queue;
 pub mod request;
