@@ -23,7 +23,7 @@
 use super::blktrace::BlkTrace;
 use super::elevator::{new_elevator, QueueTraits};
 use super::layer::BlockLayer;
-use super::queue::{split_bio, AllocModel, QueueStats, RequestQueue};
+use super::queue::{split_bio, tag_set_depth, AllocModel, QueueStats, RequestQueue};
 use super::request::{Bio, IoPrio, IoPrioClass, TaskRef};
 use crate::dev::{BlockDevice, IoFlags, IoOp};
 use crate::sim::{Rng, Sim, Simulation};
@@ -543,7 +543,7 @@ pub fn run_fio(
     let device_name = device.name().to_string();
     let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
     let elevator_box = new_elevator(elevator, traits)?;
-    let alloc = AllocModel::default_for(elevator, traits.queue_depth);
+    let alloc = AllocModel::default_for(elevator, tag_set_depth(traits.queue_depth));
     let mut queue = RequestQueue::new(elevator_box, device, alloc);
     if options.trace {
         // 179,0: mmcblk0, the eMMC of the papers' phones.

@@ -57,12 +57,13 @@ pub enum AllocModel {
 }
 
 impl AllocModel {
-    /// The kernel default for an elevator: blk-mq ones get `2 * min(queue_depth, BLKDEV_MAX_RQ)`
+    /// The kernel default for an elevator: blk-mq ones get `2 * min(tag_set_depth, BLKDEV_MAX_RQ)`
     /// scheduler tags (`blk_mq_init_sched`), legacy ones `BLKDEV_MAX_RQ` per direction.
-    pub fn default_for(elevator: &str, queue_depth: usize) -> AllocModel {
+    /// `tag_set_depth` is the host driver's tag-set depth (see [`tag_set_depth`]).
+    pub fn default_for(elevator: &str, tag_set_depth: usize) -> AllocModel {
         if elevator == "mq-deadline" {
             AllocModel::Mq {
-                nr_requests: 2 * queue_depth.min(BLKDEV_MAX_RQ),
+                nr_requests: 2 * tag_set_depth.min(BLKDEV_MAX_RQ),
             }
         } else {
             AllocModel::Legacy {
@@ -72,8 +73,22 @@ impl AllocModel {
     }
 }
 
-/// Which allocation wait queue a sleeping submitter is on (`rl->wait[is_sync]`; blk-mq uses both
-/// for its shared tag pool).
+/// `MMC_QUEUE_DEPTH = 64` (drivers/mmc/core/queue.c): the blk-mq tag set of an eMMC host without
+/// command queueing, which serializes commands to the card itself.
+pub const MMC_QUEUE_DEPTH: usize = 64;
+
+/// The blk-mq tag-set depth of a host whose device holds `device_queue_depth` commands: the
+/// device's depth when it queues (UFS `nutrs`, eMMC CQE), else the mmc driver's 64.
+pub fn tag_set_depth(device_queue_depth: usize) -> usize {
+    if device_queue_depth > 1 {
+        device_queue_depth
+    } else {
+        MMC_QUEUE_DEPTH
+    }
+}
+
+/// Which allocation wait queue a sleeping submitter is on (`rl->wait[is_sync]`; with blk-mq the
+/// same split keeps sync sleepers apart from those held back by `async_depth`).
 pub type AllocClass = usize;
 pub const ALLOC_ASYNC: AllocClass = 0;
 pub const ALLOC_SYNC: AllocClass = 1;
@@ -477,11 +492,7 @@ impl RequestQueue {
             self.trace_bio(now, Action::Sleep, bio);
             // The task is about to sleep: `io_schedule` flushes its plug.
             self.flush_plug(now, bio.task.pid);
-            let class = match self.alloc {
-                AllocModel::Legacy { .. } => Self::alloc_class(bio),
-                AllocModel::Mq { .. } => ALLOC_SYNC,
-            };
-            return SubmitOutcome::MustWait(class);
+            return SubmitOutcome::MustWait(Self::alloc_class(bio));
         }
         let rq = self.allocate(now, bio);
         let id = rq.id;
@@ -580,7 +591,15 @@ impl RequestQueue {
             self.trace_request(completion.completed_ns, Action::Complete, &rq);
             self.stats.completed += 1;
             let class = self.free_request(&rq);
-            report.freed[class] += 1;
+            match self.alloc {
+                AllocModel::Legacy { .. } => report.freed[class] += 1,
+                // One tag pool: a freed tag may serve a sleeper of either class (sync readers
+                // need any tag, the others one under `async_depth`).
+                AllocModel::Mq { .. } => {
+                    report.freed[ALLOC_ASYNC] += 1;
+                    report.freed[ALLOC_SYNC] += 1;
+                }
+            }
             report.completed.push((completion.completed_ns, rq));
         }
         if self.elevator.next_timer().is_some_and(|timer| timer <= now) {
