@@ -28,9 +28,10 @@
 //!   queue" and REQ_PRIO preemption.
 //!
 //! Simplifications:
-//! - One cgroup (the root group): no group scheduling, no `group_idle` (`cfq_group_idle` is only
-//!   meaningful between groups), group state folded into `Cfq`; a group's saved workload is the
-//!   current workload (with one group `cfq_choose_cfqg` restores exactly what it saved).
+//! - One cgroup (the root group): no group scheduling (vdisktime, weights), group state folded
+//!   into `Cfq`; a group's saved workload is the current workload (with one group
+//!   `cfq_choose_cfqg` restores exactly what it saved). `group_idle` (idling on the group's only
+//!   queue) is kept as a tunable, 0 by default as in a kernel without CONFIG_CFQ_GROUP_IOSCHED.
 //! - No close-cooperator detection or queue merging (`cfq_close_cooperator`, `cfq_setup_merge`).
 //! - `hw_tag` is taken from the device queue depth (>= `CFQ_HW_QUEUE_MIN`) instead of being
 //!   estimated from 50 samples of the driver depth.
@@ -258,6 +259,9 @@ pub struct CfqTunables {
     pub slice_ns: [Nanos; 2],
     pub slice_async_rq: u32,
     pub slice_idle_ns: Nanos,
+    /// `cfq_group_idle`: HZ / 125 = 8 ms with CONFIG_CFQ_GROUP_IOSCHED, forced to 0 without it
+    /// (`cfq_init`). Default 0: mobistack models no cgroups.
+    pub group_idle_ns: Nanos,
     /// `low_latency = 1`.
     pub low_latency: bool,
     pub target_latency_ns: Nanos,
@@ -273,6 +277,7 @@ impl Default for CfqTunables {
             slice_ns: SLICE_NS,
             slice_async_rq: SLICE_ASYNC_RQ,
             slice_idle_ns: SLICE_IDLE_NS,
+            group_idle_ns: 0,
             low_latency: true,
             target_latency_ns: TARGET_LATENCY_NS,
         }
@@ -309,6 +314,8 @@ pub struct Cfq {
     /// `idle_slice_timer` expiry, when armed.
     idle_slice_timer: Option<Nanos>,
     last_delayed_sync: Nanos,
+    /// `cfqg->ttime` of the root group.
+    group_ttime: Ttime,
     nonrot: bool,
     hw_tag: bool,
     store: RqStore,
@@ -345,6 +352,7 @@ impl Cfq {
             idle_slice_timer: None,
             // `cfqd->last_delayed_sync = jiffies - HZ` at init; time starts at 0 here.
             last_delayed_sync: 0,
+            group_ttime: Ttime::default(),
             nonrot: traits.nonrot,
             hw_tag: traits.queue_depth >= HW_QUEUE_MIN,
             store: RqStore::default(),
@@ -653,8 +661,13 @@ impl Cfq {
     // ---- idling ---------------------------------------------------------------------------
 
     /// `cfq_io_thinktime_big` (queue idling flavour).
-    fn thinktime_big(&self, ttime: &Ttime) -> bool {
-        ttime.valid() && ttime.mean > self.tunables.slice_idle_ns
+    fn thinktime_big(&self, ttime: &Ttime, group_idle: bool) -> bool {
+        let slice = if group_idle {
+            self.tunables.group_idle_ns
+        } else {
+            self.tunables.slice_idle_ns
+        };
+        ttime.valid() && ttime.mean > slice
     }
 
     /// `cfq_should_idle`.
@@ -668,10 +681,11 @@ impl Cfq {
         }
         let (class, wl_type) = self.tree_of(cfqq);
         let tree = self.tree(class, wl_type);
-        tree.count() == 1 && queue.sync && !self.thinktime_big(&tree.ttime)
+        tree.count() == 1 && queue.sync && !self.thinktime_big(&tree.ttime, false)
     }
 
-    /// `cfq_arm_slice_timer` (without group idling).
+    /// `cfq_arm_slice_timer`: idle on the queue (`slice_idle`) or, when it should not idle but
+    /// is the group's only queue, on the group (`group_idle`).
     fn arm_slice_timer(&mut self, now: Nanos) {
         let Some(cfqq) = self.active_queue else {
             return;
@@ -680,21 +694,36 @@ impl Cfq {
             return;
         }
         assert!(self.queues[cfqq].sort_list.is_empty());
-        if !self.should_idle(cfqq) || self.queues[cfqq].dispatched > 0 {
+        let group_idle = !self.should_idle(cfqq);
+        if group_idle && self.tunables.group_idle_ns == 0 {
+            return;
+        }
+        if self.queues[cfqq].dispatched > 0 || !self.active_cic {
             return;
         }
         let queue = &self.queues[cfqq];
         if queue.ttime.valid() && queue.slice_end.saturating_sub(now) < queue.ttime.mean {
             return;
         }
+        if group_idle && self.nr_cfqq() > 1 {
+            return;
+        }
         self.queues[cfqq].wait_request = true;
-        self.idle_slice_timer = Some(now + self.tunables.slice_idle_ns);
+        let idle = if group_idle {
+            self.tunables.group_idle_ns
+        } else {
+            self.tunables.slice_idle_ns
+        };
+        self.idle_slice_timer = Some(now + idle);
     }
 
     /// `cfq_should_wait_busy` (one group: "no other queue in the group" is `nr_cfqq == 1`).
     fn should_wait_busy(&self, cfqq: CfqqId, now: Nanos) -> bool {
         let queue = &self.queues[cfqq];
         if !queue.sort_list.is_empty() || self.nr_cfqq() > 1 {
+            return false;
+        }
+        if self.thinktime_big(&self.group_ttime, true) {
             return false;
         }
         if self.slice_used(cfqq, now) {
@@ -817,7 +846,16 @@ impl Cfq {
 
     // ---- dispatch -------------------------------------------------------------------------
 
-    /// `cfq_select_queue` (no close cooperators, no group idle).
+    /// `check_group_idle:` of `cfq_select_queue`: keep waiting for the group's only queue while
+    /// its requests are in flight.
+    fn group_idle_wait(&self) -> bool {
+        self.tunables.group_idle_ns > 0
+            && self.nr_cfqq() == 1
+            && self.rq_in_driver > 0
+            && !self.thinktime_big(&self.group_ttime, true)
+    }
+
+    /// `cfq_select_queue` (no close cooperators).
     fn select_queue(&mut self, now: Nanos) -> Option<CfqqId> {
         let Some(cfqq) = self.active_queue else {
             return self.new_queue(now);
@@ -837,6 +875,9 @@ impl Cfq {
                 && queue.dispatched > 0
                 && self.should_idle(cfqq)
             {
+                return None;
+            }
+            if self.group_idle_wait() {
                 return None;
             }
             self.slice_expired(false, now);
@@ -860,6 +901,9 @@ impl Cfq {
             queue.idle_window = false;
         }
         if self.queues[cfqq].dispatched > 0 && self.should_idle(cfqq) {
+            return None;
+        }
+        if self.group_idle_wait() {
             return None;
         }
         self.slice_expired(false, now);
@@ -1112,6 +1156,8 @@ impl Cfq {
             let (class, wl_type) = self.tree_of(cfqq);
             self.tree_mut(class, wl_type).ttime.update(now, slice_idle);
         }
+        let group_idle = self.tunables.group_idle_ns;
+        self.group_ttime.update(now, group_idle);
         self.update_io_seektime(cfqq, sector, nr_sectors);
         self.update_idle_window(cfqq);
         self.queues[cfqq].last_request_pos = sector + u64::from(nr_sectors);
@@ -1220,13 +1266,19 @@ impl Elevator for Cfq {
                 self.last_delayed_sync = now;
             }
         }
+        self.group_ttime.last_end_request = now;
         if self.active_queue == Some(cfqq) {
             if self.queues[cfqq].slice_new {
                 self.set_prio_slice(cfqq, now);
                 self.queues[cfqq].slice_new = false;
             }
             if self.should_wait_busy(cfqq, now) {
-                self.queues[cfqq].slice_end = now + self.tunables.slice_idle_ns;
+                let extend = if self.tunables.slice_idle_ns > 0 {
+                    self.tunables.slice_idle_ns
+                } else {
+                    self.tunables.group_idle_ns
+                };
+                self.queues[cfqq].slice_end = now + extend;
                 self.queues[cfqq].wait_busy = true;
             }
             let empty = self.queues[cfqq].sort_list.is_empty();
