@@ -316,12 +316,14 @@ impl RequestQueue {
     /// the merged request, or the number of plugged requests (`request_count`).
     fn attempt_plug_merge(&mut self, bio: &Bio) -> Result<(RequestId, MergeKind), usize> {
         let max_sectors = self.max_sectors;
+        // blk-mq kernels refuse merges across I/O priorities; 3.10 merges and keeps the best.
+        let same_prio_only = matches!(self.alloc, AllocModel::Mq { .. });
         let Some(list) = self.plugs.get_mut(&bio.task.pid) else {
             return Err(0);
         };
         let count = list.len();
         for rq in list.iter_mut().rev() {
-            if !rq.merge_ok(bio, max_sectors) || rq.ioprio != bio.ioprio {
+            if !rq.merge_ok(bio, max_sectors) || (same_prio_only && rq.ioprio != bio.ioprio) {
                 continue;
             }
             if let Some(kind) = rq.try_merge(bio) {

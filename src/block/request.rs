@@ -78,6 +78,25 @@ impl IoPrio {
     }
 }
 
+impl IoPrio {
+    /// `ioprio_best`: the higher of two priorities (RT over BE over IDLE, then the lower level),
+    /// with `IOPRIO_CLASS_NONE` counted as best effort level 4.
+    pub fn best(a: IoPrio, b: IoPrio) -> IoPrio {
+        let (a, b) = (a.effective(), b.effective());
+        if a.class == b.class {
+            if a.level <= b.level {
+                a
+            } else {
+                b
+            }
+        } else if a.class < b.class {
+            a
+        } else {
+            b
+        }
+    }
+}
+
 impl Default for IoPrio {
     fn default() -> Self {
         IoPrio::NONE
@@ -273,6 +292,9 @@ impl Request {
         self.nr_sectors += bio.nr_sectors;
         self.flags.meta |= bio.flags.meta;
         self.flags.prio |= bio.flags.prio;
+        if self.ioprio != bio.ioprio {
+            self.ioprio = IoPrio::best(self.ioprio, bio.ioprio);
+        }
         self.foreground |= bio.foreground;
     }
 }
@@ -333,6 +355,24 @@ mod tests {
         assert!(!rq.merge_ok(&sync_write, MAX_REQUEST_SECTORS));
         let discard = request(3, IoOp::Discard, 0, 8, 1);
         assert!(!discard.merge_ok(&bio(4, IoOp::Discard, 8, 8, 1), MAX_REQUEST_SECTORS));
+    }
+
+    #[test]
+    fn ioprio_best_prefers_class_then_level() {
+        let rt7 = IoPrio::new(IoPrioClass::Rt, 7);
+        let be0 = IoPrio::new(IoPrioClass::Be, 0);
+        assert_eq!(IoPrio::best(be0, rt7), rt7);
+        assert_eq!(IoPrio::best(IoPrio::NONE, be0), be0);
+        let idle = IoPrio::new(IoPrioClass::Idle, 0);
+        assert_eq!(
+            IoPrio::best(idle, IoPrio::NONE),
+            IoPrio::new(IoPrioClass::Be, 4)
+        );
+        let mut rq = request(1, IoOp::Write, 0, 8, 1);
+        let mut rt_bio = bio(2, IoOp::Write, 8, 8, 1);
+        rt_bio.ioprio = rt7;
+        rq.merge_bio(&rt_bio, MergeKind::Back);
+        assert_eq!(rq.ioprio, rt7, "a merged request takes the best priority");
     }
 
     #[test]
