@@ -11,7 +11,8 @@
 //! the batching state (`last_dir`, `batching`, `starved`) shared by all levels as in the kernel.
 //!
 //! `async_depth` (`dd_limit_depth`): writes and async reads may hold at most 3/4 of the
-//! scheduler tags (`dd_depth_updated`); sync reads are not throttled.
+//! scheduler tags (`dd_depth_updated`, 5.14-6.9; 6.10+ raised it to all tags, a tunable here);
+//! sync reads are not throttled.
 //!
 //! Simplifications:
 //! - No per-hctx dispatch lists (`per_prio->dispatch`, requeues, `at_head` inserts): nothing in
@@ -82,6 +83,9 @@ pub struct MqDeadlineTunables {
     pub front_merges: bool,
     /// 0 disables aging.
     pub prio_aging_expire_ns: Nanos,
+    /// `async_depth` as a fraction of `nr_requests`, in quarters: 3 (3/4, `dd_depth_updated` in
+    /// 5.14-6.9) by default; 4 gives 6.10+'s `async_depth = nr_requests`.
+    pub async_depth_quarters: usize,
 }
 
 impl Default for MqDeadlineTunables {
@@ -92,6 +96,7 @@ impl Default for MqDeadlineTunables {
             writes_starved: WRITES_STARVED,
             front_merges: true,
             prio_aging_expire_ns: PRIO_AGING_EXPIRE_NS,
+            async_depth_quarters: 3,
         }
     }
 }
@@ -116,6 +121,8 @@ impl MqDeadline {
         assert!(tunables.fifo_batch > 0);
         MqDeadline {
             tunables,
+            // `dd_init_sched`: `dd->last_dir = DD_WRITE`.
+            last_dir: WRITE,
             ..MqDeadline::default()
         }
     }
@@ -306,7 +313,7 @@ impl Elevator for MqDeadline {
 
     /// `dd_limit_depth` with `async_depth = max(1, 3 * nr_requests / 4)` (`dd_depth_updated`).
     fn async_depth(&self, nr_requests: usize) -> Option<usize> {
-        Some((3 * nr_requests / 4).max(1))
+        Some((self.tunables.async_depth_quarters * nr_requests / 4).max(1))
     }
 }
 
