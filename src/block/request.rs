@@ -242,8 +242,10 @@ impl Request {
         u64::from(self.nr_sectors) * SECTOR_SIZE
     }
 
-    /// `blk_rq_merge_ok` (3.10): same data direction and op, both mergeable, same sync-ness
-    /// (`rq_is_sync`), and the merged size within `max_sectors`. Elevators add their own rules
+    /// `blk_rq_merge_ok` (3.10): same data direction and op, both mergeable (no flush/FUA), and
+    /// the merged size within `max_sectors` (`ll_back_merge_fn`). Sync-ness is not compared here:
+    /// CFQ refuses a sync bio into an async request through its queue check
+    /// (`cfq_allow_merge`); noop and deadline merge them. Elevators add their own rules
     /// (`elv_rq_merge_ok` -> `elevator_allow_merge_fn`).
     pub fn merge_ok(&self, bio: &Bio, max_sectors: u32) -> bool {
         let mergeable_op = matches!(self.op, IoOp::Read | IoOp::Write);
@@ -252,7 +254,6 @@ impl Request {
             && !bio.is_flush()
             && !self.flags.fua
             && !self.flags.preflush
-            && self.is_sync() == bio.is_sync()
             && self.nr_sectors + bio.nr_sectors <= max_sectors
     }
 
@@ -268,8 +269,8 @@ impl Request {
     }
 
     /// `bio_attempt_back_merge` / `bio_attempt_front_merge`: appends or prepends the bio. The
-    /// request keeps its task; flags accumulate (`REQ_META`, `REQ_PRIO` are OR-ed in, as
-    /// `rq->cmd_flags |= bio->bi_rw & REQ_FAILFAST_MASK` and friends do).
+    /// request keeps its task and its flags (3.10 only reconciles the failfast bits) and takes
+    /// the better I/O priority (`ioprio_best`). The foreground hint, mobistack's own, is OR-ed.
     pub fn merge_bio(&mut self, bio: &Bio, kind: MergeKind) {
         assert_eq!(
             self.try_merge(bio),
@@ -290,8 +291,6 @@ impl Request {
             }
         }
         self.nr_sectors += bio.nr_sectors;
-        self.flags.meta |= bio.flags.meta;
-        self.flags.prio |= bio.flags.prio;
         if self.ioprio != bio.ioprio {
             self.ioprio = IoPrio::best(self.ioprio, bio.ioprio);
         }
@@ -345,14 +344,17 @@ mod tests {
     }
 
     #[test]
-    fn merge_respects_size_direction_and_sync() {
+    fn merge_respects_size_direction_and_flush_flags() {
         let rq = request(1, IoOp::Write, 0, MAX_REQUEST_SECTORS - 8, 1);
         assert!(rq.merge_ok(&bio(2, IoOp::Write, 1016, 8, 1), MAX_REQUEST_SECTORS));
         assert!(!rq.merge_ok(&bio(2, IoOp::Write, 1016, 16, 1), MAX_REQUEST_SECTORS));
         assert!(!rq.merge_ok(&bio(2, IoOp::Read, 1016, 8, 1), MAX_REQUEST_SECTORS));
         let mut sync_write = bio(2, IoOp::Write, 1016, 8, 1);
         sync_write.flags.sync = true;
-        assert!(!rq.merge_ok(&sync_write, MAX_REQUEST_SECTORS));
+        assert!(rq.merge_ok(&sync_write, MAX_REQUEST_SECTORS));
+        let mut fua = bio(2, IoOp::Write, 1016, 8, 1);
+        fua.flags.fua = true;
+        assert!(!rq.merge_ok(&fua, MAX_REQUEST_SECTORS));
         let discard = request(3, IoOp::Discard, 0, 8, 1);
         assert!(!discard.merge_ok(&bio(4, IoOp::Discard, 8, 8, 1), MAX_REQUEST_SECTORS));
     }

@@ -1541,6 +1541,27 @@ mod tests {
     }
 
     #[test]
+    fn a_sync_bio_never_merges_into_an_async_request() {
+        let mut cfq = Cfq::new(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        cfq.add_request(0, request(1, IoOp::Write, 0, 8, WRITER));
+        let mut sync_write = bio(2, IoOp::Write, 8, 8, WRITER);
+        sync_write.flags.sync = true;
+        assert_eq!(cfq.merge_bio(0, &sync_write, 1024), None);
+        // The same process's async bio merges into its (shared async queue's) request.
+        let async_write = bio(3, IoOp::Write, 8, 8, WRITER);
+        assert_eq!(
+            cfq.merge_bio(0, &async_write, 1024),
+            Some((1, MergeKind::Back))
+        );
+        // Another process's async bio of the same priority shares the async queue: it merges.
+        let other = bio(4, IoOp::Write, 16, 8, READER);
+        assert_eq!(cfq.merge_bio(0, &other, 1024), Some((1, MergeKind::Back)));
+    }
+
+    #[test]
     fn async_queue_yields_after_its_request_budget() {
         // cfq_prio_to_maxrq at level 4 = 2 * slice_async_rq * (8 - 4) = 16 requests.
         let cfq = Cfq::new(QueueTraits {
