@@ -277,4 +277,78 @@ mod tests {
         assert_eq!(sim.blocked_times(tasks[0]).get(WaitReason::RequestAlloc), 0);
         assert!(layer.with_queue(|queue| queue.is_idle()));
     }
+
+    /// Runs a flusher's 100 async writes, a sync reader, and an app that waits on the flusher's
+    /// 50th write (as `wait_on_page_writeback` would), and returns how long the app waited.
+    fn app_wait_on_async_write(elevator: &str) -> (Nanos, Option<crate::sim::Wait>) {
+        use crate::block::elevator::{new_elevator, QueueTraits};
+        let sim = Simulation::new(1);
+        let traits = QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        };
+        let queue = RequestQueue::new(
+            new_elevator(elevator, traits).unwrap(),
+            Box::new(FixedLatencyDevice::new(1, NS_PER_MS, 0)),
+            AllocModel::Legacy { nr_requests: 128 },
+        );
+        let layer = BlockLayer::new(&sim.handle(), queue);
+        let shared: Rc<RefCell<Option<BioHandle>>> = Rc::new(RefCell::new(None));
+        let (flusher_layer, flusher_shared) = (layer.clone(), shared.clone());
+        sim.spawn("flusher", async move {
+            let mut handles = Vec::new();
+            for i in 0..100u64 {
+                let write = bio(i, IoOp::Write, 1_000_000 + 1_000 * i, 8, 10);
+                handles.push(flusher_layer.submit_bio(write).await);
+            }
+            *flusher_shared.borrow_mut() = Some(handles[49].clone());
+            for handle in &handles {
+                flusher_layer.wait(10, handle).await;
+            }
+        });
+        let (reader_layer, reader_sim) = (layer.clone(), sim.handle());
+        sim.spawn("reader", async move {
+            let mut sector = 0;
+            while reader_sim.now() < 300 * NS_PER_MS {
+                reader_layer
+                    .submit_bio_wait(bio(1_000 + sector, IoOp::Read, sector, 8, 20))
+                    .await;
+                sector += 8;
+            }
+        });
+        let (app_layer, app_sim) = (layer.clone(), sim.handle());
+        let app = sim.spawn("app", async move {
+            let handle = shared.borrow().clone().expect("flusher ran first");
+            app_sim.sleep(NS_PER_MS).await;
+            let start = app_sim.now();
+            app_layer.wait(30, &handle).await;
+            app_sim.now() - start
+        });
+        let app_task = app.task();
+        let mut wait_seen = None;
+        // Step to 2 ms to observe the app's wait and its blocker.
+        sim.run_until(2 * NS_PER_MS, true).unwrap();
+        if let Some(wait) = sim.current_wait(app_task) {
+            wait_seen = Some(wait);
+        }
+        sim.run_until(u64::MAX, true).unwrap();
+        (app.result().unwrap(), wait_seen)
+    }
+
+    #[test]
+    fn waiting_on_an_async_write_is_slow_under_cfq_while_sync_io_runs() {
+        // QASIO's inversion emerges: under CFQ the sync reader preempts the shared async queue
+        // and idles between its reads, so a task waiting on an async write waits far longer
+        // than under noop's FIFO.
+        let (noop_wait, _) = app_wait_on_async_write("noop");
+        let (cfq_wait, wait) = app_wait_on_async_write("cfq");
+        assert!(noop_wait < 200 * NS_PER_MS, "noop: {noop_wait}");
+        assert!(
+            cfq_wait > 2 * noop_wait,
+            "cfq {cfq_wait} vs noop {noop_wait}"
+        );
+        let wait = wait.expect("the app was blocked at 2 ms");
+        assert_eq!(wait.reason, WaitReason::BlockIo);
+        assert!(matches!(wait.blocker, Blocker::Request(_)));
+    }
 }
