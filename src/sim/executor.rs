@@ -112,7 +112,7 @@ struct Core {
     stop_requested: Cell<bool>,
     events_processed: Cell<u64>,
     wakeups: Cell<u64>,
-    next_lock_id: Cell<u32>,
+    lock_names: RefCell<Vec<Rc<str>>>,
     progress: RefCell<Option<ProgressHook>>,
 }
 
@@ -189,7 +189,7 @@ impl Simulation {
             stop_requested: Cell::new(false),
             events_processed: Cell::new(0),
             wakeups: Cell::new(0),
-            next_lock_id: Cell::new(0),
+            lock_names: RefCell::new(Vec::new()),
             progress: RefCell::new(None),
         };
         Simulation {
@@ -431,11 +431,28 @@ impl Sim {
         self.core.stop_requested.set(true);
     }
 
-    /// A fresh id for a lock, so waits on it can name it.
-    pub fn new_lock_id(&self) -> u32 {
-        let id = self.core.next_lock_id.get();
-        self.core.next_lock_id.set(id + 1);
-        id
+    /// A fresh id for a lock called `name`, so waits on it can name it.
+    pub fn new_lock_id(&self, name: &str) -> u32 {
+        let mut names = self.core.lock_names.borrow_mut();
+        names.push(Rc::from(name));
+        (names.len() - 1) as u32
+    }
+
+    /// The name a lock was created with.
+    pub fn lock_name(&self, id: u32) -> String {
+        self.core
+            .lock_names
+            .borrow()
+            .get(id as usize)
+            .map_or_else(|| "?".to_string(), |n| n.to_string())
+    }
+
+    /// A blocker as text, with the names the engine knows (e.g. a lock's name).
+    pub fn describe_blocker(&self, blocker: Blocker) -> String {
+        match blocker {
+            Blocker::Lock(id) => format!("{blocker} ({})", self.lock_name(id)),
+            other => other.to_string(),
+        }
     }
 
     /// Installs a hook called with the virtual time every few tens of thousands of events.
@@ -511,7 +528,7 @@ impl Sim {
                         "{name} ({current}) waits {} ms in {} on {}",
                         format_ms((now - wait.since_ns) as f64),
                         wait.reason,
-                        wait.blocker
+                        self.describe_blocker(wait.blocker)
                     ));
                     if let Some(holder) = wait.holder {
                         text.push_str(&format!(" held by {} ({holder})", self.task_name(holder)));

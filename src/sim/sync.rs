@@ -129,11 +129,11 @@ pub struct Mutex {
 }
 
 impl Mutex {
-    /// A mutex whose waits are accounted under `reason` (e.g. `InodeLock`, `PageAlloc`).
-    pub fn new(sim: &Sim, reason: WaitReason) -> Self {
+    /// A mutex called `name` whose waits are accounted under `reason` (e.g. `InodeLock`).
+    pub fn new(sim: &Sim, name: &str, reason: WaitReason) -> Self {
         Mutex {
             state: Rc::new(RefCell::new(MutexState {
-                id: sim.new_lock_id(),
+                id: sim.new_lock_id(name),
                 reason,
                 owner: None,
                 waiters: VecDeque::new(),

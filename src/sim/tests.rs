@@ -72,7 +72,7 @@ fn wait_queue_wakes_one_in_fifo_order_or_all() {
 #[test]
 fn mutex_hands_over_in_fifo_order_and_names_its_owner() {
     let sim = Simulation::new(1);
-    let lock = Mutex::new(&sim, WaitReason::InodeLock);
+    let lock = Mutex::new(&sim, "i_rwsem", WaitReason::InodeLock);
     let out = log();
     let (s, l) = (sim.handle(), lock.clone());
     let holder = sim.spawn("holder", async move {
@@ -94,7 +94,10 @@ fn mutex_hands_over_in_fifo_order_and_names_its_owner() {
     let w1 = TaskId(1);
     let chain = sim.explain_wait(w1);
     assert!(chain.contains("w1 (T1) waits"), "{chain}");
-    assert!(chain.contains("inode_lock"), "{chain}");
+    assert!(
+        chain.contains("inode_lock on lock L#0 (i_rwsem)"),
+        "{chain}"
+    );
     assert!(chain.contains("held by holder (T0)"), "{chain}");
     sim.run_until(u64::MAX, true).unwrap();
     assert_eq!(*out.borrow(), ["w1@1000", "w2@1100"]);
@@ -166,8 +169,8 @@ fn a_stale_wake_of_an_ended_wait_is_ignored() {
 #[test]
 fn tasks_that_wait_on_each_other_end_the_run_with_a_deadlock_report() {
     let sim = Simulation::new(1);
-    let a = Mutex::new(&sim, WaitReason::BufferLock);
-    let b = Mutex::new(&sim, WaitReason::InodeLock);
+    let a = Mutex::new(&sim, "a", WaitReason::BufferLock);
+    let b = Mutex::new(&sim, "b", WaitReason::InodeLock);
     let (s, first, second) = (sim.handle(), a.clone(), b.clone());
     sim.spawn("writer", async move {
         let _held = first.lock(&s).await;
