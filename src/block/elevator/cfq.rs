@@ -1541,6 +1541,42 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_is_served_in_sector_order_until_its_fifo_head_expires() {
+        // 10 ms per request: a sweep of 50 requests takes 500 ms, longer than fifo_expire_sync.
+        let mut harness = Harness::new(10 * NS_PER_MS);
+        let far = 10_000_000;
+        harness.add(0, IoOp::Read, far, READER);
+        for i in (0..50).rev() {
+            harness.add(0, IoOp::Read, 64 * i, READER);
+        }
+        let mut order = Vec::new();
+        harness.dispatch(0);
+        while let Some(now) = harness.device.next_event() {
+            assert!(order.len() <= 51, "more completions than requests");
+            let mut done = Vec::new();
+            harness.device.advance(now, &mut done);
+            for completion in done {
+                let rq = harness.in_flight.remove(&completion.tag).unwrap();
+                order.push((now, rq.sector));
+                harness.cfq.completed_request(now, &rq);
+            }
+            if harness.cfq.next_timer() == Some(now) {
+                harness.cfq.timer_fired(now);
+            }
+            harness.dispatch(now);
+        }
+        assert_eq!(order.len(), 51);
+        let far_position = order.iter().position(|&(_, s)| s == far).unwrap();
+        // Ascending sweep from the head before the expired request jumps the queue.
+        assert!(order[..far_position].windows(2).all(|w| w[0].1 < w[1].1));
+        let served_at = order[far_position].0;
+        // The FIFO is checked once per slice: the request expired at 125 ms and is taken at the
+        // first slice start after that, long before the sweep would reach it (510 ms).
+        assert!(served_at > FIFO_EXPIRE_NS[SYNC], "served at {served_at}");
+        assert!(served_at < 300 * NS_PER_MS, "served at {served_at}");
+    }
+
+    #[test]
     fn a_sync_bio_never_merges_into_an_async_request() {
         let mut cfq = Cfq::new(QueueTraits {
             nonrot: true,
