@@ -109,7 +109,7 @@ pub fn run_scenario(
 
 struct AppRuntime {
     context: AppContext,
-    tasks: Rc<RefCell<Vec<TaskId>>>,
+    tasks: RefCell<Vec<TaskId>>,
     started: std::cell::Cell<bool>,
 }
 
@@ -169,7 +169,7 @@ pub fn run_one(
                     stack.clone(),
                     recorder.clone(),
                 ),
-                tasks: Rc::new(RefCell::new(Vec::new())),
+                tasks: RefCell::new(Vec::new()),
                 started: std::cell::Cell::new(false),
             })
             .collect(),
