@@ -189,6 +189,7 @@ impl Vfs {
     pub fn new_process(&self, uid: u32, comm: &str) -> Process {
         let pid = self.next_pid.get();
         self.next_pid.set(pid + 1);
+        self.mm.bdev.register_task(pid, uid, comm);
         Process {
             pid,
             uid,
@@ -201,6 +202,7 @@ impl Vfs {
     fn issuer(&self, sim: &Sim, process: &Process) -> Issuer {
         Issuer {
             task: sim.current_task(),
+            pid: process.pid,
             uid: process.uid,
             foreground: self
                 .activity
@@ -907,6 +909,7 @@ fn meta_bio(op: IoOp, block: u64, issuer: Issuer) -> BioRequest {
         issued_async: false,
         foreground: issuer.foreground,
         task: issuer.task,
+        pid: issuer.pid,
         uid: issuer.uid,
         pages: None,
     }

@@ -42,6 +42,8 @@ pub struct BioRequest {
     pub foreground: bool,
     /// The submitting task (`current`), if submitted from a task.
     pub task: Option<TaskId>,
+    /// Its process id.
+    pub pid: u32,
     /// UID of the app that last touched the first page (FastTrack's owner of the I/O).
     pub uid: u32,
     /// The pages, for blktrace-like attribution; `None` for metadata and flushes.
@@ -65,6 +67,8 @@ pub trait BlockSubmit {
     ) -> LocalBoxFuture<'a, u64>;
     /// Bios submitted and not yet completed.
     fn in_flight(&self) -> usize;
+    /// Names process `pid` (its `comm` and uid) for the bios it submits.
+    fn register_task(&self, _pid: u32, _uid: u32, _comm: &str) {}
 }
 
 /// `nr_requests` of the legacy block layer (REFERENCES.md: 128, block/blk-core.c
@@ -233,5 +237,111 @@ impl BlockSubmit for DirectDevice {
 
     fn in_flight(&self) -> usize {
         self.end_ios.borrow().len()
+    }
+}
+
+/// [`BlockSubmit`] over the block layer's request queue ([`crate::block::layer::BlockLayer`]):
+/// plugging, merging, `get_request`, the elevator and the device.
+///
+/// `BlockLayer` signals completion through a per-bio `Completion` rather than a `bi_end_io`
+/// callback, so each bio gets a small daemon task that waits for it (accounted under
+/// `submit_bio_wait` on that daemon, never on the submitter) and runs the end_io. Bios carry the
+/// submitting process (`TaskRef` with the pid, uid and comm registered by
+/// [`BlockSubmit::register_task`]), `REQ_SYNC`, `issued_async`, the foreground hint and their
+/// pages as [`crate::block::request::PageRef`]s (owner = inode, index = page).
+pub struct QueueSubmit {
+    me: Weak<QueueSubmit>,
+    sim: Sim,
+    layer: crate::block::layer::BlockLayer,
+    next_bio: Cell<u64>,
+    in_flight: Cell<usize>,
+    tasks: RefCell<BTreeMap<u32, (u32, String)>>,
+}
+
+impl QueueSubmit {
+    pub fn new(sim: &Sim, layer: crate::block::layer::BlockLayer) -> Rc<QueueSubmit> {
+        Rc::new_cyclic(|me| QueueSubmit {
+            me: me.clone(),
+            sim: sim.clone(),
+            layer,
+            next_bio: Cell::new(1),
+            in_flight: Cell::new(0),
+            tasks: RefCell::new(BTreeMap::new()),
+        })
+    }
+
+    pub fn layer(&self) -> &crate::block::layer::BlockLayer {
+        &self.layer
+    }
+
+    fn task_ref(&self, pid: u32) -> crate::block::request::TaskRef {
+        let tasks = self.tasks.borrow();
+        let (uid, comm) = tasks
+            .get(&pid)
+            .map_or((0, "?"), |(uid, comm)| (*uid, comm.as_str()));
+        crate::block::request::TaskRef {
+            pid,
+            tgid: pid,
+            uid,
+            comm: comm.to_string(),
+        }
+    }
+}
+
+impl BlockSubmit for QueueSubmit {
+    fn submit_bio<'a>(
+        &'a self,
+        sim: &'a Sim,
+        bio: BioRequest,
+        end_io: EndIo,
+    ) -> LocalBoxFuture<'a, u64> {
+        Box::pin(async move {
+            use crate::block::request::{Bio, IoPrio, PageRef};
+            let id = self.next_bio.get();
+            self.next_bio.set(id + 1);
+            let pages = bio.pages.map_or_else(Vec::new, |span| {
+                (span.index..span.index + u64::from(span.count))
+                    .map(|index| PageRef {
+                        owner: span.ino,
+                        index,
+                    })
+                    .collect()
+            });
+            let block_bio = Bio {
+                id,
+                op: bio.op,
+                sector: bio.sector,
+                nr_sectors: bio.nr_sectors,
+                flags: bio.flags,
+                task: self.task_ref(bio.pid),
+                ioprio: IoPrio::NONE,
+                issued_async: bio.issued_async,
+                foreground: bio.foreground,
+                pages,
+                submitted_ns: sim.now(),
+            };
+            let handle = self.layer.submit_bio(block_bio).await;
+            let request = handle.request;
+            self.in_flight.set(self.in_flight.get() + 1);
+            let me = self.me.upgrade().expect("the adapter is alive");
+            let s = self.sim.clone();
+            self.sim.spawn_daemon("bi_end_io", async move {
+                handle
+                    .done
+                    .wait(&s, WaitReason::BlockIo, Blocker::Request(request))
+                    .await;
+                me.in_flight.set(me.in_flight.get() - 1);
+                end_io(&s, request);
+            });
+            request
+        })
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight.get()
+    }
+
+    fn register_task(&self, pid: u32, uid: u32, comm: &str) {
+        self.tasks.borrow_mut().insert(pid, (uid, comm.to_string()));
     }
 }

@@ -140,6 +140,7 @@ impl Mm {
             issued_async: false,
             foreground: issuer.foreground,
             task: issuer.task,
+            pid: issuer.pid,
             uid: issuer.uid,
             pages: Some(span),
         };
@@ -384,6 +385,7 @@ impl Mm {
                         issued_async: false,
                         foreground: issuer.foreground,
                         task: issuer.task,
+                        pid: issuer.pid,
                         uid: issuer.uid,
                         pages: Some(PageSpan {
                             ino,
@@ -548,6 +550,7 @@ fn direct_bio(op: IoOp, run: (u64, u32), issuer: Issuer) -> BioRequest {
         issued_async: false,
         foreground: issuer.foreground,
         task: issuer.task,
+        pid: issuer.pid,
         uid: issuer.uid,
         pages: None,
     }

@@ -302,9 +302,16 @@ pub struct MmState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Issuer {
     pub task: Option<TaskId>,
+    /// Process id, for the block layer (CFQ keeps a queue per process).
+    pub pid: u32,
     pub uid: u32,
     pub foreground: bool,
 }
+
+/// Process id of the flusher thread in bios (kernel threads have low pids).
+pub const FLUSHER_PID: u32 = 100;
+/// Process id of kswapd in bios.
+pub const KSWAPD_PID: u32 = 101;
 
 /// `PAGE_WAIT_TABLE_BITS` = 8: 256 hashed wait queues shared by all pages (mm/filemap.c
 /// `page_waitqueue`); waiters re-check their page after every wake.
@@ -383,6 +390,8 @@ impl Mm {
             sim.spawn_daemon("flush-179:0", async move { m.flusher(&s).await })
         };
         mm.flusher_task.set(Some(flusher.task()));
+        mm.bdev.register_task(FLUSHER_PID, 0, "flush-179:0");
+        mm.bdev.register_task(KSWAPD_PID, 0, "kswapd0");
         let kswapd = {
             let (s, m) = (sim.clone(), mm.clone());
             sim.spawn_daemon("kswapd0", async move { m.kswapd(&s).await })

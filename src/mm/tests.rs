@@ -18,7 +18,15 @@ impl Rig {
     fn new(config: VmConfig, latency: Nanos, bandwidth: u64) -> Rig {
         let sim = Simulation::new(1);
         let device = Box::new(FixedLatencyDevice::new(1, latency, bandwidth));
-        let vfs = crate::stack::storage(&sim.handle(), config, device, 64 << 30, None);
+        let vfs = crate::stack::storage(
+            &sim.handle(),
+            config,
+            device,
+            &crate::stack::BlockPath::Direct,
+            64 << 30,
+            None,
+        )
+        .expect("valid storage");
         Rig { sim, vfs }
     }
 

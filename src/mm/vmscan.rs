@@ -405,6 +405,7 @@ impl Mm {
     pub(crate) async fn kswapd(&self, sim: &Sim) {
         let issuer = Issuer {
             task: sim.current_task(),
+            pid: super::KSWAPD_PID,
             uid: 0,
             foreground: false,
         };

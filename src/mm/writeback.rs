@@ -388,6 +388,7 @@ impl Mm {
             issued_async: !sync,
             foreground: issuer.foreground,
             task: issuer.task,
+            pid: issuer.pid,
             uid,
             pages: Some(span),
         };
@@ -541,6 +542,7 @@ impl Mm {
     async fn wb_writeback(&self, sim: &Sim, mut nr_pages: u64, reason: WbReason) -> u64 {
         let issuer = Issuer {
             task: sim.current_task(),
+            pid: super::FLUSHER_PID,
             uid: 0,
             foreground: false,
         };

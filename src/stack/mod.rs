@@ -34,8 +34,9 @@ impl Stack {
     }
 
     /// Builds the stack with the storage layers: the page cache with `vm`, a [`SimpleFs`] of
-    /// `fs_size` bytes on `device` (driven directly until the block layer's request queue is
-    /// merged), and the VFS over them; starts the flusher and kswapd.
+    /// `fs_size` bytes on `device` behind `block` (the block layer's request queue with an
+    /// elevator, or the direct FIFO adapter), and the VFS over them; starts the flusher and
+    /// kswapd.
     ///
     /// [`SimpleFs`]: crate::fs::simplefs::SimpleFs
     pub fn with_storage(
@@ -44,16 +45,17 @@ impl Stack {
         activity: Rc<ActivityManager>,
         vm: crate::mm::VmConfig,
         device: Box<dyn crate::dev::BlockDevice>,
+        block: &BlockPath,
         fs_size: u64,
-    ) -> Rc<Stack> {
+    ) -> Result<Rc<Stack>, String> {
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
-        let vfs = storage(sim, vm, device, fs_size, Some(activity.clone()));
-        Rc::new(Stack {
+        let vfs = storage(sim, vm, device, block, fs_size, Some(activity.clone()))?;
+        Ok(Rc::new(Stack {
             activity,
             toy_server,
             vfs: Some(vfs),
             named_locks: RefCell::new(BTreeMap::new()),
-        })
+        }))
     }
 
     /// The toy lock called `name`, created on first use.
@@ -91,22 +93,51 @@ impl Stack {
     }
 }
 
+/// How the page cache reaches the device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockPath {
+    /// The block layer's request queue with the named elevator (`noop`, `deadline`, `cfq`,
+    /// `mq-deadline`) and its kernel-default request allocation.
+    Queue { elevator: String },
+    /// [`DirectDevice`](crate::mm::DirectDevice): FIFO, no elevator, no merging (tests).
+    Direct,
+}
+
 /// The storage layers under the VFS: a [`SimpleFs`](crate::fs::simplefs::SimpleFs) of
-/// `fs_size` bytes, the page cache and a [`DirectDevice`](crate::mm::DirectDevice) over
-/// `device`.
+/// `fs_size` bytes, the page cache and `block` over `device`. Errors name a bad elevator.
 pub fn storage(
     sim: &Sim,
     vm: crate::mm::VmConfig,
     device: Box<dyn crate::dev::BlockDevice>,
+    block: &BlockPath,
     fs_size: u64,
     activity: Option<Rc<ActivityManager>>,
-) -> Rc<crate::fs::vfs::Vfs> {
+) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
+    use crate::block::elevator::{new_elevator, QueueTraits};
+    use crate::block::queue::{tag_set_depth, AllocModel, RequestQueue};
     use crate::fs::FileSystem;
     // One inode per 16 KiB of disk (mke2fs's default bytes-per-inode ratio).
     let fs: Rc<RefCell<dyn FileSystem>> = Rc::new(RefCell::new(
         crate::fs::simplefs::SimpleFs::new(fs_size, (fs_size / 16384).max(64)),
     ));
-    let bdev = crate::mm::DirectDevice::new(device, crate::mm::bio::DEFAULT_NR_REQUESTS);
+    let bdev: Rc<dyn crate::mm::BlockSubmit> = match block {
+        BlockPath::Direct => {
+            crate::mm::DirectDevice::new(device, crate::mm::bio::DEFAULT_NR_REQUESTS)
+        }
+        BlockPath::Queue { elevator } => {
+            let depth = device.queue_depth();
+            let traits = QueueTraits {
+                // Flash: no seek penalty (QUEUE_FLAG_NONROT, set by the mmc and ufs drivers).
+                nonrot: true,
+                queue_depth: depth,
+            };
+            let scheduler = new_elevator(elevator, traits)?;
+            let alloc = AllocModel::default_for(elevator, tag_set_depth(depth));
+            let queue = RequestQueue::new(scheduler, device, alloc);
+            let layer = crate::block::layer::BlockLayer::new(sim, queue);
+            crate::mm::bio::QueueSubmit::new(sim, layer)
+        }
+    };
     let mm = crate::mm::Mm::start(sim, vm, fs.clone(), bdev, activity.clone());
-    crate::fs::vfs::Vfs::new(sim, mm, fs, activity)
+    Ok(crate::fs::vfs::Vfs::new(sim, mm, fs, activity))
 }
