@@ -701,3 +701,115 @@ fn a_read_through_the_block_layer_costs_one_device_access() {
         "an unknown elevator is an error, not a panic"
     );
 }
+
+#[test]
+fn pages_stay_32_bytes() {
+    // DESIGN.md principle 6: 2 M pages (8 GiB) of metadata must stay small.
+    assert_eq!(std::mem::size_of::<Page>(), 32);
+}
+
+#[test]
+fn a_full_disk_gives_a_short_write_then_enospc() {
+    let sim = Simulation::new(1);
+    let device = Box::new(FixedLatencyDevice::new(1, NS_PER_MS, 0));
+    // 1 MiB file system: superblock + inode table (64 inodes = 4 blocks) + 251 data blocks.
+    let vfs = crate::stack::storage(
+        &sim.handle(),
+        VmConfig::default(),
+        device,
+        &crate::stack::BlockPath::Direct,
+        1 << 20,
+        None,
+    )
+    .unwrap();
+    let (s, v) = (sim.handle(), vfs.clone());
+    let p = vfs.new_process(10_000, "app");
+    sim.spawn("app", async move {
+        let fd = v.creat(&s, &p, "/big").await.unwrap();
+        let data = vec![0u8; 2 << 20];
+        let written = v.write(&s, &p, fd, &data).await.unwrap();
+        assert_eq!(written, 251 * 4096, "short write up to the last free block");
+        assert_eq!(v.write(&s, &p, fd, &data).await, Err(Errno::ENOSPC));
+        assert_eq!(v.stat(&s, &p, "/big").await.unwrap().size, 251 * 4096);
+        // Freeing space makes writes possible again.
+        v.close(&s, &p, fd).await.unwrap();
+        v.unlink(&s, &p, "/big").await.unwrap();
+        let fd = v.creat(&s, &p, "/small").await.unwrap();
+        assert_eq!(v.write(&s, &p, fd, &data[..8192]).await, Ok(8192));
+        v.close(&s, &p, fd).await.unwrap();
+    });
+    sim.run_until(u64::MAX, true).unwrap();
+}
+
+#[test]
+fn fdatasync_skips_the_inode_when_only_contents_changed() {
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("db", 10_000, |sim, vfs, p| async move {
+        let fd = vfs.open(&sim, &p, "/db", O_CREAT | O_RDWR).await.unwrap();
+        vfs.pwrite(&sim, &p, fd, &[1u8; 4096], 0).await.unwrap();
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        // Overwrite in place: the size is unchanged.
+        vfs.pwrite(&sim, &p, fd, &[2u8; 4096], 0).await.unwrap();
+        let start = sim.now();
+        vfs.fdatasync(&sim, &p, fd).await.unwrap();
+        assert_eq!(
+            sim.now() - start,
+            2 * NS_PER_MS,
+            "data + flush, no inode write"
+        );
+        vfs.pwrite(&sim, &p, fd, &[2u8; 4096], 0).await.unwrap();
+        let start = sim.now();
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        assert_eq!(
+            sim.now() - start,
+            3 * NS_PER_MS,
+            "fsync writes the inode (mtime)"
+        );
+        // Appending changes the size: fdatasync must write the inode too.
+        vfs.pwrite(&sim, &p, fd, &[3u8; 4096], 4096).await.unwrap();
+        let start = sim.now();
+        vfs.fdatasync(&sim, &p, fd).await.unwrap();
+        assert_eq!(sim.now() - start, 3 * NS_PER_MS);
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+}
+
+#[test]
+fn an_unlinked_dirty_file_is_never_written() {
+    // A temporary file deleted before writeback costs no I/O (cancel_dirty_page).
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        write_file(&sim, &vfs, &p, "/tmp-download", 4 << 20).await;
+        vfs.unlink(&sim, &p, "/tmp-download").await.unwrap();
+        sim.sleep(60 * NS_PER_SEC).await;
+    });
+    rig.run_to_end();
+    let stats = rig.mm().stats();
+    assert_eq!(stats.pages_dirtied, 1024);
+    assert_eq!(stats.pages_written_async + stats.pages_written_sync, 0);
+    assert_eq!(rig.mm().page_counts().2, 0, "no dirty page left");
+}
+
+#[test]
+fn truncate_waits_for_pages_under_writeback() {
+    let config = VmConfig {
+        dirty_expire: NS_PER_SEC,
+        dirty_writeback_interval: NS_PER_SEC,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, 100 * NS_PER_MS, 0);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        write_file(&sim, &vfs, &p, "/log", 8192).await;
+        sim.sleep(1_020 * NS_PER_MS - sim.now()).await;
+        let before = my_blocked(&sim);
+        vfs.truncate(&sim, &p, "/log", 0).await.unwrap();
+        assert_eq!(
+            blocked_since(&sim, &before).get(WaitReason::PageWriteback),
+            80 * NS_PER_MS
+        );
+        let stat = vfs.stat(&sim, &p, "/log").await.unwrap();
+        assert_eq!((stat.size, stat.cached_pages), (0, 0));
+    });
+    rig.run_to_end();
+}
