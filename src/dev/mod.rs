@@ -6,7 +6,17 @@
 //! reports the requests that completed. The device never awaits and never reads a clock of its own,
 //! so the same model can be driven by the simulator, by `mobistack device bench`, or by a test.
 
+pub mod bench;
+pub mod cache;
 pub mod fixed;
+pub mod flash;
+pub mod ftl;
+pub mod nand;
+pub mod profile;
+pub mod sched;
+
+pub use flash::FlashDevice;
+pub use profile::{build_device, profile_names, DeviceConfig, DeviceProfile};
 
 use crate::units::Nanos;
 
