@@ -467,8 +467,20 @@ impl FlashDevice {
         done
     }
 
+    /// When the controller can take the next queued command, if one is waiting for it.
+    fn next_dispatch(&self) -> Option<Nanos> {
+        let waiting = !self.queue.is_empty() && self.active.len() < self.profile.controller_slots;
+        waiting.then_some(self.controller_free_ns.max(self.now_ns))
+    }
+
+    /// Starts queued commands while a slot is free and the controller is idle: the firmware picks
+    /// the next command only when it is ready to process one, so the policy sees every command
+    /// that arrived meanwhile.
     fn dispatch(&mut self, now: Nanos) {
-        while self.active.len() < self.profile.controller_slots && !self.queue.is_empty() {
+        while self.active.len() < self.profile.controller_slots
+            && !self.queue.is_empty()
+            && self.controller_free_ns <= now
+        {
             let index = self.scheduler.pick(now, &self.queue);
             assert!(
                 index < self.queue.len(),
@@ -523,24 +535,44 @@ impl BlockDevice for FlashDevice {
     }
 
     fn next_event(&self) -> Option<Nanos> {
-        self.active.keys().next().map(|&(done, _)| done)
+        let completion = self.active.keys().next().map(|&(done, _)| done);
+        match (completion, self.next_dispatch()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn advance(&mut self, now: Nanos, completions: &mut Vec<DevCompletion>) {
         assert!(now >= self.now_ns, "time went backwards");
-        while let Some((&(done, seq), &(tag, submitted))) = self.active.iter().next() {
-            if done > now {
-                break;
+        // Bound: every iteration completes or starts at least one command.
+        loop {
+            let completion = self.active.iter().next().map(|(&key, &value)| (key, value));
+            let dispatch = self.next_dispatch();
+            match (completion, dispatch) {
+                (Some(((done, seq), (tag, submitted))), _)
+                    if done <= now && dispatch.is_none_or(|d| done <= d) =>
+                {
+                    assert!(done >= self.now_ns, "completion in the past");
+                    self.active.remove(&(done, seq));
+                    self.now_ns = done;
+                    completions.push(DevCompletion {
+                        tag,
+                        submitted_ns: submitted,
+                        completed_ns: done,
+                    });
+                    self.dispatch(done);
+                }
+                (_, Some(at)) if at <= now => {
+                    let before = self.queue.len();
+                    self.now_ns = at;
+                    self.dispatch(at);
+                    assert!(
+                        self.queue.len() < before,
+                        "a dispatch event starts a command"
+                    );
+                }
+                _ => break,
             }
-            assert!(done >= self.now_ns, "completion in the past");
-            self.active.remove(&(done, seq));
-            self.now_ns = done;
-            completions.push(DevCompletion {
-                tag,
-                submitted_ns: submitted,
-                completed_ns: done,
-            });
-            self.dispatch(done);
         }
         self.now_ns = now;
     }

@@ -96,3 +96,6 @@ pub trait BlockDevice {
     /// that completed at or before `now` to `completions` in completion order.
     fn advance(&mut self, now: Nanos, completions: &mut Vec<DevCompletion>);
 }
+
+#[cfg(test)]
+mod tests;
