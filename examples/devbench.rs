@@ -3,6 +3,13 @@
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--fit") && args.len() == 5 {
+        match mobistack::dev::bench::fit_command(&args[1], &args[2], &args[3], &args[4]) {
+            Ok((text, _)) => println!("{text}"),
+            Err(error) => eprintln!("error: {error}"),
+        }
+        return;
+    }
     if args.first().map(String::as_str) == Some("--calibrate") {
         args.remove(0);
         calibrate(&args);

@@ -493,6 +493,24 @@ pub fn fit_profile(
     Ok(profile)
 }
 
+/// A `[device]` table using `profile` as its custom profile, as TOML.
+pub fn scenario_toml(profile: &DeviceProfile) -> Result<String, String> {
+    let scenario = json!({ "device": { "profile": profile.name, "custom": profile } });
+    toml::to_string(&scenario).map_err(|e| e.to_string())
+}
+
+/// `mobistack device fit --seq-read 250MB/s --seq-write 125MB/s --rand-read 11000 --rand-write
+/// 13000`: parses the four numbers and fits a profile to them.
+pub fn fit_command(
+    seq_read: &str,
+    seq_write: &str,
+    rand_read: &str,
+    rand_write: &str,
+) -> Result<(String, Value), String> {
+    let targets = super::profile::parse_fit_targets(seq_read, seq_write, rand_read, rand_write)?;
+    fit_report(&targets)
+}
+
 /// `mobistack device fit`: picks the closest built-in template (by host bus and queueing) and
 /// fits it to the four numbers. Returns the profile as a TOML `[device.custom]` block and JSON.
 pub fn fit_report(targets: &Published) -> Result<(String, Value), String> {
@@ -507,13 +525,10 @@ pub fn fit_report(targets: &Published) -> Result<(String, Value), String> {
     let mut base = builtin_profile(template)?;
     base.name = "fitted".to_string();
     base.description = format!("fitted to user measurements from the {template} template");
-    let profile = fit_profile(&base, targets, BenchSize::default(), 8)?;
+    let profile = fit_profile(&base, targets, BenchSize::default(), 10)?;
     let rows = bench_rows(&profile, BenchSize::default())?;
-    let body = toml::to_string(&profile).map_err(|e| e.to_string())?;
-    let mut text = String::from(
-        "# paste into a scenario file\n[device]\nprofile = \"fitted\"\n\n[device.custom]\n",
-    );
-    text.push_str(&body);
+    let mut text = String::from("# paste into a scenario file\n");
+    text.push_str(&scenario_toml(&profile)?);
     text.push_str("\n# check:\n");
     for row in &rows {
         let at = if vendor_queue_depth(&profile) == 1 {
@@ -532,4 +547,80 @@ pub fn fit_report(targets: &Published) -> Result<(String, Value), String> {
     }
     let value = json!({ "template": template, "profile": profile, "check": rows });
     Ok((text, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> BenchSize {
+        BenchSize {
+            sequential_bytes: 64 * 1024 * 1024,
+            random_ops: 1500,
+        }
+    }
+
+    #[test]
+    fn fit_reaches_user_numbers_from_a_template() {
+        let mut base = builtin_profile("emmc-5.1").unwrap();
+        base.capacity = 1 << 30;
+        let targets =
+            crate::dev::profile::parse_fit_targets("200MB/s", "100MB/s", "9000", "10000").unwrap();
+        let fitted = fit_profile(&base, &targets, small(), 10).unwrap();
+        for pattern in Pattern::ALL {
+            let measured = figure(pattern, &run(&fitted, pattern, 32, small()).unwrap());
+            let target = pattern.published(&targets).unwrap();
+            assert!(
+                (measured / target - 1.0).abs() < 0.05,
+                "{pattern:?}: {measured} vs {target}"
+            );
+        }
+        assert!(
+            fitted.channel_bandwidth < base.channel_bandwidth,
+            "slower reads, slower channel"
+        );
+        assert!(
+            fitted.program_time > base.program_time,
+            "slower writes, longer program"
+        );
+    }
+
+    #[test]
+    fn a_fitted_profile_pastes_back_into_a_scenario() {
+        #[derive(serde::Deserialize)]
+        struct Scenario {
+            device: crate::dev::DeviceConfig,
+        }
+        let mut profile = builtin_profile("ufs-2.1").unwrap();
+        profile.name = "fitted".into();
+        profile.capacity = 1 << 30;
+        let text = scenario_toml(&profile).unwrap();
+        let scenario: Scenario = toml::from_str(&text).unwrap();
+        assert_eq!(scenario.device.resolve().unwrap(), profile);
+    }
+
+    #[test]
+    fn fit_targets_reject_bad_numbers() {
+        assert!(crate::dev::profile::parse_fit_targets("250", "1MB/s", "1", "1").is_err());
+        assert!(crate::dev::profile::parse_fit_targets("250MB/s", "1MB/s", "-3", "1").is_err());
+        assert!(crate::dev::profile::parse_fit_targets("250MB/s", "1MB/s", "lots", "1").is_err());
+    }
+
+    #[test]
+    fn queue_depth_raises_random_read_throughput_on_a_queued_device() {
+        let mut profile = builtin_profile("ufs-2.0").unwrap();
+        profile.capacity = 1 << 30;
+        let qd1 = run(&profile, Pattern::RandRead, 1, small()).unwrap();
+        let qd32 = run(&profile, Pattern::RandRead, 32, small()).unwrap();
+        assert_eq!(qd32.queue_depth, 32);
+        assert!(qd32.iops > 2.0 * qd1.iops, "{qd1:?} {qd32:?}");
+        let mut emmc = builtin_profile("emmc-5.0").unwrap();
+        emmc.capacity = 1 << 30;
+        assert_eq!(
+            run(&emmc, Pattern::RandRead, 32, small())
+                .unwrap()
+                .queue_depth,
+            1
+        );
+    }
 }
