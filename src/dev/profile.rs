@@ -208,22 +208,29 @@ fn base(name: &str, interface: Interface) -> DeviceProfile {
         name: name.to_string(),
         description: String::new(),
         interface,
+        // asm: a 32 GB phone.
         capacity: 32 * GIB,
+        // eMMC 5.1 CMDQ 32 tasks; UFS 32 transfer slots per LU (UFSHCI nutrs); SATA NCQ 32.
         queue_depth: 32,
+        // asm: the controller works on half of its queue at once, so the internal order matters
+        // (FastTrack §3.4: "modern flash storage maintains its own internal queue").
         controller_slots: 16,
+        // eMMC is half duplex; HS400 400 MB/s (REFERENCES.md).
         full_duplex: false,
         bus_bandwidth: 400 * MB,
+        // Placeholders: every profile calibrates its own.
         read_overhead: 20 * US,
         write_overhead: 20 * US,
-        // Firmware time to start a cache flush (assumption).
+        // asm: firmware time to start a cache flush.
         flush_overhead: 50 * US,
-        // UNMAP/ERASE command decode (assumption).
+        // asm: UNMAP/ERASE command decode.
         discard_overhead: 100 * US,
-        // Mapping-table update per unmapped 4 KiB page (assumption: ~1 GiB trimmed in ~0.26 s,
-        // the order of magnitude of eMMC discard stalls reported in QASIO §3 M5).
+        // asm (no public figure): mapping-table update per unmapped 4 KiB page, i.e. about
+        // 0.26 s per GiB discarded.
         discard_per_page: US,
         channels: 2,
         dies_per_channel: 2,
+        // asm: two planes, 16 KiB pages (MLC/TLC of 2014 on), 128 pages per MLC block.
         planes: 2,
         page_size: 16 * 1024,
         pages_per_block: 128,
@@ -233,11 +240,14 @@ fn base(name: &str, interface: Interface) -> DeviceProfile {
         slc_read_time: SLC_READ,
         slc_program_time: SLC_PROGRAM,
         channel_bandwidth: 200 * MB,
+        // asm: 4 MiB of controller RAM for the write cache.
         write_cache: 4 * MIB,
         slc_buffer: 0,
-        // 7 %: the usual consumer over-provisioning (raw GiB of NAND sold as GB).
+        // asm: 7 %, the usual consumer over-provisioning (raw GiB of NAND sold as GB).
         over_provisioning: 0.07,
+        // asm: GC when a die is down to 3 free blocks.
         gc_free_blocks: 3,
+        // FastTrack §3.4: devices as shipped serve reads first, FIFO within a type.
         scheduler: "fifo-read-priority".to_string(),
         published: Published::default(),
     }
@@ -253,67 +263,96 @@ fn samsung(seq_read: f64, seq_write: f64, rand_read: f64, rand_write: f64) -> Pu
     }
 }
 
-/// The built-in profiles.
+/// The built-in profiles. "cal:" marks a parameter calibrated by the procedure of the module
+/// comment against the profile's published figures (the value is the fit's result, rounded);
+/// "asm:" marks an assumption; everything else cites its source.
 pub fn builtin_profiles() -> Vec<DeviceProfile> {
     vec![
         DeviceProfile {
             description: "eMMC 4.5, HS200, MLC, no command queue (2013 phones, Nexus 5 class)"
                 .into(),
+            // asm: 16 GB part, as in the phones of the era.
             capacity: 16 * GIB,
+            // eMMC before 5.1 has no command queue: one command at a time.
             queue_depth: 1,
             controller_slots: 1,
+            // HS200: 200 MB/s, half duplex (REFERENCES.md).
             bus_bandwidth: 200 * MB,
+            // asm: one channel, four 32 Gb MLC dies with 8 KiB pages (2013 MLC).
             channels: 1,
             dies_per_channel: 4,
             page_size: 8 * 1024,
             pages_per_block: 256,
+            // cal: seq read 140 MB/s (ONFI 2.x 133-166 MT/s bus).
             channel_bandwidth: 147 * MB,
-            read_overhead: 38 * US,
-            write_overhead: 480 * US,
-            write_cache: MIB,
+            // cal: seq write 50 MB/s (within SimpleSSD's MLC 850-2300 us).
             program_time: 1206 * US,
+            // cal: rand read 7,000 IOPS at QD1.
+            read_overhead: 38 * US,
+            // cal: rand write 2,000 IOPS at QD1 (this generation's small-write path is slow).
+            write_overhead: 480 * US,
+            // asm: 1 MiB cache (CACHE_CTRL, new in eMMC 4.5).
+            write_cache: MIB,
             published: samsung(140.0, 50.0, 7000.0, 2000.0),
             ..base("emmc-4.5", Interface::Emmc)
         },
         DeviceProfile {
             description: "eMMC 5.0, HS400, MLC, no command queue (Galaxy S5 class, QASIO's phone)"
                 .into(),
+            // QASIO §6: the Galaxy S5 has 16 GB of eMMC.
             capacity: 16 * GIB,
+            // No CMDQ before eMMC 5.1.
             queue_depth: 1,
             controller_slots: 1,
+            // HS400 400 MB/s half duplex (base).
+            // asm: one channel, four 32 Gb MLC dies.
             channels: 1,
             dies_per_channel: 4,
+            // cal: seq read 250 MB/s.
             channel_bandwidth: 276 * MB,
-            read_overhead: 62 * US,
-            write_overhead: 67 * US,
+            // cal: seq write 90 MB/s.
             program_time: 1362 * US,
+            // cal: rand read 7,000 IOPS at QD1.
+            read_overhead: 62 * US,
+            // cal: rand write 13,000 IOPS at QD1.
+            write_overhead: 67 * US,
             published: samsung(250.0, 90.0, 7000.0, 13000.0),
             ..base("emmc-5.0", Interface::Emmc)
         },
         DeviceProfile {
             description: "eMMC 5.1, HS400, CMDQ 32, MLC (Nexus 6 class)".into(),
-            // 64 GB of 64 Gb MLC dies on 2 channels (assumption).
+            // CMDQ: 32 tasks (base queue_depth 32); asm: 16 worked on at once (base).
+            // asm: 64 GB of 64 Gb MLC dies on 2 channels.
             channels: 2,
             dies_per_channel: 4,
+            // cal: seq read 250 MB/s.
             channel_bandwidth: 125 * MB,
-            read_overhead: 91 * US,
-            write_overhead: 77 * US,
+            // cal: seq write 125 MB/s.
             program_time: 1868 * US,
+            // cal: rand read 11,000 IOPS at QD32 (controller-bound).
+            read_overhead: 91 * US,
+            // cal: rand write 13,000 IOPS at QD32 (controller-bound).
+            write_overhead: 77 * US,
             published: samsung(250.0, 125.0, 11000.0, 13000.0),
             ..base("emmc-5.1", Interface::Emmc)
         },
         DeviceProfile {
             description: "UFS 2.0, HS-G3 x2, 32 slots, MLC (Galaxy S6 class, FastTrack's S6)"
                 .into(),
+            // UFS is full duplex; HS-G3 2 lanes: 2 x 5.8 Gbit/s x 8b/10b = 1160 MB/s.
             full_duplex: true,
             bus_bandwidth: 1160 * MB,
-            // 128 GB of 128 Gb MLC dies (assumption).
+            // asm: 128 GB of 128 Gb MLC dies on 2 channels.
             channels: 2,
             dies_per_channel: 4,
+            // cal: seq read 350 MB/s.
             channel_bandwidth: 175 * MB,
-            read_overhead: 53 * US,
-            write_overhead: 71 * US,
+            // cal: seq write 150 MB/s (lands on SimpleSSD's MLC mean, 1575 us).
             program_time: 1587 * US,
+            // cal: rand read 19,000 IOPS at QD32.
+            read_overhead: 53 * US,
+            // cal: rand write 14,000 IOPS at QD32.
+            write_overhead: 71 * US,
             published: Published {
                 source: Some("Samsung lineup table, UFS 2.0 128 GB (2015), REFERENCES.md".into()),
                 ..samsung(350.0, 150.0, 19000.0, 14000.0)
@@ -322,19 +361,27 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
         },
         DeviceProfile {
             description: "UFS 2.1, HS-G3 x2, 32 slots, TLC with SLC buffer (2017 flagships)".into(),
-            capacity: 64 * GIB,
             full_duplex: true,
+            // HS-G3 x2 as UFS 2.0.
             bus_bandwidth: 1160 * MB,
+            // asm: 8 TLC dies (64-layer 512 Gb) on 2 channels.
             channels: 2,
             dies_per_channel: 4,
+            // SimpleSSD TLC timings.
             read_time: TLC_READ,
             program_time: TLC_PROGRAM,
             pages_per_block: 192,
+            // cal: seq read 860 MB/s.
             channel_bandwidth: 430 * MB,
+            // cal: rand read 42,000 IOPS at QD32.
             read_overhead: 24 * US,
+            // cal: rand write 40,000 IOPS at QD32.
             write_overhead: 25 * US,
+            // asm: 4 GiB SLC-mode buffer (TurboWrite).
             slc_buffer: 4 * GIB,
-            slc_program_time: 983 * US,
+            // cal: seq write 255 MB/s, measured inside the SLC buffer (SimpleSSD SLC: 800 us).
+            slc_program_time: 984 * US,
+            // asm: 8 MiB cache.
             write_cache: 8 * MIB,
             published: Published {
                 source: Some("Samsung lineup table, UFS 2.1 512 GB (2017), REFERENCES.md".into()),
@@ -345,23 +392,31 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
         DeviceProfile {
             description: "UFS 3.1, HS-G4 x2, 32 slots, TLC with WriteBooster (2020 flagships)"
                 .into(),
-            capacity: 64 * GIB,
             full_duplex: true,
+            // HS-G4 2 lanes: 2 x 11.6 Gbit/s x 8b/10b = 2320 MB/s.
             bus_bandwidth: 2320 * MB,
             // 8 dies of 512 Gb (REFERENCES.md: 512 GB = 8 dies), each with independent
             // multi-plane reads on 2 plane groups; the model's unit of parallelism is the die, so
-            // each plane group is a die here: 16.
+            // each plane group is a die here: 16 single-plane "dies".
             channels: 2,
             dies_per_channel: 8,
             planes: 1,
+            // SimpleSSD TLC timings.
             read_time: TLC_READ,
             program_time: TLC_PROGRAM,
             pages_per_block: 192,
+            // cal: seq read 2,100 MB/s.
             channel_bandwidth: 1050 * MB,
+            // cal: rand read 100,000 IOPS at QD32 is NAND-bound here (16 x 1/80 us with
+            // collisions); the fit drives the overhead to its floor and the bench stays ~11 % low.
             read_overhead: 2 * US,
+            // cal: rand write 70,000 IOPS at QD32.
             write_overhead: 14 * US,
+            // asm: 8 GiB WriteBooster buffer.
             slc_buffer: 8 * GIB,
+            // cal: seq write 1,200 MB/s, inside the WriteBooster buffer.
             slc_program_time: 217 * US,
+            // asm: 16 MiB cache.
             write_cache: 16 * MIB,
             published: Published {
                 source: Some("Samsung lineup table, UFS 3.1 512 GB (2020), REFERENCES.md".into()),
@@ -372,10 +427,13 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
         DeviceProfile {
             description: "SATA SSD, 8 GB, SATA II, MLC, NCQ 32 (the context-aware thesis's disk)"
                 .into(),
+            // Thesis §6: an 8 GB SATA SSD on a Freescale i.MX6 SABRE board.
             capacity: 8 * GIB,
+            // SATA II: 3 Gbit/s with 8b/10b = 300 MB/s; NCQ 32 (base); full duplex link.
             full_duplex: true,
-            // SATA II: 3 Gbit/s with 8b/10b = 300 MB/s.
             bus_bandwidth: 300 * MB,
+            // asm (no published figure for the disk): 4 channels of one 16 Gb MLC die,
+            // 8 KiB pages, ONFI 1.x 100 MB/s channels, SimpleSSD MLC timings.
             channels: 4,
             dies_per_channel: 1,
             page_size: 8 * 1024,
@@ -393,16 +451,22 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
         DeviceProfile {
             description: "microSD card, UHS-I SDR50, MLC, one command at a time (MobiFS's medium)"
                 .into(),
+            // asm: 16 GB card (MobiFS §5 used two Kingston microSD cards).
             capacity: 16 * GIB,
+            // SD has no command queue in UHS-I.
             queue_depth: 1,
             controller_slots: 1,
-            // SDR50: 50 MB/s bus (SD Physical Layer spec).
+            // SDR50: 50 MB/s bus (SD Physical Layer spec), half duplex.
             bus_bandwidth: 50 * MB,
+            // asm: one die behind a slow controller.
             channels: 1,
             dies_per_channel: 1,
             channel_bandwidth: 40 * MB,
             read_overhead: 500 * US,
-            write_overhead: 9500 * US,
+            // cal: random write ~100 IOPS at QD1 (cards remap small writes through a
+            // block-level FTL; modelled as firmware time per write command).
+            write_overhead: 9920 * US,
+            // asm: 512 KiB controller buffer.
             write_cache: 512 * 1024,
             published: Published {
                 rand_write_iops: Some(100.0),
