@@ -10,6 +10,10 @@ fn main() {
         }
         return;
     }
+    if args.first().map(String::as_str) == Some("--speed") {
+        speed();
+        return;
+    }
     if args.first().map(String::as_str) == Some("--calibrate") {
         args.remove(0);
         calibrate(&args);
@@ -52,6 +56,63 @@ fn calibrate(names: &[String]) {
             fitted.slc_program_time,
             fitted.read_overhead,
             fitted.write_overhead
+        );
+    }
+}
+
+/// Wall time to push 8 GiB of 512 KiB writes (QD32) through the default scenario device, then
+/// 8 GiB of random 4 KiB writes over a full device (GC-heavy).
+fn speed() {
+    use mobistack::dev::bench::SplitMix64;
+    use mobistack::dev::{BlockDevice, DevRequest, DeviceConfig, IoFlags, IoOp};
+    for (profile, random) in [("emmc-5.0", false), ("ufs-3.1", false), ("emmc-5.1", true)] {
+        let started = std::time::Instant::now();
+        let config = DeviceConfig {
+            profile: profile.into(),
+            fill: if random { 1.0 } else { 0.5 },
+            ..DeviceConfig::default()
+        };
+        let mut device = config.build_flash().unwrap();
+        let built = started.elapsed();
+        let sectors: u32 = if random { 8 } else { 1024 };
+        let total = 8u64 * 1024 * 1024 * 1024 / (u64::from(sectors) * 512);
+        let region = device.capacity_sectors() / u64::from(sectors);
+        let mut rng = SplitMix64(5);
+        let (mut issued, mut done, mut now) = (0u64, 0u64, 0u64);
+        let mut completions = Vec::new();
+        while done < total {
+            while issued < total && device.in_flight() < device.queue_depth() {
+                let slot = if random {
+                    rng.next_u64() % region
+                } else {
+                    issued % region
+                };
+                let request = DevRequest {
+                    tag: issued,
+                    op: IoOp::Write,
+                    sector: slot * u64::from(sectors),
+                    nr_sectors: sectors,
+                    flags: IoFlags::default(),
+                    foreground: false,
+                };
+                device.submit(now, request);
+                issued += 1;
+            }
+            now = device.next_event().unwrap();
+            device.advance(now, &mut completions);
+            done += completions.len() as u64;
+            completions.clear();
+        }
+        let stats = device.stats();
+        println!(
+            "{profile}: 8 GiB of {} writes: virtual {:.1} s ({:.1} MB/s), wall {:.2} s (build {:.2} s), GC copied {} pages, erased {} blocks",
+            if random { "random 4 KiB" } else { "512 KiB sequential" },
+            now as f64 / 1e9,
+            8.0 * 1073.741824 / (now as f64 / 1e9),
+            started.elapsed().as_secs_f64(),
+            built.as_secs_f64(),
+            stats.ftl.gc_units_copied,
+            stats.ftl.blocks_erased
         );
     }
 }

@@ -576,4 +576,8 @@ impl BlockDevice for FlashDevice {
         }
         self.now_ns = now;
     }
+
+    fn stats_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.stats()).unwrap_or(serde_json::Value::Null)
+    }
 }

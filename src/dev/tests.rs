@@ -77,6 +77,7 @@ fn fg_write_waits_behind_bg_reads_under_fifo_read_priority_but_not_under_fg_awar
             .count();
         latencies.push((scheduler, latency(&write), reads_before_write));
     }
+    println!("FG 4 KiB write behind 31 BG reads (scheduler, latency ns, reads done first): {latencies:?}");
     let (_, fifo_ns, fifo_reads) = latencies[0];
     let (_, fg_ns, fg_reads) = latencies[1];
     // Under fifo-read-priority the write starts only after every queued read has started.
@@ -143,6 +144,7 @@ fn requests_to_different_dies_proceed_in_parallel_and_to_the_same_die_do_not() {
         .map(|c| c.completed_ns)
         .max()
         .unwrap();
+    println!("4 reads on 4 dies end at {spread_end} ns; 4 reads on one die end at {same_end} ns");
     assert!(
         spread_end < 2 * read_ns,
         "different dies overlap: {spread_end} ns"
@@ -198,6 +200,10 @@ fn sustained_random_writes_on_a_full_device_trigger_gc_and_latency_rises() {
         "{stats:?}"
     );
     assert!(stats.gc_busy_ns > 0);
+    println!(
+        "random 4 KiB writes at QD32 on a full device: mean latency of the first {window} {first} ns, of the last {window} {last} ns; {:?}",
+        stats.ftl
+    );
     assert!(
         last > 2 * first,
         "GC raises latency: first {first} ns, last {last} ns"
@@ -285,6 +291,7 @@ fn sequential_writes_slow_down_when_the_slc_buffer_is_exhausted() {
     // Time for the first 32 MiB against the last 32 MiB.
     let early = times[63] - times[0];
     let late = times[511] - times[448];
+    println!("SLC buffer 64 MiB: first 32 MiB in {early} ns, last 32 MiB in {late} ns");
     assert!(late > 3 * early, "early {early} ns, late {late} ns");
     assert!(device.stats().slc_programs > 0);
 }
