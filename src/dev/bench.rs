@@ -599,6 +599,31 @@ mod tests {
         assert_eq!(scenario.device.resolve().unwrap(), profile);
     }
 
+    /// The calibration holds: every published figure of every built-in profile within +-25 %.
+    #[test]
+    fn every_builtin_profile_matches_its_published_figures() {
+        let size = BenchSize {
+            sequential_bytes: 128 * 1024 * 1024,
+            random_ops: 2000,
+        };
+        for profile in builtin_profiles() {
+            let depth = vendor_queue_depth(&profile);
+            for pattern in Pattern::ALL {
+                let Some(published) = pattern.published(&profile.published) else {
+                    continue;
+                };
+                let measured = figure(pattern, &run(&profile, pattern, depth, size).unwrap());
+                let deviation = measured / published - 1.0;
+                assert!(
+                    deviation.abs() <= 0.25,
+                    "{} {:?}: {measured:.0} vs {published}",
+                    profile.name,
+                    pattern
+                );
+            }
+        }
+    }
+
     #[test]
     fn fit_targets_reject_bad_numbers() {
         assert!(crate::dev::profile::parse_fit_targets("250", "1MB/s", "1", "1").is_err());
