@@ -1,9 +1,22 @@
 //! mobistack: a deterministic, full-stack simulator of the smartphone storage I/O stack.
 //!
-//! The layout mirrors the stack (see `../shared/DESIGN.md` and `docs/architecture.md`):
-//! `sim` (engine), `dev` (storage devices), `block` (block layer and elevators), `mm` (page cache,
-//! writeback, reclaim), `fs` (file systems), `app` (tasks and apps), `workload`, `report`,
-//! `scenario`.
+//! The layout mirrors the stack (see `docs/architecture.md`): [`sim`] (the engine), [`dev`]
+//! (storage devices), [`stack`] (the layers of one run, assembled from a scenario), [`app`]
+//! (apps and the activity manager), [`workload`], [`report`] (results), [`scenario`] (files),
+//! [`run`] (running scenarios). The `mobistack` binary only parses arguments and prints.
+//!
+//! ```
+//! let scenario = mobistack::scenario::load("demo").unwrap();
+//! let results = mobistack::run::run_scenario(&scenario, &Default::default()).unwrap();
+//! assert_eq!(results.runs.len(), scenario.variants.len() * scenario.seeds.len());
+//! ```
 
+pub mod app;
 pub mod dev;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod sim;
+pub mod stack;
 pub mod units;
+pub mod workload;

@@ -1,1 +1,282 @@
-fn main() {}
+//! The `mobistack` command: parses arguments, calls the library, prints. Nothing else lives here.
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use mobistack::report::table;
+use mobistack::run::{self, RunOptions};
+use mobistack::scenario;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "mobistack",
+    version,
+    about = "Deterministic full-stack simulator of the smartphone storage I/O stack",
+    long_about = "mobistack simulates apps, page cache, file system, block layer and storage \
+                  device in virtual time, so that a slow system call can be explained and the \
+                  papers' techniques compared side by side. See README.md and docs/."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario (a file path, or the name of a built-in scenario) and print its results.
+    Run {
+        /// Scenario file, or built-in scenario name (see `mobistack list`).
+        scenario: String,
+        /// Run with this seed instead of the scenario's seeds (repeatable).
+        #[arg(long = "seed", value_name = "N")]
+        seeds: Vec<u64>,
+        /// Run only this variant.
+        #[arg(long, value_name = "NAME")]
+        variant: Option<String>,
+        /// Also write the full results (every histogram and counter) as JSON to FILE.
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+        /// Print the results as one JSON object on stdout instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Worker threads for independent runs (variants x seeds); 0 = one per core.
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        threads: usize,
+    },
+    /// List the built-in scenarios.
+    List {
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a scenario file without running it.
+    Validate {
+        /// Scenario file, or built-in scenario name.
+        scenario: String,
+        /// Print the resolved variants as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure the engine: timer events and task wake-ups per second of wall time, on one core.
+    Bench {
+        /// Multiply the amount of work (1 takes about a second in a release build).
+        #[arg(long, default_value_t = 4, value_name = "N")]
+        scale: u64,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run {
+            scenario,
+            seeds,
+            variant,
+            out,
+            json,
+            threads,
+        } => cmd_run(&scenario, seeds, variant, out, json, threads),
+        Command::List { json } => cmd_list(json),
+        Command::Validate { scenario, json } => cmd_validate(&scenario, json),
+        Command::Bench { scale, json } => cmd_bench(scale, json),
+    }
+}
+
+/// Exit status for bad input (a scenario that does not parse, an unknown variant).
+const EXIT_BAD_INPUT: u8 = 2;
+/// Exit status for a run that could not finish (e.g. a deadlock).
+const EXIT_RUN_FAILED: u8 = 1;
+
+fn load_or_report(name: &str) -> Result<scenario::Scenario, ExitCode> {
+    scenario::load(name).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(EXIT_BAD_INPUT)
+    })
+}
+
+/// A progress bar over virtual time on stderr, shown only on a terminal and only once the run
+/// has taken more than a second.
+struct Progress {
+    bar: ProgressBar,
+    started: Instant,
+    shown: Mutex<bool>,
+    per_job: Vec<AtomicU64>,
+}
+
+impl Progress {
+    fn new(jobs: usize, duration_ns: u64) -> Arc<Self> {
+        let bar = ProgressBar::with_draw_target(
+            Some(jobs as u64 * duration_ns / 1_000_000),
+            ProgressDrawTarget::hidden(),
+        );
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% of virtual time ({msg})",
+            )
+            .expect("valid template"),
+        );
+        bar.set_message(format!("{jobs} run(s)"));
+        Arc::new(Progress {
+            bar,
+            started: Instant::now(),
+            shown: Mutex::new(false),
+            per_job: (0..jobs).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+
+    fn update(&self, job: usize, now_ns: u64) {
+        self.per_job[job].store(now_ns / 1_000_000, Ordering::Relaxed);
+        let mut shown = self.shown.lock().expect("progress lock");
+        if !*shown && self.started.elapsed().as_secs_f64() > 1.0 && std::io::stderr().is_terminal()
+        {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            *shown = true;
+        }
+        drop(shown);
+        let done: u64 = self.per_job.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+        self.bar.set_position(done);
+    }
+}
+
+fn cmd_run(
+    name: &str,
+    seeds: Vec<u64>,
+    variant: Option<String>,
+    out: Option<std::path::PathBuf>,
+    json: bool,
+    threads: usize,
+) -> ExitCode {
+    let mut scenario = match load_or_report(name) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if let Some(variant) = variant {
+        if let Err(message) = scenario.select_variant(&variant) {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    }
+    let mut options = RunOptions {
+        seeds: (!seeds.is_empty()).then_some(seeds),
+        threads,
+        progress: None,
+    };
+    let progress = Progress::new(run::jobs(&scenario, &options).len(), scenario.duration);
+    let hook = progress.clone();
+    options.progress = Some(Arc::new(move |job, now| hook.update(job, now)));
+    let results = run::run_scenario(&scenario, &options);
+    progress.bar.finish_and_clear();
+    let results = match results {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+    };
+    let json_text = results.to_json();
+    if let Some(path) = out {
+        if let Err(e) = std::fs::write(&path, &json_text) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+    }
+    if json {
+        print!("{json_text}");
+    } else {
+        print!("{}", table::render(&results));
+    }
+    ExitCode::SUCCESS
+}
+
+fn cmd_list(json: bool) -> ExitCode {
+    let mut entries = Vec::new();
+    for builtin in scenario::builtin::BUILTINS {
+        let description = scenario::parse(builtin.name, builtin.source)
+            .map(|s| s.description)
+            .unwrap_or_else(|e| format!("(invalid: {e})"));
+        entries.push((builtin.name, description));
+    }
+    if json {
+        let value: Vec<_> = entries
+            .iter()
+            .map(
+                |(name, description)| serde_json::json!({"name": name, "description": description}),
+            )
+            .collect();
+        println!("{}", serde_json::json!({ "scenarios": value }));
+    } else {
+        let mut rows = vec![vec!["scenario".to_string(), "description".to_string()]];
+        rows.extend(entries.iter().map(|(n, d)| vec![n.to_string(), d.clone()]));
+        print!("{}", table::align(&rows));
+    }
+    ExitCode::SUCCESS
+}
+
+fn cmd_validate(name: &str, json: bool) -> ExitCode {
+    let scenario = match load_or_report(name) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if json {
+        let value = serde_json::json!({
+            "scenario": scenario.name,
+            "file": scenario.file,
+            "valid": true,
+            "seeds": scenario.seeds,
+            "duration_ns": scenario.duration,
+            "apps": scenario.apps.iter().map(|a| a.name.get_ref().clone()).collect::<Vec<_>>(),
+            "variants": scenario.variants,
+            "timeline": scenario.timeline,
+        });
+        println!("{value}");
+    } else {
+        println!(
+            "{}: ok: scenario `{}`, {} app(s), {} timeline event(s), {} variant(s) ({}), {} seed(s)",
+            scenario.file,
+            scenario.name,
+            scenario.apps.len(),
+            scenario.timeline.len(),
+            scenario.variants.len(),
+            scenario
+                .variants
+                .iter()
+                .map(|v| v.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            scenario.seeds.len()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn cmd_bench(scale: u64, json: bool) -> ExitCode {
+    if cfg!(debug_assertions) {
+        eprintln!("note: this is a debug build; benchmark with `cargo run --release -- bench`");
+    }
+    let results = mobistack::sim::bench::run_all(scale);
+    if json {
+        println!("{}", serde_json::json!({ "bench": results }));
+    } else {
+        let mut rows = vec![["benchmark", "operations", "wall s", "rate"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()];
+        for r in &results {
+            rows.push(vec![
+                r.name.to_string(),
+                r.operations.to_string(),
+                format!("{:.3}", r.wall_seconds),
+                format!("{:.2} M {}", r.per_second / 1e6, r.what),
+            ]);
+        }
+        print!("{}", table::align(&rows));
+    }
+    ExitCode::SUCCESS
+}

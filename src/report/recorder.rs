@@ -1,0 +1,157 @@
+//! Records per-app, per-operation latency distributions, blocked time by reason and counters while
+//! a run goes on.
+
+use super::results::{AppResult, OpSummary};
+use crate::sim::{BlockedTimes, Sim, TaskId};
+use crate::units::Nanos;
+use hdrhistogram::Histogram;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+/// Highest latency a histogram tracks exactly: one hour. Longer values are clamped (and counted
+/// in `max_ns` exactly).
+const HISTOGRAM_HIGHEST_NS: u64 = 3_600_000_000_000;
+/// Three significant figures, the precision the reports print.
+const HISTOGRAM_SIGFIG: u8 = 3;
+
+/// An operation in progress: started by [`OpTimer::begin`], recorded by [`Recorder::end_op`].
+#[derive(Debug, Clone, Copy)]
+pub struct OpTimer {
+    op: &'static str,
+    task: TaskId,
+    start_ns: Nanos,
+    blocked_before: BlockedTimes,
+}
+
+impl OpTimer {
+    /// Called from the task performing the operation.
+    pub fn begin(sim: &Sim, op: &'static str) -> OpTimer {
+        let task = sim.current_task().expect("an operation runs in a task");
+        OpTimer {
+            op,
+            task,
+            start_ns: sim.now(),
+            blocked_before: sim.blocked_times(task),
+        }
+    }
+}
+
+struct OpRecord {
+    histogram: Histogram<u64>,
+    sum_ns: u128,
+    max_ns: u64,
+    blocked: BlockedTimes,
+}
+
+impl OpRecord {
+    fn new() -> Self {
+        OpRecord {
+            histogram: Histogram::new_with_bounds(1, HISTOGRAM_HIGHEST_NS, HISTOGRAM_SIGFIG)
+                .expect("valid histogram bounds"),
+            sum_ns: 0,
+            max_ns: 0,
+            blocked: BlockedTimes::default(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct AppRecord {
+    ops: BTreeMap<&'static str, OpRecord>,
+    counters: BTreeMap<String, u64>,
+}
+
+/// Collects one run's measurements.
+#[derive(Default)]
+pub struct Recorder {
+    apps: RefCell<BTreeMap<String, AppRecord>>,
+}
+
+impl Recorder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records an operation of `app` that began with `timer` and ends now.
+    pub fn end_op(&self, sim: &Sim, app: &str, timer: OpTimer) {
+        let latency = sim.now() - timer.start_ns;
+        let blocked = sim.blocked_times(timer.task).since(&timer.blocked_before);
+        let mut apps = self.apps.borrow_mut();
+        let record = apps
+            .entry(app.to_string())
+            .or_default()
+            .ops
+            .entry(timer.op)
+            .or_insert_with(OpRecord::new);
+        record
+            .histogram
+            .saturating_record(latency.clamp(1, HISTOGRAM_HIGHEST_NS));
+        record.sum_ns += u128::from(latency);
+        record.max_ns = record.max_ns.max(latency);
+        for (reason, nanos) in blocked.nonzero() {
+            record.blocked.add(reason, nanos);
+        }
+    }
+
+    pub fn add_counter(&self, app: &str, counter: &str, amount: u64) {
+        let mut apps = self.apps.borrow_mut();
+        *apps
+            .entry(app.to_string())
+            .or_default()
+            .counters
+            .entry(counter.to_string())
+            .or_insert(0) += amount;
+    }
+
+    /// The app's results: its operations and counters. Blocked totals are filled in by the runner.
+    pub fn app_result(&self, app: &str, uid: u32) -> AppResult {
+        let apps = self.apps.borrow();
+        let mut result = AppResult {
+            uid,
+            ..AppResult::default()
+        };
+        if let Some(record) = apps.get(app) {
+            result.counters = record.counters.clone();
+            for (op, op_record) in &record.ops {
+                result.ops.insert(op.to_string(), summarize(op_record));
+            }
+        }
+        result
+    }
+}
+
+fn summarize(record: &OpRecord) -> OpSummary {
+    let h = &record.histogram;
+    let count = h.len();
+    OpSummary {
+        count,
+        mean_ns: if count == 0 {
+            0.0
+        } else {
+            (record.sum_ns as f64 / count as f64).round()
+        },
+        min_ns: h.min(),
+        p50_ns: h.value_at_quantile(0.50),
+        p90_ns: h.value_at_quantile(0.90),
+        p99_ns: h.value_at_quantile(0.99),
+        max_ns: record.max_ns,
+        blocked_ns: blocked_map(&record.blocked),
+        histogram: h
+            .iter_recorded()
+            .map(|v| {
+                [
+                    h.highest_equivalent(v.value_iterated_to()),
+                    v.count_at_value(),
+                ]
+            })
+            .collect(),
+    }
+}
+
+/// Non-zero blocked times keyed by reason name.
+pub fn blocked_map(times: &BlockedTimes) -> BTreeMap<String, u64> {
+    times
+        .nonzero()
+        .map(|(reason, nanos)| (reason.name().to_string(), nanos))
+        .collect()
+}

@@ -1,0 +1,69 @@
+//! The results data model, serialised as the versioned JSON of `mobistack run --out` / `--json`.
+//!
+//! Everything here is a function of the scenario and the seed: no wall-clock time, maps are
+//! `BTreeMap`s, so the same inputs give byte-identical JSON.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Identifies the JSON format; bumped on incompatible changes.
+pub const RESULTS_SCHEMA: &str = "mobistack.results";
+pub const RESULTS_VERSION: u32 = 1;
+
+/// Latency distribution of one operation of one app, in nanoseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct OpSummary {
+    pub count: u64,
+    pub mean_ns: f64,
+    pub min_ns: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    /// Time the operations spent blocked, summed, by wait reason.
+    pub blocked_ns: BTreeMap<String, u64>,
+    /// The histogram: [highest value equivalent to the bucket, count] for every non-empty bucket.
+    pub histogram: Vec<[u64; 2]>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AppResult {
+    pub uid: u32,
+    pub ops: BTreeMap<String, OpSummary>,
+    pub counters: BTreeMap<String, u64>,
+    /// All of the app's tasks' blocked time, by wait reason (voluntary sleeps excluded).
+    pub blocked_ns: BTreeMap<String, u64>,
+    /// The same, by layer of the stack.
+    pub blocked_by_layer_ns: BTreeMap<String, u64>,
+}
+
+/// One run: one variant with one seed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    pub variant: String,
+    pub seed: u64,
+    /// How the run ended: "duration", "apps-done" or "idle".
+    pub end: String,
+    pub virtual_ns: u64,
+    pub events: u64,
+    pub apps: BTreeMap<String, AppResult>,
+    /// Counters of the stack's layers.
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// Every run of a scenario.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScenarioResults {
+    pub schema: &'static str,
+    pub version: u32,
+    pub scenario: String,
+    pub description: String,
+    pub duration_ns: u64,
+    pub runs: Vec<RunResult>,
+}
+
+impl ScenarioResults {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("results serialise") + "\n"
+    }
+}

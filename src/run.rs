@@ -1,0 +1,266 @@
+//! Runs scenarios: builds the stack of each variant, starts the apps on the timeline, runs the
+//! simulation and collects results. Runs of different variants and seeds are independent and may
+//! go in parallel threads; one run is single-threaded and deterministic.
+
+use crate::app::{ActivityManager, AppContext};
+use crate::report::recorder::{blocked_map, Recorder};
+use crate::report::results::{RunResult, ScenarioResults, RESULTS_SCHEMA, RESULTS_VERSION};
+use crate::scenario::{
+    EndCondition, Role, Scenario, TimelineAction, TimelineEvent, Variant, WorkloadConfig,
+};
+use crate::sim::{BlockedTimes, RunEnd, Sim, Simulation, TaskId};
+use crate::stack::Stack;
+use crate::units::Nanos;
+use crate::workload::toy;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A run that could not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunError {
+    pub scenario: String,
+    pub variant: String,
+    pub seed: u64,
+    pub message: String,
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "scenario `{}`, variant `{}`, seed {}: {}",
+            self.scenario, self.variant, self.seed, self.message
+        )
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// Receives (run index, virtual time reached) now and then, from any worker thread.
+pub type ProgressFn = Arc<dyn Fn(usize, Nanos) + Send + Sync>;
+
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// Replaces the scenario's seeds.
+    pub seeds: Option<Vec<u64>>,
+    /// Worker threads for independent runs; 0 = one per core.
+    pub threads: usize,
+    pub progress: Option<ProgressFn>,
+}
+
+/// The (variant, seed) pairs a scenario runs, in result order.
+pub fn jobs(scenario: &Scenario, options: &RunOptions) -> Vec<(usize, u64)> {
+    let seeds = options.seeds.as_ref().unwrap_or(&scenario.seeds);
+    (0..scenario.variants.len())
+        .flat_map(|v| seeds.iter().map(move |&s| (v, s)))
+        .collect()
+}
+
+/// Runs every variant with every seed. Results come in (variant, seed) order whatever the thread
+/// interleaving; the first failed run (in that order) is the error.
+pub fn run_scenario(
+    scenario: &Scenario,
+    options: &RunOptions,
+) -> Result<ScenarioResults, RunError> {
+    let jobs = jobs(scenario, options);
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+    .min(jobs.len())
+    .max(1);
+    let next = AtomicUsize::new(0);
+    let slots: Mutex<Vec<Option<Result<RunResult, RunError>>>> = Mutex::new(vec![None; jobs.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(variant, seed)) = jobs.get(index) else {
+                    break;
+                };
+                let progress = options.progress.clone();
+                let hook = move |now: Nanos| {
+                    if let Some(p) = &progress {
+                        p(index, now)
+                    }
+                };
+                let result = run_one(scenario, &scenario.variants[variant], seed, hook);
+                slots.lock().expect("no worker panicked")[index] = Some(result);
+            });
+        }
+    });
+    let mut runs = Vec::with_capacity(jobs.len());
+    for slot in slots.into_inner().expect("no worker panicked") {
+        runs.push(slot.expect("every job ran")?);
+    }
+    Ok(ScenarioResults {
+        schema: RESULTS_SCHEMA,
+        version: RESULTS_VERSION,
+        scenario: scenario.name.clone(),
+        description: scenario.description.clone(),
+        duration_ns: scenario.duration,
+        runs,
+    })
+}
+
+struct AppRuntime {
+    context: AppContext,
+    tasks: RefCell<Vec<TaskId>>,
+    started: std::cell::Cell<bool>,
+}
+
+/// Spawns the tasks of app `index`'s workload.
+fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
+    if app.started.replace(true) {
+        return;
+    }
+    let ctx = app.context.clone();
+    let mut tasks = app.tasks.borrow_mut();
+    match &scenario.apps[index].workload {
+        WorkloadConfig::ToyIo(config) => {
+            for stream in 0..config.depth {
+                let handle = sim.spawn(
+                    &format!("{}/io{stream}", ctx.name),
+                    toy::toy_io_stream(ctx.clone(), config.clone(), stream),
+                );
+                tasks.push(handle.task());
+            }
+        }
+        WorkloadConfig::ToyLocks(config) => {
+            let handle = sim.spawn(&ctx.name, toy::toy_locks(ctx.clone(), config.clone()));
+            tasks.push(handle.task());
+        }
+    }
+}
+
+/// Runs one variant with one seed. `progress` is called with the virtual time now and then.
+pub fn run_one(
+    scenario: &Scenario,
+    variant: &Variant,
+    seed: u64,
+    progress: impl FnMut(Nanos) + 'static,
+) -> Result<RunResult, RunError> {
+    let simulation = Simulation::new(seed);
+    let sim = simulation.handle();
+    sim.set_progress_hook(progress);
+    let foreground = scenario
+        .apps
+        .iter()
+        .position(|a| a.role == Role::Foreground)
+        .map(|i| scenario.uid(i));
+    let activity = Rc::new(ActivityManager::new(foreground));
+    let stack = Stack::new(&sim, &variant.stack, activity.clone());
+    let recorder = Rc::new(Recorder::new());
+    let apps: Rc<Vec<AppRuntime>> = Rc::new(
+        scenario
+            .apps
+            .iter()
+            .enumerate()
+            .map(|(i, app)| AppRuntime {
+                context: AppContext::new(
+                    sim.clone(),
+                    i,
+                    app.name.get_ref(),
+                    scenario.uid(i),
+                    stack.clone(),
+                    recorder.clone(),
+                ),
+                tasks: RefCell::new(Vec::new()),
+                started: std::cell::Cell::new(false),
+            })
+            .collect(),
+    );
+
+    // Apps that the timeline starts wait for it; the others start at their `start` time.
+    let timeline_started: Vec<bool> = (0..scenario.apps.len())
+        .map(|i| {
+            scenario
+                .timeline
+                .iter()
+                .any(|e| e.action == TimelineAction::Start(i))
+        })
+        .collect();
+    // App starts and the timeline run in one task, so that an `apps-done` run lasts at least
+    // until its last scheduled event, and apps starting at the same instant start in file order.
+    let mut schedule: Vec<TimelineEvent> = scenario
+        .apps
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !timeline_started[*i])
+        .map(|(i, app)| TimelineEvent {
+            at: app.start,
+            action: TimelineAction::Start(i),
+        })
+        .chain(scenario.timeline.iter().copied())
+        .collect();
+    schedule.sort_by_key(|e| e.at);
+    let shared = Rc::new(scenario.clone());
+    {
+        let (s, apps, shared, activity) =
+            (sim.clone(), apps.clone(), shared.clone(), activity.clone());
+        sim.spawn("timeline", async move {
+            for event in schedule {
+                if event.at > s.now() {
+                    s.sleep(event.at - s.now()).await;
+                }
+                match event.action {
+                    TimelineAction::Foreground(i) => activity.set_foreground(shared.uid(i)),
+                    TimelineAction::Start(i) => start_app(&s, &shared, &apps[i], i),
+                    TimelineAction::Stop(i) => apps[i].context.stop(),
+                }
+            }
+        });
+    }
+
+    let end_when_done = scenario.end == EndCondition::AppsDone;
+    let end = sim
+        .run_until(scenario.duration, end_when_done)
+        .map_err(|deadlock| RunError {
+            scenario: scenario.name.clone(),
+            variant: variant.name.clone(),
+            seed,
+            message: deadlock.to_string(),
+        })?;
+
+    let mut app_results = BTreeMap::new();
+    for (i, app) in apps.iter().enumerate() {
+        let name = app.context.name.to_string();
+        let mut result = recorder.app_result(&name, scenario.uid(i));
+        let mut blocked = BlockedTimes::default();
+        for &task in app.tasks.borrow().iter() {
+            for (reason, nanos) in sim.blocked_times(task).nonzero() {
+                if !reason.is_voluntary() {
+                    blocked.add(reason, nanos);
+                }
+            }
+        }
+        result.blocked_ns = blocked_map(&blocked);
+        for (reason, nanos) in blocked.nonzero() {
+            *result
+                .blocked_by_layer_ns
+                .entry(reason.layer().to_string())
+                .or_insert(0) += nanos;
+        }
+        app_results.insert(name, result);
+    }
+    let mut counters = stack.counters();
+    counters.insert("activity.switches".into(), activity.switches());
+    Ok(RunResult {
+        variant: variant.name.clone(),
+        seed,
+        end: match end {
+            RunEnd::TimeLimit => "duration",
+            RunEnd::AllTasksDone => "apps-done",
+            RunEnd::Idle | RunEnd::Stopped => "idle",
+        }
+        .to_string(),
+        virtual_ns: sim.now(),
+        events: sim.events_processed(),
+        apps: app_results,
+        counters,
+    })
+}

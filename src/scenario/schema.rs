@@ -1,0 +1,481 @@
+//! The scenario schema (serde types) and its validation.
+
+use super::ScenarioError;
+use crate::units::serde_units;
+use crate::units::Nanos;
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Seeds to run; each variant runs once per seed.
+    /// Default: one run with seed 1.
+    #[serde(default)]
+    pub seeds: Option<Spanned<Vec<u64>>>,
+    /// Virtual time to simulate. Required unless `end = "apps-done"`.
+    #[serde(default, with = "optional_duration")]
+    pub duration: Option<Nanos>,
+    #[serde(default)]
+    pub end: Option<Spanned<EndCondition>>,
+    #[serde(default)]
+    pub stack: StackConfig,
+    #[serde(default, rename = "app")]
+    pub apps: Vec<AppConfig>,
+    #[serde(default)]
+    pub timeline: Vec<Spanned<TimelineEntry>>,
+    #[serde(default, rename = "variant")]
+    pub variants: Vec<VariantEntry>,
+}
+
+/// When a run ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndCondition {
+    /// At `duration` of virtual time.
+    #[default]
+    Duration,
+    /// When every app's workload has finished (bounded by `duration` if one is given).
+    AppsDone,
+}
+
+/// The configuration of the simulated stack: what variants override.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackConfig {
+    /// The toy I/O server of the foundation stack.
+    #[serde(default)]
+    pub toy: ToyServerConfig,
+}
+
+/// Service order of the toy server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToyPolicy {
+    /// First come, first served.
+    #[default]
+    Fifo,
+    /// Requests of the foreground app before any other, FIFO within each class.
+    FgFirst,
+}
+
+/// A single-queue server with a fixed service time per request: the stand-in device of the
+/// foundation stack, replaced by the real block layer and devices.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToyServerConfig {
+    #[serde(default)]
+    pub policy: ToyPolicy,
+    /// Time to serve one request, whatever its size.
+    #[serde(default = "default_toy_service_time", with = "serde_units::duration")]
+    pub service_time: Nanos,
+}
+
+/// 1 ms per request: about an eMMC 4 KiB random write (2,000 IOPS at QD1 would be 0.5 ms;
+/// REFERENCES.md, eMMC 4.5) - a round number for a toy, not a calibrated device.
+fn default_toy_service_time() -> Nanos {
+    crate::units::NS_PER_MS
+}
+
+impl Default for ToyServerConfig {
+    fn default() -> Self {
+        ToyServerConfig {
+            policy: ToyPolicy::default(),
+            service_time: default_toy_service_time(),
+        }
+    }
+}
+
+/// How an app behaves towards the user.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// The app on screen (top of the activity stack) at the start.
+    Foreground,
+    /// An app not on screen.
+    #[default]
+    Background,
+    /// A service with no activity (never foreground).
+    Service,
+}
+
+/// One app of the scenario.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppConfig {
+    pub name: Spanned<String>,
+    /// Linux UID; default 10000 + the app's position (Android's first app UID is 10000).
+    #[serde(default)]
+    pub uid: Option<u32>,
+    #[serde(default)]
+    pub role: Role,
+    /// When the app starts; default at time zero.
+    #[serde(default, with = "serde_units::duration")]
+    pub start: Nanos,
+    pub workload: WorkloadConfig,
+}
+
+/// What an app does. Each workload kind is a table named after it, e.g. `[app.workload.toy-io]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum WorkloadConfig {
+    /// Synthetic requests to the toy server.
+    ToyIo(crate::workload::toy::ToyIoConfig),
+    /// Takes named locks in order (exercises lock chains and deadlock reports).
+    ToyLocks(crate::workload::toy::ToyLocksConfig),
+}
+
+/// A timeline entry as written: `{ at = "5s", foreground = "camera" }`, with exactly one action.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineEntry {
+    #[serde(with = "serde_units::duration")]
+    pub at: Nanos,
+    /// Bring this app to the foreground (the previous foreground app goes to the background).
+    #[serde(default)]
+    pub foreground: Option<Spanned<String>>,
+    /// Start this app's workload (if it was not started yet).
+    #[serde(default)]
+    pub start: Option<Spanned<String>>,
+    /// Stop this app's workload.
+    #[serde(default)]
+    pub stop: Option<Spanned<String>>,
+}
+
+/// A named override of the stack configuration.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantEntry {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub description: String,
+    /// Validated here for field names and units; merged over the base stack field by field.
+    #[serde(default)]
+    pub stack: StackConfig,
+}
+
+/// A timeline action after validation, naming apps by index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimelineAction {
+    Foreground(usize),
+    Start(usize),
+    Stop(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TimelineEvent {
+    pub at: Nanos,
+    pub action: TimelineAction,
+}
+
+/// A variant after merging: its name and its complete stack configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Variant {
+    pub name: String,
+    pub description: String,
+    pub stack: StackConfig,
+}
+
+/// A validated scenario, ready to run.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub file: String,
+    pub name: String,
+    pub description: String,
+    pub seeds: Vec<u64>,
+    /// Virtual-time limit of each run.
+    pub duration: Nanos,
+    pub end: EndCondition,
+    pub apps: Vec<AppConfig>,
+    /// Sorted by time, stable for equal times.
+    pub timeline: Vec<TimelineEvent>,
+    /// At least one: the base stack alone is variant "base" when the file names none.
+    pub variants: Vec<Variant>,
+}
+
+/// Bound on apps in one scenario (Android keeps far fewer processes cached).
+pub const MAX_APPS: usize = 256;
+/// Bound on seeds x variants of one scenario.
+pub const MAX_RUNS: usize = 10_000;
+/// Without a duration, an `apps-done` run still stops here: one hour of virtual time.
+pub const DEFAULT_RUN_LIMIT: Nanos = 3_600 * crate::units::NS_PER_SEC;
+
+/// Deep merge: tables merge key by key, any other value replaces.
+fn merge_tables(base: &mut toml::Table, over: &toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(key), value) {
+            (Some(toml::Value::Table(base_table)), toml::Value::Table(over_table)) => {
+                merge_tables(base_table, over_table)
+            }
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+impl Scenario {
+    pub(super) fn from_file(
+        file: &str,
+        source: &str,
+        document: ScenarioFile,
+        raw: &toml::Table,
+    ) -> Result<Scenario, ScenarioError> {
+        let error = |span: std::ops::Range<usize>, message: String| {
+            ScenarioError::at(file, source, Some(span), message)
+        };
+        let whole = |message: String| ScenarioError::at(file, source, None, message);
+
+        if document.name.trim().is_empty() {
+            return Err(whole("field `name` must not be empty".into()));
+        }
+        let seeds = match document.seeds {
+            None => vec![1],
+            Some(seeds) if seeds.get_ref().is_empty() => {
+                return Err(error(
+                    seeds.span(),
+                    "field `seeds` must list at least one seed".into(),
+                ))
+            }
+            Some(seeds) => seeds.into_inner(),
+        };
+        let end_span = document.end.as_ref().map(|e| e.span());
+        let end = document.end.map(|e| e.into_inner()).unwrap_or_default();
+        let duration = match (document.duration, end) {
+            (Some(0), _) => return Err(whole("field `duration` must be positive".into())),
+            (Some(d), _) => d,
+            (None, EndCondition::AppsDone) => DEFAULT_RUN_LIMIT,
+            (None, EndCondition::Duration) => {
+                return Err(ScenarioError::at(
+                    file,
+                    source,
+                    end_span,
+                    "field `duration` is required (or set `end = \"apps-done\"`)".into(),
+                ))
+            }
+        };
+
+        if document.apps.len() > MAX_APPS {
+            return Err(whole(format!("at most {MAX_APPS} apps are supported")));
+        }
+        for (i, app) in document.apps.iter().enumerate() {
+            if app.name.get_ref().trim().is_empty() {
+                return Err(error(
+                    app.name.span(),
+                    "app `name` must not be empty".into(),
+                ));
+            }
+            if let Some(earlier) = document.apps[..i]
+                .iter()
+                .find(|a| a.name.get_ref() == app.name.get_ref())
+            {
+                let (line, _) = super::line_column(source, earlier.name.span().start);
+                return Err(error(
+                    app.name.span(),
+                    format!(
+                        "app `{}` is defined twice (first at line {line})",
+                        app.name.get_ref()
+                    ),
+                ));
+            }
+            app.workload
+                .validate()
+                .map_err(|m| error(app.name.span(), m))?;
+        }
+        let foreground_apps = document
+            .apps
+            .iter()
+            .filter(|a| a.role == Role::Foreground)
+            .count();
+        if foreground_apps > 1 {
+            return Err(whole(format!(
+                "{foreground_apps} apps have role = \"foreground\"; at most one app is on screen at the start"
+            )));
+        }
+
+        let app_index = |name: &Spanned<String>| {
+            document
+                .apps
+                .iter()
+                .position(|a| a.name.get_ref() == name.get_ref())
+                .ok_or_else(|| {
+                    error(
+                        name.span(),
+                        format!(
+                            "unknown app `{}` (apps: {})",
+                            name.get_ref(),
+                            document
+                                .apps
+                                .iter()
+                                .map(|a| a.name.get_ref().as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )
+                })
+        };
+        let mut timeline = Vec::new();
+        for entry in &document.timeline {
+            let span = entry.span();
+            let entry = entry.get_ref();
+            let actions = [&entry.foreground, &entry.start, &entry.stop];
+            if actions.iter().filter(|a| a.is_some()).count() != 1 {
+                return Err(error(
+                    span,
+                    "a timeline entry needs exactly one of `foreground`, `start`, `stop`".into(),
+                ));
+            }
+            let action = if let Some(name) = &entry.foreground {
+                let index = app_index(name)?;
+                if document.apps[index].role == Role::Service {
+                    return Err(error(
+                        name.span(),
+                        format!(
+                            "app `{}` is a service and has no activity to bring to the foreground",
+                            name.get_ref()
+                        ),
+                    ));
+                }
+                TimelineAction::Foreground(index)
+            } else if let Some(name) = &entry.start {
+                TimelineAction::Start(app_index(name)?)
+            } else {
+                let name = entry.stop.as_ref().expect("one action is set");
+                TimelineAction::Stop(app_index(name)?)
+            };
+            timeline.push(TimelineEvent {
+                at: entry.at,
+                action,
+            });
+        }
+        timeline.sort_by_key(|e| e.at);
+
+        let base_stack = raw
+            .get("stack")
+            .and_then(|v| v.as_table())
+            .cloned()
+            .unwrap_or_default();
+        let raw_variants: Vec<&toml::Value> = raw
+            .get("variant")
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().collect())
+            .unwrap_or_default();
+        let mut variants = Vec::new();
+        for (i, entry) in document.variants.iter().enumerate() {
+            let name = entry.name.get_ref();
+            if name.trim().is_empty() || name.contains(char::is_whitespace) {
+                return Err(error(
+                    entry.name.span(),
+                    format!("variant name `{name}` must be non-empty and have no spaces"),
+                ));
+            }
+            if document.variants[..i]
+                .iter()
+                .any(|v| v.name.get_ref() == name)
+            {
+                return Err(error(
+                    entry.name.span(),
+                    format!("variant `{name}` is defined twice"),
+                ));
+            }
+            let mut merged = base_stack.clone();
+            if let Some(over) = raw_variants
+                .get(i)
+                .and_then(|v| v.get("stack"))
+                .and_then(|v| v.as_table())
+            {
+                merge_tables(&mut merged, over);
+            }
+            let stack: StackConfig =
+                toml::Value::Table(merged)
+                    .try_into()
+                    .map_err(|e: toml::de::Error| {
+                        error(
+                            entry.name.span(),
+                            format!(
+                                "variant `{name}`: its stack over the base stack: {}",
+                                e.message()
+                            ),
+                        )
+                    })?;
+            variants.push(Variant {
+                name: name.clone(),
+                description: entry.description.clone(),
+                stack,
+            });
+        }
+        if variants.is_empty() {
+            variants.push(Variant {
+                name: "base".into(),
+                description: String::new(),
+                stack: document.stack.clone(),
+            });
+        }
+        if variants.len() * seeds.len() > MAX_RUNS {
+            return Err(whole(format!(
+                "{} variants x {} seeds exceeds the limit of {MAX_RUNS} runs",
+                variants.len(),
+                seeds.len()
+            )));
+        }
+
+        Ok(Scenario {
+            file: file.to_string(),
+            name: document.name,
+            description: document.description,
+            seeds,
+            duration,
+            end,
+            apps: document.apps,
+            timeline,
+            variants,
+        })
+    }
+
+    /// Keeps only the variant called `name`.
+    pub fn select_variant(&mut self, name: &str) -> Result<(), String> {
+        if !self.variants.iter().any(|v| v.name == name) {
+            let names: Vec<&str> = self.variants.iter().map(|v| v.name.as_str()).collect();
+            return Err(format!(
+                "scenario `{}` has no variant `{name}` (variants: {})",
+                self.name,
+                names.join(", ")
+            ));
+        }
+        self.variants.retain(|v| v.name == name);
+        Ok(())
+    }
+
+    /// The UID of app `index`.
+    pub fn uid(&self, index: usize) -> u32 {
+        self.apps[index]
+            .uid
+            .unwrap_or(FIRST_APPLICATION_UID + index as u32)
+    }
+}
+
+/// `android.os.Process.FIRST_APPLICATION_UID`.
+pub const FIRST_APPLICATION_UID: u32 = 10_000;
+
+impl WorkloadConfig {
+    fn validate(&self) -> Result<(), String> {
+        match self {
+            WorkloadConfig::ToyIo(config) => config.validate(),
+            WorkloadConfig::ToyLocks(config) => config.validate(),
+        }
+    }
+}
+
+mod optional_duration {
+    use crate::units::Nanos;
+    use serde::Deserializer;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Nanos>, D::Error> {
+        crate::units::serde_units::duration::deserialize(d).map(Some)
+    }
+}

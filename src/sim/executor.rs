@@ -1,0 +1,728 @@
+//! The simulation engine: virtual time, an event queue and a single-threaded executor of `async`
+//! tasks that block in virtual time.
+//!
+//! Design:
+//! - Time is an integer count of nanoseconds that only moves forward when the executor takes the
+//!   next event from the queue. Events are ordered by (time, insertion sequence), so two runs of the
+//!   same scenario interleave identically.
+//! - A task is a boxed future. The engine does not use `std::task::Waker`: its own primitives
+//!   ([`crate::sim::sync`]) register the *current task* with a [`WakeToken`] when they must wait,
+//!   and `Sim::wake` makes it runnable again. A token names one particular wait of one task, so a
+//!   late wake of a wait that already ended (a timeout that lost the race) is ignored.
+//! - Each wait carries a reason and a blocker; the engine accounts the blocked time per reason per
+//!   task and, when no task can run and no event is pending while tasks still wait, ends the run
+//!   with a [`Deadlock`] report instead of hanging.
+//! - Callback events (`Sim::schedule`) let pure state machines such as device models be driven in
+//!   virtual time without a task of their own.
+//!
+//! Limits: at most [`MAX_PENDING_EVENTS`] events may be pending and [`MAX_TASKS`] tasks exist; a
+//! run that exceeds either stops with an assertion failure naming the limit.
+
+use super::wait::{BlockedTimes, Blocker, TaskId, Wait, WaitReason};
+use crate::units::{format_ms, Nanos};
+use std::cell::{Cell, RefCell};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+/// Bound on pending events: a run that schedules more is runaway and stops loudly.
+pub const MAX_PENDING_EVENTS: usize = 1 << 24;
+/// Bound on tasks ever spawned in one run.
+pub const MAX_TASKS: usize = 1 << 20;
+/// How often (in processed events) the progress hook is called.
+const PROGRESS_EVERY_EVENTS: u64 = 1 << 16;
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
+type Callback = Box<dyn FnOnce(&Sim)>;
+type ProgressHook = Box<dyn FnMut(Nanos)>;
+
+/// Identifies one wait of one task; passed to [`Sim::wake`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WakeToken {
+    pub task: TaskId,
+    pub token: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TaskState {
+    Ready,
+    Running,
+    Blocked,
+    Finished,
+}
+
+struct Task {
+    name: Rc<str>,
+    future: Option<BoxFuture>,
+    state: TaskState,
+    /// Daemons (flusher, kswapd, servers) may wait forever without that being a deadlock.
+    daemon: bool,
+    /// Incremented each time the task blocks; identifies the current wait.
+    block_token: u64,
+    /// The token of the wait that last ended by a wake.
+    woken_token: u64,
+    wait: Option<Wait>,
+    blocked: BlockedTimes,
+    spawned_ns: Nanos,
+    finished_ns: Option<Nanos>,
+}
+
+enum EventKind {
+    Wake(WakeToken),
+    Call(Callback),
+}
+
+struct Event {
+    time: Nanos,
+    seq: u64,
+    kind: EventKind,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        self.time == other.time && self.seq == other.seq
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Event {
+    /// Reversed so that `BinaryHeap` (a max-heap) pops the earliest (time, seq) first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.time, other.seq).cmp(&(self.time, self.seq))
+    }
+}
+
+struct Core {
+    now: Cell<Nanos>,
+    seq: Cell<u64>,
+    seed: u64,
+    events: RefCell<BinaryHeap<Event>>,
+    ready: RefCell<VecDeque<TaskId>>,
+    tasks: RefCell<Vec<Task>>,
+    current: Cell<Option<TaskId>>,
+    live_non_daemons: Cell<usize>,
+    stop_requested: Cell<bool>,
+    events_processed: Cell<u64>,
+    wakeups: Cell<u64>,
+    lock_names: RefCell<Vec<Rc<str>>>,
+    progress: RefCell<Option<ProgressHook>>,
+}
+
+/// A handle to a running simulation, cloned into every task and primitive that needs it.
+#[derive(Clone)]
+pub struct Sim {
+    core: Rc<Core>,
+}
+
+/// Owns a simulation. Dropping it drops every task's future, breaking the reference cycles
+/// between tasks and the handles they hold.
+pub struct Simulation {
+    sim: Sim,
+}
+
+/// How a call to [`Sim::run_until`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Virtual time reached the limit.
+    TimeLimit,
+    /// Every non-daemon task finished.
+    AllTasksDone,
+    /// Nothing is left to do: no runnable task, no pending event, no waiting non-daemon task.
+    Idle,
+    /// A task called [`Sim::stop`].
+    Stopped,
+}
+
+/// One blocked task in a deadlock report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockedTask {
+    pub task: TaskId,
+    pub name: String,
+    pub wait: Wait,
+}
+
+/// The run could not go on: tasks wait and nothing will ever wake them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deadlock {
+    pub now_ns: Nanos,
+    pub blocked: Vec<BlockedTask>,
+    /// For each blocked task, its wait chain as text ("A waits on ... held by B; B waits on ...").
+    pub chains: Vec<String>,
+}
+
+impl fmt::Display for Deadlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "deadlock at {} ms: {} task(s) wait and no event is pending",
+            format_ms(self.now_ns as f64),
+            self.blocked.len()
+        )?;
+        for chain in &self.chains {
+            writeln!(f, "  {chain}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Deadlock {}
+
+impl Simulation {
+    pub fn new(seed: u64) -> Self {
+        let core = Core {
+            now: Cell::new(0),
+            seq: Cell::new(0),
+            seed,
+            events: RefCell::new(BinaryHeap::new()),
+            ready: RefCell::new(VecDeque::new()),
+            tasks: RefCell::new(Vec::new()),
+            current: Cell::new(None),
+            live_non_daemons: Cell::new(0),
+            stop_requested: Cell::new(false),
+            events_processed: Cell::new(0),
+            wakeups: Cell::new(0),
+            lock_names: RefCell::new(Vec::new()),
+            progress: RefCell::new(None),
+        };
+        Simulation {
+            sim: Sim {
+                core: Rc::new(core),
+            },
+        }
+    }
+
+    pub fn handle(&self) -> Sim {
+        self.sim.clone()
+    }
+}
+
+impl std::ops::Deref for Simulation {
+    type Target = Sim;
+    fn deref(&self) -> &Sim {
+        &self.sim
+    }
+}
+
+impl Drop for Simulation {
+    fn drop(&mut self) {
+        // Futures hold `Sim` clones; take them out so the core can be freed.
+        let futures: Vec<Option<BoxFuture>> = self
+            .sim
+            .core
+            .tasks
+            .borrow_mut()
+            .iter_mut()
+            .map(|t| t.future.take())
+            .collect();
+        drop(futures);
+        let events = std::mem::take(&mut *self.sim.core.events.borrow_mut());
+        drop(events);
+        self.sim.core.progress.borrow_mut().take();
+    }
+}
+
+impl Sim {
+    /// Current virtual time.
+    #[inline]
+    pub fn now(&self) -> Nanos {
+        self.core.now.get()
+    }
+
+    /// The run's seed, from which named random streams are derived.
+    pub fn seed(&self) -> u64 {
+        self.core.seed
+    }
+
+    /// A random stream named `name`, independent of every other name (DESIGN.md principle 3).
+    pub fn rng(&self, name: &str) -> super::rng::Rng {
+        super::rng::Rng::named(self.core.seed, name)
+    }
+
+    /// The task being polled, if any.
+    pub fn current_task(&self) -> Option<TaskId> {
+        self.core.current.get()
+    }
+
+    /// Spawns an application task: the run is not done until it finishes.
+    pub fn spawn<T: 'static>(
+        &self,
+        name: &str,
+        future: impl Future<Output = T> + 'static,
+    ) -> JoinHandle<T> {
+        self.spawn_inner(name, future, false)
+    }
+
+    /// Spawns a daemon task (a kernel thread, a server): it may wait forever.
+    pub fn spawn_daemon<T: 'static>(
+        &self,
+        name: &str,
+        future: impl Future<Output = T> + 'static,
+    ) -> JoinHandle<T> {
+        self.spawn_inner(name, future, true)
+    }
+
+    fn spawn_inner<T: 'static>(
+        &self,
+        name: &str,
+        future: impl Future<Output = T> + 'static,
+        daemon: bool,
+    ) -> JoinHandle<T> {
+        let done = super::sync::Completion::new();
+        let done_in_task = done.clone();
+        let sim = self.clone();
+        let wrapped = async move {
+            let value = future.await;
+            done_in_task.complete(&sim, value);
+        };
+        let id = {
+            let mut tasks = self.core.tasks.borrow_mut();
+            assert!(tasks.len() < MAX_TASKS, "task limit {MAX_TASKS} exceeded");
+            let id = TaskId(tasks.len() as u32);
+            tasks.push(Task {
+                name: Rc::from(name),
+                future: Some(Box::pin(wrapped)),
+                state: TaskState::Ready,
+                daemon,
+                block_token: 0,
+                woken_token: 0,
+                wait: None,
+                blocked: BlockedTimes::default(),
+                spawned_ns: self.now(),
+                finished_ns: None,
+            });
+            id
+        };
+        if !daemon {
+            self.core
+                .live_non_daemons
+                .set(self.core.live_non_daemons.get() + 1);
+        }
+        self.core.ready.borrow_mut().push_back(id);
+        JoinHandle { task: id, done }
+    }
+
+    /// Runs `callback` at virtual time `at` (not before now).
+    pub fn schedule(&self, at: Nanos, callback: impl FnOnce(&Sim) + 'static) {
+        self.push_event(at, EventKind::Call(Box::new(callback)));
+    }
+
+    fn push_event(&self, at: Nanos, kind: EventKind) {
+        assert!(
+            at >= self.now(),
+            "event scheduled in the past: {at} < {}",
+            self.now()
+        );
+        let seq = self.core.seq.get();
+        self.core.seq.set(seq + 1);
+        let mut events = self.core.events.borrow_mut();
+        assert!(
+            events.len() < MAX_PENDING_EVENTS,
+            "pending-event limit {MAX_PENDING_EVENTS} exceeded at {} ns",
+            self.now()
+        );
+        events.push(Event {
+            time: at,
+            seq,
+            kind,
+        });
+    }
+
+    /// Marks the current task as blocked for `reason` on `blocker` and returns the token that ends
+    /// this wait. The caller must then return `Poll::Pending`. Called only from a task.
+    pub fn block_current(
+        &self,
+        reason: WaitReason,
+        blocker: Blocker,
+        holder: Option<TaskId>,
+    ) -> WakeToken {
+        let task = self
+            .current_task()
+            .expect("a blocking call was made outside a task");
+        let mut tasks = self.core.tasks.borrow_mut();
+        let entry = &mut tasks[task.0 as usize];
+        assert_eq!(
+            entry.state,
+            TaskState::Running,
+            "task {} blocks while not running",
+            entry.name
+        );
+        entry.block_token += 1;
+        entry.state = TaskState::Blocked;
+        entry.wait = Some(Wait {
+            reason,
+            blocker,
+            holder,
+            since_ns: self.now(),
+        });
+        WakeToken {
+            task,
+            token: entry.block_token,
+        }
+    }
+
+    /// Ends the wait named by `token` (if it is still the task's current wait) and makes the task
+    /// runnable. Returns whether the wake took effect.
+    pub fn wake(&self, token: WakeToken) -> bool {
+        let now = self.now();
+        let mut tasks = self.core.tasks.borrow_mut();
+        let entry = &mut tasks[token.task.0 as usize];
+        if entry.state != TaskState::Blocked || entry.block_token != token.token {
+            return false;
+        }
+        let wait = entry.wait.take().expect("a blocked task has a wait");
+        entry.blocked.add(wait.reason, now - wait.since_ns);
+        entry.state = TaskState::Ready;
+        entry.woken_token = token.token;
+        drop(tasks);
+        self.core.wakeups.set(self.core.wakeups.get() + 1);
+        self.core.ready.borrow_mut().push_back(token.task);
+        true
+    }
+
+    /// Wakes `token` at virtual time `at`.
+    pub fn wake_at(&self, at: Nanos, token: WakeToken) {
+        self.push_event(at, EventKind::Wake(token));
+    }
+
+    /// Whether the current task's wait `token` has ended by a wake (used by primitives on re-poll).
+    pub fn was_woken(&self, token: WakeToken) -> bool {
+        let tasks = self.core.tasks.borrow();
+        let entry = &tasks[token.task.0 as usize];
+        entry.woken_token == token.token && entry.state == TaskState::Running
+    }
+
+    /// Sleeps for `duration` of virtual time (a voluntary wait).
+    pub fn sleep(&self, duration: Nanos) -> Sleep {
+        self.sleep_for(duration, WaitReason::Sleep, Blocker::None)
+    }
+
+    /// Sleeps for `duration`, accounted under `reason` (e.g. a throttling pause).
+    pub fn sleep_for(&self, duration: Nanos, reason: WaitReason, blocker: Blocker) -> Sleep {
+        Sleep {
+            sim: self.clone(),
+            until: self.now().saturating_add(duration),
+            reason,
+            blocker,
+            token: None,
+        }
+    }
+
+    /// Gives other runnable tasks at the same virtual time a turn.
+    pub fn yield_now(&self) -> Sleep {
+        Sleep {
+            sim: self.clone(),
+            until: self.now(),
+            reason: WaitReason::Sleep,
+            blocker: Blocker::None,
+            token: None,
+        }
+    }
+
+    /// Asks the run loop to return [`RunEnd::Stopped`] after the current step.
+    pub fn stop(&self) {
+        self.core.stop_requested.set(true);
+    }
+
+    /// A fresh id for a lock called `name`, so waits on it can name it.
+    pub fn new_lock_id(&self, name: &str) -> u32 {
+        let mut names = self.core.lock_names.borrow_mut();
+        names.push(Rc::from(name));
+        (names.len() - 1) as u32
+    }
+
+    /// The name a lock was created with.
+    pub fn lock_name(&self, id: u32) -> String {
+        self.core
+            .lock_names
+            .borrow()
+            .get(id as usize)
+            .map_or_else(|| "?".to_string(), |n| n.to_string())
+    }
+
+    /// A blocker as text, with the names the engine knows (e.g. a lock's name).
+    pub fn describe_blocker(&self, blocker: Blocker) -> String {
+        match blocker {
+            Blocker::Lock(id) => format!("{blocker} ({})", self.lock_name(id)),
+            other => other.to_string(),
+        }
+    }
+
+    /// Installs a hook called with the virtual time every few tens of thousands of events.
+    pub fn set_progress_hook(&self, hook: impl FnMut(Nanos) + 'static) {
+        *self.core.progress.borrow_mut() = Some(Box::new(hook));
+    }
+
+    /// Events processed so far (timers and callbacks).
+    pub fn events_processed(&self) -> u64 {
+        self.core.events_processed.get()
+    }
+
+    /// Wakes that took effect so far.
+    pub fn wakeups(&self) -> u64 {
+        self.core.wakeups.get()
+    }
+
+    pub fn task_name(&self, task: TaskId) -> String {
+        self.core.tasks.borrow()[task.0 as usize].name.to_string()
+    }
+
+    /// Time `task` has spent blocked, per reason, including its current wait so far.
+    pub fn blocked_times(&self, task: TaskId) -> BlockedTimes {
+        let tasks = self.core.tasks.borrow();
+        let entry = &tasks[task.0 as usize];
+        let mut times = entry.blocked;
+        if let Some(wait) = entry.wait {
+            times.add(wait.reason, self.now() - wait.since_ns);
+        }
+        times
+    }
+
+    /// The wait `task` is in, if it is blocked.
+    pub fn current_wait(&self, task: TaskId) -> Option<Wait> {
+        self.core.tasks.borrow()[task.0 as usize].wait
+    }
+
+    pub fn is_finished(&self, task: TaskId) -> bool {
+        self.core.tasks.borrow()[task.0 as usize].state == TaskState::Finished
+    }
+
+    /// The lifetime of a task: spawn time and, once finished, finish time.
+    pub fn task_lifetime(&self, task: TaskId) -> (Nanos, Option<Nanos>) {
+        let tasks = self.core.tasks.borrow();
+        let entry = &tasks[task.0 as usize];
+        (entry.spawned_ns, entry.finished_ns)
+    }
+
+    /// The chain of waits starting at `task`: "A waits on lock_buffer buffer #9 held by B; B waits
+    /// on ...". Stops at a task that is not blocked, at a wait with no known holder, or at a cycle.
+    pub fn explain_wait(&self, task: TaskId) -> String {
+        let mut text = String::new();
+        let mut seen = Vec::new();
+        let mut at = Some(task);
+        let now = self.now();
+        while let Some(current) = at {
+            if !text.is_empty() {
+                text.push_str("; ");
+            }
+            let name = self.task_name(current);
+            if seen.contains(&current) {
+                text.push_str(&format!("{name} ({current}) closes the cycle"));
+                break;
+            }
+            seen.push(current);
+            match self.current_wait(current) {
+                None => {
+                    text.push_str(&format!("{name} ({current}) is not blocked"));
+                    break;
+                }
+                Some(wait) => {
+                    text.push_str(&format!(
+                        "{name} ({current}) waits {} ms in {} on {}",
+                        format_ms((now - wait.since_ns) as f64),
+                        wait.reason,
+                        self.describe_blocker(wait.blocker)
+                    ));
+                    if let Some(holder) = wait.holder {
+                        text.push_str(&format!(" held by {} ({holder})", self.task_name(holder)));
+                    }
+                    at = wait.holder;
+                }
+            }
+        }
+        text
+    }
+
+    /// Runs until virtual time `limit`, until every non-daemon task has finished (when
+    /// `end_when_tasks_done`), or until nothing is left to do. A state in which tasks wait and
+    /// nothing can wake them is a [`Deadlock`].
+    pub fn run_until(&self, limit: Nanos, end_when_tasks_done: bool) -> Result<RunEnd, Deadlock> {
+        loop {
+            self.run_ready();
+            if self.core.stop_requested.get() {
+                self.core.stop_requested.set(false);
+                return Ok(RunEnd::Stopped);
+            }
+            if end_when_tasks_done && self.core.live_non_daemons.get() == 0 {
+                return Ok(RunEnd::AllTasksDone);
+            }
+            let event = {
+                let mut events = self.core.events.borrow_mut();
+                match events.peek() {
+                    None => None,
+                    Some(next) if next.time > limit => {
+                        drop(events);
+                        self.core.now.set(limit.max(self.now()));
+                        return Ok(RunEnd::TimeLimit);
+                    }
+                    Some(_) => events.pop(),
+                }
+            };
+            let Some(event) = event else {
+                let report = self.deadlock_report();
+                if report.blocked.is_empty() {
+                    return Ok(RunEnd::Idle);
+                }
+                return Err(report);
+            };
+            debug_assert!(event.time >= self.now(), "event queue out of order");
+            self.core.now.set(event.time);
+            let processed = self.core.events_processed.get() + 1;
+            self.core.events_processed.set(processed);
+            match event.kind {
+                EventKind::Wake(token) => {
+                    self.wake(token);
+                }
+                EventKind::Call(callback) => callback(self),
+            }
+            if processed.is_multiple_of(PROGRESS_EVERY_EVENTS) {
+                if let Some(hook) = self.core.progress.borrow_mut().as_mut() {
+                    hook(self.now());
+                }
+            }
+        }
+    }
+
+    fn run_ready(&self) {
+        loop {
+            let next = self.core.ready.borrow_mut().pop_front();
+            let Some(task) = next else { return };
+            self.poll_task(task);
+        }
+    }
+
+    fn poll_task(&self, task: TaskId) {
+        let mut future = {
+            let mut tasks = self.core.tasks.borrow_mut();
+            let entry = &mut tasks[task.0 as usize];
+            if entry.state != TaskState::Ready {
+                return;
+            }
+            entry.state = TaskState::Running;
+            entry.future.take().expect("a ready task has its future")
+        };
+        self.core.current.set(Some(task));
+        let mut context = Context::from_waker(Waker::noop());
+        let poll = future.as_mut().poll(&mut context);
+        self.core.current.set(None);
+        let mut tasks = self.core.tasks.borrow_mut();
+        let entry = &mut tasks[task.0 as usize];
+        match poll {
+            Poll::Ready(()) => {
+                assert!(
+                    entry.wait.is_none(),
+                    "task {} finished while blocked",
+                    entry.name
+                );
+                entry.state = TaskState::Finished;
+                entry.finished_ns = Some(self.now());
+                if !entry.daemon {
+                    self.core
+                        .live_non_daemons
+                        .set(self.core.live_non_daemons.get() - 1);
+                }
+                drop(tasks);
+                drop(future);
+            }
+            Poll::Pending => {
+                entry.future = Some(future);
+                match entry.state {
+                    // Blocked: waits for a wake. Ready: woken while still running (it woke itself).
+                    TaskState::Blocked | TaskState::Ready => {}
+                    TaskState::Running => panic!(
+                        "task {} returned Pending without blocking through the engine",
+                        entry.name
+                    ),
+                    TaskState::Finished => unreachable!("a finished task was polled"),
+                }
+            }
+        }
+    }
+
+    fn deadlock_report(&self) -> Deadlock {
+        let blocked: Vec<BlockedTask> = self
+            .core
+            .tasks
+            .borrow()
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.state == TaskState::Blocked && !t.daemon)
+            .map(|(i, t)| BlockedTask {
+                task: TaskId(i as u32),
+                name: t.name.to_string(),
+                wait: t.wait.expect("a blocked task has a wait"),
+            })
+            .collect();
+        let chains = blocked.iter().map(|b| self.explain_wait(b.task)).collect();
+        Deadlock {
+            now_ns: self.now(),
+            blocked,
+            chains,
+        }
+    }
+}
+
+/// The future returned by [`Sim::sleep`].
+pub struct Sleep {
+    sim: Sim,
+    until: Nanos,
+    reason: WaitReason,
+    blocker: Blocker,
+    token: Option<WakeToken>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        match self.token {
+            Some(token) => {
+                if self.sim.was_woken(token) {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            }
+            None => {
+                let token = self.sim.block_current(self.reason, self.blocker, None);
+                self.sim.wake_at(self.until, token);
+                self.token = Some(token);
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Waits for a spawned task and yields its output.
+pub struct JoinHandle<T> {
+    task: TaskId,
+    done: super::sync::Completion<T>,
+}
+
+impl<T: Clone + 'static> JoinHandle<T> {
+    pub fn task(&self) -> TaskId {
+        self.task
+    }
+
+    /// Waits for the task to finish and returns a copy of its output.
+    pub async fn join(&self, sim: &Sim) -> T {
+        self.done
+            .wait_with_holder(
+                sim,
+                WaitReason::Join,
+                Blocker::Task(self.task),
+                Some(self.task),
+            )
+            .await
+    }
+
+    pub fn result(&self) -> Option<T> {
+        self.done.peek()
+    }
+}

@@ -1,0 +1,241 @@
+//! Engine behaviour tests: ordering, primitives, accounting, deadlock reports.
+
+use super::sync::{Completion, Mutex, WaitQueue};
+use super::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+fn log() -> Rc<RefCell<Vec<String>>> {
+    Rc::new(RefCell::new(Vec::new()))
+}
+
+#[test]
+fn sleeps_advance_virtual_time_and_ties_keep_spawn_order() {
+    let sim = Simulation::new(1);
+    let out = log();
+    for name in ["a", "b", "c"] {
+        let (s, out) = (sim.handle(), out.clone());
+        sim.spawn(name, async move {
+            s.sleep(100).await;
+            out.borrow_mut().push(format!("{name}@{}", s.now()));
+            s.sleep(50).await;
+            out.borrow_mut().push(format!("{name}@{}", s.now()));
+        });
+    }
+    assert_eq!(sim.run_until(u64::MAX, true), Ok(RunEnd::AllTasksDone));
+    assert_eq!(
+        *out.borrow(),
+        ["a@100", "b@100", "c@100", "a@150", "b@150", "c@150"]
+    );
+    assert_eq!(sim.now(), 150);
+}
+
+#[test]
+fn run_stops_at_the_time_limit_and_resumes() {
+    let sim = Simulation::new(1);
+    let s = sim.handle();
+    sim.spawn("ticker", async move {
+        for _ in 0..10 {
+            s.sleep(1_000).await;
+        }
+    });
+    assert_eq!(sim.run_until(4_500, true), Ok(RunEnd::TimeLimit));
+    assert_eq!(sim.now(), 4_500);
+    assert_eq!(sim.run_until(u64::MAX, true), Ok(RunEnd::AllTasksDone));
+    assert_eq!(sim.now(), 10_000);
+}
+
+#[test]
+fn wait_queue_wakes_one_in_fifo_order_or_all() {
+    let sim = Simulation::new(1);
+    let queue = WaitQueue::new();
+    let out = log();
+    for name in ["first", "second", "third"] {
+        let (s, q, out) = (sim.handle(), queue.clone(), out.clone());
+        sim.spawn(name, async move {
+            q.wait(&s, WaitReason::WaitQueue, Blocker::None).await;
+            out.borrow_mut().push(format!("{name}@{}", s.now()));
+        });
+    }
+    let (s, q) = (sim.handle(), queue.clone());
+    sim.spawn("waker", async move {
+        s.sleep(10).await;
+        assert!(q.wake_one(&s));
+        s.sleep(10).await;
+        assert_eq!(q.wake_all(&s), 2);
+        assert!(!q.wake_one(&s), "nobody left");
+    });
+    sim.run_until(u64::MAX, true).unwrap();
+    assert_eq!(*out.borrow(), ["first@10", "second@20", "third@20"]);
+}
+
+#[test]
+fn mutex_hands_over_in_fifo_order_and_names_its_owner() {
+    let sim = Simulation::new(1);
+    let lock = Mutex::new(&sim, "i_rwsem", WaitReason::InodeLock);
+    let out = log();
+    let (s, l) = (sim.handle(), lock.clone());
+    let holder = sim.spawn("holder", async move {
+        let _guard = l.lock(&s).await;
+        s.sleep(1_000).await;
+    });
+    for name in ["w1", "w2"] {
+        let (s, l, out) = (sim.handle(), lock.clone(), out.clone());
+        sim.spawn(name, async move {
+            s.sleep(1).await;
+            let _guard = l.lock(&s).await;
+            out.borrow_mut().push(format!("{name}@{}", s.now()));
+            s.sleep(100).await;
+        });
+    }
+    assert_eq!(sim.run_until(500, true), Ok(RunEnd::TimeLimit));
+    assert_eq!(lock.owner(), Some(holder.task()));
+    assert_eq!(lock.waiters(), 2);
+    let w1 = TaskId(1);
+    let chain = sim.explain_wait(w1);
+    assert!(chain.contains("w1 (T1) waits"), "{chain}");
+    assert!(
+        chain.contains("inode_lock on lock L#0 (i_rwsem)"),
+        "{chain}"
+    );
+    assert!(chain.contains("held by holder (T0)"), "{chain}");
+    sim.run_until(u64::MAX, true).unwrap();
+    assert_eq!(*out.borrow(), ["w1@1000", "w2@1100"]);
+    let blocked = sim.blocked_times(TaskId(2));
+    assert_eq!(blocked.get(WaitReason::InodeLock), 1_099);
+    assert_eq!(lock.owner(), None);
+}
+
+#[test]
+fn completion_delivers_its_value_to_every_waiter() {
+    let sim = Simulation::new(1);
+    let done: Completion<u32> = Completion::new();
+    let total = Rc::new(RefCell::new(0));
+    for _ in 0..3 {
+        let (s, d, total) = (sim.handle(), done.clone(), total.clone());
+        sim.spawn("waiter", async move {
+            let v = d.wait(&s, WaitReason::Device, Blocker::Request(7)).await;
+            *total.borrow_mut() += v;
+            assert_eq!(s.now(), 250);
+        });
+    }
+    let (s, d) = (sim.handle(), done.clone());
+    sim.schedule(250, move |_| d.complete(&s, 5));
+    sim.run_until(u64::MAX, true).unwrap();
+    assert_eq!(*total.borrow(), 15);
+    assert_eq!(sim.blocked_times(TaskId(0)).get(WaitReason::Device), 250);
+}
+
+#[test]
+fn join_returns_the_task_output_and_accounts_join_time() {
+    let sim = Simulation::new(1);
+    let s = sim.handle();
+    let child = sim.spawn("child", async move {
+        s.sleep(40).await;
+        42u64
+    });
+    let s = sim.handle();
+    let parent = sim.spawn("parent", async move { child.join(&s).await + 1 });
+    sim.run_until(u64::MAX, true).unwrap();
+    assert_eq!(parent.result(), Some(43));
+    assert_eq!(sim.blocked_times(parent.task()).get(WaitReason::Join), 40);
+}
+
+#[test]
+fn a_stale_wake_of_an_ended_wait_is_ignored() {
+    let sim = Simulation::new(1);
+    let queue = WaitQueue::new();
+    let (s, q) = (sim.handle(), queue.clone());
+    let task = sim.spawn("sleeper", async move {
+        // First wait ends by the wake at 10; its token must not end the second wait.
+        q.wait(&s, WaitReason::WaitQueue, Blocker::None).await;
+        s.sleep(100).await;
+        s.now()
+    });
+    let (s, q) = (sim.handle(), queue.clone());
+    sim.spawn("waker", async move {
+        s.sleep(10).await;
+        q.wake_one(&s);
+    });
+    sim.run_until(u64::MAX, true).unwrap();
+    assert_eq!(task.result(), Some(110));
+    let stale = WakeToken {
+        task: task.task(),
+        token: 1,
+    };
+    assert!(!sim.wake(stale), "a finished task cannot be woken");
+}
+
+#[test]
+fn tasks_that_wait_on_each_other_end_the_run_with_a_deadlock_report() {
+    let sim = Simulation::new(1);
+    let a = Mutex::new(&sim, "a", WaitReason::BufferLock);
+    let b = Mutex::new(&sim, "b", WaitReason::InodeLock);
+    let (s, first, second) = (sim.handle(), a.clone(), b.clone());
+    sim.spawn("writer", async move {
+        let _held = first.lock(&s).await;
+        s.sleep(10).await;
+        let _never = second.lock(&s).await;
+    });
+    let (s, first, second) = (sim.handle(), b.clone(), a.clone());
+    sim.spawn("fsync", async move {
+        let _held = first.lock(&s).await;
+        s.sleep(10).await;
+        let _never = second.lock(&s).await;
+    });
+    let report = sim.run_until(u64::MAX, true).unwrap_err();
+    assert_eq!(report.blocked.len(), 2);
+    assert_eq!(report.now_ns, 10);
+    let text = report.to_string();
+    assert!(text.contains("deadlock at"), "{text}");
+    assert!(text.contains("writer (T0) waits"), "{text}");
+    assert!(text.contains("held by fsync (T1)"), "{text}");
+    assert!(text.contains("closes the cycle"), "{text}");
+}
+
+#[test]
+fn a_daemon_waiting_forever_is_not_a_deadlock() {
+    let sim = Simulation::new(1);
+    let queue = WaitQueue::new();
+    let (s, q) = (sim.handle(), queue.clone());
+    sim.spawn_daemon("flusher", async move {
+        loop {
+            q.wait(&s, WaitReason::WaitQueue, Blocker::None).await;
+        }
+    });
+    let s = sim.handle();
+    sim.spawn("app", async move { s.sleep(5).await });
+    assert_eq!(sim.run_until(u64::MAX, true), Ok(RunEnd::AllTasksDone));
+    assert_eq!(sim.run_until(u64::MAX, false), Ok(RunEnd::Idle));
+}
+
+#[test]
+#[should_panic(expected = "returned Pending without blocking")]
+fn a_foreign_future_that_never_blocks_through_the_engine_is_caught() {
+    let sim = Simulation::new(1);
+    sim.spawn("bad", std::future::pending::<()>());
+    let _ = sim.run_until(u64::MAX, true);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_interleaving() {
+    fn trace(seed: u64) -> Vec<(u64, u32)> {
+        let sim = Simulation::new(seed);
+        let out = Rc::new(RefCell::new(Vec::new()));
+        for id in 0..4u32 {
+            let (s, out) = (sim.handle(), out.clone());
+            sim.spawn("worker", async move {
+                let mut rng = s.rng(&format!("worker-{id}"));
+                for _ in 0..20 {
+                    s.sleep(rng.below(1_000)).await;
+                    out.borrow_mut().push((s.now(), id));
+                }
+            });
+        }
+        sim.run_until(u64::MAX, true).unwrap();
+        let v = out.borrow().clone();
+        v
+    }
+    assert_eq!(trace(3), trace(3));
+    assert_ne!(trace(3), trace(4));
+}

@@ -1,0 +1,4 @@
+//! Workloads: what apps do. Each kind is one module with its configuration (a scenario table
+//! `[app.workload.<kind>]`) and the async body of the app's tasks.
+
+pub mod toy;
