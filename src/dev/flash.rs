@@ -23,12 +23,13 @@
 //! mappings at a firmware cost per mapped page.
 //!
 //! Simplifications: sub-4 KiB writes are treated as whole pages (no read-modify-write); a command's
-//! reservations are made when it starts, so a later command never overtakes it on a die, channel
-//! or bus; no HPI/program suspend; reads of data in the SLC buffer use the native read time.
+//! reservations are made when it starts, and a later command may only use idle gaps before them
+//! (no HPI, no program/erase suspend); GC runs on demand, not in idle time; reads of data in the
+//! SLC buffer use the native read time.
 
 use super::cache::{SlcBuffer, WriteCache};
 use super::ftl::{Ftl, UNMAPPED};
-use super::nand::{transfer_ns, Geometry, NandArray, Timing, MAP_UNIT_BYTES};
+use super::nand::{transfer_ns, Geometry, NandArray, Timeline, Timing, MAP_UNIT_BYTES};
 use super::profile::DeviceProfile;
 use super::sched::{self, InternalScheduler, QueuedCommand};
 use super::{BlockDevice, DevCompletion, DevRequest, IoOp};
@@ -70,7 +71,7 @@ pub struct FlashDevice {
     slc: SlcBuffer,
     controller_free_ns: Nanos,
     /// Host bus: index 0 is host-to-device (and both directions when half duplex), 1 device-to-host.
-    bus_free_ns: [Nanos; 2],
+    bus: [Timeline; 2],
     /// Die that receives the next mapping-table commit.
     meta_die: u32,
     dirty_since_flush: bool,
@@ -129,7 +130,7 @@ impl FlashDevice {
             cache,
             slc,
             controller_free_ns: 0,
-            bus_free_ns: [0; 2],
+            bus: [Timeline::default(), Timeline::default()],
             meta_die: 0,
             dirty_since_flush: false,
             scratch_lpns: Vec::with_capacity(geometry.units_per_program() as usize),
@@ -329,9 +330,14 @@ impl FlashDevice {
         let bus = self.bus_index(true);
         let bus_ns = transfer_ns(bytes, self.profile.bus_bandwidth);
         let last_ns = transfer_ns(last_bytes.min(bytes), self.profile.bus_bandwidth);
-        let bus_start = self.bus_free_ns[bus].max(first_ready.unwrap_or(start));
-        let bus_end = (bus_start + bus_ns).max(ready + last_ns);
-        self.bus_free_ns[bus] = bus_end;
+        // The transfer to the host streams pages as they arrive; it is modelled as one burst
+        // that ends no earlier than the last page plus its own transfer.
+        let earliest = first_ready
+            .unwrap_or(start)
+            .max((ready + last_ns).saturating_sub(bus_ns));
+        let bus_start = self.bus[bus].first_fit(earliest, bus_ns);
+        self.bus[bus].reserve(bus_start, bus_ns);
+        let bus_end = bus_start + bus_ns;
         self.stats.read_bytes += bytes;
         bus_end
     }
@@ -360,9 +366,10 @@ impl FlashDevice {
                     }
                 }
             };
-            let bus_start = self.bus_free_ns[bus].max(admitted);
-            let bus_end = bus_start + transfer_ns(bytes, self.profile.bus_bandwidth);
-            self.bus_free_ns[bus] = bus_end;
+            let chunk_ns = transfer_ns(bytes, self.profile.bus_bandwidth);
+            let bus_start = self.bus[bus].first_fit(admitted, chunk_ns);
+            self.bus[bus].reserve(bus_start, chunk_ns);
+            let bus_end = bus_start + chunk_ns;
             cursor = bus_end;
             for lpn in first..last {
                 let program_end = self.buffer_lpn(lpn, cursor);
@@ -438,6 +445,8 @@ impl FlashDevice {
             IoOp::Flush => self.profile.flush_overhead,
             IoOp::Discard => self.profile.discard_overhead,
         };
+        self.nand.prune(now);
+        self.bus.iter_mut().for_each(|line| line.prune(now));
         let start = self.controller_free_ns.max(now) + overhead;
         self.controller_free_ns = start;
         let done = match request.op {

@@ -10,12 +10,94 @@
 //! Simplifications (kept on purpose, stated so a reader can judge them):
 //! - Planes always operate together (multi-plane read/program/erase), so the unit of parallelism is
 //!   the die and its program unit is `planes x page_bytes`.
-//! - A die reserved for an operation is FIFO: a later reservation never fills an earlier idle gap.
+//! - Reservations are made when a command starts. A resource keeps its future busy intervals, so a
+//!   later reservation may use an idle gap before them (a read may run on a die before the
+//!   program of data that is still crossing the host bus), but it never moves them.
 //! - Cache read: the die may start its next array read while the channel still transfers the
 //!   previous page out of the page register.
 //! - No program/erase suspend (an array read waits for a program in progress on its die).
 
 use crate::units::{Nanos, NS_PER_SEC, PAGE_SIZE};
+use std::collections::VecDeque;
+
+/// Upper bound on the future busy intervals one resource holds (each started command adds a few);
+/// exceeding it is a model bug, not an input error.
+const TIMELINE_INTERVALS_MAX: usize = 1 << 16;
+
+/// A resource's busy intervals, sorted, disjoint, from the last `prune` on.
+#[derive(Debug, Clone, Default)]
+pub struct Timeline {
+    busy: VecDeque<(Nanos, Nanos)>,
+    /// End of the last interval (0 if none ever).
+    horizon_ns: Nanos,
+    busy_total_ns: Nanos,
+}
+
+impl Timeline {
+    /// Earliest start at or after `at` of an idle stretch of `duration`.
+    pub fn first_fit(&self, at: Nanos, duration: Nanos) -> Nanos {
+        let mut start = at;
+        for &(busy_start, busy_end) in &self.busy {
+            if busy_end <= start {
+                continue;
+            }
+            if busy_start >= start + duration {
+                break;
+            }
+            start = busy_end;
+        }
+        start
+    }
+
+    /// Marks `[start, start + duration)` busy; it must be idle.
+    pub fn reserve(&mut self, start: Nanos, duration: Nanos) {
+        if duration == 0 {
+            return;
+        }
+        let end = start + duration;
+        let index = self.busy.partition_point(|&(s, _)| s < start);
+        if index > 0 {
+            assert!(self.busy[index - 1].1 <= start, "overlapping reservation");
+        }
+        if index < self.busy.len() {
+            assert!(end <= self.busy[index].0, "overlapping reservation");
+        }
+        if index > 0 && self.busy[index - 1].1 == start {
+            self.busy[index - 1].1 = end;
+            if index < self.busy.len() && self.busy[index].0 == end {
+                let next_end = self.busy[index].1;
+                self.busy[index - 1].1 = next_end;
+                self.busy.remove(index);
+            }
+        } else if index < self.busy.len() && self.busy[index].0 == end {
+            self.busy[index].0 = start;
+        } else {
+            self.busy.insert(index, (start, end));
+        }
+        assert!(
+            self.busy.len() <= TIMELINE_INTERVALS_MAX,
+            "timeline holds too many intervals"
+        );
+        self.horizon_ns = self.horizon_ns.max(end);
+        self.busy_total_ns += duration;
+    }
+
+    /// Forgets intervals that end at or before `now`: no reservation will start before it.
+    pub fn prune(&mut self, now: Nanos) {
+        while self.busy.front().is_some_and(|&(_, end)| end <= now) {
+            self.busy.pop_front();
+        }
+    }
+
+    /// End of the latest reservation.
+    pub fn horizon_ns(&self) -> Nanos {
+        self.horizon_ns
+    }
+
+    pub fn busy_total_ns(&self) -> Nanos {
+        self.busy_total_ns
+    }
+}
 
 /// Bytes of one FTL mapping unit (a 4 KiB logical page, as in page-level FTLs such as SimpleSSD's).
 pub const MAP_UNIT_BYTES: u64 = PAGE_SIZE;
@@ -108,15 +190,13 @@ pub fn transfer_ns(bytes: u64, bytes_per_sec: u64) -> Nanos {
     ns.div_ceil(u128::from(bytes_per_sec)) as Nanos
 }
 
-/// The dies and channels as busy-until timelines.
+/// The dies and channels as busy timelines.
 #[derive(Debug, Clone)]
 pub struct NandArray {
     pub geometry: Geometry,
     pub timing: Timing,
-    die_free_ns: Vec<Nanos>,
-    channel_free_ns: Vec<Nanos>,
-    /// Total time each die spent busy, for utilisation reports and tests.
-    die_busy_ns: Vec<Nanos>,
+    dies: Vec<Timeline>,
+    channels: Vec<Timeline>,
 }
 
 impl NandArray {
@@ -124,73 +204,87 @@ impl NandArray {
         NandArray {
             geometry,
             timing,
-            die_free_ns: vec![0; geometry.dies() as usize],
-            channel_free_ns: vec![0; geometry.channels as usize],
-            die_busy_ns: vec![0; geometry.dies() as usize],
+            dies: vec![Timeline::default(); geometry.dies() as usize],
+            channels: vec![Timeline::default(); geometry.channels as usize],
         }
     }
 
+    /// End of the latest reservation on `die`.
     pub fn die_free_ns(&self, die: u32) -> Nanos {
-        self.die_free_ns[die as usize]
+        self.dies[die as usize].horizon_ns()
     }
 
+    /// Total time `die` has been reserved.
     pub fn die_busy_ns(&self, die: u32) -> Nanos {
-        self.die_busy_ns[die as usize]
+        self.dies[die as usize].busy_total_ns()
     }
 
     /// Latest time at which any die or channel is busy.
     pub fn all_free_ns(&self) -> Nanos {
-        let dies = self.die_free_ns.iter().copied().max().unwrap_or(0);
-        let channels = self.channel_free_ns.iter().copied().max().unwrap_or(0);
+        let dies = self
+            .dies
+            .iter()
+            .map(Timeline::horizon_ns)
+            .max()
+            .unwrap_or(0);
+        let channels = self
+            .channels
+            .iter()
+            .map(Timeline::horizon_ns)
+            .max()
+            .unwrap_or(0);
         dies.max(channels)
     }
 
-    /// Array read of one program unit's page(s) on `die`, then transfer of `bytes` over the
-    /// die's channel. Returns (time the data is in the controller, time the die is free).
-    pub fn read(&mut self, die: u32, at: Nanos, read_ns: Nanos, bytes: u64) -> Nanos {
-        let die_start = self.die_free_ns[die as usize].max(at);
-        let die_end = die_start + read_ns;
-        self.occupy_die(die, die_start, die_end);
-        let channel = self.geometry.channel_of(die) as usize;
-        let transfer_start = self.channel_free_ns[channel].max(die_end);
-        let transfer_end = transfer_start + self.timing.channel_transfer_ns(bytes);
-        self.channel_free_ns[channel] = transfer_end;
-        transfer_end
+    /// Forgets busy intervals that ended by `now` (every later reservation starts at or after it).
+    pub fn prune(&mut self, now: Nanos) {
+        self.dies.iter_mut().for_each(|t| t.prune(now));
+        self.channels.iter_mut().for_each(|t| t.prune(now));
     }
 
-    /// Transfer of one program unit to `die` over its channel, then the program. Returns the
-    /// time the program ends.
+    /// Array read on `die` (all planes of one program unit), then transfer of `bytes` over the
+    /// die's channel. Returns the time the data is in the controller.
+    pub fn read(&mut self, die: u32, at: Nanos, read_ns: Nanos, bytes: u64) -> Nanos {
+        let die_start = self.dies[die as usize].first_fit(at, read_ns);
+        self.dies[die as usize].reserve(die_start, read_ns);
+        let channel = self.geometry.channel_of(die) as usize;
+        let transfer_ns = self.timing.channel_transfer_ns(bytes);
+        let transfer_start = self.channels[channel].first_fit(die_start + read_ns, transfer_ns);
+        self.channels[channel].reserve(transfer_start, transfer_ns);
+        transfer_start + transfer_ns
+    }
+
+    /// Transfer of one program unit to `die` over its channel, then the program; the die is busy
+    /// from the start of the transfer (its page registers latch the data). Returns the end.
     pub fn program(&mut self, die: u32, at: Nanos, program_ns: Nanos) -> Nanos {
         let channel = self.geometry.channel_of(die) as usize;
-        let bytes = self.geometry.program_unit_bytes();
-        // The die must be free to latch data into its page registers.
-        let transfer_start = self.channel_free_ns[channel]
-            .max(self.die_free_ns[die as usize])
-            .max(at);
-        let transfer_end = transfer_start + self.timing.channel_transfer_ns(bytes);
-        self.channel_free_ns[channel] = transfer_end;
-        let program_end = transfer_end + program_ns;
-        self.occupy_die(die, transfer_start, program_end);
-        program_end
+        let transfer_ns = self
+            .timing
+            .channel_transfer_ns(self.geometry.program_unit_bytes());
+        let mut start = at;
+        // Bound: each round moves `start` past one busy interval of the die or the channel.
+        for _ in 0..2 * TIMELINE_INTERVALS_MAX {
+            let channel_start = self.channels[channel].first_fit(start, transfer_ns);
+            let die_start =
+                self.dies[die as usize].first_fit(channel_start, transfer_ns + program_ns);
+            if die_start == channel_start {
+                start = channel_start;
+                break;
+            }
+            start = die_start;
+        }
+        assert_eq!(self.channels[channel].first_fit(start, transfer_ns), start);
+        self.channels[channel].reserve(start, transfer_ns);
+        self.dies[die as usize].reserve(start, transfer_ns + program_ns);
+        start + transfer_ns + program_ns
     }
 
-    /// Occupies `die` for `busy_ns` from the earliest time it is free at or after `at` (garbage
-    /// collection copy-back, erase, SLC-to-TLC migration). Returns the end.
+    /// Occupies `die` for `busy_ns` in its first idle stretch at or after `at` (garbage collection
+    /// copy-back, erase). Returns the end.
     pub fn occupy(&mut self, die: u32, at: Nanos, busy_ns: Nanos) -> Nanos {
-        let start = self.die_free_ns[die as usize].max(at);
-        let end = start + busy_ns;
-        self.occupy_die(die, start, end);
-        end
-    }
-
-    fn occupy_die(&mut self, die: u32, start: Nanos, end: Nanos) {
-        assert!(end >= start);
-        assert!(
-            start >= self.die_free_ns[die as usize],
-            "die reservations are FIFO"
-        );
-        self.die_free_ns[die as usize] = end;
-        self.die_busy_ns[die as usize] += end - start;
+        let start = self.dies[die as usize].first_fit(at, busy_ns);
+        self.dies[die as usize].reserve(start, busy_ns);
+        start + busy_ns
     }
 }
 
@@ -240,6 +334,37 @@ mod tests {
         let a = nand.read(0, 0, 50_000, 4096);
         let b = nand.read(1, 0, 50_000, 4096);
         assert_eq!(a, b, "dies on different channels proceed in parallel");
+    }
+
+    #[test]
+    fn timeline_fills_gaps_and_never_overlaps() {
+        let mut line = Timeline::default();
+        line.reserve(100, 50);
+        line.reserve(300, 50);
+        assert_eq!(line.first_fit(0, 100), 0);
+        assert_eq!(line.first_fit(0, 101), 150);
+        assert_eq!(line.first_fit(120, 10), 150);
+        assert_eq!(line.first_fit(150, 200), 350);
+        line.reserve(150, 150);
+        assert_eq!(line.busy.len(), 1, "adjacent intervals merge");
+        assert_eq!(line.horizon_ns(), 350);
+        line.prune(349);
+        assert_eq!(line.busy.len(), 1);
+        line.prune(350);
+        assert!(line.busy.is_empty());
+        assert_eq!(line.busy_total_ns(), 250);
+    }
+
+    #[test]
+    fn a_read_runs_before_a_program_reserved_for_later() {
+        let mut nand = array();
+        let program_end = nand.program(0, 1_000_000, 1_000_000);
+        let read_end = nand.read(0, 0, 50_000, 4096);
+        assert!(
+            read_end < 1_000_000,
+            "the die is idle until the program's data arrives"
+        );
+        assert!(program_end > 2_000_000);
     }
 
     #[test]

@@ -355,3 +355,27 @@ fn mixed_traffic_completes_every_request_once_and_is_deterministic() {
     assert!(first.iter().all(|c| c.2 >= c.1));
     assert_eq!(first, run(), "same inputs, same outputs");
 }
+
+/// eMMC's bus is half duplex: a write's data transfer and a read's data transfer take turns; on a
+/// full-duplex link (UFS) they overlap.
+#[test]
+fn half_duplex_bus_serialises_opposite_transfers() {
+    let mut ends = Vec::new();
+    for full_duplex in [false, true] {
+        let mut profile = parallel_profile();
+        profile.full_duplex = full_duplex;
+        // A slow bus, so the transfers dominate.
+        profile.bus_bandwidth = 50_000_000;
+        let mut device = device(profile, None, 0.5);
+        device.submit(0, request(0, IoOp::Write, 1 << 20, 1024, false));
+        device.submit(0, request(1, IoOp::Read, 0, 1024, false));
+        let done = drain(&mut device);
+        ends.push(done.values().map(|c| c.completed_ns).max().unwrap());
+    }
+    let transfer_ns = 512 * 1024 * 1_000_000_000 / 50_000_000;
+    assert!(ends[0] >= 2 * transfer_ns, "half duplex: {ends:?}");
+    assert!(
+        ends[1] < transfer_ns + transfer_ns / 2,
+        "full duplex: {ends:?}"
+    );
+}
