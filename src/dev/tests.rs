@@ -379,3 +379,45 @@ fn half_duplex_bus_serialises_opposite_transfers() {
         "full duplex: {ends:?}"
     );
 }
+
+/// WriteBooster flush: an idle device migrates its SLC buffer to TLC, so writes are fast again.
+#[test]
+fn the_slc_buffer_drains_to_tlc_while_the_device_is_idle() {
+    let mut profile = builtin_profile("ufs-3.1").unwrap();
+    profile.capacity = 2 * GIB;
+    profile.slc_buffer = 64 * MIB;
+    let mut device = device(profile, None, 0.0);
+    let chunk = 1024u32; // 512 KiB
+                         // Writes `count` chunks from `first` at QD32 starting at `start`; returns the elapsed time.
+    let burst = |device: &mut FlashDevice, first: u64, count: u64, start: Nanos| -> Nanos {
+        let mut now = start;
+        let mut completions = Vec::new();
+        let (mut issued, mut done) = (0, 0);
+        while done < count {
+            while issued < count && device.in_flight() < 32 {
+                let sector = (first + issued) * u64::from(chunk);
+                device.submit(
+                    now,
+                    request(first + issued, IoOp::Write, sector, chunk, false),
+                );
+                issued += 1;
+            }
+            now = device.next_event().unwrap();
+            device.advance(now, &mut completions);
+            done += completions.drain(..).count() as u64;
+        }
+        now - start
+    };
+    // Exhaust the buffer (256 MiB), then write 32 MiB at once and after 10 s of idle time.
+    let exhaust = burst(&mut device, 0, 512, 0);
+    let busy = burst(&mut device, 512, 64, exhaust);
+    let after_idle = burst(&mut device, 576, 64, exhaust + busy + 10 * NS_PER_MS * 1000);
+    println!(
+        "32 MiB right after exhausting the SLC buffer: {busy} ns; after 10 s idle: {after_idle} ns"
+    );
+    assert!(device.stats().slc_units_migrated > 0);
+    assert!(
+        busy > 3 * after_idle,
+        "busy {busy} ns, after idle {after_idle} ns"
+    );
+}
