@@ -10,6 +10,17 @@ fn main() {
         }
         return;
     }
+    if args.first().map(String::as_str) == Some("--list") {
+        print!("{}", mobistack::dev::bench::list_report().0);
+        return;
+    }
+    if args.first().map(String::as_str) == Some("--json") && args.len() == 2 {
+        match mobistack::dev::bench::bench_report(&args[1]) {
+            Ok((_, value)) => println!("{value:#}"),
+            Err(error) => eprintln!("error: {error}"),
+        }
+        return;
+    }
     if args.first().map(String::as_str) == Some("--speed") {
         speed();
         return;
