@@ -61,12 +61,54 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Storage device models: list the profiles, benchmark one, fit one to your measurements.
+    #[command(subcommand)]
+    Device(DeviceCommand),
     /// Measure the engine: timer events and task wake-ups per second of wall time, on one core.
     Bench {
         /// Multiply the amount of work (1 takes about a second in a release build).
         #[arg(long, default_value_t = 4, value_name = "N")]
         scale: u64,
         /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum DeviceCommand {
+    /// List the built-in device profiles.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sequential (512 KiB) and random (4 KiB) reads and writes at queue depth 1 and 32, beside the
+    /// profile's published figures.
+    Bench {
+        /// Profile name (see `mobistack device list`).
+        profile: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fit a profile to four measured numbers and print it as a scenario `[stack.device]` table.
+    Fit {
+        /// Sequential read bandwidth, e.g. 250MB/s.
+        #[arg(long, value_name = "BW")]
+        seq_read: String,
+        /// Sequential write bandwidth, e.g. 125MB/s.
+        #[arg(long, value_name = "BW")]
+        seq_write: String,
+        /// Random 4 KiB read IOPS, e.g. 11000.
+        #[arg(long, value_name = "IOPS")]
+        rand_read: String,
+        /// Random 4 KiB write IOPS, e.g. 13000.
+        #[arg(long, value_name = "IOPS")]
+        rand_write: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Flush, FUA and discard latencies of every profile on an idle device.
+    Latencies {
         #[arg(long)]
         json: bool,
     },
@@ -86,6 +128,47 @@ fn main() -> ExitCode {
         Command::List { json } => cmd_list(json),
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
+        Command::Device(command) => cmd_device(command),
+    }
+}
+
+/// Prints a library report as its table or its JSON; a `String` error is bad input.
+fn print_report(report: Result<(String, serde_json::Value), String>, json: bool) -> ExitCode {
+    match report {
+        Ok((table, value)) => {
+            if json {
+                println!("{value}");
+            } else {
+                print!("{table}");
+                if !table.ends_with('\n') {
+                    println!();
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn cmd_device(command: DeviceCommand) -> ExitCode {
+    use mobistack::dev::bench;
+    match command {
+        DeviceCommand::List { json } => print_report(Ok(bench::list_report()), json),
+        DeviceCommand::Bench { profile, json } => print_report(bench::bench_report(&profile), json),
+        DeviceCommand::Fit {
+            seq_read,
+            seq_write,
+            rand_read,
+            rand_write,
+            json,
+        } => print_report(
+            bench::fit_command(&seq_read, &seq_write, &rand_read, &rand_write),
+            json,
+        ),
+        DeviceCommand::Latencies { json } => print_report(bench::flush_discard_report(), json),
     }
 }
 

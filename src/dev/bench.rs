@@ -493,9 +493,9 @@ pub fn fit_profile(
     Ok(profile)
 }
 
-/// A `[device]` table using `profile` as its custom profile, as TOML.
+/// A `[stack.device]` table using `profile` as its custom profile, as TOML.
 pub fn scenario_toml(profile: &DeviceProfile) -> Result<String, String> {
-    let scenario = json!({ "device": { "profile": profile.name, "custom": profile } });
+    let scenario = json!({ "stack": { "device": { "profile": profile.name, "custom": profile } } });
     toml::to_string(&scenario).map_err(|e| e.to_string())
 }
 
@@ -512,7 +512,7 @@ pub fn fit_command(
 }
 
 /// `mobistack device fit`: picks the closest built-in template (by host bus and queueing) and
-/// fits it to the four numbers. Returns the profile as a TOML `[device.custom]` block and JSON.
+/// fits it to the four numbers. Returns the profile as a TOML `[stack.device.custom]` block and JSON.
 pub fn fit_report(targets: &Published) -> Result<(String, Value), String> {
     let seq_read = targets.seq_read_mbps.unwrap_or(0.0);
     let template = if seq_read > 1000.0 {
