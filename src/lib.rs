@@ -1,7 +1,7 @@
 //! mobistack: a deterministic, full-stack simulator of the smartphone storage I/O stack.
 //!
 //! The layout mirrors the stack (see `docs/architecture.md`): [`sim`] (the engine), [`dev`]
-//! (storage devices), [`stack`] (the layers of one run, assembled from a scenario), [`app`]
+//! (storage devices), [`block`] (block layer and elevators), [`stack`] (the layers of one run, assembled from a scenario), [`app`]
 //! (apps and the activity manager), [`workload`], [`report`] (results), [`scenario`] (files),
 //! [`run`] (running scenarios). The `mobistack` binary only parses arguments and prints.
 //!
@@ -12,6 +12,7 @@
 //! ```
 
 pub mod app;
+pub mod block;
 pub mod dev;
 pub mod report;
 pub mod run;

@@ -1,0 +1,1633 @@
+//! CFQ, the Completely Fair Queueing scheduler of block/cfq-iosched.c, Linux 3.10 (the kernel of
+//! the QASIO and FastTrack phones).
+//!
+//! What is kept, by kernel function:
+//! - Queues: one *sync* queue per process (`cic->cfqq[SYNC]`, keyed here by pid) and *async*
+//!   queues shared by all processes, one per (class, level) (`async_cfqq[class][prio]`,
+//!   `async_idle_cfqq`) (`cfq_get_queue`). A write without REQ_SYNC goes to the shared async queue
+//!   of the writer's priority: this is where QASIO's priority inversion lives.
+//! - Service trees per class (RT, BE) and workload type (ASYNC, SYNC_NOIDLE, SYNC) plus the idle
+//!   tree, ordered by `rb_key` (`cfq_service_tree_add` with `cfq_slice_offset`, `slice_resid`,
+//!   `add_front` on preemption, `CFQ_IDLE_DELAY` for the idle class).
+//! - Workload selection RT > BE > IDLE and workload slices from `cfq_target_latency`
+//!   (`choose_wl_class_and_type`, `cfq_choose_wl_type`).
+//! - Queue selection and expiry (`cfq_select_queue`, `cfq_set_active_queue`,
+//!   `__cfq_slice_expired`), time slices `cfq_prio_slice` scaled by `cfq_scaled_cfqq_slice`
+//!   (low_latency) and started at the first completion (`cfq_set_prio_slice`), async queues
+//!   expired after `cfq_prio_to_maxrq` dispatches.
+//! - Dispatch limits (`cfq_may_dispatch`): drain async before sync idling queues, no async while
+//!   sync is in flight, `quantum`, the async ramp-up after a delayed sync request
+//!   (`last_delayed_sync`), one request at a time for the idle class.
+//! - Within a queue: FIFO expiry checked once per slice (`cfq_check_fifo`), otherwise `next_rq`,
+//!   chosen by `cfq_choose_req` (sync first, REQ_PRIO first, then nearest to the head with
+//!   back seeks up to `back_seek_max` costing `back_seek_penalty`).
+//! - Idling (`cfq_should_idle`, `cfq_arm_slice_timer`, `cfq_idle_slice_timer`,
+//!   `cfq_should_wait_busy`), think time and seekiness (`cfq_update_io_thinktime`,
+//!   `cfq_update_io_seektime`, `cfq_update_idle_window`), and preemption
+//!   (`cfq_should_preempt`, `cfq_preempt_queue`) including "a sync request preempts an async
+//!   queue" and REQ_PRIO preemption.
+//!
+//! Simplifications:
+//! - One cgroup (the root group): no group scheduling (vdisktime, weights), group state folded
+//!   into `Cfq`; a group's saved workload is the current workload (with one group
+//!   `cfq_choose_cfqg` restores exactly what it saved). `group_idle` (idling on the group's only
+//!   queue) is kept as a tunable, 0 by default as in a kernel without CONFIG_CFQ_GROUP_IOSCHED.
+//! - No close-cooperator detection or queue merging (`cfq_close_cooperator`, `cfq_setup_merge`).
+//! - `hw_tag` is taken from the device queue depth (>= `CFQ_HW_QUEUE_MIN`) instead of being
+//!   estimated from 50 samples of the driver depth.
+//! - A process's io_context is its pid (threads do not share one), and it is never exited.
+//! - Time is nanoseconds; jiffy-based constants use HZ = 1000 (`CFQ_MIN_TT` = 2 ms).
+//! - REQ_NOIDLE is not modelled.
+
+use super::{Elevator, QueueTraits, RqStore};
+use crate::block::request::{
+    Bio, IoPrio, IoPrioClass, MergeKind, Request, RequestId, IOPRIO_BE_NR, IOPRIO_NORM,
+};
+use crate::units::{Nanos, NS_PER_MS, SECTOR_SIZE};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound::{Excluded, Unbounded};
+
+/// `cfq_quantum = 8`: max requests a queue may have dispatched in one round (cfq-iosched.c).
+pub const QUANTUM: u32 = 8;
+/// `cfq_fifo_expire = { HZ / 4, HZ / 8 }`: async 250 ms, sync 125 ms (cfq-iosched.c).
+pub const FIFO_EXPIRE_NS: [Nanos; 2] = [250 * NS_PER_MS, 125 * NS_PER_MS];
+/// `cfq_back_max = 16 * 1024` KiB: longest backward seek treated as forward (cfq-iosched.c).
+pub const BACK_SEEK_MAX_KIB: u64 = 16 * 1024;
+/// `cfq_back_penalty = 2` (cfq-iosched.c).
+pub const BACK_SEEK_PENALTY: u64 = 2;
+/// `cfq_slice_sync = HZ / 10` -> 100 ms, `cfq_slice_async = HZ / 25` -> 40 ms (cfq-iosched.c).
+pub const SLICE_NS: [Nanos; 2] = [40 * NS_PER_MS, 100 * NS_PER_MS];
+/// `cfq_slice_async_rq = 2` (cfq-iosched.c).
+pub const SLICE_ASYNC_RQ: u32 = 2;
+/// `cfq_slice_idle = HZ / 125` -> 8 ms (cfq-iosched.c).
+pub const SLICE_IDLE_NS: Nanos = 8 * NS_PER_MS;
+/// `cfq_target_latency = HZ * 3 / 10` -> 300 ms (cfq-iosched.c).
+pub const TARGET_LATENCY_NS: Nanos = 300 * NS_PER_MS;
+/// `CFQ_IDLE_DELAY = HZ / 5` -> 200 ms: idle-class queues are keyed this far back.
+const IDLE_DELAY_NS: i64 = 200 * NS_PER_MS as i64;
+/// `CFQ_MIN_TT = 2` jiffies -> 2 ms at HZ = 1000.
+const MIN_TT_NS: Nanos = 2 * NS_PER_MS;
+/// `CFQ_SLICE_SCALE = 5`.
+const SLICE_SCALE: Nanos = 5;
+/// `CFQ_HW_QUEUE_MIN = 5`: a device this deep counts as command-queueing (`hw_tag`).
+const HW_QUEUE_MIN: usize = 5;
+/// `CFQQ_SEEK_THR = 8 * 100` sectors (rotational seekiness).
+const SEEK_THR_SECTORS: u64 = 8 * 100;
+/// `CFQQ_CLOSE_THR = 8 * 1024` sectors.
+const CLOSE_THR_SECTORS: u64 = 8 * 1024;
+/// `CFQQ_SECT_THR_NONROT = 2 * 32` sectors: smaller requests count as seeky on flash.
+const SECT_THR_NONROT: u32 = 2 * 32;
+/// `cfq_hist_divisor = 4`.
+const HIST_DIVISOR: u32 = 4;
+/// `sample_valid(samples) ((samples) > 80)`.
+const SAMPLE_VALID: u64 = 80;
+/// `HZ`: preempting queues are keyed one second before the front of their tree.
+const HZ_NS: i64 = 1_000 * NS_PER_MS as i64;
+
+const ASYNC: usize = 0;
+const SYNC: usize = 1;
+
+/// `enum wl_class_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum WlClass {
+    Be = 0,
+    Rt = 1,
+    Idle = 2,
+}
+
+/// `enum wl_type_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum WlType {
+    Async = 0,
+    SyncNoidle = 1,
+    Sync = 2,
+}
+
+const WL_TYPES: [WlType; 3] = [WlType::Async, WlType::SyncNoidle, WlType::Sync];
+
+type CfqqId = usize;
+
+/// `struct cfq_ttime`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ttime {
+    last_end_request: Nanos,
+    total: u64,
+    samples: u64,
+    mean: Nanos,
+}
+
+impl Ttime {
+    /// `__cfq_update_io_thinktime`: a decaying average of the gap between the last completion and
+    /// the next request, capped at twice `slice_idle`.
+    fn update(&mut self, now: Nanos, slice_idle: Nanos) {
+        let elapsed = now
+            .saturating_sub(self.last_end_request)
+            .min(2 * slice_idle);
+        self.samples = (7 * self.samples + 256) / 8;
+        self.total = (7 * self.total + 256 * elapsed) / 8;
+        self.mean = (self.total + 128) / self.samples;
+    }
+
+    fn valid(&self) -> bool {
+        self.samples > SAMPLE_VALID
+    }
+}
+
+/// `struct cfq_queue`.
+#[derive(Debug)]
+struct CfqQueue {
+    sync: bool,
+    class: WlClass,
+    /// `ioprio`: level 0..=7.
+    level: u8,
+    /// Owner of a sync queue (0 for the shared async queues), for debugging output.
+    #[allow(dead_code)]
+    pid: u32,
+    sort_list: BTreeSet<(u64, RequestId)>,
+    fifo: VecDeque<RequestId>,
+    next_rq: Option<RequestId>,
+    dispatched: u32,
+    prio_pending: u32,
+    on_rr: bool,
+    /// The service tree it sits on and its key and tie-break sequence there.
+    service_tree: Option<(WlClass, WlType, i64, u64)>,
+    slice_start: Nanos,
+    slice_end: Nanos,
+    slice_resid: i64,
+    slice_dispatch: u32,
+    // `cfqq->flags`.
+    wait_request: bool,
+    must_dispatch: bool,
+    fifo_expire_checked: bool,
+    idle_window: bool,
+    slice_new: bool,
+    wait_busy: bool,
+    deep: bool,
+    seek_history: u32,
+    last_request_pos: u64,
+    /// The owning process's `cic->ttime` (sync queues only).
+    ttime: Ttime,
+}
+
+impl CfqQueue {
+    /// `cfq_init_cfqq` + `cfq_init_prio_data`.
+    fn new(sync: bool, prio: IoPrio, pid: u32, now: Nanos) -> CfqQueue {
+        let prio = prio.effective();
+        let class = match prio.class {
+            IoPrioClass::Rt => WlClass::Rt,
+            IoPrioClass::Idle => WlClass::Idle,
+            IoPrioClass::Be | IoPrioClass::None => WlClass::Be,
+        };
+        CfqQueue {
+            sync,
+            class,
+            level: prio.level,
+            pid,
+            sort_list: BTreeSet::new(),
+            fifo: VecDeque::new(),
+            next_rq: None,
+            dispatched: 0,
+            prio_pending: 0,
+            on_rr: false,
+            service_tree: None,
+            slice_start: 0,
+            slice_end: 0,
+            slice_resid: 0,
+            slice_dispatch: 0,
+            wait_request: false,
+            must_dispatch: false,
+            fifo_expire_checked: false,
+            idle_window: sync && class != WlClass::Idle,
+            slice_new: true,
+            wait_busy: false,
+            deep: false,
+            seek_history: 0,
+            last_request_pos: 0,
+            ttime: Ttime {
+                last_end_request: now,
+                ..Ttime::default()
+            },
+        }
+    }
+
+    /// `cfqq_type`.
+    fn wl_type(&self) -> WlType {
+        if !self.sync {
+            WlType::Async
+        } else if !self.idle_window {
+            WlType::SyncNoidle
+        } else {
+            WlType::Sync
+        }
+    }
+
+    /// `CFQQ_SEEKY`: more than 4 of the last 32 requests were seeks.
+    fn seeky(&self) -> bool {
+        self.seek_history.count_ones() > 32 / 8
+    }
+}
+
+/// `struct cfq_rb_root`: a service tree.
+#[derive(Debug, Default)]
+struct ServiceTree {
+    /// (rb_key, insertion sequence, queue).
+    rb: BTreeSet<(i64, u64, CfqqId)>,
+    ttime: Ttime,
+}
+
+impl ServiceTree {
+    fn first(&self) -> Option<CfqqId> {
+        self.rb.first().map(|&(_, _, id)| id)
+    }
+    fn first_key(&self) -> Option<i64> {
+        self.rb.first().map(|&(key, _, _)| key)
+    }
+    fn count(&self) -> usize {
+        self.rb.len()
+    }
+}
+
+/// Tunables (/sys/block/*/queue/iosched/) with the 3.10 defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct CfqTunables {
+    pub quantum: u32,
+    /// Indexed [async, sync].
+    pub fifo_expire_ns: [Nanos; 2],
+    pub back_seek_max_kib: u64,
+    pub back_seek_penalty: u64,
+    /// Indexed [async, sync].
+    pub slice_ns: [Nanos; 2],
+    pub slice_async_rq: u32,
+    pub slice_idle_ns: Nanos,
+    /// `cfq_group_idle`: HZ / 125 = 8 ms with CONFIG_CFQ_GROUP_IOSCHED, forced to 0 without it
+    /// (`cfq_init`). Default 0: mobistack models no cgroups.
+    pub group_idle_ns: Nanos,
+    /// `low_latency = 1`.
+    pub low_latency: bool,
+    pub target_latency_ns: Nanos,
+}
+
+impl Default for CfqTunables {
+    fn default() -> Self {
+        CfqTunables {
+            quantum: QUANTUM,
+            fifo_expire_ns: FIFO_EXPIRE_NS,
+            back_seek_max_kib: BACK_SEEK_MAX_KIB,
+            back_seek_penalty: BACK_SEEK_PENALTY,
+            slice_ns: SLICE_NS,
+            slice_async_rq: SLICE_ASYNC_RQ,
+            slice_idle_ns: SLICE_IDLE_NS,
+            group_idle_ns: 0,
+            low_latency: true,
+            target_latency_ns: TARGET_LATENCY_NS,
+        }
+    }
+}
+
+/// `struct cfq_data` (with the root `cfq_group` folded in).
+#[derive(Debug)]
+pub struct Cfq {
+    queues: Vec<CfqQueue>,
+    /// `cic->cfqq[SYNC]` per process.
+    sync_queues: BTreeMap<u32, CfqqId>,
+    /// `async_cfqq[class][level]` and `async_idle_cfqq`.
+    async_queues: BTreeMap<(WlClass, u8), CfqqId>,
+    /// `service_trees[class][type]` for RT and BE.
+    service_trees: [[ServiceTree; 3]; 2],
+    service_tree_idle: ServiceTree,
+    tree_sequence: u64,
+    /// `cfqg->busy_queues_avg[class]`.
+    busy_queues_avg: [u32; 2],
+    serving_class: WlClass,
+    serving_type: WlType,
+    /// `workload_expires`; `None` once expired on purpose (`saved_wl_slice = 0`).
+    workload_expires: Option<Nanos>,
+    active_queue: Option<CfqqId>,
+    /// `cfqd->active_cic != NULL`: the active queue dispatched in this slice.
+    active_cic: bool,
+    busy_queues: u32,
+    busy_sync_queues: u32,
+    rq_in_driver: u32,
+    rq_in_flight: [u32; 2],
+    rq_queued: u32,
+    last_position: u64,
+    /// `idle_slice_timer` expiry, when armed.
+    idle_slice_timer: Option<Nanos>,
+    last_delayed_sync: Nanos,
+    /// `cfqg->ttime` of the root group.
+    group_ttime: Ttime,
+    nonrot: bool,
+    hw_tag: bool,
+    store: RqStore,
+    /// Queue of every request from insertion to completion (`RQ_CFQQ`).
+    rq_cfqq: BTreeMap<RequestId, CfqqId>,
+    pub tunables: CfqTunables,
+}
+
+impl Cfq {
+    pub fn new(traits: QueueTraits) -> Cfq {
+        Cfq::with_tunables(traits, CfqTunables::default())
+    }
+
+    pub fn with_tunables(traits: QueueTraits, tunables: CfqTunables) -> Cfq {
+        Cfq {
+            queues: Vec::new(),
+            sync_queues: BTreeMap::new(),
+            async_queues: BTreeMap::new(),
+            service_trees: Default::default(),
+            service_tree_idle: ServiceTree::default(),
+            tree_sequence: 0,
+            busy_queues_avg: [0; 2],
+            serving_class: WlClass::Be,
+            serving_type: WlType::SyncNoidle,
+            workload_expires: None,
+            active_queue: None,
+            active_cic: false,
+            busy_queues: 0,
+            busy_sync_queues: 0,
+            rq_in_driver: 0,
+            rq_in_flight: [0; 2],
+            rq_queued: 0,
+            last_position: 0,
+            idle_slice_timer: None,
+            // `cfqd->last_delayed_sync = jiffies - HZ` at init; time starts at 0 here.
+            last_delayed_sync: 0,
+            group_ttime: Ttime::default(),
+            nonrot: traits.nonrot,
+            hw_tag: traits.queue_depth >= HW_QUEUE_MIN,
+            store: RqStore::default(),
+            rq_cfqq: BTreeMap::new(),
+            tunables,
+        }
+    }
+
+    // ---- queues and service trees -------------------------------------------------------
+
+    /// `cfq_get_queue`: the sync queue of the process, or the shared async queue of its priority.
+    fn get_queue(&mut self, sync: bool, prio: IoPrio, pid: u32, now: Nanos) -> CfqqId {
+        let next_id = self.queues.len();
+        let id = if sync {
+            *self.sync_queues.entry(pid).or_insert(next_id)
+        } else {
+            let queue = CfqQueue::new(false, prio, 0, now);
+            let key = (queue.class, queue.level);
+            *self.async_queues.entry(key).or_insert(next_id)
+        };
+        if id == next_id {
+            let pid = if sync { pid } else { 0 };
+            self.queues.push(CfqQueue::new(sync, prio, pid, now));
+        }
+        id
+    }
+
+    fn tree(&self, class: WlClass, wl_type: WlType) -> &ServiceTree {
+        match class {
+            WlClass::Idle => &self.service_tree_idle,
+            _ => &self.service_trees[class as usize][wl_type as usize],
+        }
+    }
+
+    fn tree_mut(&mut self, class: WlClass, wl_type: WlType) -> &mut ServiceTree {
+        match class {
+            WlClass::Idle => &mut self.service_tree_idle,
+            _ => &mut self.service_trees[class as usize][wl_type as usize],
+        }
+    }
+
+    /// The tree a queue belongs on now (its type changes with its idle window).
+    fn tree_of(&self, cfqq: CfqqId) -> (WlClass, WlType) {
+        let queue = &self.queues[cfqq];
+        (queue.class, queue.wl_type())
+    }
+
+    /// `cfq_group_busy_queues_wl`.
+    fn busy_queues_wl(&self, class: WlClass) -> usize {
+        match class {
+            WlClass::Idle => self.service_tree_idle.count(),
+            _ => WL_TYPES
+                .iter()
+                .map(|&wl_type| self.tree(class, wl_type).count())
+                .sum(),
+        }
+    }
+
+    /// `cfqg->nr_cfqq`: queues on the service trees.
+    fn nr_cfqq(&self) -> usize {
+        self.service_trees
+            .iter()
+            .flatten()
+            .map(ServiceTree::count)
+            .sum::<usize>()
+            + self.service_tree_idle.count()
+    }
+
+    /// `cfq_prio_slice`: base slice plus 20 % per level above 4, minus per level below.
+    fn prio_slice(&self, sync: bool, level: u8) -> Nanos {
+        let base = self.tunables.slice_ns[usize::from(sync)];
+        let scaled = (base / SLICE_SCALE) as i64 * (i64::from(IOPRIO_NORM) - i64::from(level));
+        (base as i64 + scaled) as Nanos
+    }
+
+    /// `cfq_slice_offset`: queues of lower priority (and async ones) start further back.
+    fn slice_offset(&self, cfqq: CfqqId) -> i64 {
+        let queue = &self.queues[cfqq];
+        let spread =
+            self.prio_slice(true, 0) as i64 - self.prio_slice(queue.sync, queue.level) as i64;
+        (self.nr_cfqq() as i64 - 1) * spread
+    }
+
+    /// `cfq_service_tree_add`.
+    fn service_tree_add(&mut self, cfqq: CfqqId, add_front: bool, now: Nanos) {
+        let (class, wl_type) = self.tree_of(cfqq);
+        let now_key = now as i64;
+        let rb_key = if class == WlClass::Idle {
+            let last = self
+                .tree(class, wl_type)
+                .rb
+                .last()
+                .filter(|&&(_, _, id)| id != cfqq)
+                .map(|&(key, _, _)| key);
+            IDLE_DELAY_NS + last.unwrap_or(now_key)
+        } else if !add_front {
+            let key = self.slice_offset(cfqq) + now_key - self.queues[cfqq].slice_resid;
+            self.queues[cfqq].slice_resid = 0;
+            key
+        } else {
+            -HZ_NS + self.tree(class, wl_type).first_key().unwrap_or(now_key)
+        };
+        if let Some((old_class, old_type, old_key, sequence)) = self.queues[cfqq].service_tree {
+            if old_key == rb_key && (old_class, old_type) == (class, wl_type) {
+                return;
+            }
+            assert!(self
+                .tree_mut(old_class, old_type)
+                .rb
+                .remove(&(old_key, sequence, cfqq)));
+        }
+        self.tree_sequence += 1;
+        let sequence = self.tree_sequence;
+        self.tree_mut(class, wl_type)
+            .rb
+            .insert((rb_key, sequence, cfqq));
+        self.queues[cfqq].service_tree = Some((class, wl_type, rb_key, sequence));
+    }
+
+    fn service_tree_remove(&mut self, cfqq: CfqqId) {
+        if let Some((class, wl_type, key, sequence)) = self.queues[cfqq].service_tree.take() {
+            assert!(self
+                .tree_mut(class, wl_type)
+                .rb
+                .remove(&(key, sequence, cfqq)));
+        }
+    }
+
+    /// `cfq_add_cfqq_rr`.
+    fn add_cfqq_rr(&mut self, cfqq: CfqqId, now: Nanos) {
+        assert!(!self.queues[cfqq].on_rr);
+        self.queues[cfqq].on_rr = true;
+        self.busy_queues += 1;
+        if self.queues[cfqq].sync {
+            self.busy_sync_queues += 1;
+        }
+        self.service_tree_add(cfqq, false, now);
+    }
+
+    /// `cfq_del_cfqq_rr`.
+    fn del_cfqq_rr(&mut self, cfqq: CfqqId) {
+        assert!(self.queues[cfqq].on_rr);
+        self.queues[cfqq].on_rr = false;
+        self.service_tree_remove(cfqq);
+        assert!(self.busy_queues > 0);
+        self.busy_queues -= 1;
+        if self.queues[cfqq].sync {
+            self.busy_sync_queues -= 1;
+        }
+    }
+
+    // ---- slices ---------------------------------------------------------------------------
+
+    /// `cfq_slice_used`.
+    fn slice_used(&self, cfqq: CfqqId, now: Nanos) -> bool {
+        let queue = &self.queues[cfqq];
+        !queue.slice_new && now >= queue.slice_end
+    }
+
+    /// `cfq_group_get_avg_queues`.
+    fn avg_queues(&mut self, rt: bool) -> u32 {
+        let class = if rt { WlClass::Rt } else { WlClass::Be };
+        let busy = self.busy_queues_wl(class) as u32;
+        let average = &mut self.busy_queues_avg[usize::from(rt)];
+        let (min_q, max_q) = ((*average).min(busy), (*average).max(busy));
+        *average = ((HIST_DIVISOR - 1) * max_q + min_q + HIST_DIVISOR / 2) / HIST_DIVISOR;
+        *average
+    }
+
+    /// `cfq_scaled_cfqq_slice`: with low_latency, shrink slices so that all queues of the class
+    /// fit in `target_latency`, but not below `2 * slice_idle` (scaled).
+    fn scaled_slice(&mut self, cfqq: CfqqId) -> Nanos {
+        let (sync, level, rt) = {
+            let queue = &self.queues[cfqq];
+            (queue.sync, queue.level, queue.class == WlClass::Rt)
+        };
+        let mut slice = self.prio_slice(sync, level);
+        if self.tunables.low_latency {
+            let interested = Nanos::from(self.avg_queues(rt));
+            let sync_slice = self.tunables.slice_ns[SYNC];
+            let expect_latency = sync_slice * interested;
+            let group_slice = self.tunables.target_latency_ns;
+            if expect_latency > group_slice {
+                let base_low_slice = 2 * self.tunables.slice_idle_ns;
+                let low_slice = slice.min(base_low_slice * slice / sync_slice);
+                slice = (slice * group_slice / expect_latency).max(low_slice);
+            }
+        }
+        slice
+    }
+
+    /// `cfq_set_prio_slice`: the slice starts at the queue's first completion.
+    fn set_prio_slice(&mut self, cfqq: CfqqId, now: Nanos) {
+        let slice = self.scaled_slice(cfqq);
+        let queue = &mut self.queues[cfqq];
+        queue.slice_start = now;
+        queue.slice_end = now + slice;
+    }
+
+    /// `__cfq_set_active_queue`.
+    fn set_active_queue(&mut self, cfqq: Option<CfqqId>) -> Option<CfqqId> {
+        if let Some(id) = cfqq {
+            let queue = &mut self.queues[id];
+            queue.slice_start = 0;
+            queue.slice_end = 0;
+            queue.slice_dispatch = 0;
+            queue.wait_request = false;
+            queue.must_dispatch = false;
+            queue.fifo_expire_checked = false;
+            queue.wait_busy = false;
+            queue.slice_new = true;
+            self.idle_slice_timer = None;
+        }
+        self.active_queue = cfqq;
+        cfqq
+    }
+
+    /// `__cfq_slice_expired` on the active queue.
+    fn slice_expired(&mut self, timed_out: bool, now: Nanos) {
+        let Some(cfqq) = self.active_queue else {
+            return;
+        };
+        self.idle_slice_timer = None;
+        self.queues[cfqq].wait_request = false;
+        self.queues[cfqq].wait_busy = false;
+        if timed_out {
+            self.queues[cfqq].slice_resid = if self.queues[cfqq].slice_new {
+                self.scaled_slice(cfqq) as i64
+            } else {
+                self.queues[cfqq].slice_end as i64 - now as i64
+            };
+        }
+        // `cfq_group_served`: with one group the workload context simply stays current.
+        if self.queues[cfqq].on_rr && self.queues[cfqq].sort_list.is_empty() {
+            self.del_cfqq_rr(cfqq);
+        }
+        if self.queues[cfqq].on_rr {
+            self.service_tree_add(cfqq, false, now);
+        }
+        self.active_queue = None;
+        self.active_cic = false;
+    }
+
+    /// `cfq_choose_wl_type`: the type whose first queue has the lowest key.
+    fn choose_wl_type(&self, class: WlClass) -> WlType {
+        let mut best = (None, WlType::SyncNoidle);
+        for wl_type in WL_TYPES {
+            if let Some(key) = self.tree(class, wl_type).first_key() {
+                if best.0.is_none_or(|lowest| key < lowest) {
+                    best = (Some(key), wl_type);
+                }
+            }
+        }
+        best.1
+    }
+
+    /// `choose_wl_class_and_type`.
+    fn choose_wl_class_and_type(&mut self, now: Nanos) {
+        let original_class = self.serving_class;
+        self.serving_class = if self.busy_queues_wl(WlClass::Rt) > 0 {
+            WlClass::Rt
+        } else if self.busy_queues_wl(WlClass::Be) > 0 {
+            WlClass::Be
+        } else {
+            self.workload_expires = Some(now + 1);
+            WlClass::Idle
+        };
+        if self.serving_class == WlClass::Idle {
+            return;
+        }
+        if original_class == self.serving_class {
+            let count = self.tree(self.serving_class, self.serving_type).count();
+            if count > 0 && self.workload_expires.is_some_and(|expires| now <= expires) {
+                return;
+            }
+        }
+        self.serving_type = self.choose_wl_type(self.serving_class);
+        let count = self.tree(self.serving_class, self.serving_type).count() as u64;
+        let group_slice = self.tunables.target_latency_ns;
+        let class_index = self.serving_class as usize;
+        let busy_in_class = self.busy_queues_wl(self.serving_class) as u64;
+        let divisor = u64::from(self.busy_queues_avg[class_index])
+            .max(busy_in_class)
+            .max(1);
+        let mut slice = group_slice * count / divisor;
+        if self.serving_type == WlType::Async {
+            let busy_async = self.busy_queues.saturating_sub(self.busy_sync_queues);
+            let async_share = self.tunables.target_latency_ns * u64::from(busy_async)
+                / u64::from(self.busy_queues.max(1));
+            slice = slice.min(async_share);
+            slice = slice * self.tunables.slice_ns[ASYNC] / self.tunables.slice_ns[SYNC];
+        } else {
+            slice = slice.max(2 * self.tunables.slice_idle_ns);
+        }
+        self.workload_expires = Some(now + slice.max(MIN_TT_NS));
+    }
+
+    /// `cfq_get_next_queue`.
+    fn get_next_queue(&self) -> Option<CfqqId> {
+        if self.rq_queued == 0 {
+            return None;
+        }
+        self.tree(self.serving_class, self.serving_type).first()
+    }
+
+    // ---- idling ---------------------------------------------------------------------------
+
+    /// `cfq_io_thinktime_big` (queue idling flavour).
+    fn thinktime_big(&self, ttime: &Ttime, group_idle: bool) -> bool {
+        let slice = if group_idle {
+            self.tunables.group_idle_ns
+        } else {
+            self.tunables.slice_idle_ns
+        };
+        ttime.valid() && ttime.mean > slice
+    }
+
+    /// `cfq_should_idle`.
+    fn should_idle(&self, cfqq: CfqqId) -> bool {
+        let queue = &self.queues[cfqq];
+        if self.tunables.slice_idle_ns == 0 || queue.class == WlClass::Idle {
+            return false;
+        }
+        if queue.idle_window && !(self.nonrot && self.hw_tag) {
+            return true;
+        }
+        let (class, wl_type) = self.tree_of(cfqq);
+        let tree = self.tree(class, wl_type);
+        tree.count() == 1 && queue.sync && !self.thinktime_big(&tree.ttime, false)
+    }
+
+    /// `cfq_arm_slice_timer`: idle on the queue (`slice_idle`) or, when it should not idle but
+    /// is the group's only queue, on the group (`group_idle`).
+    fn arm_slice_timer(&mut self, now: Nanos) {
+        let Some(cfqq) = self.active_queue else {
+            return;
+        };
+        if self.nonrot && self.hw_tag {
+            return;
+        }
+        assert!(self.queues[cfqq].sort_list.is_empty());
+        let group_idle = !self.should_idle(cfqq);
+        if group_idle && self.tunables.group_idle_ns == 0 {
+            return;
+        }
+        if self.queues[cfqq].dispatched > 0 || !self.active_cic {
+            return;
+        }
+        let queue = &self.queues[cfqq];
+        if queue.ttime.valid() && queue.slice_end.saturating_sub(now) < queue.ttime.mean {
+            return;
+        }
+        if group_idle && self.nr_cfqq() > 1 {
+            return;
+        }
+        self.queues[cfqq].wait_request = true;
+        let idle = if group_idle {
+            self.tunables.group_idle_ns
+        } else {
+            self.tunables.slice_idle_ns
+        };
+        self.idle_slice_timer = Some(now + idle);
+    }
+
+    /// `cfq_should_wait_busy` (one group: "no other queue in the group" is `nr_cfqq == 1`).
+    fn should_wait_busy(&self, cfqq: CfqqId, now: Nanos) -> bool {
+        let queue = &self.queues[cfqq];
+        if !queue.sort_list.is_empty() || self.nr_cfqq() > 1 {
+            return false;
+        }
+        if self.thinktime_big(&self.group_ttime, true) {
+            return false;
+        }
+        if self.slice_used(cfqq, now) {
+            return true;
+        }
+        if queue.ttime.valid() && queue.slice_end.saturating_sub(now) < queue.ttime.mean {
+            return true;
+        }
+        queue.slice_end.saturating_sub(now) <= NS_PER_MS
+    }
+
+    // ---- choosing requests ----------------------------------------------------------------
+
+    /// `cfq_choose_req`: which of two requests to serve next from head position `last`.
+    fn choose_req(
+        &self,
+        rq1: Option<RequestId>,
+        rq2: Option<RequestId>,
+        last: u64,
+    ) -> Option<RequestId> {
+        let (id1, id2) = match (rq1, rq2) {
+            (None, other) | (other, None) => return other,
+            (Some(a), Some(b)) if a == b => return Some(b),
+            (Some(a), Some(b)) => (a, b),
+        };
+        let (r1, r2) = (self.store.get(id1), self.store.get(id2));
+        if r1.is_sync() != r2.is_sync() {
+            return Some(if r1.is_sync() { id1 } else { id2 });
+        }
+        if r1.flags.prio != r2.flags.prio {
+            return Some(if r1.flags.prio { id1 } else { id2 });
+        }
+        let back_max = self.tunables.back_seek_max_kib * 1024 / SECTOR_SIZE;
+        let distance = |s: u64| -> Option<u64> {
+            if s >= last {
+                Some(s - last)
+            } else if s + back_max >= last {
+                Some((last - s) * self.tunables.back_seek_penalty)
+            } else {
+                None
+            }
+        };
+        let (s1, s2) = (r1.sector, r2.sector);
+        Some(match (distance(s1), distance(s2)) {
+            (Some(d1), Some(d2)) if d1 != d2 => {
+                if d1 < d2 {
+                    id1
+                } else {
+                    id2
+                }
+            }
+            (Some(_), Some(_)) => {
+                if s1 >= s2 {
+                    id1
+                } else {
+                    id2
+                }
+            }
+            (Some(_), None) => id1,
+            (None, Some(_)) => id2,
+            (None, None) => {
+                if s1 <= s2 {
+                    id1
+                } else {
+                    id2
+                }
+            }
+        })
+    }
+
+    /// `cfq_find_next_rq`: the best neighbour of `last` (which is about to leave the queue).
+    fn find_next_rq(&self, cfqq: CfqqId, last: RequestId) -> Option<RequestId> {
+        let queue = &self.queues[cfqq];
+        let key = (self.store.get(last).sector, last);
+        let prev = queue.sort_list.range(..key).next_back().map(|&(_, id)| id);
+        let next = queue
+            .sort_list
+            .range((Excluded(key), Unbounded))
+            .next()
+            .map(|&(_, id)| id)
+            .or_else(|| {
+                queue
+                    .sort_list
+                    .first()
+                    .map(|&(_, id)| id)
+                    .filter(|&id| id != last)
+            });
+        self.choose_req(next, prev, key.0)
+    }
+
+    /// `cfq_check_fifo`: the oldest request if it expired, checked once per slice.
+    fn check_fifo(&mut self, cfqq: CfqqId, now: Nanos) -> Option<RequestId> {
+        let queue = &mut self.queues[cfqq];
+        if queue.fifo_expire_checked {
+            return None;
+        }
+        queue.fifo_expire_checked = true;
+        let head = *queue.fifo.front()?;
+        (now >= self.store.get(head).fifo_time_ns).then_some(head)
+    }
+
+    /// `cfq_remove_request` / `cfq_del_rq_rb` (the queue stays on the service tree until expiry).
+    fn remove_request(&mut self, id: RequestId) -> Request {
+        let cfqq = self.rq_cfqq[&id];
+        let rq = self.store.remove(id);
+        let queue = &mut self.queues[cfqq];
+        assert!(queue.sort_list.remove(&(rq.sector, id)));
+        let position = queue
+            .fifo
+            .iter()
+            .position(|&q| q == id)
+            .expect("not in fifo");
+        queue.fifo.remove(position);
+        if rq.flags.prio {
+            queue.prio_pending -= 1;
+        }
+        self.rq_queued -= 1;
+        rq
+    }
+
+    // ---- dispatch -------------------------------------------------------------------------
+
+    /// `check_group_idle:` of `cfq_select_queue`: keep waiting for the group's only queue while
+    /// its requests are in flight.
+    fn group_idle_wait(&self) -> bool {
+        self.tunables.group_idle_ns > 0
+            && self.nr_cfqq() == 1
+            && self.rq_in_driver > 0
+            && !self.thinktime_big(&self.group_ttime, true)
+    }
+
+    /// `cfq_select_queue` (no close cooperators).
+    fn select_queue(&mut self, now: Nanos) -> Option<CfqqId> {
+        let Some(cfqq) = self.active_queue else {
+            return self.new_queue(now);
+        };
+        if self.rq_queued == 0 {
+            return None;
+        }
+        let queue = &self.queues[cfqq];
+        if queue.wait_busy && !queue.sort_list.is_empty() {
+            self.slice_expired(false, now);
+            return self.new_queue(now);
+        }
+        if self.slice_used(cfqq, now) && !self.queues[cfqq].must_dispatch {
+            let queue = &self.queues[cfqq];
+            if self.nr_cfqq() == 1
+                && queue.sort_list.is_empty()
+                && queue.dispatched > 0
+                && self.should_idle(cfqq)
+            {
+                return None;
+            }
+            if self.group_idle_wait() {
+                return None;
+            }
+            self.slice_expired(false, now);
+            return self.new_queue(now);
+        }
+        if !self.queues[cfqq].sort_list.is_empty() {
+            return Some(cfqq);
+        }
+        if self.idle_slice_timer.is_some() {
+            return None;
+        }
+        // A seeky queue on a device faster than it can feed: stop idling for it.
+        let queue = &self.queues[cfqq];
+        if queue.seeky()
+            && queue.idle_window
+            && (queue.slice_new
+                || queue.slice_end.saturating_sub(now) > now.saturating_sub(queue.slice_start))
+        {
+            let queue = &mut self.queues[cfqq];
+            queue.deep = false;
+            queue.idle_window = false;
+        }
+        if self.queues[cfqq].dispatched > 0 && self.should_idle(cfqq) {
+            return None;
+        }
+        if self.group_idle_wait() {
+            return None;
+        }
+        self.slice_expired(false, now);
+        self.new_queue(now)
+    }
+
+    /// The `new_queue:` label of `cfq_select_queue`.
+    fn new_queue(&mut self, now: Nanos) -> Option<CfqqId> {
+        self.choose_wl_class_and_type(now);
+        let next = self.get_next_queue();
+        self.set_active_queue(next)
+    }
+
+    /// `cfq_slice_used_soon`.
+    fn slice_used_soon(&self, cfqq: CfqqId, now: Nanos) -> bool {
+        let queue = &self.queues[cfqq];
+        queue.slice_new
+            || now + self.tunables.slice_idle_ns * Nanos::from(queue.dispatched) > queue.slice_end
+    }
+
+    /// `cfq_may_dispatch`.
+    fn may_dispatch(&self, cfqq: CfqqId, now: Nanos) -> bool {
+        let queue = &self.queues[cfqq];
+        // Drain async requests before a sync queue that idles starts.
+        if self.should_idle(cfqq) && self.rq_in_flight[ASYNC] > 0 {
+            return false;
+        }
+        // An async queue waits while sync I/O is in flight.
+        if self.rq_in_flight[SYNC] > 0 && !queue.sync {
+            return false;
+        }
+        let idle_class = queue.class == WlClass::Idle;
+        let mut max_dispatch = if idle_class {
+            1
+        } else {
+            (self.tunables.quantum / 2).max(1)
+        };
+        if queue.dispatched >= max_dispatch {
+            if idle_class {
+                return false;
+            }
+            let promote_sync = queue.sync && self.busy_sync_queues == 1;
+            if self.busy_queues > 1 && self.slice_used_soon(cfqq, now) && !promote_sync {
+                return false;
+            }
+            max_dispatch = if self.busy_queues == 1 || promote_sync {
+                u32::MAX
+            } else {
+                self.tunables.quantum
+            };
+        }
+        // Async depth ramps up with the time since the last delayed sync request.
+        if !queue.sync && self.tunables.low_latency {
+            let since_sync = now.saturating_sub(self.last_delayed_sync);
+            let mut depth = (since_sync / self.tunables.slice_ns[SYNC]) as u32;
+            if depth == 0 && queue.dispatched == 0 {
+                depth = 1;
+            }
+            max_dispatch = max_dispatch.min(depth);
+        }
+        queue.dispatched < max_dispatch
+    }
+
+    /// `cfq_prio_to_maxrq`: dispatches per async slice.
+    fn prio_to_maxrq(&self, cfqq: CfqqId) -> u32 {
+        2 * self.tunables.slice_async_rq * u32::from(IOPRIO_BE_NR - self.queues[cfqq].level)
+    }
+
+    /// `cfq_dispatch_insert` + `cfq_activate_request`.
+    fn dispatch_insert(&mut self, cfqq: CfqqId, id: RequestId) -> Request {
+        let next = self.find_next_rq(cfqq, id);
+        self.queues[cfqq].next_rq = next;
+        let rq = self.remove_request(id);
+        let queue = &mut self.queues[cfqq];
+        queue.dispatched += 1;
+        self.rq_in_flight[usize::from(queue.sync)] += 1;
+        self.rq_in_driver += 1;
+        self.last_position = rq.end_sector();
+        rq
+    }
+
+    /// `cfq_dispatch_requests` (one request per call, like the kernel).
+    fn dispatch_requests(&mut self, now: Nanos) -> Option<Request> {
+        if self.busy_queues == 0 {
+            return None;
+        }
+        let cfqq = self.select_queue(now)?;
+        assert!(!self.queues[cfqq].sort_list.is_empty());
+        if !self.may_dispatch(cfqq, now) {
+            return None;
+        }
+        let id = match self.check_fifo(cfqq, now) {
+            Some(expired) => expired,
+            None => self.queues[cfqq]
+                .next_rq
+                .expect("non-empty queue has next_rq"),
+        };
+        let rq = self.dispatch_insert(cfqq, id);
+        self.active_cic = true;
+        let queue = &mut self.queues[cfqq];
+        queue.slice_dispatch += 1;
+        queue.must_dispatch = false;
+        // Expire an async queue that used its request budget; an idle-class queue after one.
+        let (sync, idle_class) = (queue.sync, queue.class == WlClass::Idle);
+        if self.busy_queues > 1
+            && ((!sync && self.queues[cfqq].slice_dispatch >= self.prio_to_maxrq(cfqq))
+                || idle_class)
+        {
+            self.queues[cfqq].slice_end = now + 1;
+            self.slice_expired(false, now);
+        }
+        Some(rq)
+    }
+
+    // ---- insertion ------------------------------------------------------------------------
+
+    /// `cfq_update_io_seektime`.
+    fn update_io_seektime(&mut self, cfqq: CfqqId, sector: u64, nr_sectors: u32) {
+        let nonrot = self.nonrot;
+        let queue = &mut self.queues[cfqq];
+        let distance = if queue.last_request_pos == 0 {
+            0
+        } else {
+            queue.last_request_pos.abs_diff(sector)
+        };
+        queue.seek_history <<= 1;
+        let seek = if nonrot {
+            nr_sectors < SECT_THR_NONROT
+        } else {
+            distance > SEEK_THR_SECTORS
+        };
+        queue.seek_history |= u32::from(seek);
+    }
+
+    /// `cfq_update_idle_window`.
+    fn update_idle_window(&mut self, cfqq: CfqqId) {
+        let slice_idle = self.tunables.slice_idle_ns;
+        let queue = &mut self.queues[cfqq];
+        if !queue.sync || queue.class == WlClass::Idle {
+            return;
+        }
+        if queue.sort_list.len() >= 4 {
+            queue.deep = true;
+        }
+        let old_idle = queue.idle_window;
+        let enable_idle = if slice_idle == 0 || (!queue.deep && queue.seeky()) {
+            false
+        } else if queue.ttime.valid() {
+            queue.ttime.mean <= slice_idle
+        } else {
+            old_idle
+        };
+        if old_idle != enable_idle {
+            queue.idle_window = enable_idle;
+            // The queue's type changed: move it to the matching tree, keeping its key.
+            if let Some((class, wl_type, key, sequence)) = queue.service_tree {
+                let new_type = queue.wl_type();
+                if new_type != wl_type {
+                    assert!(self
+                        .tree_mut(class, wl_type)
+                        .rb
+                        .remove(&(key, sequence, cfqq)));
+                    self.tree_mut(class, new_type)
+                        .rb
+                        .insert((key, sequence, cfqq));
+                    self.queues[cfqq].service_tree = Some((class, new_type, key, sequence));
+                }
+            }
+        }
+    }
+
+    /// `cfq_rq_close`.
+    fn rq_close(&self, id: RequestId) -> bool {
+        self.store.get(id).sector.abs_diff(self.last_position) <= CLOSE_THR_SECTORS
+    }
+
+    /// `cfq_should_preempt`: whether `new` (which just got request `id`) should take over.
+    fn should_preempt(&self, new: CfqqId, id: RequestId, now: Nanos) -> bool {
+        let Some(active) = self.active_queue else {
+            return false;
+        };
+        let (new_queue, active_queue) = (&self.queues[new], &self.queues[active]);
+        let rq = self.store.get(id);
+        if new_queue.class == WlClass::Idle {
+            return false;
+        }
+        if active_queue.class == WlClass::Idle {
+            return true;
+        }
+        if active_queue.class == WlClass::Rt && new_queue.class != WlClass::Rt {
+            return false;
+        }
+        if rq.is_sync() && !active_queue.sync {
+            return true;
+        }
+        if self.slice_used(active, now) {
+            return true;
+        }
+        if self.serving_type == WlType::SyncNoidle
+            && new_queue.wl_type() == WlType::SyncNoidle
+            && self.tree(new_queue.class, WlType::SyncNoidle).count() == 2
+            && active_queue.sort_list.is_empty()
+        {
+            return true;
+        }
+        if rq.flags.prio && active_queue.prio_pending == 0 {
+            return true;
+        }
+        if new_queue.class == WlClass::Rt && active_queue.class != WlClass::Rt {
+            return true;
+        }
+        if active_queue.sort_list.is_empty() && !self.should_idle(active) {
+            return true;
+        }
+        if !self.active_cic || !active_queue.wait_request {
+            return false;
+        }
+        self.rq_close(id)
+    }
+
+    /// `cfq_preempt_queue`.
+    fn preempt_queue(&mut self, cfqq: CfqqId, now: Nanos) {
+        let old_type = self
+            .active_queue
+            .map(|active| self.queues[active].wl_type());
+        self.slice_expired(true, now);
+        if old_type != Some(self.queues[cfqq].wl_type()) {
+            // `saved_wl_slice = 0`: choose the workload again.
+            self.workload_expires = None;
+        }
+        assert!(self.queues[cfqq].on_rr);
+        self.service_tree_add(cfqq, true, now);
+        self.queues[cfqq].slice_end = 0;
+        self.queues[cfqq].slice_new = true;
+    }
+
+    /// `cfq_rq_enqueued`.
+    fn rq_enqueued(&mut self, cfqq: CfqqId, id: RequestId, now: Nanos) {
+        let (sector, nr_sectors, prio, bytes) = {
+            let rq = self.store.get(id);
+            (rq.sector, rq.nr_sectors, rq.flags.prio, rq.bytes())
+        };
+        self.rq_queued += 1;
+        if prio {
+            self.queues[cfqq].prio_pending += 1;
+        }
+        if self.queues[cfqq].sync {
+            let slice_idle = self.tunables.slice_idle_ns;
+            self.queues[cfqq].ttime.update(now, slice_idle);
+            let (class, wl_type) = self.tree_of(cfqq);
+            self.tree_mut(class, wl_type).ttime.update(now, slice_idle);
+        }
+        let group_idle = self.tunables.group_idle_ns;
+        self.group_ttime.update(now, group_idle);
+        self.update_io_seektime(cfqq, sector, nr_sectors);
+        self.update_idle_window(cfqq);
+        self.queues[cfqq].last_request_pos = sector + u64::from(nr_sectors);
+        if self.active_queue == Some(cfqq) {
+            if self.queues[cfqq].wait_request {
+                if bytes > crate::units::PAGE_SIZE || self.busy_queues > 1 {
+                    self.idle_slice_timer = None;
+                    self.queues[cfqq].wait_request = false;
+                } else {
+                    self.queues[cfqq].must_dispatch = true;
+                }
+            }
+        } else if self.should_preempt(cfqq, id, now) {
+            self.preempt_queue(cfqq, now);
+        }
+    }
+}
+
+impl Elevator for Cfq {
+    fn name(&self) -> &'static str {
+        "cfq"
+    }
+
+    /// Back merge by hash, front merge in the bio's queue (`cfq_merge`), both only into a request
+    /// of the queue the bio would go to (`cfq_allow_merge`: never a sync bio into an async
+    /// request, never across processes' sync queues).
+    fn merge_bio(
+        &mut self,
+        now: Nanos,
+        bio: &Bio,
+        max_sectors: u32,
+    ) -> Option<(RequestId, MergeKind)> {
+        let target = if bio.is_sync() {
+            self.sync_queues.get(&bio.task.pid).copied()
+        } else {
+            let prio = bio.ioprio.effective();
+            let class = match prio.class {
+                IoPrioClass::Rt => WlClass::Rt,
+                IoPrioClass::Idle => WlClass::Idle,
+                _ => WlClass::Be,
+            };
+            let level = if class == WlClass::Idle {
+                IOPRIO_BE_NR - 1
+            } else {
+                prio.level
+            };
+            self.async_queues.get(&(class, level)).copied()
+        }?;
+        let rq_cfqq = &self.rq_cfqq;
+        let queued = |rq: &Request| rq_cfqq.get(&rq.id) == Some(&target);
+        let (id, kind, old_sector) = self.store.merge(bio, max_sectors, true, queued)?;
+        if kind == MergeKind::Front {
+            // `cfq_merged_request` -> `cfq_reposition_rq_rb`.
+            let queue = &mut self.queues[target];
+            assert!(queue.sort_list.remove(&(old_sector, id)));
+            queue.sort_list.insert((self.store.get(id).sector, id));
+            let next = self.queues[target].next_rq;
+            let chosen = self.choose_req(next, Some(id), self.last_position);
+            self.queues[target].next_rq = chosen;
+        }
+        let _ = now;
+        Some((id, kind))
+    }
+
+    /// `cfq_set_request` + `cfq_insert_request` + `cfq_add_rq_rb` + `cfq_rq_enqueued`.
+    fn add_request(&mut self, now: Nanos, mut rq: Request) {
+        let sync = rq.is_sync();
+        let cfqq = self.get_queue(sync, rq.ioprio, rq.task.pid, now);
+        let id = rq.id;
+        rq.inserted_ns = now;
+        rq.fifo_time_ns = now + self.tunables.fifo_expire_ns[usize::from(sync)];
+        let queue = &mut self.queues[cfqq];
+        queue.fifo.push_back(id);
+        queue.sort_list.insert((rq.sector, id));
+        self.store.insert(rq);
+        assert!(self.rq_cfqq.insert(id, cfqq).is_none());
+        if !self.queues[cfqq].on_rr {
+            self.add_cfqq_rr(cfqq, now);
+        }
+        let next = self.queues[cfqq].next_rq;
+        let chosen = self.choose_req(next, Some(id), self.last_position);
+        self.queues[cfqq].next_rq = chosen;
+        self.rq_enqueued(cfqq, id, now);
+    }
+
+    fn dispatch_request(&mut self, now: Nanos) -> Option<Request> {
+        self.dispatch_requests(now)
+    }
+
+    /// `cfq_completed_request`.
+    fn completed_request(&mut self, now: Nanos, rq: &Request) {
+        let cfqq = self
+            .rq_cfqq
+            .remove(&rq.id)
+            .expect("completion of a request CFQ never saw");
+        assert!(self.rq_in_driver > 0 && self.queues[cfqq].dispatched > 0);
+        self.rq_in_driver -= 1;
+        self.queues[cfqq].dispatched -= 1;
+        let queue_sync = self.queues[cfqq].sync;
+        self.rq_in_flight[usize::from(queue_sync)] -= 1;
+        if rq.is_sync() {
+            self.queues[cfqq].ttime.last_end_request = now;
+            let (class, wl_type) = self.tree_of(cfqq);
+            self.tree_mut(class, wl_type).ttime.last_end_request = now;
+            if rq.start_ns + self.tunables.fifo_expire_ns[SYNC] <= now {
+                self.last_delayed_sync = now;
+            }
+        }
+        self.group_ttime.last_end_request = now;
+        if self.active_queue == Some(cfqq) {
+            if self.queues[cfqq].slice_new {
+                self.set_prio_slice(cfqq, now);
+                self.queues[cfqq].slice_new = false;
+            }
+            if self.should_wait_busy(cfqq, now) {
+                let extend = if self.tunables.slice_idle_ns > 0 {
+                    self.tunables.slice_idle_ns
+                } else {
+                    self.tunables.group_idle_ns
+                };
+                self.queues[cfqq].slice_end = now + extend;
+                self.queues[cfqq].wait_busy = true;
+            }
+            let empty = self.queues[cfqq].sort_list.is_empty();
+            if self.slice_used(cfqq, now) || self.queues[cfqq].class == WlClass::Idle {
+                self.slice_expired(true, now);
+            } else if rq.is_sync() && empty {
+                self.arm_slice_timer(now);
+            }
+        }
+    }
+
+    fn queued(&self) -> usize {
+        assert_eq!(self.rq_queued as usize, self.store.len());
+        self.store.len()
+    }
+
+    fn next_timer(&self) -> Option<Nanos> {
+        self.idle_slice_timer
+    }
+
+    /// `cfq_idle_slice_timer`.
+    fn timer_fired(&mut self, now: Nanos) {
+        let Some(expiry) = self.idle_slice_timer else {
+            return;
+        };
+        assert!(now >= expiry, "idle timer fired early");
+        self.idle_slice_timer = None;
+        let mut timed_out = true;
+        if let Some(cfqq) = self.active_queue {
+            timed_out = false;
+            if self.queues[cfqq].must_dispatch {
+                return;
+            }
+            if !self.slice_used(cfqq, now) {
+                if self.busy_queues == 0 || !self.queues[cfqq].sort_list.is_empty() {
+                    return;
+                }
+                self.queues[cfqq].deep = false;
+            }
+        }
+        self.slice_expired(timed_out, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::request::test_support::*;
+    use crate::dev::fixed::FixedLatencyDevice;
+    use crate::dev::{BlockDevice, DevRequest, IoOp};
+
+    const READER: u32 = 20;
+    const WRITER: u32 = 10;
+
+    /// A one-slot device (eMMC without command queueing) under CFQ, with a closed-loop reader
+    /// that thinks `think_ns` after each completion and stops issuing at `reader_stop_ns`.
+    struct Harness {
+        cfq: Cfq,
+        device: FixedLatencyDevice,
+        in_flight: BTreeMap<u64, Request>,
+        /// (time, pid) of every dispatch.
+        dispatches: Vec<(Nanos, u32)>,
+        /// Reader completions and whether CFQ armed its idle timer right after.
+        reader_completions: Vec<(Nanos, Option<Nanos>)>,
+        next_id: u64,
+    }
+
+    impl Harness {
+        fn new(latency_ns: Nanos) -> Harness {
+            Harness {
+                cfq: Cfq::new(QueueTraits {
+                    nonrot: true,
+                    queue_depth: 1,
+                }),
+                device: FixedLatencyDevice::new(1, latency_ns, 0),
+                in_flight: BTreeMap::new(),
+                dispatches: Vec::new(),
+                reader_completions: Vec::new(),
+                next_id: 1,
+            }
+        }
+
+        fn add(&mut self, now: Nanos, op: IoOp, sector: u64, pid: u32) {
+            let mut rq = request(self.next_id, op, sector, 8, pid);
+            rq.start_ns = now;
+            self.next_id += 1;
+            self.cfq.add_request(now, rq);
+        }
+
+        fn dispatch(&mut self, now: Nanos) {
+            while self.device.in_flight() < self.device.queue_depth() {
+                let Some(rq) = self.cfq.dispatch_request(now) else {
+                    break;
+                };
+                self.dispatches.push((now, rq.task.pid));
+                self.device.submit(
+                    now,
+                    DevRequest {
+                        tag: rq.id,
+                        op: rq.op,
+                        sector: rq.sector,
+                        nr_sectors: rq.nr_sectors,
+                        flags: rq.flags,
+                        foreground: false,
+                    },
+                );
+                self.in_flight.insert(rq.id, rq);
+            }
+        }
+
+        /// Runs to `end_ns`; the reader reads sequentially from sector 0.
+        fn run(
+            &mut self,
+            reader_start_ns: Nanos,
+            think_ns: Nanos,
+            reader_stop_ns: Nanos,
+            end_ns: Nanos,
+        ) {
+            let mut reader_next = Some(reader_start_ns);
+            let mut reader_sector = 0;
+            let mut now = 0;
+            self.dispatch(now);
+            loop {
+                let next = [self.device.next_event(), self.cfq.next_timer(), reader_next]
+                    .into_iter()
+                    .flatten()
+                    .min();
+                let Some(next) = next.filter(|&t| t <= end_ns) else {
+                    break;
+                };
+                now = next;
+                let mut done = Vec::new();
+                self.device.advance(now, &mut done);
+                for completion in done {
+                    let rq = self.in_flight.remove(&completion.tag).unwrap();
+                    self.cfq.completed_request(now, &rq);
+                    if rq.task.pid == READER {
+                        self.reader_completions.push((now, self.cfq.next_timer()));
+                        if now + think_ns < reader_stop_ns {
+                            reader_next = Some(now + think_ns);
+                        }
+                    }
+                }
+                if self.cfq.next_timer() == Some(now) {
+                    self.cfq.timer_fired(now);
+                }
+                if reader_next == Some(now) {
+                    reader_next = None;
+                    self.add(now, IoOp::Read, reader_sector, READER);
+                    reader_sector += 8;
+                }
+                self.dispatch(now);
+            }
+        }
+    }
+
+    #[test]
+    fn sync_reader_preempts_an_async_flood_and_cfq_idles_between_its_reads() {
+        let mut harness = Harness::new(NS_PER_MS);
+        for i in 0..500 {
+            harness.add(0, IoOp::Write, 1_000_000 + 64 * i, WRITER);
+        }
+        let (start, think, stop) = (10 * NS_PER_MS, 2 * NS_PER_MS, 70 * NS_PER_MS);
+        harness.run(start, think, stop, 200 * NS_PER_MS);
+        let reader: Vec<Nanos> = harness
+            .dispatches
+            .iter()
+            .filter(|&&(_, pid)| pid == READER)
+            .map(|&(t, _)| t)
+            .collect();
+        // The reader's first read waits at most for the async write on the device.
+        assert!(
+            reader[0] <= start + NS_PER_MS,
+            "first read at {}",
+            reader[0]
+        );
+        // While it keeps reading, no async write gets the device: CFQ idles through its think
+        // time instead of switching to the async queue.
+        let (first, last) = (reader[0], *reader.last().unwrap());
+        let writes_between = harness
+            .dispatches
+            .iter()
+            .filter(|&&(t, pid)| pid == WRITER && t > first && t <= last)
+            .count();
+        assert_eq!(writes_between, 0);
+        assert!(reader.len() >= 19, "reader got only {} reads", reader.len());
+        // After each of its completions (with the slice not used up) CFQ armed an 8 ms idle timer.
+        let armed = harness
+            .reader_completions
+            .iter()
+            .filter(|&&(t, timer)| timer == Some(t + SLICE_IDLE_NS))
+            .count();
+        assert!(armed >= harness.reader_completions.len() - 1);
+        // When the reader stops, the timer expires and the async queue resumes 8 ms later.
+        let last_completion = harness.reader_completions.last().unwrap().0;
+        let resume = harness
+            .dispatches
+            .iter()
+            .find(|&&(t, pid)| pid == WRITER && t > last)
+            .unwrap()
+            .0;
+        assert_eq!(resume, last_completion + SLICE_IDLE_NS);
+    }
+
+    #[test]
+    fn without_idling_the_async_queue_interleaves_with_the_reader() {
+        // The same workload with slice_idle = 0: writes run during the reader's think time.
+        let mut harness = Harness::new(NS_PER_MS);
+        harness.cfq.tunables.slice_idle_ns = 0;
+        for i in 0..500 {
+            harness.add(0, IoOp::Write, 1_000_000 + 64 * i, WRITER);
+        }
+        harness.run(
+            10 * NS_PER_MS,
+            2 * NS_PER_MS,
+            70 * NS_PER_MS,
+            200 * NS_PER_MS,
+        );
+        let reader: Vec<Nanos> = harness
+            .dispatches
+            .iter()
+            .filter(|&&(_, pid)| pid == READER)
+            .map(|&(t, _)| t)
+            .collect();
+        let writes_between = harness
+            .dispatches
+            .iter()
+            .filter(|&&(t, pid)| pid == WRITER && t > reader[0] && t <= *reader.last().unwrap())
+            .count();
+        assert!(
+            writes_between > 10,
+            "only {writes_between} writes interleaved"
+        );
+    }
+
+    #[test]
+    fn two_sync_readers_take_turns_in_time_slices() {
+        let mut harness = Harness::new(NS_PER_MS);
+        for i in 0..300 {
+            harness.add(0, IoOp::Read, 8 * i, 1);
+            harness.add(0, IoOp::Read, 10_000_000 + 8 * i, 2);
+        }
+        harness.run(u64::MAX, 0, 0, 400 * NS_PER_MS);
+        let pids: Vec<u32> = harness.dispatches.iter().map(|&(_, pid)| pid).collect();
+        // Count runs of consecutive dispatches from the same process.
+        let mut runs = Vec::new();
+        for pid in pids {
+            match runs.last_mut() {
+                Some((last, count)) if *last == pid => *count += 1,
+                _ => runs.push((pid, 1)),
+            }
+        }
+        // Each run is one slice: about slice_sync (100 ms) of 1 ms requests, from its first
+        // completion; with two busy queues low_latency does not shrink it (2 x 100 <= 300 ms).
+        assert!(runs.len() >= 3, "runs: {runs:?}");
+        for &(_, count) in &runs[..runs.len() - 1] {
+            assert!((100..=102).contains(&count), "runs: {runs:?}");
+        }
+        assert_ne!(runs[0].0, runs[1].0);
+    }
+
+    #[test]
+    fn a_queue_is_served_in_sector_order_until_its_fifo_head_expires() {
+        // 10 ms per request: a sweep of 50 requests takes 500 ms, longer than fifo_expire_sync.
+        let mut harness = Harness::new(10 * NS_PER_MS);
+        let far = 10_000_000;
+        harness.add(0, IoOp::Read, far, READER);
+        for i in (0..50).rev() {
+            harness.add(0, IoOp::Read, 64 * i, READER);
+        }
+        let mut order = Vec::new();
+        harness.dispatch(0);
+        while let Some(now) = harness.device.next_event() {
+            assert!(order.len() <= 51, "more completions than requests");
+            let mut done = Vec::new();
+            harness.device.advance(now, &mut done);
+            for completion in done {
+                let rq = harness.in_flight.remove(&completion.tag).unwrap();
+                order.push((now, rq.sector));
+                harness.cfq.completed_request(now, &rq);
+            }
+            if harness.cfq.next_timer() == Some(now) {
+                harness.cfq.timer_fired(now);
+            }
+            harness.dispatch(now);
+        }
+        assert_eq!(order.len(), 51);
+        let far_position = order.iter().position(|&(_, s)| s == far).unwrap();
+        // Ascending sweep from the head before the expired request jumps the queue.
+        assert!(order[..far_position].windows(2).all(|w| w[0].1 < w[1].1));
+        let served_at = order[far_position].0;
+        // The FIFO is checked once per slice: the request expired at 125 ms and is taken at the
+        // first slice start after that, long before the sweep would reach it (510 ms).
+        assert!(served_at > FIFO_EXPIRE_NS[SYNC], "served at {served_at}");
+        assert!(served_at < 300 * NS_PER_MS, "served at {served_at}");
+    }
+
+    #[test]
+    fn a_sync_bio_never_merges_into_an_async_request() {
+        let mut cfq = Cfq::new(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        cfq.add_request(0, request(1, IoOp::Write, 0, 8, WRITER));
+        let mut sync_write = bio(2, IoOp::Write, 8, 8, WRITER);
+        sync_write.flags.sync = true;
+        assert_eq!(cfq.merge_bio(0, &sync_write, 1024), None);
+        // The same process's async bio merges into its (shared async queue's) request.
+        let async_write = bio(3, IoOp::Write, 8, 8, WRITER);
+        assert_eq!(
+            cfq.merge_bio(0, &async_write, 1024),
+            Some((1, MergeKind::Back))
+        );
+        // Another process's async bio of the same priority shares the async queue: it merges.
+        let other = bio(4, IoOp::Write, 16, 8, READER);
+        assert_eq!(cfq.merge_bio(0, &other, 1024), Some((1, MergeKind::Back)));
+    }
+
+    #[test]
+    fn async_queue_yields_after_its_request_budget() {
+        // cfq_prio_to_maxrq at level 4 = 2 * slice_async_rq * (8 - 4) = 16 requests.
+        let cfq = Cfq::new(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        let mut cfq = cfq;
+        let id = cfq.get_queue(false, IoPrio::NONE, 1, 0);
+        assert_eq!(cfq.prio_to_maxrq(id), 16);
+        let mut harness = Harness::new(NS_PER_MS);
+        for i in 0..100 {
+            harness.add(0, IoOp::Write, 64 * i, WRITER);
+        }
+        // A second, higher-priority async queue makes busy_queues > 1.
+        for i in 0..100 {
+            let mut rq = request(10_000 + i, IoOp::Write, 5_000_000 + 64 * i, 8, 11);
+            rq.ioprio = IoPrio::new(IoPrioClass::Be, 0);
+            harness.cfq.add_request(0, rq);
+        }
+        harness.run(u64::MAX, 0, 0, 60 * NS_PER_MS);
+        let first_run = harness
+            .dispatches
+            .iter()
+            .take_while(|&&(_, pid)| pid == harness.dispatches[0].1)
+            .count();
+        let expected = if harness.dispatches[0].1 == WRITER {
+            16
+        } else {
+            32
+        };
+        assert_eq!(first_run, expected);
+    }
+}

@@ -1,0 +1,258 @@
+//! The elevator (I/O scheduler) interface, modelled on Linux's `struct elevator_ops`
+//! (include/linux/elevator.h, 3.10) and the generic merge lookup of block/elevator.c (`elv_merge`,
+//! the back-merge hash `elv_rqhash_find`, `elv_merged_request`).
+//!
+//! An elevator is a pure state machine (DESIGN.md principle 7): every method takes the current
+//! virtual time and returns; none awaits. Elevators that need timers (CFQ's idle slice timer)
+//! say when they want to be asked again with [`Elevator::next_timer`], and the driver calls
+//! [`Elevator::timer_fired`] at that time.
+//!
+//! Ownership: a request belongs to the elevator from `add_request` until `dispatch_request`
+//! returns it; the request queue then owns it until completion. `completed_request` gets a
+//! reference so the elevator can update its accounting.
+//!
+//! Simplifications (all elevators):
+//! - There is no separate dispatch list between the elevator and the driver: the request queue
+//!   asks `dispatch_request` only when the device has a free slot, so "moved to the dispatch list"
+//!   and "issued to the device" are the same instant. (Flush requests, which Linux also puts on
+//!   the dispatch list, are handled by the request queue.)
+//! - Request-to-request merges after a bio merge (`elv_attempt_back_merge`/`attempt_merge`) and
+//!   insert-time merges of plugged requests are not modelled; bio merges are.
+//! - The `last_merge` one-entry cache is not modelled (it only speeds the lookup up).
+
+pub mod cfq;
+pub mod deadline;
+pub mod mq_deadline;
+pub mod noop;
+
+use super::request::{Bio, MergeKind, Request, RequestId};
+use crate::units::Nanos;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The scheduler interface (`elevator_ops`).
+pub trait Elevator {
+    /// Name as in /sys/block/*/queue/scheduler.
+    fn name(&self) -> &'static str;
+
+    /// `elv_merge` + `elevator_merged_fn`: merges `bio` into a queued request when one is
+    /// adjacent and the elevator allows it, and returns which request and how.
+    fn merge_bio(
+        &mut self,
+        now: Nanos,
+        bio: &Bio,
+        max_sectors: u32,
+    ) -> Option<(RequestId, MergeKind)>;
+
+    /// `elevator_add_req_fn`: a new request enters the scheduler.
+    fn add_request(&mut self, now: Nanos, rq: Request);
+
+    /// `elevator_dispatch_fn`: the next request to issue to the device, or `None` if the elevator
+    /// has nothing or chooses to wait (idling). Called only when the device can take a request.
+    fn dispatch_request(&mut self, now: Nanos) -> Option<Request>;
+
+    /// `elevator_completed_req_fn`: a request this elevator dispatched finished.
+    fn completed_request(&mut self, now: Nanos, rq: &Request);
+
+    /// Requests queued in the scheduler (not yet dispatched).
+    fn queued(&self) -> usize;
+
+    /// `elevator_queue_empty_fn` negated / `blk_mq_sched_has_work`.
+    fn has_work(&self) -> bool {
+        self.queued() > 0
+    }
+
+    /// The earliest time at which the elevator wants to be asked again even if nothing else
+    /// happens (an idle-slice timer). `None`: no timer armed.
+    fn next_timer(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// The timer returned by `next_timer` expired at `now`.
+    fn timer_fired(&mut self, _now: Nanos) {}
+
+    /// `elv_boost` (QASIO): move the queued request `rq` (or the queue holding it) ahead because a
+    /// synchronous task waits on it. Returns whether anything moved. Default: nothing.
+    fn boost(&mut self, _now: Nanos, _rq: RequestId) -> bool {
+        false
+    }
+
+    /// blk-mq `limit_depth`: the number of scheduler tags async (non-sync) requests may hold, if
+    /// the elevator limits them (mq-deadline's `async_depth`).
+    fn async_depth(&self, _nr_requests: usize) -> Option<usize> {
+        None
+    }
+}
+
+/// The names accepted by [`new_elevator`].
+pub const ELEVATOR_NAMES: [&str; 4] = ["noop", "deadline", "cfq", "mq-deadline"];
+
+/// What an elevator needs to know about the device (CFQ: `blk_queue_nonrot`, queue depth).
+#[derive(Debug, Clone, Copy)]
+pub struct QueueTraits {
+    /// `QUEUE_FLAG_NONROT`: flash, no seek penalty.
+    pub nonrot: bool,
+    /// Commands the device can hold at once.
+    pub queue_depth: usize,
+}
+
+/// Builds an elevator by name with its kernel defaults.
+pub fn new_elevator(name: &str, traits: QueueTraits) -> Result<Box<dyn Elevator>, String> {
+    match name {
+        "noop" | "none" => Ok(Box::new(noop::Noop::new())),
+        "deadline" => Ok(Box::new(deadline::Deadline::new())),
+        "cfq" => Ok(Box::new(cfq::Cfq::new(traits))),
+        "mq-deadline" => Ok(Box::new(mq_deadline::MqDeadline::new())),
+        _ => Err(format!(
+            "unknown elevator `{name}`: expected one of {}",
+            ELEVATOR_NAMES.join(", ")
+        )),
+    }
+}
+
+/// Queued requests of one elevator, indexed for the generic merge lookups: by end sector (the
+/// back-merge hash, `elv_rqhash_*`) and by start sector (front merges).
+#[derive(Debug, Default)]
+pub struct RqStore {
+    rqs: BTreeMap<RequestId, Request>,
+    by_end: BTreeSet<(u64, RequestId)>,
+    by_start: BTreeSet<(u64, RequestId)>,
+}
+
+impl RqStore {
+    pub fn insert(&mut self, rq: Request) {
+        assert!(self.by_end.insert((rq.end_sector(), rq.id)));
+        assert!(self.by_start.insert((rq.sector, rq.id)));
+        let previous = self.rqs.insert(rq.id, rq);
+        assert!(previous.is_none(), "request queued twice");
+    }
+
+    pub fn remove(&mut self, id: RequestId) -> Request {
+        let rq = self
+            .rqs
+            .remove(&id)
+            .expect("removing a request that is not queued");
+        assert!(self.by_end.remove(&(rq.end_sector(), id)));
+        assert!(self.by_start.remove(&(rq.sector, id)));
+        rq
+    }
+
+    pub fn get(&self, id: RequestId) -> &Request {
+        self.rqs.get(&id).expect("request not queued")
+    }
+
+    pub fn contains(&self, id: RequestId) -> bool {
+        self.rqs.contains_key(&id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.rqs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rqs.is_empty()
+    }
+
+    /// `elv_rqhash_find`: a queued request ending where `bio` starts that may take it.
+    pub fn find_back_merge(
+        &self,
+        bio: &Bio,
+        max_sectors: u32,
+        allow: impl Fn(&Request) -> bool,
+    ) -> Option<RequestId> {
+        self.by_end
+            .range((bio.sector, 0)..=(bio.sector, RequestId::MAX))
+            .map(|&(_, id)| &self.rqs[&id])
+            .find(|rq| rq.merge_ok(bio, max_sectors) && allow(rq))
+            .map(|rq| rq.id)
+    }
+
+    /// Front-merge lookup in a sort tree (`elv_rb_find` on `bio_end_sector`).
+    pub fn find_front_merge(
+        &self,
+        bio: &Bio,
+        max_sectors: u32,
+        allow: impl Fn(&Request) -> bool,
+    ) -> Option<RequestId> {
+        let end = bio.end_sector();
+        self.by_start
+            .range((end, 0)..=(end, RequestId::MAX))
+            .map(|&(_, id)| &self.rqs[&id])
+            .find(|rq| rq.merge_ok(bio, max_sectors) && allow(rq))
+            .map(|rq| rq.id)
+    }
+
+    /// `elv_merge`: back merge through the hash first, then (if the elevator does front merges)
+    /// front merge through the sort tree. Performs the merge and returns the old start sector so
+    /// the elevator can re-sort a front-merged request.
+    pub fn merge(
+        &mut self,
+        bio: &Bio,
+        max_sectors: u32,
+        front_merges: bool,
+        allow: impl Fn(&Request) -> bool,
+    ) -> Option<(RequestId, MergeKind, u64)> {
+        let found = match self.find_back_merge(bio, max_sectors, &allow) {
+            Some(id) => Some((id, MergeKind::Back)),
+            None if front_merges => self
+                .find_front_merge(bio, max_sectors, &allow)
+                .map(|id| (id, MergeKind::Front)),
+            None => None,
+        };
+        let (id, kind) = found?;
+        let mut rq = self.remove(id);
+        let old_sector = rq.sector;
+        rq.merge_bio(bio, kind);
+        self.insert(rq);
+        Some((id, kind, old_sector))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::request::test_support::*;
+    use crate::block::request::MAX_REQUEST_SECTORS;
+    use crate::dev::IoOp;
+
+    #[test]
+    fn store_merges_back_then_front() {
+        let mut store = RqStore::default();
+        store.insert(request(1, IoOp::Write, 100, 8, 1));
+        let back = bio(2, IoOp::Write, 108, 8, 1);
+        assert_eq!(
+            store.merge(&back, MAX_REQUEST_SECTORS, true, |_| true),
+            Some((1, MergeKind::Back, 100))
+        );
+        let front = bio(3, IoOp::Write, 92, 8, 1);
+        assert_eq!(
+            store.merge(&front, MAX_REQUEST_SECTORS, false, |_| true),
+            None
+        );
+        assert_eq!(
+            store.merge(&front, MAX_REQUEST_SECTORS, true, |_| true),
+            Some((1, MergeKind::Front, 100))
+        );
+        assert_eq!(store.get(1).sector, 92);
+        assert_eq!(store.get(1).nr_sectors, 24);
+        let refused = bio(4, IoOp::Write, 116, 8, 2);
+        assert_eq!(
+            store.merge(&refused, MAX_REQUEST_SECTORS, true, |_| false),
+            None
+        );
+        assert_eq!(store.remove(1).bios, vec![3, 1, 2]);
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn unknown_elevator_is_an_error_naming_it() {
+        let traits = QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        };
+        let error = new_elevator("bfq", traits).err().unwrap();
+        assert!(error.contains("bfq") && error.contains("mq-deadline"));
+        for name in ELEVATOR_NAMES {
+            assert_eq!(new_elevator(name, traits).unwrap().name(), name);
+        }
+    }
+}

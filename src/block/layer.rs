@@ -1,0 +1,354 @@
+//! The block layer inside the simulation engine: tasks submit bios and block in virtual time.
+//!
+//! [`BlockLayer`] wraps a [`RequestQueue`] (the pure state machine) and drives it from engine
+//! callbacks scheduled at the queue's `next_event` (device completions, elevator timers). It adds
+//! what needs the engine:
+//! - `get_request` sleeps: a submitter that finds no free request waits on the allocation wait
+//!   queue of its class with [`WaitReason::RequestAlloc`] and retries when a request is freed
+//!   (one waiter woken per freed request, like `wake_up` on the exclusive `rl->wait[sync]`).
+//! - completion: each bio has a one-shot completion carrying its completion time; a task that
+//!   waits for it (`submit_bio_wait`) blocks with [`WaitReason::BlockIo`] and the request as
+//!   blocker, after flushing its plug (a sleeping task's plug is flushed by `io_schedule`).
+//!
+//! The queue is shared through `Rc<RefCell<_>>`; no borrow is held across an `.await`.
+
+use super::queue::{RequestQueue, SubmitOutcome};
+use super::request::{Bio, BioId, RequestId};
+use crate::sim::sync::{Completion, WaitQueue};
+use crate::sim::{Blocker, Sim, WaitReason};
+use crate::units::Nanos;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// A submitted bio: the request that carries it and the completion to wait on.
+#[derive(Clone)]
+pub struct BioHandle {
+    pub bio: BioId,
+    pub request: RequestId,
+    pub done: Completion<Nanos>,
+}
+
+struct Shared {
+    queue: RefCell<RequestQueue>,
+    /// `rl->wait[ASYNC]`, `rl->wait[SYNC]` (blk-mq uses the sync one for its tag pool).
+    alloc_wait: [WaitQueue; 2],
+    /// Bios in flight: their completions.
+    pending: RefCell<BTreeMap<BioId, Completion<Nanos>>>,
+    /// The time of the armed `advance` callback and its generation (older callbacks are stale).
+    armed: Cell<Option<Nanos>>,
+    generation: Cell<u64>,
+}
+
+/// The block layer of one device, usable from engine tasks. Cheap to clone.
+#[derive(Clone)]
+pub struct BlockLayer {
+    sim: Sim,
+    shared: Rc<Shared>,
+}
+
+impl BlockLayer {
+    pub fn new(sim: &Sim, queue: RequestQueue) -> BlockLayer {
+        BlockLayer {
+            sim: sim.clone(),
+            shared: Rc::new(Shared {
+                queue: RefCell::new(queue),
+                alloc_wait: [WaitQueue::new(), WaitQueue::new()],
+                pending: RefCell::new(BTreeMap::new()),
+                armed: Cell::new(None),
+                generation: Cell::new(0),
+            }),
+        }
+    }
+
+    /// Read access to the queue (statistics, trace, elevator).
+    pub fn with_queue<T>(&self, f: impl FnOnce(&RequestQueue) -> T) -> T {
+        f(&self.shared.queue.borrow())
+    }
+
+    /// Mutable access, e.g. for `Elevator::boost`; re-arms the queue afterwards.
+    pub fn with_queue_mut<T>(&self, f: impl FnOnce(&mut RequestQueue) -> T) -> T {
+        let value = f(&mut self.shared.queue.borrow_mut());
+        self.shared.queue.borrow_mut().run_queue(self.sim.now());
+        self.arm();
+        value
+    }
+
+    /// `submit_bio`: may sleep in `get_request`; returns once the bio is in a request.
+    pub async fn submit_bio(&self, bio: Bio) -> BioHandle {
+        let done = Completion::new();
+        let previous = self
+            .shared
+            .pending
+            .borrow_mut()
+            .insert(bio.id, done.clone());
+        assert!(previous.is_none(), "bio {} submitted twice", bio.id);
+        let mut outcome = self
+            .shared
+            .queue
+            .borrow_mut()
+            .submit_bio(self.sim.now(), &bio);
+        let mut sleeps = 0u64;
+        let request = loop {
+            match outcome {
+                SubmitOutcome::Merged(request) | SubmitOutcome::Queued(request) => break request,
+                SubmitOutcome::MustWait(class) => {
+                    self.arm();
+                    self.shared.alloc_wait[class]
+                        .wait(&self.sim, WaitReason::RequestAlloc, Blocker::None)
+                        .await;
+                    sleeps += 1;
+                    assert!(sleeps < 1 << 32, "get_request retried without end");
+                    outcome = self
+                        .shared
+                        .queue
+                        .borrow_mut()
+                        .retry_get_request(self.sim.now(), &bio);
+                }
+            }
+        };
+        self.arm();
+        BioHandle {
+            bio: bio.id,
+            request,
+            done,
+        }
+    }
+
+    /// Waits for a submitted bio, flushing the task's plug first. Returns the completion time.
+    pub async fn wait(&self, pid: u32, handle: &BioHandle) -> Nanos {
+        if !handle.done.is_done() {
+            self.flush_plug(pid);
+        }
+        handle
+            .done
+            .wait(
+                &self.sim,
+                WaitReason::BlockIo,
+                Blocker::Request(handle.request),
+            )
+            .await
+    }
+
+    /// `submit_bio_wait`.
+    pub async fn submit_bio_wait(&self, bio: Bio) -> Nanos {
+        let pid = bio.task.pid;
+        let handle = self.submit_bio(bio).await;
+        self.wait(pid, &handle).await
+    }
+
+    /// `blk_start_plug`.
+    pub fn start_plug(&self, pid: u32) {
+        self.shared.queue.borrow_mut().start_plug(pid);
+    }
+
+    /// `blk_finish_plug`.
+    pub fn finish_plug(&self, pid: u32) {
+        self.shared
+            .queue
+            .borrow_mut()
+            .finish_plug(self.sim.now(), pid);
+        self.arm();
+    }
+
+    /// `blk_flush_plug`.
+    pub fn flush_plug(&self, pid: u32) {
+        self.shared
+            .queue
+            .borrow_mut()
+            .flush_plug(self.sim.now(), pid);
+        self.arm();
+    }
+
+    /// Schedules `advance` at the queue's next event unless an earlier callback is armed.
+    fn arm(&self) {
+        let Some(next) = self.shared.queue.borrow().next_event() else {
+            return;
+        };
+        let at = next.max(self.sim.now());
+        if self.shared.armed.get().is_some_and(|armed| armed <= at) {
+            return;
+        }
+        let generation = self.shared.generation.get() + 1;
+        self.shared.generation.set(generation);
+        self.shared.armed.set(Some(at));
+        let layer = self.clone();
+        self.sim.schedule(at, move |_| {
+            if layer.shared.generation.get() != generation {
+                return;
+            }
+            layer.shared.armed.set(None);
+            layer.on_event();
+        });
+    }
+
+    /// Device completions and elevator timers: completes bios and wakes allocation sleepers.
+    fn on_event(&self) {
+        let now = self.sim.now();
+        let report = self.shared.queue.borrow_mut().advance(now);
+        for (_, rq) in &report.completed {
+            for bio in &rq.bios {
+                let done = self
+                    .shared
+                    .pending
+                    .borrow_mut()
+                    .remove(bio)
+                    .unwrap_or_else(|| panic!("bio {bio} completed twice or never submitted"));
+                done.complete(&self.sim, now);
+            }
+        }
+        for (class, &freed) in report.freed.iter().enumerate() {
+            for _ in 0..freed {
+                if !self.shared.alloc_wait[class].wake_one(&self.sim) {
+                    break;
+                }
+            }
+        }
+        self.arm();
+    }
+
+    /// Bios submitted and not yet completed.
+    pub fn pending_bios(&self) -> usize {
+        self.shared.pending.borrow().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::elevator::noop::Noop;
+    use crate::block::queue::AllocModel;
+    use crate::block::request::test_support::bio;
+    use crate::dev::fixed::FixedLatencyDevice;
+    use crate::dev::IoOp;
+    use crate::sim::Simulation;
+    use crate::units::NS_PER_MS;
+
+    #[test]
+    fn tasks_sleep_in_get_request_and_complete_in_virtual_time() {
+        let sim = Simulation::new(1);
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let queue = RequestQueue::new(
+            Box::new(Noop::new()),
+            Box::new(device),
+            AllocModel::Legacy { nr_requests: 2 },
+        );
+        let layer = BlockLayer::new(&sim.handle(), queue);
+        let results = Rc::new(RefCell::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for task in 0..4u32 {
+            let (layer, results) = (layer.clone(), results.clone());
+            let handle = sim.handle();
+            let join = sim.spawn(&format!("writer{task}"), async move {
+                // Far-apart async writes: no merging; the list holds only 3 (batcher allowance).
+                let write = bio(
+                    u64::from(task),
+                    IoOp::Write,
+                    100_000 * u64::from(task),
+                    8,
+                    task,
+                );
+                let done = layer.submit_bio_wait(write).await;
+                results.borrow_mut().push((task, done, handle.now()));
+            });
+            tasks.push(join.task());
+        }
+        sim.run_until(u64::MAX, true).unwrap();
+        let results = results.borrow();
+        assert_eq!(results.len(), 4);
+        // One slot, 1 ms each: completions at 1, 2, 3, 4 ms in FIFO order.
+        let times: Vec<Nanos> = results.iter().map(|&(_, done, _)| done).collect();
+        assert_eq!(
+            times,
+            vec![NS_PER_MS, 2 * NS_PER_MS, 3 * NS_PER_MS, 4 * NS_PER_MS]
+        );
+        let stats = layer.with_queue(|queue| queue.stats());
+        assert!(
+            stats.alloc_sleeps >= 1,
+            "someone slept in get_request: {stats:?}"
+        );
+        assert_eq!(layer.pending_bios(), 0);
+        // The last two writers slept in get_request until a request was freed at 1 ms.
+        for &task in &tasks[2..] {
+            let blocked = sim.blocked_times(task);
+            assert!(blocked.get(WaitReason::RequestAlloc) >= NS_PER_MS);
+            assert!(blocked.get(WaitReason::BlockIo) > 0);
+        }
+        assert_eq!(sim.blocked_times(tasks[0]).get(WaitReason::RequestAlloc), 0);
+        assert!(layer.with_queue(|queue| queue.is_idle()));
+    }
+
+    /// Runs a flusher's 100 async writes, a sync reader, and an app that waits on the flusher's
+    /// 50th write (as `wait_on_page_writeback` would), and returns how long the app waited.
+    fn app_wait_on_async_write(elevator: &str) -> (Nanos, Option<crate::sim::Wait>) {
+        use crate::block::elevator::{new_elevator, QueueTraits};
+        let sim = Simulation::new(1);
+        let traits = QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        };
+        let queue = RequestQueue::new(
+            new_elevator(elevator, traits).unwrap(),
+            Box::new(FixedLatencyDevice::new(1, NS_PER_MS, 0)),
+            AllocModel::Legacy { nr_requests: 128 },
+        );
+        let layer = BlockLayer::new(&sim.handle(), queue);
+        let shared: Rc<RefCell<Option<BioHandle>>> = Rc::new(RefCell::new(None));
+        let (flusher_layer, flusher_shared) = (layer.clone(), shared.clone());
+        sim.spawn("flusher", async move {
+            let mut handles = Vec::new();
+            for i in 0..100u64 {
+                let write = bio(i, IoOp::Write, 1_000_000 + 1_000 * i, 8, 10);
+                handles.push(flusher_layer.submit_bio(write).await);
+            }
+            *flusher_shared.borrow_mut() = Some(handles[49].clone());
+            for handle in &handles {
+                flusher_layer.wait(10, handle).await;
+            }
+        });
+        let (reader_layer, reader_sim) = (layer.clone(), sim.handle());
+        sim.spawn("reader", async move {
+            let mut sector = 0;
+            while reader_sim.now() < 300 * NS_PER_MS {
+                reader_layer
+                    .submit_bio_wait(bio(1_000 + sector, IoOp::Read, sector, 8, 20))
+                    .await;
+                sector += 8;
+            }
+        });
+        let (app_layer, app_sim) = (layer.clone(), sim.handle());
+        let app = sim.spawn("app", async move {
+            let handle = shared.borrow().clone().expect("flusher ran first");
+            app_sim.sleep(NS_PER_MS).await;
+            let start = app_sim.now();
+            app_layer.wait(30, &handle).await;
+            app_sim.now() - start
+        });
+        let app_task = app.task();
+        let mut wait_seen = None;
+        // Step to 2 ms to observe the app's wait and its blocker.
+        sim.run_until(2 * NS_PER_MS, true).unwrap();
+        if let Some(wait) = sim.current_wait(app_task) {
+            wait_seen = Some(wait);
+        }
+        sim.run_until(u64::MAX, true).unwrap();
+        (app.result().unwrap(), wait_seen)
+    }
+
+    #[test]
+    fn waiting_on_an_async_write_is_slow_under_cfq_while_sync_io_runs() {
+        // QASIO's inversion emerges: under CFQ the sync reader preempts the shared async queue
+        // and idles between its reads, so a task waiting on an async write waits far longer
+        // than under noop's FIFO.
+        let (noop_wait, _) = app_wait_on_async_write("noop");
+        let (cfq_wait, wait) = app_wait_on_async_write("cfq");
+        assert!(noop_wait < 200 * NS_PER_MS, "noop: {noop_wait}");
+        assert!(
+            cfq_wait > 2 * noop_wait,
+            "cfq {cfq_wait} vs noop {noop_wait}"
+        );
+        let wait = wait.expect("the app was blocked at 2 ms");
+        assert_eq!(wait.reason, WaitReason::BlockIo);
+        assert!(matches!(wait.blocker, Blocker::Request(_)));
+    }
+}

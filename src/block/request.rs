@@ -1,0 +1,388 @@
+//! bios and requests: what the file system hands the block layer, and what the block layer queues,
+//! merges and hands the device.
+//!
+//! Models `struct bio` and `struct request` (include/linux/blk_types.h, include/linux/blkdev.h) and
+//! the merge rules of block/blk-merge.c (`blk_rq_merge_ok`, `blk_try_merge`, `ll_back_merge_fn`,
+//! `ll_front_merge_fn`).
+//!
+//! Simplifications:
+//! - A bio is one contiguous sector range; segments, bvecs and the segment-count limit are not
+//!   modelled, only the size limit (`max_sectors`).
+//! - The pages a bio carries are an opaque list of [`PageRef`]s that completion hands back to the
+//!   submitter; the block layer never looks inside them.
+//! - Discards and flushes never merge (3.10 merges discards only in special cases).
+
+use crate::dev::{IoFlags, IoOp};
+use crate::units::{Nanos, PAGE_SIZE, SECTOR_SIZE};
+
+/// Identifier of a bio, chosen by the block layer at submission.
+pub type BioId = u64;
+/// Identifier of a request (the position of its `struct request` in the pool, made unique).
+pub type RequestId = u64;
+
+/// Largest request the queue builds by merging: 512 KiB = 1024 sectors (`max_sectors_kb` 512, the
+/// usual `BLK_DEF_MAX_SECTORS`-era value for eMMC/UFS hosts; REFERENCES.md "max request size").
+pub const MAX_REQUEST_SECTORS: u32 = (512 * 1024 / SECTOR_SIZE) as u32;
+
+/// Sectors per page.
+pub const SECTORS_PER_PAGE: u64 = PAGE_SIZE / SECTOR_SIZE;
+
+/// I/O priority class (include/linux/ioprio.h `IOPRIO_CLASS_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoPrioClass {
+    /// `IOPRIO_CLASS_NONE`: derived from the task's nice value (best effort, level 4 at nice 0).
+    None,
+    Rt,
+    Be,
+    Idle,
+}
+
+/// I/O priority: class and level 0 (highest) ..= 7 (`IOPRIO_BE_NR` = 8 levels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct IoPrio {
+    pub class: IoPrioClass,
+    pub level: u8,
+}
+
+/// Number of priority levels inside the RT and BE classes (`IOPRIO_BE_NR`).
+pub const IOPRIO_BE_NR: u8 = 8;
+/// Level of a nice-0 task (`task_nice_ioprio`: (nice + 20) / 5).
+pub const IOPRIO_NORM: u8 = 4;
+
+impl IoPrio {
+    pub const NONE: IoPrio = IoPrio {
+        class: IoPrioClass::None,
+        level: IOPRIO_NORM,
+    };
+
+    pub fn new(class: IoPrioClass, level: u8) -> IoPrio {
+        assert!(level < IOPRIO_BE_NR, "ioprio level {level} out of range");
+        IoPrio { class, level }
+    }
+
+    /// The class and level the schedulers use: `IOPRIO_CLASS_NONE` becomes best effort at the
+    /// nice-derived level (`task_nice_ioclass`, `task_nice_ioprio` for nice 0).
+    pub fn effective(self) -> IoPrio {
+        match self.class {
+            IoPrioClass::None => IoPrio {
+                class: IoPrioClass::Be,
+                level: IOPRIO_NORM,
+            },
+            IoPrioClass::Idle => IoPrio {
+                class: IoPrioClass::Idle,
+                level: IOPRIO_BE_NR - 1,
+            },
+            _ => self,
+        }
+    }
+}
+
+impl IoPrio {
+    /// `ioprio_best`: the higher of two priorities (RT over BE over IDLE, then the lower level),
+    /// with `IOPRIO_CLASS_NONE` counted as best effort level 4.
+    pub fn best(a: IoPrio, b: IoPrio) -> IoPrio {
+        let (a, b) = (a.effective(), b.effective());
+        if a.class == b.class {
+            if a.level <= b.level {
+                a
+            } else {
+                b
+            }
+        } else if a.class < b.class {
+            a
+        } else {
+            b
+        }
+    }
+}
+
+impl Default for IoPrio {
+    fn default() -> Self {
+        IoPrio::NONE
+    }
+}
+
+/// The task on whose behalf a bio is issued (the `current` of `submit_bio`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct TaskRef {
+    pub pid: u32,
+    pub tgid: u32,
+    pub uid: u32,
+    /// `comm`, the process name that blktrace prints.
+    pub comm: String,
+}
+
+impl TaskRef {
+    pub fn new(pid: u32, comm: &str) -> TaskRef {
+        TaskRef {
+            pid,
+            tgid: pid,
+            uid: 0,
+            comm: comm.to_string(),
+        }
+    }
+}
+
+/// An opaque reference to a page or buffer a bio carries, handed back at completion (e.g. an
+/// inode number and page index, or a buffer-head id). The page cache defines the meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct PageRef {
+    pub owner: u64,
+    pub index: u64,
+}
+
+/// A block I/O, as `submit_bio` receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bio {
+    pub id: BioId,
+    pub op: IoOp,
+    /// First 512-byte sector.
+    pub sector: u64,
+    /// Length in sectors (0 for a pure flush).
+    pub nr_sectors: u32,
+    pub flags: IoFlags,
+    pub task: TaskRef,
+    pub ioprio: IoPrio,
+    /// Issued asynchronously on behalf of others (writeback by a flusher or jbd2), which QASIO
+    /// needs to tell apart from the sync I/O of the task that waits for it.
+    pub issued_async: bool,
+    /// Whether the issuing app is in the foreground (passed to the device as a hint).
+    pub foreground: bool,
+    pub pages: Vec<PageRef>,
+    /// When `submit_bio` was called.
+    pub submitted_ns: Nanos,
+}
+
+impl Bio {
+    /// Sector just past the end.
+    pub fn end_sector(&self) -> u64 {
+        self.sector + u64::from(self.nr_sectors)
+    }
+
+    /// `rq_is_sync` / `op_is_sync`: reads are always synchronous; writes only with REQ_SYNC.
+    pub fn is_sync(&self) -> bool {
+        !self.op.is_write() || self.flags.sync
+    }
+
+    /// Flushes and FUA/preflush writes go through the flush machinery, not the elevator.
+    pub fn is_flush(&self) -> bool {
+        self.op == IoOp::Flush || self.flags.preflush || self.flags.fua
+    }
+}
+
+/// How a bio joined an existing request (`ELEVATOR_BACK_MERGE` / `ELEVATOR_FRONT_MERGE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum MergeKind {
+    Back,
+    Front,
+}
+
+/// A request: one or more contiguous bios the device serves as one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub id: RequestId,
+    pub op: IoOp,
+    pub sector: u64,
+    pub nr_sectors: u32,
+    pub flags: IoFlags,
+    /// The task that allocated the request (its first bio's task).
+    pub task: TaskRef,
+    pub ioprio: IoPrio,
+    pub issued_async: bool,
+    pub foreground: bool,
+    /// Bios in sector order.
+    pub bios: Vec<BioId>,
+    pub pages: Vec<PageRef>,
+    /// `rq->start_time`: when the request was allocated (`get_request`).
+    pub start_ns: Nanos,
+    /// When it was inserted into the elevator.
+    pub inserted_ns: Nanos,
+    /// `rq->fifo_time`: the elevator's deadline for it (set by the elevator at insertion).
+    pub fifo_time_ns: Nanos,
+    /// When it was issued to the device (`rq->io_start_time_ns`), once issued.
+    pub issued_ns: Option<Nanos>,
+}
+
+impl Request {
+    /// `blk_rq_init` + `init_request_from_bio`.
+    pub fn from_bio(id: RequestId, bio: &Bio, now: Nanos) -> Request {
+        Request {
+            id,
+            op: bio.op,
+            sector: bio.sector,
+            nr_sectors: bio.nr_sectors,
+            flags: bio.flags,
+            task: bio.task.clone(),
+            ioprio: bio.ioprio,
+            issued_async: bio.issued_async,
+            foreground: bio.foreground,
+            bios: vec![bio.id],
+            pages: bio.pages.clone(),
+            start_ns: now,
+            inserted_ns: now,
+            fifo_time_ns: 0,
+            issued_ns: None,
+        }
+    }
+
+    pub fn end_sector(&self) -> u64 {
+        self.sector + u64::from(self.nr_sectors)
+    }
+
+    pub fn is_sync(&self) -> bool {
+        !self.op.is_write() || self.flags.sync
+    }
+
+    pub fn is_write(&self) -> bool {
+        self.op.is_write()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        u64::from(self.nr_sectors) * SECTOR_SIZE
+    }
+
+    /// `blk_rq_merge_ok` (3.10): same data direction and op, both mergeable (no flush/FUA), and
+    /// the merged size within `max_sectors` (`ll_back_merge_fn`). Sync-ness is not compared here:
+    /// CFQ refuses a sync bio into an async request through its queue check
+    /// (`cfq_allow_merge`); noop and deadline merge them. Elevators add their own rules
+    /// (`elv_rq_merge_ok` -> `elevator_allow_merge_fn`).
+    pub fn merge_ok(&self, bio: &Bio, max_sectors: u32) -> bool {
+        let mergeable_op = matches!(self.op, IoOp::Read | IoOp::Write);
+        mergeable_op
+            && self.op == bio.op
+            && !bio.is_flush()
+            && !self.flags.fua
+            && !self.flags.preflush
+            && self.nr_sectors + bio.nr_sectors <= max_sectors
+    }
+
+    /// `blk_try_merge`: where the bio would join this request, if it is adjacent.
+    pub fn try_merge(&self, bio: &Bio) -> Option<MergeKind> {
+        if self.end_sector() == bio.sector {
+            Some(MergeKind::Back)
+        } else if bio.end_sector() == self.sector {
+            Some(MergeKind::Front)
+        } else {
+            None
+        }
+    }
+
+    /// `bio_attempt_back_merge` / `bio_attempt_front_merge`: appends or prepends the bio. The
+    /// request keeps its task and its flags (3.10 only reconciles the failfast bits) and takes
+    /// the better I/O priority (`ioprio_best`). The foreground hint, mobistack's own, is OR-ed.
+    pub fn merge_bio(&mut self, bio: &Bio, kind: MergeKind) {
+        assert_eq!(
+            self.try_merge(bio),
+            Some(kind),
+            "merge of a non-adjacent bio"
+        );
+        match kind {
+            MergeKind::Back => {
+                self.bios.push(bio.id);
+                self.pages.extend_from_slice(&bio.pages);
+            }
+            MergeKind::Front => {
+                self.sector = bio.sector;
+                self.bios.insert(0, bio.id);
+                let mut pages = bio.pages.clone();
+                pages.append(&mut self.pages);
+                self.pages = pages;
+            }
+        }
+        self.nr_sectors += bio.nr_sectors;
+        if self.ioprio != bio.ioprio {
+            self.ioprio = IoPrio::best(self.ioprio, bio.ioprio);
+        }
+        self.foreground |= bio.foreground;
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+
+    /// A bio for tests: `op` at `sector`, `nr_sectors` long, from `pid`.
+    pub fn bio(id: BioId, op: IoOp, sector: u64, nr_sectors: u32, pid: u32) -> Bio {
+        Bio {
+            id,
+            op,
+            sector,
+            nr_sectors,
+            flags: IoFlags::default(),
+            task: TaskRef::new(pid, &format!("task{pid}")),
+            ioprio: IoPrio::NONE,
+            issued_async: false,
+            foreground: false,
+            pages: Vec::new(),
+            submitted_ns: 0,
+        }
+    }
+
+    pub fn request(id: RequestId, op: IoOp, sector: u64, nr_sectors: u32, pid: u32) -> Request {
+        Request::from_bio(id, &bio(id, op, sector, nr_sectors, pid), 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
+
+    #[test]
+    fn adjacent_bios_merge_back_and_front() {
+        let mut rq = request(1, IoOp::Write, 100, 8, 1);
+        let back = bio(2, IoOp::Write, 108, 8, 1);
+        let front = bio(3, IoOp::Write, 92, 8, 1);
+        assert_eq!(rq.try_merge(&back), Some(MergeKind::Back));
+        assert_eq!(rq.try_merge(&front), Some(MergeKind::Front));
+        rq.merge_bio(&back, MergeKind::Back);
+        rq.merge_bio(&front, MergeKind::Front);
+        assert_eq!((rq.sector, rq.nr_sectors), (92, 24));
+        assert_eq!(rq.bios, vec![3, 1, 2]);
+        assert_eq!(rq.try_merge(&bio(4, IoOp::Write, 200, 8, 1)), None);
+    }
+
+    #[test]
+    fn merge_respects_size_direction_and_flush_flags() {
+        let rq = request(1, IoOp::Write, 0, MAX_REQUEST_SECTORS - 8, 1);
+        assert!(rq.merge_ok(&bio(2, IoOp::Write, 1016, 8, 1), MAX_REQUEST_SECTORS));
+        assert!(!rq.merge_ok(&bio(2, IoOp::Write, 1016, 16, 1), MAX_REQUEST_SECTORS));
+        assert!(!rq.merge_ok(&bio(2, IoOp::Read, 1016, 8, 1), MAX_REQUEST_SECTORS));
+        let mut sync_write = bio(2, IoOp::Write, 1016, 8, 1);
+        sync_write.flags.sync = true;
+        assert!(rq.merge_ok(&sync_write, MAX_REQUEST_SECTORS));
+        let mut fua = bio(2, IoOp::Write, 1016, 8, 1);
+        fua.flags.fua = true;
+        assert!(!rq.merge_ok(&fua, MAX_REQUEST_SECTORS));
+        let discard = request(3, IoOp::Discard, 0, 8, 1);
+        assert!(!discard.merge_ok(&bio(4, IoOp::Discard, 8, 8, 1), MAX_REQUEST_SECTORS));
+    }
+
+    #[test]
+    fn ioprio_best_prefers_class_then_level() {
+        let rt7 = IoPrio::new(IoPrioClass::Rt, 7);
+        let be0 = IoPrio::new(IoPrioClass::Be, 0);
+        assert_eq!(IoPrio::best(be0, rt7), rt7);
+        assert_eq!(IoPrio::best(IoPrio::NONE, be0), be0);
+        let idle = IoPrio::new(IoPrioClass::Idle, 0);
+        assert_eq!(
+            IoPrio::best(idle, IoPrio::NONE),
+            IoPrio::new(IoPrioClass::Be, 4)
+        );
+        let mut rq = request(1, IoOp::Write, 0, 8, 1);
+        let mut rt_bio = bio(2, IoOp::Write, 8, 8, 1);
+        rt_bio.ioprio = rt7;
+        rq.merge_bio(&rt_bio, MergeKind::Back);
+        assert_eq!(rq.ioprio, rt7, "a merged request takes the best priority");
+    }
+
+    #[test]
+    fn ioprio_none_is_best_effort_four() {
+        assert_eq!(IoPrio::NONE.effective(), IoPrio::new(IoPrioClass::Be, 4));
+        assert_eq!(
+            IoPrio::new(IoPrioClass::Idle, 0).effective().class,
+            IoPrioClass::Idle
+        );
+    }
+}
