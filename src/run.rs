@@ -134,6 +134,11 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
             let handle = sim.spawn(&ctx.name, toy::toy_locks(ctx.clone(), config.clone()));
             tasks.push(handle.task());
         }
+        WorkloadConfig::Fio(config) => {
+            // Validated against the device before the run started.
+            let started = crate::workload::fio::start(&ctx, config).expect("validated fio job");
+            tasks.extend(started);
+        }
     }
 }
 
@@ -153,7 +158,31 @@ pub fn run_one(
         .position(|a| a.role == Role::Foreground)
         .map(|i| scenario.uid(i));
     let activity = Rc::new(ActivityManager::new(foreground));
-    let stack = Stack::new(&sim, &variant.stack, activity.clone());
+    let run_error = |message: String| RunError {
+        scenario: scenario.name.clone(),
+        variant: variant.name.clone(),
+        seed,
+        message,
+    };
+    let with_block = scenario.apps.iter().any(|a| a.workload.needs_block());
+    let stack =
+        Stack::new(&sim, &variant.stack, activity.clone(), with_block).map_err(run_error)?;
+    if let Some(block) = &stack.block {
+        // Jobs must fit the device: checked here, where its capacity is known.
+        for app in &scenario.apps {
+            if let WorkloadConfig::Fio(config) = &app.workload {
+                let job = config.job(app.name.get_ref()).map_err(run_error)?;
+                let end = job.offset + job.size.unwrap_or(0).max(job.bs);
+                if end > block.capacity_bytes {
+                    return Err(run_error(format!(
+                        "app `{}`: fio offset + size ({end} bytes) exceeds the device capacity ({} bytes)",
+                        app.name.get_ref(),
+                        block.capacity_bytes
+                    )));
+                }
+            }
+        }
+    }
     let recorder = Rc::new(Recorder::new());
     let apps: Rc<Vec<AppRuntime>> = Rc::new(
         scenario
@@ -219,12 +248,7 @@ pub fn run_one(
     let end_when_done = scenario.end == EndCondition::AppsDone;
     let end = sim
         .run_until(scenario.duration, end_when_done)
-        .map_err(|deadlock| RunError {
-            scenario: scenario.name.clone(),
-            variant: variant.name.clone(),
-            seed,
-            message: deadlock.to_string(),
-        })?;
+        .map_err(|deadlock| run_error(deadlock.to_string()))?;
 
     let mut app_results = BTreeMap::new();
     for (i, app) in apps.iter().enumerate() {
@@ -262,5 +286,6 @@ pub fn run_one(
         events: sim.events_processed(),
         apps: app_results,
         counters,
+        device: stack.device_stats(),
     })
 }

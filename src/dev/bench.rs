@@ -587,16 +587,16 @@ mod tests {
 
     #[test]
     fn a_fitted_profile_pastes_back_into_a_scenario() {
-        #[derive(serde::Deserialize)]
-        struct Scenario {
-            device: crate::dev::DeviceConfig,
-        }
         let mut profile = builtin_profile("ufs-2.1").unwrap();
         profile.name = "fitted".into();
         profile.capacity = 1 << 30;
-        let text = scenario_toml(&profile).unwrap();
-        let scenario: Scenario = toml::from_str(&text).unwrap();
-        assert_eq!(scenario.device.resolve().unwrap(), profile);
+        let text = format!(
+            "name = \"fitted\"\nduration = \"1s\"\n{}",
+            scenario_toml(&profile).unwrap()
+        );
+        let scenario = crate::scenario::parse("fitted.toml", &text).unwrap();
+        let device = &scenario.variants[0].stack.device;
+        assert_eq!(device.resolve().unwrap(), profile);
     }
 
     /// The calibration holds: every published figure of every built-in profile within +-25 %.

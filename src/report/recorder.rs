@@ -24,6 +24,11 @@ pub struct OpTimer {
 }
 
 impl OpTimer {
+    /// The same operation under another name (e.g. once its direction is known).
+    pub fn renamed(self, op: &'static str) -> OpTimer {
+        OpTimer { op, ..self }
+    }
+
     /// Called from the task performing the operation.
     pub fn begin(sim: &Sim, op: &'static str) -> OpTimer {
         let task = sim.current_task().expect("an operation runs in a task");

@@ -49,6 +49,8 @@ pub struct RunResult {
     pub apps: BTreeMap<String, AppResult>,
     /// Counters of the stack's layers.
     pub counters: BTreeMap<String, u64>,
+    /// The device model's statistics (null when the run used no device).
+    pub device: serde_json::Value,
 }
 
 /// Every run of a scenario.

@@ -1,4 +1,5 @@
 //! Workloads: what apps do. Each kind is one module with its configuration (a scenario table
 //! `[app.workload.<kind>]`) and the async body of the app's tasks.
 
+pub mod fio;
 pub mod toy;
