@@ -3,12 +3,13 @@
 //! go in parallel threads; one run is single-threaded and deterministic.
 
 use crate::app::{ActivityManager, AppContext};
+use crate::block::fio::JobState;
 use crate::report::recorder::{blocked_map, Recorder};
 use crate::report::results::{RunResult, ScenarioResults, RESULTS_SCHEMA, RESULTS_VERSION};
 use crate::scenario::{
     EndCondition, Role, Scenario, TimelineAction, TimelineEvent, Variant, WorkloadConfig,
 };
-use crate::sim::{BlockedTimes, RunEnd, Sim, Simulation, TaskId};
+use crate::sim::{BlockedTimes, Rng, RunEnd, Sim, Simulation, TaskId};
 use crate::stack::Stack;
 use crate::units::Nanos;
 use crate::workload::toy;
@@ -168,18 +169,17 @@ pub fn run_one(
     let stack =
         Stack::new(&sim, &variant.stack, activity.clone(), with_block).map_err(run_error)?;
     if let Some(block) = &stack.block {
-        // Jobs must fit the device: checked here, where its capacity is known.
+        // Jobs must fit the device: checked here, where its capacity is known, with the checks
+        // the job itself makes when it starts.
         for app in &scenario.apps {
             if let WorkloadConfig::Fio(config) = &app.workload {
-                let job = config.job(app.name.get_ref()).map_err(run_error)?;
-                let end = job.offset + job.size.unwrap_or(0).max(job.bs);
-                if end > block.capacity_bytes {
-                    return Err(run_error(format!(
-                        "app `{}`: fio offset + size ({end} bytes) exceeds the device capacity ({} bytes)",
-                        app.name.get_ref(),
-                        block.capacity_bytes
-                    )));
-                }
+                let name = app.name.get_ref();
+                config
+                    .job(name)
+                    .and_then(|job| {
+                        JobState::new(job, 0, 0, name, block.capacity_bytes, Rng::new(0))
+                    })
+                    .map_err(|e| run_error(format!("app `{name}`: {e}")))?;
             }
         }
     }

@@ -75,4 +75,7 @@ fn fio_options_in_an_app_are_checked_by_name() {
     let s = edit("size = \"4g\"", "size = \"64g\"").unwrap();
     let err = run_scenario(&s, &RunOptions::default()).unwrap_err();
     assert!(err.message.contains("exceeds the device capacity"), "{err}");
+    let s = edit("size = \"256m\"", "size = \"1k\"").unwrap();
+    let err = run_scenario(&s, &RunOptions::default()).unwrap_err();
+    assert!(err.message.contains("size is smaller than bs"), "{err}");
 }
