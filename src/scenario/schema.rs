@@ -62,6 +62,12 @@ impl StackConfig {
     /// Checks what the schema cannot: names of profiles, policies and elevators.
     pub fn validate(&self) -> Result<(), String> {
         self.device.resolve().map(|_| ())?;
+        if !(0.0..=1.0).contains(&self.device.fill) {
+            return Err(format!(
+                "[stack.device] fill {} must be a fraction between 0 and 1",
+                self.device.fill
+            ));
+        }
         self.block.validate()
     }
 }
