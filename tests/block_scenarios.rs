@@ -79,3 +79,41 @@ fn fio_options_in_an_app_are_checked_by_name() {
     let err = run_scenario(&s, &RunOptions::default()).unwrap_err();
     assert!(err.message.contains("size is smaller than bs"), "{err}");
 }
+
+#[test]
+fn the_slowest_read_is_explained_by_where_its_request_waited() {
+    let s = scenario::load("fg-read-bg-write").unwrap();
+    let results = run_scenario(&s, &RunOptions::default()).unwrap();
+    let slowest_read = |variant: &str| {
+        let run = results.runs.iter().find(|r| r.variant == variant).unwrap();
+        run.apps["gallery"].ops["read"].slowest[0].clone()
+    };
+    // Parses "..., X ms queued in <elevator>, Y ms on the device)".
+    let split = |text: &str| -> (f64, f64) {
+        let number_before = |marker: &str| -> f64 {
+            let head = &text[..text.find(marker).unwrap()];
+            head.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        (
+            number_before(" ms queued in"),
+            number_before(" ms on the device"),
+        )
+    };
+    let noop = slowest_read("noop");
+    assert_eq!(noop.waits[0].reason, "submit_bio_wait");
+    let (queued, on_device) = split(&noop.waits[0].on);
+    assert!(
+        on_device > 10.0 * queued,
+        "noop: the read waits on the device ({})",
+        noop.waits[0].on
+    );
+    let cfq = slowest_read("cfq");
+    let (queued, on_device) = split(&cfq.waits[0].on);
+    assert!(
+        queued > 2.0 * on_device,
+        "cfq: the read waits in the scheduler ({})",
+        cfq.waits[0].on
+    );
+    assert!(cfq.waits[0].on.contains("queued in cfq"));
+    assert!(cfq.latency_ns > noop.latency_ns);
+}
