@@ -11,6 +11,32 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+/// Writes to stdout; a closed pipe (`mobistack ... | head`) ends the program quietly instead of
+/// panicking the way `print!` does.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to stdout: {e}");
+        std::process::exit(i32::from(EXIT_RUN_FAILED));
+    }
+}
+
+macro_rules! out {
+    ($($arg:tt)*) => { emit(&format!($($arg)*)) };
+}
+
+macro_rules! outln {
+    () => { emit("\n") };
+    ($($arg:tt)*) => { emit(&(format!($($arg)*) + "\n")) };
+}
+
 #[derive(Parser)]
 #[command(
     name = "mobistack",
@@ -61,12 +87,74 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Storage device models: list the profiles, benchmark one, fit one to your measurements.
+    #[command(subcommand)]
+    Device(DeviceCommand),
+    /// Run a fio job file (a supported subset of fio's options) against a device profile under an
+    /// elevator, and print per-job latency and throughput with merge statistics.
+    Fio {
+        /// The job file.
+        jobfile: std::path::PathBuf,
+        /// Device profile (see `mobistack device list`).
+        #[arg(long, default_value = "emmc-5.1", value_name = "PROFILE")]
+        device: String,
+        /// I/O scheduler: noop, deadline, cfq or mq-deadline.
+        #[arg(long, default_value = "cfq", value_name = "NAME")]
+        elevator: String,
+        /// Write a blkparse-format trace of the block layer to FILE.
+        #[arg(long, value_name = "FILE")]
+        blktrace: Option<std::path::PathBuf>,
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        seed: u64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure the engine: timer events and task wake-ups per second of wall time, on one core.
     Bench {
         /// Multiply the amount of work (1 takes about a second in a release build).
         #[arg(long, default_value_t = 4, value_name = "N")]
         scale: u64,
         /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum DeviceCommand {
+    /// List the built-in device profiles.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sequential (512 KiB) and random (4 KiB) reads and writes at queue depth 1 and 32, beside the
+    /// profile's published figures.
+    Bench {
+        /// Profile name (see `mobistack device list`).
+        profile: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fit a profile to four measured numbers and print it as a scenario `[stack.device]` table.
+    Fit {
+        /// Sequential read bandwidth, e.g. 250MB/s.
+        #[arg(long, value_name = "BW")]
+        seq_read: String,
+        /// Sequential write bandwidth, e.g. 125MB/s.
+        #[arg(long, value_name = "BW")]
+        seq_write: String,
+        /// Random 4 KiB read IOPS, e.g. 11000.
+        #[arg(long, value_name = "IOPS")]
+        rand_read: String,
+        /// Random 4 KiB write IOPS, e.g. 13000.
+        #[arg(long, value_name = "IOPS")]
+        rand_write: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Flush, FUA and discard latencies of every profile on an idle device.
+    Latencies {
         #[arg(long)]
         json: bool,
     },
@@ -86,6 +174,116 @@ fn main() -> ExitCode {
         Command::List { json } => cmd_list(json),
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
+        Command::Device(command) => cmd_device(command),
+        Command::Fio {
+            jobfile,
+            device,
+            elevator,
+            blktrace,
+            seed,
+            json,
+        } => cmd_fio(&jobfile, &device, &elevator, blktrace, seed, json),
+    }
+}
+
+fn cmd_fio(
+    jobfile: &std::path::Path,
+    profile: &str,
+    elevator: &str,
+    blktrace: Option<std::path::PathBuf>,
+    seed: u64,
+    json: bool,
+) -> ExitCode {
+    use mobistack::block::fio::{run_fio_file, FioOptions};
+    let text = match std::fs::read_to_string(jobfile) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", jobfile.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let config = mobistack::dev::DeviceConfig {
+        profile: profile.to_string(),
+        ..Default::default()
+    };
+    let device = match mobistack::dev::build_device(&config, seed) {
+        Ok(device) => device,
+        Err(e) => {
+            eprintln!("error: --device {profile}: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let options = FioOptions {
+        seed,
+        trace: blktrace.is_some(),
+    };
+    let report = match run_fio_file(&text, device, elevator, options) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("error: {}: {e}", jobfile.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    if let (Some(path), Some(trace)) = (&blktrace, &report.trace) {
+        let written =
+            std::fs::File::create(path).and_then(|mut file| trace.write_blkparse(&mut file));
+        if let Err(e) = written {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+    }
+    if json {
+        outln!("{}", report.json());
+    } else {
+        out!("{}", report.table());
+        if let (Some(path), Some(trace)) = (&blktrace, &report.trace) {
+            outln!(
+                "blktrace: {} events written to {}",
+                trace.events().len(),
+                path.display()
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// Prints a library report as its table or its JSON; a `String` error is bad input.
+fn print_report(report: Result<(String, serde_json::Value), String>, json: bool) -> ExitCode {
+    match report {
+        Ok((table, value)) => {
+            if json {
+                outln!("{value}");
+            } else {
+                out!("{table}");
+                if !table.ends_with('\n') {
+                    outln!();
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn cmd_device(command: DeviceCommand) -> ExitCode {
+    use mobistack::dev::bench;
+    match command {
+        DeviceCommand::List { json } => print_report(Ok(bench::list_report()), json),
+        DeviceCommand::Bench { profile, json } => print_report(bench::bench_report(&profile), json),
+        DeviceCommand::Fit {
+            seq_read,
+            seq_write,
+            rand_read,
+            rand_write,
+            json,
+        } => print_report(
+            bench::fit_command(&seq_read, &seq_write, &rand_read, &rand_write),
+            json,
+        ),
+        DeviceCommand::Latencies { json } => print_report(bench::flush_discard_report(), json),
     }
 }
 
@@ -188,9 +386,9 @@ fn cmd_run(
         }
     }
     if json {
-        print!("{json_text}");
+        out!("{json_text}");
     } else {
-        print!("{}", table::render(&results));
+        out!("{}", table::render(&results));
     }
     ExitCode::SUCCESS
 }
@@ -210,11 +408,11 @@ fn cmd_list(json: bool) -> ExitCode {
                 |(name, description)| serde_json::json!({"name": name, "description": description}),
             )
             .collect();
-        println!("{}", serde_json::json!({ "scenarios": value }));
+        outln!("{}", serde_json::json!({ "scenarios": value }));
     } else {
         let mut rows = vec![vec!["scenario".to_string(), "description".to_string()]];
         rows.extend(entries.iter().map(|(n, d)| vec![n.to_string(), d.clone()]));
-        print!("{}", table::align(&rows));
+        out!("{}", table::align(&rows));
     }
     ExitCode::SUCCESS
 }
@@ -235,9 +433,9 @@ fn cmd_validate(name: &str, json: bool) -> ExitCode {
             "variants": scenario.variants,
             "timeline": scenario.timeline,
         });
-        println!("{value}");
+        outln!("{value}");
     } else {
-        println!(
+        outln!(
             "{}: ok: scenario `{}`, {} app(s), {} timeline event(s), {} variant(s) ({}), {} seed(s)",
             scenario.file,
             scenario.name,
@@ -262,7 +460,7 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
     }
     let results = mobistack::sim::bench::run_all(scale);
     if json {
-        println!("{}", serde_json::json!({ "bench": results }));
+        outln!("{}", serde_json::json!({ "bench": results }));
     } else {
         let mut rows = vec![["benchmark", "operations", "wall s", "rate"]
             .iter()
@@ -276,7 +474,7 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
                 format!("{:.2} M {}", r.per_second / 1e6, r.what),
             ]);
         }
-        print!("{}", table::align(&rows));
+        out!("{}", table::align(&rows));
     }
     ExitCode::SUCCESS
 }

@@ -3,12 +3,13 @@
 //! go in parallel threads; one run is single-threaded and deterministic.
 
 use crate::app::{ActivityManager, AppContext};
+use crate::block::fio::JobState;
 use crate::report::recorder::{blocked_map, Recorder};
 use crate::report::results::{RunResult, ScenarioResults, RESULTS_SCHEMA, RESULTS_VERSION};
 use crate::scenario::{
     EndCondition, Role, Scenario, TimelineAction, TimelineEvent, Variant, WorkloadConfig,
 };
-use crate::sim::{BlockedTimes, RunEnd, Sim, Simulation, TaskId};
+use crate::sim::{BlockedTimes, Rng, RunEnd, Sim, Simulation, TaskId};
 use crate::stack::Stack;
 use crate::units::Nanos;
 use crate::workload::toy;
@@ -134,6 +135,11 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
             let handle = sim.spawn(&ctx.name, toy::toy_locks(ctx.clone(), config.clone()));
             tasks.push(handle.task());
         }
+        WorkloadConfig::Fio(config) => {
+            // Validated against the device before the run started.
+            let started = crate::workload::fio::start(&ctx, config).expect("validated fio job");
+            tasks.extend(started);
+        }
     }
 }
 
@@ -153,7 +159,30 @@ pub fn run_one(
         .position(|a| a.role == Role::Foreground)
         .map(|i| scenario.uid(i));
     let activity = Rc::new(ActivityManager::new(foreground));
-    let stack = Stack::new(&sim, &variant.stack, activity.clone());
+    let run_error = |message: String| RunError {
+        scenario: scenario.name.clone(),
+        variant: variant.name.clone(),
+        seed,
+        message,
+    };
+    let with_block = scenario.apps.iter().any(|a| a.workload.needs_block());
+    let stack =
+        Stack::new(&sim, &variant.stack, activity.clone(), with_block).map_err(run_error)?;
+    if let Some(block) = &stack.block {
+        // Jobs must fit the device: checked here, where its capacity is known, with the checks
+        // the job itself makes when it starts.
+        for app in &scenario.apps {
+            if let WorkloadConfig::Fio(config) = &app.workload {
+                let name = app.name.get_ref();
+                config
+                    .job(name)
+                    .and_then(|job| {
+                        JobState::new(job, 0, 0, name, block.capacity_bytes, Rng::new(0))
+                    })
+                    .map_err(|e| run_error(format!("app `{name}`: {e}")))?;
+            }
+        }
+    }
     let recorder = Rc::new(Recorder::new());
     let apps: Rc<Vec<AppRuntime>> = Rc::new(
         scenario
@@ -219,12 +248,7 @@ pub fn run_one(
     let end_when_done = scenario.end == EndCondition::AppsDone;
     let end = sim
         .run_until(scenario.duration, end_when_done)
-        .map_err(|deadlock| RunError {
-            scenario: scenario.name.clone(),
-            variant: variant.name.clone(),
-            seed,
-            message: deadlock.to_string(),
-        })?;
+        .map_err(|deadlock| run_error(deadlock.to_string()))?;
 
     let mut app_results = BTreeMap::new();
     for (i, app) in apps.iter().enumerate() {
@@ -262,5 +286,6 @@ pub fn run_one(
         events: sim.events_processed(),
         apps: app_results,
         counters,
+        device: stack.device_stats(),
     })
 }

@@ -59,3 +59,66 @@ fn list_and_validate_describe_the_builtins() {
     assert_eq!(code, 0);
     assert!(out.contains("2 variant(s) (fifo, fg-first)"), "{out}");
 }
+
+#[test]
+fn device_commands_list_bench_and_fit() {
+    let (code, out, _) = mobistack(&["device", "list", "--json"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("emmc-5.0") && out.contains("ufs-3.1"), "{out}");
+    let (code, out, _) = mobistack(&["device", "bench", "emmc-5.0", "--json"]);
+    assert_eq!(code, 0);
+    serde_json::from_str::<serde_json::Value>(&out).expect("bench JSON");
+    let (code, _, err) = mobistack(&["device", "bench", "floppy"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown device profile `floppy`"), "{err}");
+    let (code, _, err) = mobistack(&[
+        "device",
+        "fit",
+        "--seq-read",
+        "250MB",
+        "--seq-write",
+        "125MB/s",
+        "--rand-read",
+        "11000",
+        "--rand-write",
+        "13000",
+    ]);
+    assert_eq!(code, 2, "a bandwidth without /s is bad input");
+    assert!(err.contains("250MB"), "{err}");
+}
+
+#[test]
+fn fio_runs_a_job_file_and_writes_a_blkparse_trace() {
+    let trace = std::env::temp_dir().join(format!("mobistack-cli-{}.blktrace", std::process::id()));
+    let (code, out, err) = mobistack(&[
+        "fio",
+        "examples/fio/fg_read_bg_write.fio",
+        "--device",
+        "emmc-5.1",
+        "--elevator",
+        "deadline",
+        "--blktrace",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("fg-randread") && out.contains("merges:"),
+        "{out}"
+    );
+    let text = std::fs::read_to_string(&trace).unwrap();
+    std::fs::remove_file(&trace).ok();
+    let first = text.lines().next().unwrap();
+    // blkparse default format: "maj,min cpu seq time pid action rwbs sector + size [comm]"
+    let fields: Vec<&str> = first.split_whitespace().collect();
+    assert_eq!(fields[0], "179,0");
+    assert_eq!(fields[5], "Q");
+    assert!(first.ends_with("[fio]"), "{first}");
+    let (code, _, err) = mobistack(&[
+        "fio",
+        "examples/fio/fg_read_bg_write.fio",
+        "--elevator",
+        "bfq",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bfq"), "{err}");
+}

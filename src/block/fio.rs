@@ -412,10 +412,28 @@ impl Default for FioOptions {
     }
 }
 
+/// Callbacks a job's submitters make around each I/O, from the submitting task. The scenario
+/// stack uses them to tag bios with the app's foreground state and to record per-op latency.
+pub trait IoHooks {
+    /// Whether the issuing app is in the foreground now (the bio's hint to the device).
+    fn foreground(&self) -> bool {
+        false
+    }
+    /// Just before an I/O is submitted.
+    fn started(&self) {}
+    /// Just after the I/O completed.
+    fn finished(&self, _op: IoOp, _bytes: u64) {}
+}
+
+struct NoHooks;
+impl IoHooks for NoHooks {}
+
 /// State shared by the submitters of one job clone.
-struct JobState {
+pub struct JobState {
     job: FioJob,
     pid: u32,
+    uid: u32,
+    comm: String,
     region_start: u64,
     region_bytes: u64,
     start_ns: Cell<Nanos>,
@@ -428,6 +446,76 @@ struct JobState {
 }
 
 impl JobState {
+    /// A job clone run by process `pid` of user `uid` (`comm` in traces) over the device
+    /// `capacity_bytes` large. Errors name the job.
+    pub fn new(
+        job: FioJob,
+        pid: u32,
+        uid: u32,
+        comm: &str,
+        capacity_bytes: u64,
+        rng: Rng,
+    ) -> Result<JobState, String> {
+        let region_start = job.offset;
+        let region_bytes = match job.size {
+            Some(size) => size,
+            None => capacity_bytes.saturating_sub(region_start),
+        };
+        if region_start + region_bytes > capacity_bytes {
+            return Err(format!(
+                "job `{}`: offset + size ({} bytes) exceeds the device capacity ({capacity_bytes} bytes)",
+                job.name,
+                region_start + region_bytes
+            ));
+        }
+        if region_bytes < job.bs {
+            return Err(format!("job `{}`: size is smaller than bs", job.name));
+        }
+        if job.time_based && job.runtime.is_none() {
+            return Err(format!("job `{}`: time_based needs runtime", job.name));
+        }
+        Ok(JobState {
+            job,
+            pid,
+            uid,
+            comm: comm.to_string(),
+            region_start,
+            region_bytes,
+            start_ns: Cell::new(0),
+            issued_bytes: Cell::new(0),
+            cursor: Cell::new(0),
+            rng: RefCell::new(rng),
+            samples: RefCell::new([Vec::new(), Vec::new()]),
+            bytes_done: Cell::new([0, 0]),
+            end_ns: Cell::new(0),
+        })
+    }
+
+    /// Starts the job now: spawns one submitter task per slot of the effective `iodepth`, each
+    /// with the hooks `hooks(slot)` returns.
+    pub fn spawn(
+        self: &Rc<Self>,
+        sim: &Sim,
+        layer: &BlockLayer,
+        next_bio: &Rc<Cell<u64>>,
+        hooks: impl Fn(u32) -> Rc<dyn IoHooks>,
+    ) -> Vec<crate::sim::JoinHandle<()>> {
+        self.start_ns.set(sim.now());
+        self.end_ns.set(sim.now());
+        (0..self.job.effective_iodepth())
+            .map(|slot| {
+                let task = submitter(
+                    sim.clone(),
+                    layer.clone(),
+                    self.clone(),
+                    next_bio.clone(),
+                    hooks(slot),
+                );
+                sim.spawn(&format!("{}/{slot}", self.job.name), task)
+            })
+            .collect()
+    }
+
     /// The next I/O to issue, or `None` when the job is done.
     fn next_io(&self, now: Nanos) -> Option<(IoOp, u64)> {
         let job = &self.job;
@@ -467,7 +555,13 @@ impl JobState {
 }
 
 /// One submitter (one slot of `iodepth`) of a job clone.
-async fn submitter(sim: Sim, layer: BlockLayer, state: Rc<JobState>, next_bio: Rc<Cell<u64>>) {
+async fn submitter(
+    sim: Sim,
+    layer: BlockLayer,
+    state: Rc<JobState>,
+    next_bio: Rc<Cell<u64>>,
+    hooks: Rc<dyn IoHooks>,
+) {
     let job = &state.job;
     loop {
         if let Some(rate) = job.rate {
@@ -483,6 +577,7 @@ async fn submitter(sim: Sim, layer: BlockLayer, state: Rc<JobState>, next_bio: R
         let Some((op, offset)) = state.next_io(sim.now()) else {
             break;
         };
+        hooks.started();
         let started = sim.now();
         let bio = Bio {
             id: next_bio.get(),
@@ -497,12 +592,12 @@ async fn submitter(sim: Sim, layer: BlockLayer, state: Rc<JobState>, next_bio: R
             task: TaskRef {
                 pid: state.pid,
                 tgid: state.pid,
-                uid: 0,
-                comm: "fio".to_string(),
+                uid: state.uid,
+                comm: state.comm.clone(),
             },
             ioprio: job.ioprio,
             issued_async: false,
-            foreground: false,
+            foreground: hooks.foreground(),
             pages: Vec::new(),
             submitted_ns: started,
         };
@@ -526,7 +621,53 @@ async fn submitter(sim: Sim, layer: BlockLayer, state: Rc<JobState>, next_bio: R
         bytes[direction] += job.bs;
         state.bytes_done.set(bytes);
         state.end_ns.set(state.end_ns.get().max(finished));
+        hooks.finished(op, job.bs);
     }
+}
+
+/// The request queue of a device under `elevator`, with its allocation model, optionally tracing
+/// (as `179,0`: mmcblk0, the eMMC of the papers' phones). Shared by `mobistack fio` and the
+/// scenario stack.
+pub fn build_queue(
+    device: Box<dyn BlockDevice>,
+    elevator: &str,
+    trace: bool,
+) -> Result<RequestQueue, String> {
+    let traits = QueueTraits {
+        nonrot: true,
+        queue_depth: device.queue_depth(),
+    };
+    let elevator_box = new_elevator(elevator, traits)?;
+    let alloc = AllocModel::default_for(elevator, tag_set_depth(traits.queue_depth));
+    let mut queue = RequestQueue::new(elevator_box, device, alloc);
+    if trace {
+        queue.enable_trace(BlkTrace::new(179, 0, super::blktrace::DEFAULT_CAPACITY));
+    }
+    Ok(queue)
+}
+
+/// A job from `option = value` pairs (a scenario's `[app.workload.fio]` table), with fio's
+/// names, units and errors. `stonewall` has no meaning inside one app and is rejected.
+pub fn job_from_options(
+    name: &str,
+    options: &[(String, Option<String>)],
+) -> Result<FioJob, String> {
+    let mut job = FioJob {
+        name: name.to_string(),
+        ..FioJob::default()
+    };
+    for (option, value) in options {
+        if matches!(option.as_str(), "stonewall" | "wait_for_previous" | "name") {
+            return Err(format!(
+                "fio option `{option}` is not available in an app workload (one app is one job)"
+            ));
+        }
+        apply_option(&mut job, option, value.as_deref())?;
+    }
+    if job.time_based && job.runtime.is_none() {
+        return Err("time_based needs runtime".to_string());
+    }
+    Ok(job)
 }
 
 /// Runs `jobs` against `device` under `elevator` in a fresh simulation.
@@ -536,19 +677,9 @@ pub fn run_fio(
     elevator: &str,
     options: FioOptions,
 ) -> Result<FioReport, String> {
-    let traits = QueueTraits {
-        nonrot: true,
-        queue_depth: device.queue_depth(),
-    };
     let device_name = device.name().to_string();
     let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-    let elevator_box = new_elevator(elevator, traits)?;
-    let alloc = AllocModel::default_for(elevator, tag_set_depth(traits.queue_depth));
-    let mut queue = RequestQueue::new(elevator_box, device, alloc);
-    if options.trace {
-        // 179,0: mmcblk0, the eMMC of the papers' phones.
-        queue.enable_trace(BlkTrace::new(179, 0, super::blktrace::DEFAULT_CAPACITY));
-    }
+    let queue = build_queue(device, elevator, options.trace)?;
     let sim = Simulation::new(options.seed);
     let layer = BlockLayer::new(&sim.handle(), queue);
     let next_bio = Rc::new(Cell::new(1u64));
@@ -556,24 +687,6 @@ pub fn run_fio(
     let mut groups: Vec<Vec<Rc<JobState>>> = Vec::new();
     let mut pid = FIRST_PID;
     for job in jobs {
-        let region_start = job.offset;
-        let region_bytes = match job.size {
-            Some(size) => size,
-            None => capacity_bytes.saturating_sub(region_start),
-        };
-        if region_start + region_bytes > capacity_bytes {
-            return Err(format!(
-                "job `{}`: offset + size ({} bytes) exceeds the device capacity ({capacity_bytes} bytes)",
-                job.name,
-                region_start + region_bytes
-            ));
-        }
-        if region_bytes < job.bs {
-            return Err(format!("job `{}`: size is smaller than bs", job.name));
-        }
-        if job.time_based && job.runtime.is_none() {
-            return Err(format!("job `{}`: time_based needs runtime", job.name));
-        }
         if job.stonewall || groups.is_empty() {
             groups.push(Vec::new());
         }
@@ -584,25 +697,21 @@ pub fn run_fio(
                 job.name.clone()
             };
             let rng = sim.rng(&format!("fio/{name}"));
+            let state = JobState::new(
+                FioJob {
+                    name,
+                    ..job.clone()
+                },
+                pid,
+                0,
+                "fio",
+                capacity_bytes,
+                rng,
+            )?;
             groups
                 .last_mut()
                 .expect("a group exists")
-                .push(Rc::new(JobState {
-                    job: FioJob {
-                        name,
-                        ..job.clone()
-                    },
-                    pid,
-                    region_start,
-                    region_bytes,
-                    start_ns: Cell::new(0),
-                    issued_bytes: Cell::new(0),
-                    cursor: Cell::new(0),
-                    rng: RefCell::new(rng),
-                    samples: RefCell::new([Vec::new(), Vec::new()]),
-                    bytes_done: Cell::new([0, 0]),
-                    end_ns: Cell::new(0),
-                }));
+                .push(Rc::new(state));
             pid += 1;
         }
     }
@@ -613,18 +722,9 @@ pub fn run_fio(
         for group in groups {
             let mut joins = Vec::new();
             for state in group {
-                state.start_ns.set(handle.now());
-                state.end_ns.set(handle.now());
-                for slot in 0..state.job.effective_iodepth() {
-                    let task = submitter(
-                        handle.clone(),
-                        coordinator_layer.clone(),
-                        state.clone(),
-                        next_bio.clone(),
-                    );
-                    let name = format!("{}/{slot}", state.job.name);
-                    joins.push(handle.spawn(&name, task));
-                }
+                joins.extend(
+                    state.spawn(&handle, &coordinator_layer, &next_bio, |_| Rc::new(NoHooks)),
+                );
             }
             for join in joins {
                 join.join(&handle).await;

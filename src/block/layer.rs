@@ -38,6 +38,65 @@ struct Shared {
     /// The time of the armed `advance` callback and its generation (older callbacks are stale).
     armed: Cell<Option<Nanos>>,
     generation: Cell<u64>,
+    /// Recently completed requests, for explaining the waits on them.
+    history: RefCell<RequestHistory>,
+    /// The elevator's name, for descriptions.
+    elevator: &'static str,
+}
+
+/// Bound on completed requests remembered for explanations (a waiter reads its request's
+/// history as soon as it wakes, so a short memory suffices).
+const HISTORY_REQUESTS: usize = 4096;
+
+/// What happened to a completed request, in time.
+#[derive(Debug, Clone)]
+struct RequestTiming {
+    text: String,
+}
+
+#[derive(Default)]
+struct RequestHistory {
+    by_id: BTreeMap<RequestId, RequestTiming>,
+    order: std::collections::VecDeque<RequestId>,
+}
+
+impl RequestHistory {
+    fn remember(&mut self, id: RequestId, timing: RequestTiming) {
+        if self.order.len() == HISTORY_REQUESTS {
+            let oldest = self.order.pop_front().expect("history is full");
+            self.by_id.remove(&oldest);
+        }
+        self.order.push_back(id);
+        self.by_id.insert(id, timing);
+    }
+}
+
+/// "request R#12 (WS 1024 sectors of update[1001], 47.9 ms queued in cfq, 4.30 ms on the device)"
+fn describe_completed(rq: &super::request::Request, elevator: &str, now: Nanos) -> String {
+    use crate::units::format_ms;
+    let issued = rq.issued_ns.unwrap_or(now);
+    let mut rwbs = String::from(match rq.op {
+        crate::dev::IoOp::Read => "R",
+        crate::dev::IoOp::Write => "W",
+        crate::dev::IoOp::Discard => "D",
+        crate::dev::IoOp::Flush => "F",
+    });
+    if rq.flags.sync {
+        rwbs.push('S');
+    }
+    if rq.flags.meta {
+        rwbs.push('M');
+    }
+    format!(
+        "request R#{} ({rwbs} {} sectors of {}[{}]{}, {} ms queued in {elevator}, {} ms on the device)",
+        rq.id,
+        rq.nr_sectors,
+        rq.task.comm,
+        rq.task.pid,
+        if rq.issued_async { ", async writeback" } else { "" },
+        format_ms((issued - rq.start_ns) as f64),
+        format_ms((now - issued) as f64),
+    )
 }
 
 /// The block layer of one device, usable from engine tasks. Cheap to clone.
@@ -49,15 +108,28 @@ pub struct BlockLayer {
 
 impl BlockLayer {
     pub fn new(sim: &Sim, queue: RequestQueue) -> BlockLayer {
+        let elevator = queue.elevator().name();
+        let shared = Rc::new(Shared {
+            queue: RefCell::new(queue),
+            alloc_wait: [WaitQueue::new(), WaitQueue::new()],
+            pending: RefCell::new(BTreeMap::new()),
+            armed: Cell::new(None),
+            generation: Cell::new(0),
+            history: RefCell::new(RequestHistory::default()),
+            elevator,
+        });
+        let weak = Rc::downgrade(&shared);
+        sim.add_blocker_describer(move |blocker| match blocker {
+            Blocker::Request(id) => {
+                let shared = weak.upgrade()?;
+                let history = shared.history.borrow();
+                history.by_id.get(&id).map(|timing| timing.text.clone())
+            }
+            _ => None,
+        });
         BlockLayer {
             sim: sim.clone(),
-            shared: Rc::new(Shared {
-                queue: RefCell::new(queue),
-                alloc_wait: [WaitQueue::new(), WaitQueue::new()],
-                pending: RefCell::new(BTreeMap::new()),
-                armed: Cell::new(None),
-                generation: Cell::new(0),
-            }),
+            shared,
         }
     }
 
@@ -187,6 +259,11 @@ impl BlockLayer {
         let now = self.sim.now();
         let report = self.shared.queue.borrow_mut().advance(now);
         for (_, rq) in &report.completed {
+            let text = describe_completed(rq, self.shared.elevator, now);
+            self.shared
+                .history
+                .borrow_mut()
+                .remember(rq.id, RequestTiming { text });
             for bio in &rq.bios {
                 let done = self
                     .shared

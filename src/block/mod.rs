@@ -11,3 +11,41 @@ pub mod fio;
 pub mod layer;
 pub mod queue;
 pub mod request;
+
+use serde::{Deserialize, Serialize};
+
+/// The scenario's `[stack.block]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockConfig {
+    /// I/O scheduler: `noop`, `deadline`, `cfq` or `mq-deadline`. Default `cfq`: the scheduler of
+    /// the Android kernels the papers measured (3.4-3.10; QASIO §2, FastTrack §2).
+    #[serde(default = "default_elevator")]
+    pub elevator: String,
+}
+
+fn default_elevator() -> String {
+    "cfq".to_string()
+}
+
+impl Default for BlockConfig {
+    fn default() -> Self {
+        BlockConfig {
+            elevator: default_elevator(),
+        }
+    }
+}
+
+impl BlockConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if elevator::ELEVATOR_NAMES.contains(&self.elevator.as_str()) || self.elevator == "none" {
+            Ok(())
+        } else {
+            Err(format!(
+                "unknown elevator `{}`: expected one of {}",
+                self.elevator,
+                elevator::ELEVATOR_NAMES.join(", ")
+            ))
+        }
+    }
+}

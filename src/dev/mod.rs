@@ -6,7 +6,17 @@
 //! reports the requests that completed. The device never awaits and never reads a clock of its own,
 //! so the same model can be driven by the simulator, by `mobistack device bench`, or by a test.
 
+pub mod bench;
+pub mod cache;
 pub mod fixed;
+pub mod flash;
+pub mod ftl;
+pub mod nand;
+pub mod profile;
+pub mod sched;
+
+pub use flash::FlashDevice;
+pub use profile::{build_device, profile_names, DeviceConfig, DeviceProfile};
 
 use crate::units::Nanos;
 
@@ -85,4 +95,12 @@ pub trait BlockDevice {
     /// Moves the device to time `now` (never earlier than the last call), appending every request
     /// that completed at or before `now` to `completions` in completion order.
     fn advance(&mut self, now: Nanos, completions: &mut Vec<DevCompletion>);
+    /// Model-specific counters for the results file (e.g. NAND programs, GC copies, erases);
+    /// `Null` when the model keeps none.
+    fn stats_json(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 }
+
+#[cfg(test)]
+mod tests;

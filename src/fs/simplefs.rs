@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 
 /// Inodes per 4 KiB inode-table block: 4096 / 256 (mke2fs default inode size 256 bytes).
 pub const INODES_PER_BLOCK: u64 = PAGE_SIZE / 256;
+/// Smallest file system accepted: 1 MiB (superblock, inode table of 64 inodes, data blocks).
+pub const MIN_FS_BYTES: u64 = 1 << 20;
 /// First inode number handed out (ext2/ext4 reserve inodes 1..10; `EXT4_GOOD_OLD_FIRST_INO` 11).
 pub const FIRST_INO: Ino = 11;
 

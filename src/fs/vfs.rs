@@ -185,10 +185,17 @@ impl Vfs {
         self.state.borrow().stats
     }
 
-    /// A new process with an empty fd table.
+    /// A new process with an empty fd table and a pid of the VFS's own (for tests without a
+    /// [`crate::stack::Stack`]; in a stack use [`Vfs::new_process_with_pid`] with
+    /// `Stack::alloc_pid`, so pids stay unique across workloads).
     pub fn new_process(&self, uid: u32, comm: &str) -> Process {
         let pid = self.next_pid.get();
         self.next_pid.set(pid + 1);
+        self.new_process_with_pid(pid, uid, comm)
+    }
+
+    /// A new process `pid` with an empty fd table.
+    pub fn new_process_with_pid(&self, pid: u32, uid: u32, comm: &str) -> Process {
         self.mm.bdev.register_task(pid, uid, comm);
         Process {
             pid,

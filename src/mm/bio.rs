@@ -253,18 +253,23 @@ pub struct QueueSubmit {
     me: Weak<QueueSubmit>,
     sim: Sim,
     layer: crate::block::layer::BlockLayer,
-    next_bio: Cell<u64>,
+    /// Bio ids, shared with the stack's other block users (`BlockStack::next_bio`).
+    next_bio: Rc<Cell<u64>>,
     in_flight: Cell<usize>,
     tasks: RefCell<BTreeMap<u32, (u32, String)>>,
 }
 
 impl QueueSubmit {
-    pub fn new(sim: &Sim, layer: crate::block::layer::BlockLayer) -> Rc<QueueSubmit> {
+    pub fn new(
+        sim: &Sim,
+        layer: crate::block::layer::BlockLayer,
+        next_bio: Rc<Cell<u64>>,
+    ) -> Rc<QueueSubmit> {
         Rc::new_cyclic(|me| QueueSubmit {
             me: me.clone(),
             sim: sim.clone(),
             layer,
-            next_bio: Cell::new(1),
+            next_bio,
             in_flight: Cell::new(0),
             tasks: RefCell::new(BTreeMap::new()),
         })

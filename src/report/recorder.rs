@@ -1,8 +1,8 @@
 //! Records per-app, per-operation latency distributions, blocked time by reason and counters while
 //! a run goes on.
 
-use super::results::{AppResult, OpSummary};
-use crate::sim::{BlockedTimes, Sim, TaskId};
+use super::results::{AppResult, OpSummary, SlowOp, SlowWait};
+use crate::sim::{BlockedTimes, Sim, TaskId, WaitLog, WaitRecord};
 use crate::units::Nanos;
 use hdrhistogram::Histogram;
 use std::cell::RefCell;
@@ -24,9 +24,16 @@ pub struct OpTimer {
 }
 
 impl OpTimer {
-    /// Called from the task performing the operation.
+    /// The same operation under another name (e.g. once its direction is known).
+    pub fn renamed(self, op: &'static str) -> OpTimer {
+        OpTimer { op, ..self }
+    }
+
+    /// Called from the task performing the operation. Starts the task's wait log, so the
+    /// operation's latency can be explained wait by wait (one operation per task at a time).
     pub fn begin(sim: &Sim, op: &'static str) -> OpTimer {
         let task = sim.current_task().expect("an operation runs in a task");
+        sim.start_wait_log(task);
         OpTimer {
             op,
             task,
@@ -36,11 +43,18 @@ impl OpTimer {
     }
 }
 
+/// How many of the slowest operations per app and operation keep their waits.
+pub const SLOWEST_KEPT: usize = 3;
+/// How many waits of a slow operation are kept (the longest).
+const WAITS_KEPT: usize = 6;
+
 struct OpRecord {
     histogram: Histogram<u64>,
     sum_ns: u128,
     max_ns: u64,
     blocked: BlockedTimes,
+    /// The slowest operations, slowest first.
+    slowest: Vec<SlowOp>,
 }
 
 impl OpRecord {
@@ -51,7 +65,45 @@ impl OpRecord {
             sum_ns: 0,
             max_ns: 0,
             blocked: BlockedTimes::default(),
+            slowest: Vec::new(),
         }
+    }
+
+    /// Keeps the operation if it is among the slowest, with its longest waits described.
+    fn consider_slow(&mut self, sim: &Sim, timer: &OpTimer, latency: Nanos, log: &WaitLog) {
+        let position = self.slowest.partition_point(|s| s.latency_ns >= latency);
+        if position >= SLOWEST_KEPT {
+            return;
+        }
+        let mut records: Vec<&WaitRecord> = log
+            .records
+            .iter()
+            .filter(|r| !r.wait.reason.is_voluntary())
+            .collect();
+        records.sort_by_key(|r| std::cmp::Reverse(r.ended_ns - r.wait.since_ns));
+        let waits = records
+            .iter()
+            .take(WAITS_KEPT)
+            .map(|r| SlowWait {
+                reason: r.wait.reason.name().to_string(),
+                layer: r.wait.reason.layer().to_string(),
+                on: sim.describe_blocker(r.wait.blocker),
+                held_by: r.wait.holder.map(|t| sim.task_name(t)),
+                start_ns: r.wait.since_ns,
+                ns: r.ended_ns - r.wait.since_ns,
+            })
+            .collect();
+        self.slowest.insert(
+            position,
+            SlowOp {
+                start_ns: timer.start_ns,
+                latency_ns: latency,
+                task: sim.task_name(timer.task),
+                waits,
+                waits_not_logged: log.dropped,
+            },
+        );
+        self.slowest.truncate(SLOWEST_KEPT);
     }
 }
 
@@ -76,6 +128,7 @@ impl Recorder {
     pub fn end_op(&self, sim: &Sim, app: &str, timer: OpTimer) {
         let latency = sim.now() - timer.start_ns;
         let blocked = sim.blocked_times(timer.task).since(&timer.blocked_before);
+        let log = sim.take_wait_log(timer.task);
         let mut apps = self.apps.borrow_mut();
         let record = apps
             .entry(app.to_string())
@@ -91,6 +144,7 @@ impl Recorder {
         for (reason, nanos) in blocked.nonzero() {
             record.blocked.add(reason, nanos);
         }
+        record.consider_slow(sim, &timer, latency, &log);
     }
 
     pub fn add_counter(&self, app: &str, counter: &str, amount: u64) {
@@ -136,6 +190,7 @@ fn summarize(record: &OpRecord) -> OpSummary {
         p99_ns: h.value_at_quantile(0.99),
         max_ns: record.max_ns,
         blocked_ns: blocked_map(&record.blocked),
+        slowest: record.slowest.clone(),
         histogram: h
             .iter_recorded()
             .map(|v| {

@@ -22,8 +22,62 @@ pub struct OpSummary {
     pub max_ns: u64,
     /// Time the operations spent blocked, summed, by wait reason.
     pub blocked_ns: BTreeMap<String, u64>,
+    /// The slowest operations, slowest first, each explained by its longest waits.
+    pub slowest: Vec<SlowOp>,
     /// The histogram: [highest value equivalent to the bucket, count] for every non-empty bucket.
     pub histogram: Vec<[u64; 2]>,
+}
+
+/// One slow operation and the waits that made it slow.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SlowOp {
+    pub start_ns: u64,
+    pub latency_ns: u64,
+    /// The task that performed it.
+    pub task: String,
+    /// Its longest waits, longest first.
+    pub waits: Vec<SlowWait>,
+    /// Waits beyond the task's log bound, counted but not kept.
+    pub waits_not_logged: u64,
+}
+
+/// One wait of a slow operation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SlowWait {
+    /// The Linux function that slept (`lock_buffer`, `submit_bio_wait`, ...).
+    pub reason: String,
+    pub layer: String,
+    /// What it waited on (a request, page, buffer, lock, ...).
+    pub on: String,
+    /// The task that held what it waited on, when known.
+    pub held_by: Option<String>,
+    pub start_ns: u64,
+    pub ns: u64,
+}
+
+impl SlowOp {
+    /// "52.2 ms at 1.234 s: submit_bio_wait 51.9 ms on request R#12; ..."
+    pub fn explain(&self) -> String {
+        use crate::units::format_ms;
+        let mut text = format!(
+            "{} ms at {:.3} s",
+            format_ms(self.latency_ns as f64),
+            self.start_ns as f64 / 1e9
+        );
+        for (i, wait) in self.waits.iter().enumerate() {
+            text.push_str(if i == 0 { ": " } else { "; " });
+            text.push_str(&format!(
+                "{} {} ms on {}",
+                wait.reason,
+                format_ms(wait.ns as f64),
+                wait.on
+            ));
+            if let Some(holder) = &wait.held_by {
+                text.push_str(&format!(" held by {holder}"));
+            }
+        }
+        text
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -49,6 +103,8 @@ pub struct RunResult {
     pub apps: BTreeMap<String, AppResult>,
     /// Counters of the stack's layers.
     pub counters: BTreeMap<String, u64>,
+    /// The device model's statistics (null when the run used no device).
+    pub device: serde_json::Value,
 }
 
 /// Every run of a scenario.

@@ -116,5 +116,21 @@ pub fn render(results: &ScenarioResults) -> String {
         }
     }
     out.push_str(&align(&rows));
+    out.push_str("\nslowest operation of each app, explained by its longest waits:\n");
+    for run in &results.runs {
+        for (app_name, app) in &run.apps {
+            for (op, summary) in &app.ops {
+                if let Some(slowest) = summary.slowest.first() {
+                    let _ = writeln!(
+                        out,
+                        "  {} seed {} {app_name} {op}: {}",
+                        run.variant,
+                        run.seed,
+                        slowest.explain()
+                    );
+                }
+            }
+        }
+    }
     out
 }

@@ -47,9 +47,29 @@ pub enum EndCondition {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StackConfig {
+    /// The storage device (`[stack.device]`; see `docs/devices.md`).
+    #[serde(default)]
+    pub device: crate::dev::DeviceConfig,
+    /// The block layer (`[stack.block]`).
+    #[serde(default)]
+    pub block: crate::block::BlockConfig,
     /// The toy I/O server of the foundation stack.
     #[serde(default)]
     pub toy: ToyServerConfig,
+}
+
+impl StackConfig {
+    /// Checks what the schema cannot: names of profiles, policies and elevators.
+    pub fn validate(&self) -> Result<(), String> {
+        self.device.resolve().map(|_| ())?;
+        if !(0.0..=1.0).contains(&self.device.fill) {
+            return Err(format!(
+                "[stack.device] fill {} must be a fraction between 0 and 1",
+                self.device.fill
+            ));
+        }
+        self.block.validate()
+    }
 }
 
 /// Service order of the toy server.
@@ -127,6 +147,8 @@ pub enum WorkloadConfig {
     ToyIo(crate::workload::toy::ToyIoConfig),
     /// Takes named locks in order (exercises lock chains and deadlock reports).
     ToyLocks(crate::workload::toy::ToyLocksConfig),
+    /// One fio job (fio's option names) against the block device.
+    Fio(crate::workload::fio::FioWorkloadConfig),
 }
 
 /// A timeline entry as written: `{ at = "5s", foreground = "camera" }`, with exactly one action.
@@ -403,6 +425,9 @@ impl Scenario {
                             ),
                         )
                     })?;
+            stack
+                .validate()
+                .map_err(|m| error(entry.name.span(), format!("variant `{name}`: {m}")))?;
             variants.push(Variant {
                 name: name.clone(),
                 description: entry.description.clone(),
@@ -410,6 +435,10 @@ impl Scenario {
             });
         }
         if variants.is_empty() {
+            document
+                .stack
+                .validate()
+                .map_err(|m| whole(format!("[stack]: {m}")))?;
             variants.push(Variant {
                 name: "base".into(),
                 description: String::new(),
@@ -463,10 +492,16 @@ impl Scenario {
 pub const FIRST_APPLICATION_UID: u32 = 10_000;
 
 impl WorkloadConfig {
+    /// Whether the workload issues block I/O (so the stack needs a device and block layer).
+    pub fn needs_block(&self) -> bool {
+        matches!(self, WorkloadConfig::Fio(_))
+    }
+
     fn validate(&self) -> Result<(), String> {
         match self {
             WorkloadConfig::ToyIo(config) => config.validate(),
             WorkloadConfig::ToyLocks(config) => config.validate(),
+            WorkloadConfig::Fio(config) => config.job("app").map(|_| ()),
         }
     }
 }

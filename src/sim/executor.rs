@@ -39,6 +39,7 @@ const PROGRESS_EVERY_EVENTS: u64 = 1 << 16;
 type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
 type Callback = Box<dyn FnOnce(&Sim)>;
 type ProgressHook = Box<dyn FnMut(Nanos)>;
+type Describer = Box<dyn Fn(Blocker) -> Option<String>>;
 
 /// Identifies one wait of one task; passed to [`Sim::wake`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +70,26 @@ struct Task {
     blocked: BlockedTimes,
     spawned_ns: Nanos,
     finished_ns: Option<Nanos>,
+    /// The waits that ended since logging started (see [`Sim::start_wait_log`]).
+    wait_log: Option<WaitLog>,
+}
+
+/// Bound on waits kept in one task's log; later ones are only counted.
+pub const MAX_LOGGED_WAITS: usize = 64;
+
+/// One wait that ended, as kept in a task's wait log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitRecord {
+    pub wait: Wait,
+    pub ended_ns: Nanos,
+}
+
+/// The waits of a task over an interval (one operation), in the order they ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WaitLog {
+    pub records: Vec<WaitRecord>,
+    /// Waits past [`MAX_LOGGED_WAITS`], counted but not kept.
+    pub dropped: u64,
 }
 
 enum EventKind {
@@ -114,6 +135,7 @@ struct Core {
     wakeups: Cell<u64>,
     lock_names: RefCell<Vec<Rc<str>>>,
     progress: RefCell<Option<ProgressHook>>,
+    describers: RefCell<Vec<Describer>>,
 }
 
 /// A handle to a running simulation, cloned into every task and primitive that needs it.
@@ -191,6 +213,7 @@ impl Simulation {
             wakeups: Cell::new(0),
             lock_names: RefCell::new(Vec::new()),
             progress: RefCell::new(None),
+            describers: RefCell::new(Vec::new()),
         };
         Simulation {
             sim: Sim {
@@ -226,6 +249,7 @@ impl Drop for Simulation {
         let events = std::mem::take(&mut *self.sim.core.events.borrow_mut());
         drop(events);
         self.sim.core.progress.borrow_mut().take();
+        self.sim.core.describers.borrow_mut().clear();
     }
 }
 
@@ -297,6 +321,7 @@ impl Sim {
                 blocked: BlockedTimes::default(),
                 spawned_ns: self.now(),
                 finished_ns: None,
+                wait_log: None,
             });
             id
         };
@@ -379,6 +404,16 @@ impl Sim {
         }
         let wait = entry.wait.take().expect("a blocked task has a wait");
         entry.blocked.add(wait.reason, now - wait.since_ns);
+        if let Some(log) = entry.wait_log.as_mut() {
+            if log.records.len() < MAX_LOGGED_WAITS {
+                log.records.push(WaitRecord {
+                    wait,
+                    ended_ns: now,
+                });
+            } else {
+                log.dropped += 1;
+            }
+        }
         entry.state = TaskState::Ready;
         entry.woken_token = token.token;
         drop(tasks);
@@ -447,12 +482,24 @@ impl Sim {
             .map_or_else(|| "?".to_string(), |n| n.to_string())
     }
 
-    /// A blocker as text, with the names the engine knows (e.g. a lock's name).
+    /// Lets a layer describe the blockers it owns (e.g. the block layer its requests: how long
+    /// one sat in the elevator and on the device). The first describer with an answer wins.
+    pub fn add_blocker_describer(&self, describer: impl Fn(Blocker) -> Option<String> + 'static) {
+        self.core.describers.borrow_mut().push(Box::new(describer));
+    }
+
+    /// A blocker as text, with what the engine and the layers know of it.
     pub fn describe_blocker(&self, blocker: Blocker) -> String {
-        match blocker {
-            Blocker::Lock(id) => format!("{blocker} ({})", self.lock_name(id)),
-            other => other.to_string(),
+        if let Blocker::Lock(id) = blocker {
+            return format!("{blocker} ({})", self.lock_name(id));
         }
+        let described = self
+            .core
+            .describers
+            .borrow()
+            .iter()
+            .find_map(|describe| describe(blocker));
+        described.unwrap_or_else(|| blocker.to_string())
     }
 
     /// Installs a hook called with the virtual time every few tens of thousands of events.
@@ -483,6 +530,20 @@ impl Sim {
             times.add(wait.reason, self.now() - wait.since_ns);
         }
         times
+    }
+
+    /// Starts recording every wait of `task` that ends from now on (replacing any log in
+    /// progress): how an operation's latency is explained wait by wait.
+    pub fn start_wait_log(&self, task: TaskId) {
+        self.core.tasks.borrow_mut()[task.0 as usize].wait_log = Some(WaitLog::default());
+    }
+
+    /// Stops recording `task`'s waits and returns what was recorded.
+    pub fn take_wait_log(&self, task: TaskId) -> WaitLog {
+        self.core.tasks.borrow_mut()[task.0 as usize]
+            .wait_log
+            .take()
+            .unwrap_or_default()
     }
 
     /// The wait `task` is in, if it is blocked.

@@ -28,6 +28,9 @@ pub mod wait;
 #[cfg(test)]
 mod tests;
 
-pub use executor::{BlockedTask, Deadlock, JoinHandle, RunEnd, Sim, Simulation, Sleep, WakeToken};
+pub use executor::{
+    BlockedTask, Deadlock, JoinHandle, RunEnd, Sim, Simulation, Sleep, WaitLog, WaitRecord,
+    WakeToken, MAX_LOGGED_WAITS,
+};
 pub use rng::Rng;
 pub use wait::{BlockedTimes, Blocker, TaskId, Wait, WaitReason};

@@ -239,3 +239,65 @@ fn the_same_seed_gives_the_same_interleaving() {
     assert_eq!(trace(3), trace(3));
     assert_ne!(trace(3), trace(4));
 }
+
+#[test]
+fn a_wait_log_keeps_each_ended_wait_in_order() {
+    let sim = Simulation::new(1);
+    let lock = Mutex::new(&sim, "j_state_lock", WaitReason::JournalHandle);
+    let (s, l) = (sim.handle(), lock.clone());
+    sim.spawn("holder", async move {
+        let _held = l.lock(&s).await;
+        s.sleep(30).await;
+    });
+    let (s, l) = (sim.handle(), lock.clone());
+    let worker = sim.spawn("worker", async move {
+        let me = s.current_task().unwrap();
+        s.start_wait_log(me);
+        s.sleep(5).await;
+        drop(l.lock(&s).await);
+        s.sleep_for(7, WaitReason::DirtyThrottle, Blocker::None)
+            .await;
+        s.take_wait_log(me)
+    });
+    sim.run_until(u64::MAX, true).unwrap();
+    let log = worker.result().unwrap();
+    let reasons: Vec<WaitReason> = log.records.iter().map(|r| r.wait.reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            WaitReason::Sleep,
+            WaitReason::JournalHandle,
+            WaitReason::DirtyThrottle
+        ]
+    );
+    let lock_wait = log.records[1];
+    assert_eq!(lock_wait.ended_ns - lock_wait.wait.since_ns, 25);
+    assert_eq!(lock_wait.wait.holder, Some(TaskId(0)));
+    assert_eq!(
+        sim.describe_blocker(lock_wait.wait.blocker),
+        "lock L#0 (j_state_lock)"
+    );
+    assert_eq!(log.dropped, 0);
+    assert!(
+        sim.take_wait_log(worker.task()).records.is_empty(),
+        "logging stopped"
+    );
+}
+
+#[test]
+fn wait_logs_are_bounded() {
+    let sim = Simulation::new(1);
+    let s = sim.handle();
+    let task = sim.spawn("sleeper", async move {
+        let me = s.current_task().unwrap();
+        s.start_wait_log(me);
+        for _ in 0..(MAX_LOGGED_WAITS + 10) {
+            s.sleep(1).await;
+        }
+        s.take_wait_log(me)
+    });
+    sim.run_until(u64::MAX, true).unwrap();
+    let log = task.result().unwrap();
+    assert_eq!(log.records.len(), MAX_LOGGED_WAITS);
+    assert_eq!(log.dropped, 10);
+}

@@ -1,61 +1,135 @@
 //! The simulated stack of one run, assembled from a variant's [`StackConfig`]: the layers the
-//! apps' system calls go through. In the foundation it holds the toy server and the toy lock
-//! table; the real layers (block queue, device, page cache, file system) join it issue by issue.
+//! apps' system calls go through. Today: the block layer over a device model (built when an app
+//! needs it), the VFS and page cache over it (built by [`Stack::new_with_storage`] when an app
+//! does file I/O), and the toy server and lock table of the foundation.
 
 pub mod toy;
 
 use crate::app::ActivityManager;
+use crate::block::fio::build_queue;
+use crate::block::layer::BlockLayer;
 use crate::scenario::StackConfig;
 use crate::sim::sync::Mutex;
 use crate::sim::{Sim, WaitReason};
-use std::cell::RefCell;
+use crate::units::SECTOR_SIZE;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
+
+/// The block layer and the device under it.
+pub struct BlockStack {
+    pub layer: BlockLayer,
+    /// Bio ids are unique across the stack.
+    pub next_bio: Rc<Cell<u64>>,
+    pub capacity_bytes: u64,
+}
 
 pub struct Stack {
     pub activity: Rc<ActivityManager>,
     pub toy_server: Rc<toy::ToyServer>,
-    /// The VFS, page cache and block device of the file-level workloads (`None` on the toy
-    /// stack alone). Built by [`Stack::with_storage`].
+    /// Present when some app issues block I/O.
+    pub block: Option<BlockStack>,
+    /// The VFS and page cache (over `block`), present when some app does file I/O.
     pub vfs: Option<Rc<crate::fs::vfs::Vfs>>,
     named_locks: RefCell<BTreeMap<String, Mutex>>,
+    next_pid: Cell<u32>,
 }
 
+/// First pid handed to app processes (below it: init, kernel threads and system daemons).
+pub const FIRST_APP_PID: u32 = 1000;
+
 impl Stack {
-    /// Builds the stack and starts its daemons.
-    pub fn new(sim: &Sim, config: &StackConfig, activity: Rc<ActivityManager>) -> Rc<Stack> {
+    /// Builds the stack and starts its daemons. `with_block` builds the device and block layer
+    /// (costly for large devices, so only when an app needs them).
+    pub fn new(
+        sim: &Sim,
+        config: &StackConfig,
+        activity: Rc<ActivityManager>,
+        with_block: bool,
+    ) -> Result<Rc<Stack>, String> {
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
-        Rc::new(Stack {
+        let block = if with_block {
+            let device = crate::dev::build_device(&config.device, sim.seed())?;
+            let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
+            let queue = build_queue(device, &config.block.elevator, false)?;
+            Some(BlockStack {
+                layer: BlockLayer::new(sim, queue),
+                next_bio: Rc::new(Cell::new(1)),
+                capacity_bytes,
+            })
+        } else {
+            None
+        };
+        Ok(Rc::new(Stack {
             activity,
             toy_server,
+            block,
             vfs: None,
             named_locks: RefCell::new(BTreeMap::new()),
-        })
+            next_pid: Cell::new(FIRST_APP_PID),
+        }))
     }
 
-    /// Builds the stack with the storage layers: the page cache with `vm`, a [`SimpleFs`] of
-    /// `fs_size` bytes on `device` behind `block` (the block layer's request queue with an
-    /// elevator, or the direct FIFO adapter), and the VFS over them; starts the flusher and
-    /// kswapd.
-    ///
-    /// [`SimpleFs`]: crate::fs::simplefs::SimpleFs
-    pub fn with_storage(
+    /// Like [`Stack::new`] with the block layer, plus the storage layers above it: the page
+    /// cache configured by `vm` (starting the flusher and kswapd), a
+    /// [`SimpleFs`](crate::fs::simplefs::SimpleFs) of `fs_size` bytes (default: the whole
+    /// device) and the VFS. The page cache submits through the same `BlockLayer` and bio-id
+    /// counter as block workloads (fio), so both can run in one scenario.
+    pub fn new_with_storage(
         sim: &Sim,
         config: &StackConfig,
         activity: Rc<ActivityManager>,
         vm: crate::mm::VmConfig,
-        device: Box<dyn crate::dev::BlockDevice>,
-        block: &BlockPath,
-        fs_size: u64,
+        fs_size: Option<u64>,
     ) -> Result<Rc<Stack>, String> {
+        vm.validate()?;
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
-        let vfs = storage(sim, vm, device, block, fs_size, Some(activity.clone()))?;
+        let device = crate::dev::build_device(&config.device, sim.seed())?;
+        let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
+        let queue = build_queue(device, &config.block.elevator, false)?;
+        let block = BlockStack {
+            layer: BlockLayer::new(sim, queue),
+            next_bio: Rc::new(Cell::new(1)),
+            capacity_bytes,
+        };
+        let fs_size = fs_size.unwrap_or(capacity_bytes).min(capacity_bytes);
+        let bdev =
+            crate::mm::bio::QueueSubmit::new(sim, block.layer.clone(), block.next_bio.clone());
+        let vfs = storage_over(sim, vm, bdev, fs_size, Some(activity.clone()))?;
         Ok(Rc::new(Stack {
             activity,
             toy_server,
+            block: Some(block),
             vfs: Some(vfs),
             named_locks: RefCell::new(BTreeMap::new()),
+            next_pid: Cell::new(FIRST_APP_PID),
         }))
+    }
+
+    /// Builds a stack around an existing VFS (tests and examples that assemble the storage
+    /// layers themselves with [`storage`]).
+    pub fn with_vfs(
+        sim: &Sim,
+        config: &StackConfig,
+        activity: Rc<ActivityManager>,
+        vfs: Rc<crate::fs::vfs::Vfs>,
+    ) -> Rc<Stack> {
+        let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
+        Rc::new(Stack {
+            activity,
+            toy_server,
+            block: None,
+            vfs: Some(vfs),
+            named_locks: RefCell::new(BTreeMap::new()),
+            next_pid: Cell::new(FIRST_APP_PID),
+        })
+    }
+
+    /// A fresh process id.
+    pub fn alloc_pid(&self) -> u32 {
+        let pid = self.next_pid.get();
+        self.next_pid.set(pid + 1);
+        pid
     }
 
     /// The toy lock called `name`, created on first use.
@@ -71,29 +145,59 @@ impl Stack {
     pub fn counters(&self) -> BTreeMap<String, u64> {
         let mut counters = BTreeMap::new();
         counters.insert("toy.served".to_string(), self.toy_server.served());
+        if let Some(block) = &self.block {
+            let stats = block.layer.with_queue(|queue| queue.stats());
+            for (name, value) in [
+                ("bios", stats.bios),
+                ("bio_sectors", stats.bio_sectors),
+                ("plug_merges", stats.plug_merges),
+                ("back_merges", stats.back_merges),
+                ("front_merges", stats.front_merges),
+                ("requests", stats.requests),
+                ("dispatched", stats.dispatched),
+                ("completed", stats.completed),
+                ("get_request_sleeps", stats.alloc_sleeps),
+                ("plug_flushes", stats.plug_flushes),
+            ] {
+                counters.insert(format!("block.{name}"), value);
+            }
+        }
         if let Some(vfs) = &self.vfs {
             let mm = vfs.mm.stats();
             for (name, value) in [
-                ("mm.pages_dirtied", mm.pages_dirtied),
-                ("mm.pages_written_async", mm.pages_written_async),
-                ("mm.pages_written_sync", mm.pages_written_sync),
-                ("mm.pages_read", mm.pages_read),
-                ("mm.reclaimed_clean", mm.reclaimed_clean),
-                ("mm.reclaimed_dirty", mm.reclaimed_dirty),
-                ("mm.direct_reclaims", mm.direct_reclaims),
-                ("mm.throttle_pauses", mm.throttle_pauses),
-                ("mm.write_stable_waits", mm.write_stable_waits),
-                ("mm.max_dirty_writeback_pages", mm.max_dirty_writeback),
-                ("vfs.errors", vfs.stats().errors),
+                ("pages_dirtied", mm.pages_dirtied),
+                ("pages_written_async", mm.pages_written_async),
+                ("pages_written_sync", mm.pages_written_sync),
+                ("pages_read", mm.pages_read),
+                ("reclaimed_clean", mm.reclaimed_clean),
+                ("reclaimed_dirty", mm.reclaimed_dirty),
+                ("direct_reclaims", mm.direct_reclaims),
+                ("pageout_direct", mm.pageout_direct),
+                ("pageout_kswapd", mm.pageout_kswapd),
+                ("throttle_pauses", mm.throttle_pauses),
+                ("throttle_ns", mm.throttle_ns),
+                ("write_stable_waits", mm.write_stable_waits),
+                ("max_dirty_writeback_pages", mm.max_dirty_writeback),
             ] {
-                counters.insert(name.to_string(), value);
+                counters.insert(format!("mm.{name}"), value);
             }
+            let vfs_stats = vfs.stats();
+            counters.insert("vfs.syscalls".into(), vfs_stats.syscalls);
+            counters.insert("vfs.errors".into(), vfs_stats.errors);
         }
         counters
     }
+
+    /// The device model's own statistics (NAND, GC, cache), or null without a device.
+    pub fn device_stats(&self) -> serde_json::Value {
+        match &self.block {
+            Some(block) => block.layer.with_queue(|queue| queue.device().stats_json()),
+            None => serde_json::Value::Null,
+        }
+    }
 }
 
-/// How the page cache reaches the device.
+/// How the page cache reaches the device, for [`storage`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BlockPath {
     /// The block layer's request queue with the named elevator (`noop`, `deadline`, `cfq`,
@@ -103,8 +207,9 @@ pub enum BlockPath {
     Direct,
 }
 
-/// The storage layers under the VFS: a [`SimpleFs`](crate::fs::simplefs::SimpleFs) of
-/// `fs_size` bytes, the page cache and `block` over `device`. Errors name a bad elevator.
+/// The storage layers under the VFS over `device` (tests and examples): a
+/// [`SimpleFs`](crate::fs::simplefs::SimpleFs) of `fs_size` bytes, the page cache and `block`.
+/// Errors name a bad elevator or VM configuration.
 pub fn storage(
     sim: &Sim,
     vm: crate::mm::VmConfig,
@@ -113,31 +218,39 @@ pub fn storage(
     fs_size: u64,
     activity: Option<Rc<ActivityManager>>,
 ) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
-    use crate::block::elevator::{new_elevator, QueueTraits};
-    use crate::block::queue::{tag_set_depth, AllocModel, RequestQueue};
-    use crate::fs::FileSystem;
-    // One inode per 16 KiB of disk (mke2fs's default bytes-per-inode ratio).
-    let fs: Rc<RefCell<dyn FileSystem>> = Rc::new(RefCell::new(
-        crate::fs::simplefs::SimpleFs::new(fs_size, (fs_size / 16384).max(64)),
-    ));
+    vm.validate()?;
     let bdev: Rc<dyn crate::mm::BlockSubmit> = match block {
         BlockPath::Direct => {
             crate::mm::DirectDevice::new(device, crate::mm::bio::DEFAULT_NR_REQUESTS)
         }
         BlockPath::Queue { elevator } => {
-            let depth = device.queue_depth();
-            let traits = QueueTraits {
-                // Flash: no seek penalty (QUEUE_FLAG_NONROT, set by the mmc and ufs drivers).
-                nonrot: true,
-                queue_depth: depth,
-            };
-            let scheduler = new_elevator(elevator, traits)?;
-            let alloc = AllocModel::default_for(elevator, tag_set_depth(depth));
-            let queue = RequestQueue::new(scheduler, device, alloc);
-            let layer = crate::block::layer::BlockLayer::new(sim, queue);
-            crate::mm::bio::QueueSubmit::new(sim, layer)
+            let queue = build_queue(device, elevator, false)?;
+            let layer = BlockLayer::new(sim, queue);
+            crate::mm::bio::QueueSubmit::new(sim, layer, Rc::new(Cell::new(1)))
         }
     };
+    storage_over(sim, vm, bdev, fs_size, activity)
+}
+
+/// The file system, page cache and VFS over a block path.
+fn storage_over(
+    sim: &Sim,
+    vm: crate::mm::VmConfig,
+    bdev: Rc<dyn crate::mm::BlockSubmit>,
+    fs_size: u64,
+    activity: Option<Rc<ActivityManager>>,
+) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
+    use crate::fs::FileSystem;
+    if fs_size < crate::fs::simplefs::MIN_FS_BYTES {
+        return Err(format!(
+            "file system of {fs_size} bytes is too small (at least {} bytes)",
+            crate::fs::simplefs::MIN_FS_BYTES
+        ));
+    }
+    // One inode per 16 KiB of disk (mke2fs's default bytes-per-inode ratio), at least 64.
+    let fs: Rc<RefCell<dyn FileSystem>> = Rc::new(RefCell::new(
+        crate::fs::simplefs::SimpleFs::new(fs_size, (fs_size / 16384).max(64)),
+    ));
     let mm = crate::mm::Mm::start(sim, vm, fs.clone(), bdev, activity.clone());
     Ok(crate::fs::vfs::Vfs::new(sim, mm, fs, activity))
 }

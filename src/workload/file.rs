@@ -187,7 +187,7 @@ fn note<T>(ctx: &AppContext, result: &Result<T, Errno>) -> bool {
 pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
     let Some(vfs) = vfs_of(&ctx) else { return };
     let sim = ctx.sim.clone();
-    let process = vfs.new_process(ctx.uid, &ctx.name);
+    let process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
     let mut flags = O_CREAT | O_WRONLY | O_TRUNC;
     match config.mode {
         WriteMode::Buffered => {}
@@ -241,7 +241,7 @@ pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
 pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
     let Some(vfs) = vfs_of(&ctx) else { return };
     let sim = ctx.sim.clone();
-    let process: Process = vfs.new_process(ctx.uid, &ctx.name);
+    let process: Process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
     match vfs.populate(&sim, &config.path, config.file_size) {
         Ok(_) | Err(Errno::EEXIST) => {}
         Err(errno) => {
@@ -292,7 +292,7 @@ pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
 pub async fn fsync_write(ctx: AppContext, config: FsyncWriteConfig) {
     let Some(vfs) = vfs_of(&ctx) else { return };
     let sim = ctx.sim.clone();
-    let process = vfs.new_process(ctx.uid, &ctx.name);
+    let process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
     let op = ctx.begin_op("open");
     let fd = vfs
         .open(&sim, &process, &config.path, O_CREAT | O_RDWR)
@@ -403,16 +403,16 @@ pub mod example {
             example.device_latency,
             example.device_bytes_per_sec,
         ));
-        let stack = Stack::with_storage(
+        let vfs = crate::stack::storage(
             &sim,
-            &StackConfig::default(),
-            activity.clone(),
             example.vm.clone(),
             device,
             &example.block,
             64 << 30,
+            Some(activity.clone()),
         )
         .expect("a known elevator");
+        let stack = Stack::with_vfs(&sim, &StackConfig::default(), activity.clone(), vfs);
         let vfs = stack.vfs.clone().expect("storage stack");
         for dir in ["/sdcard/DCIM", "/data"] {
             vfs.mkdir_all(&sim, dir).expect("setup directories");
@@ -507,6 +507,7 @@ pub mod example {
             events: sim.events_processed(),
             apps,
             counters: stack.counters(),
+            device: serde_json::Value::Null,
         }
     }
 

@@ -2,4 +2,5 @@
 //! `[app.workload.<kind>]`) and the async body of the app's tasks.
 
 pub mod file;
+pub mod fio;
 pub mod toy;

@@ -1,0 +1,592 @@
+//! `FlashDevice`: an eMMC / UFS / SSD model assembled from the host interface, the internal command
+//! queue and its scheduling policy, the controller, the write cache and SLC buffer, the FTL and the
+//! NAND array. It implements [`BlockDevice`] as a pure discrete-event state machine.
+//!
+//! Life of a command:
+//! 1. `submit` puts it in the internal queue (at most `queue_depth` commands: eMMC CMDQ 32 tasks,
+//!    UFS 32 transfer slots, eMMC before 5.1 one command).
+//! 2. The controller works on at most `controller_slots` commands at once. When a slot is free, the
+//!    internal scheduling policy ([`super::sched`]) picks the next command from the queue.
+//! 3. Starting a command reserves, in order, the resources it needs on busy-until timelines: the
+//!    controller firmware (per-command overhead, one core), NAND dies and channels (array reads,
+//!    programs, GC, erases), the write cache (admission) and the host bus (one timeline for eMMC,
+//!    which is half duplex; one per direction for UFS and SATA, which are full duplex). Its
+//!    completion time follows from those reservations.
+//! 4. The completion frees its slot at the completion time and the next command starts then.
+//!
+//! Reads fetch every mapped 4 KiB page of the range from its die (pages of one program unit are read
+//! together), then move the data to the host; unmapped pages cost no NAND time (the device returns
+//! zeros). Writes are admitted into the write cache chunk by chunk, transferred, and complete; full
+//! program units are programmed in the background (FUA and write-through wait for them). FLUSH
+//! programs the partial units left in the cache, waits for every program to end, and commits the
+//! mapping table with one program if anything changed since the last flush. DISCARD invalidates
+//! mappings at a firmware cost per mapped page.
+//!
+//! Simplifications: sub-4 KiB writes are treated as whole pages (no read-modify-write); a command's
+//! reservations are made when it starts, and a later command may only use idle gaps before them
+//! (no HPI, no program/erase suspend); GC runs on demand, not in idle time; reads of data in the
+//! SLC buffer use the native read time.
+
+use super::cache::{SlcBuffer, WriteCache};
+use super::ftl::{Ftl, UNMAPPED};
+use super::nand::{transfer_ns, Geometry, NandArray, Timeline, Timing, MAP_UNIT_BYTES};
+use super::profile::DeviceProfile;
+use super::sched::{self, InternalScheduler, QueuedCommand};
+use super::{BlockDevice, DevCompletion, DevRequest, IoOp};
+use crate::units::{Nanos, SECTOR_SIZE};
+use std::collections::BTreeMap;
+
+/// Counters over the device's life (host view and NAND view).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceStats {
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub discards: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub nand_reads: u64,
+    pub nand_programs: u64,
+    pub slc_programs: u64,
+    pub gc_busy_ns: Nanos,
+    pub slc_units_migrated: u64,
+    pub ftl: super::ftl::FtlStats,
+}
+
+#[derive(Debug)]
+pub struct FlashDevice {
+    profile: DeviceProfile,
+    capacity_sectors: u64,
+    now_ns: Nanos,
+    next_seq: u64,
+    /// Commands waiting for a controller slot, in arrival order, with their requests.
+    queue: Vec<QueuedCommand>,
+    queued_requests: Vec<DevRequest>,
+    /// Started commands by (completion time, arrival) -> (tag, submitted time).
+    active: BTreeMap<(Nanos, u64), (u64, Nanos)>,
+    scheduler: Box<dyn InternalScheduler>,
+    nand: NandArray,
+    ftl: Ftl,
+    cache: WriteCache,
+    slc: SlcBuffer,
+    controller_free_ns: Nanos,
+    /// Host bus: index 0 is host-to-device (and both directions when half duplex), 1 device-to-host.
+    bus: [Timeline; 2],
+    /// Die that receives the next mapping-table commit.
+    meta_die: u32,
+    dirty_since_flush: bool,
+    scratch_lpns: Vec<u32>,
+    die_marks: Vec<bool>,
+    stats: DeviceStats,
+}
+
+impl FlashDevice {
+    /// Builds a device from a validated profile; `scheduler` overrides the profile's policy.
+    pub fn new(profile: DeviceProfile, scheduler: Option<&str>) -> Result<Self, String> {
+        profile.validate()?;
+        let scheduler = sched::by_name(scheduler.unwrap_or(&profile.scheduler))?;
+        let geometry = Geometry {
+            channels: profile.channels,
+            dies_per_channel: profile.dies_per_channel,
+            planes: profile.planes,
+            page_bytes: profile.page_size as u32,
+            pages_per_block: profile.pages_per_block,
+        };
+        let timing = Timing {
+            read_ns: profile.read_time,
+            program_ns: profile.program_time,
+            erase_ns: profile.erase_time,
+            slc_program_ns: profile.slc_program_time,
+            slc_read_ns: profile.slc_read_time,
+            channel_bytes_per_sec: profile.channel_bandwidth,
+        };
+        let logical_units = profile.capacity / MAP_UNIT_BYTES;
+        let dies = geometry.dies();
+        let ftl = Ftl::new(
+            logical_units,
+            dies,
+            geometry.units_per_program(),
+            geometry.units_per_block(),
+            profile.over_provisioning,
+            profile.gc_free_blocks,
+        )?;
+        let cache = WriteCache::new(profile.write_cache, dies, geometry.units_per_program());
+        let slc = SlcBuffer::new(
+            profile.slc_buffer / MAP_UNIT_BYTES,
+            dies,
+            geometry.units_per_program(),
+            timing.slc_read_ns + timing.program_ns,
+        );
+        Ok(FlashDevice {
+            capacity_sectors: logical_units * (MAP_UNIT_BYTES / SECTOR_SIZE),
+            now_ns: 0,
+            next_seq: 0,
+            queue: Vec::with_capacity(profile.queue_depth),
+            queued_requests: Vec::with_capacity(profile.queue_depth),
+            active: BTreeMap::new(),
+            scheduler,
+            nand: NandArray::new(geometry, timing),
+            ftl,
+            cache,
+            slc,
+            controller_free_ns: 0,
+            bus: [Timeline::default(), Timeline::default()],
+            meta_die: 0,
+            dirty_since_flush: false,
+            scratch_lpns: Vec::with_capacity(geometry.units_per_program() as usize),
+            die_marks: vec![false; dies as usize],
+            stats: DeviceStats::default(),
+            profile,
+        })
+    }
+
+    pub fn profile(&self) -> &DeviceProfile {
+        &self.profile
+    }
+
+    pub fn scheduler_name(&self) -> &'static str {
+        self.scheduler.name()
+    }
+
+    pub fn stats(&self) -> DeviceStats {
+        let mut stats = self.stats;
+        stats.ftl = self.ftl.stats;
+        stats.slc_units_migrated = self.slc.units_migrated;
+        stats
+    }
+
+    pub fn ftl(&self) -> &Ftl {
+        &self.ftl
+    }
+
+    pub fn nand(&self) -> &NandArray {
+        &self.nand
+    }
+
+    /// The first sector stored on `die` at or after `from_sector` (for tests and benches that want
+    /// to aim at a die).
+    pub fn sector_on_die(&self, die: u32, from_sector: u64) -> u64 {
+        let sectors_per_unit = MAP_UNIT_BYTES / SECTOR_SIZE;
+        let mut lpn = (from_sector / sectors_per_unit) as u32;
+        while self.ftl.die_of(lpn) != die {
+            lpn += 1;
+        }
+        u64::from(lpn) * sectors_per_unit
+    }
+
+    /// Maps the first `fraction` of the logical space as if written sequentially once, at no time
+    /// cost (a phone that is part full; reads of unwritten pages cost no NAND time).
+    pub fn precondition(&mut self, fraction: f64) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(format!(
+                "fill {fraction} must be a fraction between 0 and 1"
+            ));
+        }
+        let units = (self.ftl.logical_units() as f64 * fraction) as u64;
+        let per_program = u64::from(self.nand.geometry.units_per_program());
+        let mut lpns = Vec::with_capacity(per_program as usize);
+        let mut first = 0u64;
+        while first < units {
+            let last = (first + per_program).min(units);
+            lpns.clear();
+            lpns.extend((first..last).map(|l| l as u32));
+            let die = self.ftl.die_of(first as u32);
+            let work = self.ftl.program(die, &lpns);
+            assert_eq!(work.units_copied, 0, "a sequential fill never needs GC");
+            first = last;
+        }
+        Ok(())
+    }
+
+    fn lpn_range(&self, request: &DevRequest) -> std::ops::Range<u32> {
+        let end_sector = request.sector + u64::from(request.nr_sectors);
+        assert!(
+            end_sector <= self.capacity_sectors,
+            "request beyond the device: sectors {}..{} of {}",
+            request.sector,
+            end_sector,
+            self.capacity_sectors
+        );
+        let sectors_per_unit = MAP_UNIT_BYTES / SECTOR_SIZE;
+        let first = request.sector / sectors_per_unit;
+        let last = end_sector.div_ceil(sectors_per_unit);
+        first as u32..last as u32
+    }
+
+    fn bus_index(&self, to_host: bool) -> usize {
+        usize::from(self.profile.full_duplex && to_host)
+    }
+
+    /// Credits a die's idle time before `at` to SLC-to-TLC migration.
+    fn touch_die(&mut self, die: u32, at: Nanos) {
+        let idle = at.saturating_sub(self.nand.die_free_ns(die));
+        if idle > 0 && self.slc.enabled() {
+            self.slc.idle(die, idle);
+        }
+    }
+
+    /// Programs the lpns buffered for `die` (padding the unit) from `at`; returns the end.
+    fn program_buffer(&mut self, die: u32, at: Nanos) -> Nanos {
+        let mut lpns = std::mem::take(&mut self.scratch_lpns);
+        lpns.clear();
+        lpns.extend_from_slice(&self.cache.buffers[die as usize]);
+        self.cache.buffers[die as usize].clear();
+        assert!(!lpns.is_empty(), "programming an empty buffer");
+        let work = self.ftl.program(die, &lpns);
+        self.touch_die(die, at);
+        let timing = self.nand.timing;
+        let mut start = at;
+        if work.units_copied > 0 || work.blocks_erased > 0 {
+            let per_program = u64::from(self.nand.geometry.units_per_program());
+            let copies = work.units_copied.div_ceil(per_program);
+            let gc_ns = copies * (timing.read_ns + timing.program_ns)
+                + work.blocks_erased * timing.erase_ns;
+            start = self.nand.occupy(die, at, gc_ns);
+            self.stats.gc_busy_ns += gc_ns;
+        }
+        let program_ns = if self.slc.enabled() && self.slc.take(die) {
+            self.stats.slc_programs += 1;
+            timing.slc_program_ns
+        } else {
+            timing.program_ns
+        };
+        let end = self.nand.program(die, start, program_ns);
+        self.stats.nand_programs += 1;
+        self.cache
+            .release_at(end, lpns.len() as u64 * MAP_UNIT_BYTES);
+        self.scratch_lpns = lpns;
+        self.dirty_since_flush = true;
+        end
+    }
+
+    /// Puts `lpn` in its die's buffer at `at`; returns the end of the program it triggered.
+    fn buffer_lpn(&mut self, lpn: u32, at: Nanos) -> Option<Nanos> {
+        let die = self.ftl.die_of(lpn);
+        let buffer = &mut self.cache.buffers[die as usize];
+        if buffer.contains(&lpn) {
+            // Overwrite of data still in the cache: the new copy replaces the old one in place.
+            self.cache.drop_bytes(MAP_UNIT_BYTES);
+            return None;
+        }
+        buffer.push(lpn);
+        if buffer.len() == self.nand.geometry.units_per_program() as usize {
+            Some(self.program_buffer(die, at))
+        } else {
+            None
+        }
+    }
+
+    /// Programs every partial buffer from `at`; returns the latest program end (or `at`).
+    fn destage_all(&mut self, at: Nanos) -> Nanos {
+        let mut end = at;
+        for die in 0..self.nand.geometry.dies() {
+            if !self.cache.buffers[die as usize].is_empty() {
+                end = end.max(self.program_buffer(die, at));
+            }
+        }
+        end
+    }
+
+    fn read(&mut self, start: Nanos, request: &DevRequest) -> Nanos {
+        let read_ns = self.nand.timing.read_ns;
+        let mut first_ready: Option<Nanos> = None;
+        let mut ready = start;
+        let mut last_bytes = 0;
+        let mut group: Option<(u32, u32, u64)> = None; // (program unit, die, units)
+        let range = self.lpn_range(request);
+        let mut flush_group = |device: &mut Self, group: (u32, u32, u64)| {
+            let (_, die, units) = group;
+            device.touch_die(die, start);
+            let end = device
+                .nand
+                .read(die, start, read_ns, units * MAP_UNIT_BYTES);
+            device.stats.nand_reads += 1;
+            first_ready = Some(first_ready.map_or(end, |t: Nanos| t.min(end)));
+            ready = ready.max(end);
+            last_bytes = units * MAP_UNIT_BYTES;
+        };
+        for lpn in range {
+            let ppn = self.ftl.lookup(lpn);
+            if ppn == UNMAPPED {
+                continue;
+            }
+            let unit = self.ftl.program_unit_of(ppn);
+            match group {
+                Some((current, die, units)) if current == unit => {
+                    group = Some((current, die, units + 1))
+                }
+                _ => {
+                    if let Some(done) = group.take() {
+                        flush_group(self, done);
+                    }
+                    group = Some((unit, self.ftl.die_of(lpn), 1));
+                }
+            }
+        }
+        if let Some(done) = group.take() {
+            flush_group(self, done);
+        }
+        let bytes = u64::from(request.nr_sectors) * SECTOR_SIZE;
+        let bus = self.bus_index(true);
+        let bus_ns = transfer_ns(bytes, self.profile.bus_bandwidth);
+        let last_ns = transfer_ns(last_bytes.min(bytes), self.profile.bus_bandwidth);
+        // The transfer to the host streams pages as they arrive; it is modelled as one burst
+        // that ends no earlier than the last page plus its own transfer.
+        let earliest = first_ready
+            .unwrap_or(start)
+            .max((ready + last_ns).saturating_sub(bus_ns));
+        let bus_start = self.bus[bus].first_fit(earliest, bus_ns);
+        self.bus[bus].reserve(bus_start, bus_ns);
+        let bus_end = bus_start + bus_ns;
+        self.stats.read_bytes += bytes;
+        bus_end
+    }
+
+    fn write(&mut self, start: Nanos, request: &DevRequest) -> Nanos {
+        let through = self.cache.write_through() || request.flags.fua;
+        let per_program = self.nand.geometry.units_per_program();
+        let range = self.lpn_range(request);
+        let bus = self.bus_index(false);
+        let mut cursor = start;
+        let mut done = start;
+        let mut first = range.start;
+        while first < range.end {
+            let last = (first + per_program).min(range.end);
+            let bytes = u64::from(last - first) * MAP_UNIT_BYTES;
+            let admitted = if self.cache.write_through() {
+                cursor
+            } else {
+                match self.cache.admit(bytes, cursor) {
+                    Some(at) => at,
+                    None => {
+                        self.destage_all(cursor);
+                        self.cache
+                            .admit(bytes, cursor)
+                            .expect("destaging frees the whole cache")
+                    }
+                }
+            };
+            let chunk_ns = transfer_ns(bytes, self.profile.bus_bandwidth);
+            let bus_start = self.bus[bus].first_fit(admitted, chunk_ns);
+            self.bus[bus].reserve(bus_start, chunk_ns);
+            let bus_end = bus_start + chunk_ns;
+            cursor = bus_end;
+            for lpn in first..last {
+                let program_end = self.buffer_lpn(lpn, cursor);
+                if through {
+                    self.die_marks[self.ftl.die_of(lpn) as usize] = true;
+                    if let Some(end) = program_end {
+                        done = done.max(end);
+                    }
+                }
+            }
+            first = last;
+        }
+        done = done.max(cursor);
+        if through {
+            for die in 0..self.nand.geometry.dies() {
+                if std::mem::take(&mut self.die_marks[die as usize])
+                    && !self.cache.buffers[die as usize].is_empty()
+                {
+                    done = done.max(self.program_buffer(die, cursor));
+                }
+            }
+        }
+        self.stats.write_bytes += u64::from(request.nr_sectors) * SECTOR_SIZE;
+        done
+    }
+
+    fn flush(&mut self, start: Nanos) -> Nanos {
+        let mut done = self.destage_all(start).max(self.cache.persisted_ns());
+        if self.dirty_since_flush {
+            // Commit of the FTL's mapping-table/log page: one program, SLC mode when available.
+            let die = self.meta_die;
+            self.meta_die = (self.meta_die + 1) % self.nand.geometry.dies();
+            self.touch_die(die, start);
+            let timing = self.nand.timing;
+            let program_ns = if self.slc.enabled() {
+                timing.slc_program_ns
+            } else {
+                timing.program_ns
+            };
+            done = done.max(self.nand.program(die, start, program_ns));
+            self.stats.nand_programs += 1;
+            self.dirty_since_flush = false;
+        }
+        done
+    }
+
+    fn discard(&mut self, start: Nanos, request: &DevRequest) -> Nanos {
+        let mut mapped = 0u64;
+        for lpn in self.lpn_range(request) {
+            let die = self.ftl.die_of(lpn) as usize;
+            if let Some(position) = self.cache.buffers[die].iter().position(|&l| l == lpn) {
+                self.cache.buffers[die].swap_remove(position);
+                self.cache.drop_bytes(MAP_UNIT_BYTES);
+            }
+            if self.ftl.discard(lpn) {
+                mapped += 1;
+            }
+        }
+        if mapped > 0 {
+            self.dirty_since_flush = true;
+        }
+        // The per-page mapping updates run on the controller after the command overhead.
+        let end = self.controller_free_ns.max(start) + mapped * self.profile.discard_per_page;
+        self.controller_free_ns = end;
+        end
+    }
+
+    /// Starts `request` at `now` and returns its completion time.
+    fn execute(&mut self, now: Nanos, request: &DevRequest) -> Nanos {
+        let overhead = match request.op {
+            IoOp::Read => self.profile.read_overhead,
+            IoOp::Write => self.profile.write_overhead,
+            IoOp::Flush => self.profile.flush_overhead,
+            IoOp::Discard => self.profile.discard_overhead,
+        };
+        self.nand.prune(now);
+        self.bus.iter_mut().for_each(|line| line.prune(now));
+        let start = self.controller_free_ns.max(now) + overhead;
+        self.controller_free_ns = start;
+        let done = match request.op {
+            IoOp::Read => {
+                self.stats.reads += 1;
+                self.read(start, request)
+            }
+            IoOp::Write => {
+                self.stats.writes += 1;
+                let start = if request.flags.preflush {
+                    self.flush(start)
+                } else {
+                    start
+                };
+                self.write(start, request)
+            }
+            IoOp::Flush => {
+                self.stats.flushes += 1;
+                self.flush(start)
+            }
+            IoOp::Discard => {
+                self.stats.discards += 1;
+                self.discard(start, request)
+            }
+        };
+        assert!(done >= now, "a command completes after it starts");
+        done
+    }
+
+    /// When the controller can take the next queued command, if one is waiting for it.
+    fn next_dispatch(&self) -> Option<Nanos> {
+        let waiting = !self.queue.is_empty() && self.active.len() < self.profile.controller_slots;
+        waiting.then_some(self.controller_free_ns.max(self.now_ns))
+    }
+
+    /// Starts queued commands while a slot is free and the controller is idle: the firmware picks
+    /// the next command only when it is ready to process one, so the policy sees every command
+    /// that arrived meanwhile.
+    fn dispatch(&mut self, now: Nanos) {
+        while self.active.len() < self.profile.controller_slots
+            && !self.queue.is_empty()
+            && self.controller_free_ns <= now
+        {
+            let index = self.scheduler.pick(now, &self.queue);
+            assert!(
+                index < self.queue.len(),
+                "scheduler picked outside the queue"
+            );
+            let command = self.queue.remove(index);
+            let request = self.queued_requests.remove(index);
+            let done = self.execute(now, &request);
+            let previous = self
+                .active
+                .insert((done, command.seq), (request.tag, command.submitted_ns));
+            assert!(previous.is_none());
+        }
+    }
+}
+
+impl BlockDevice for FlashDevice {
+    fn name(&self) -> &str {
+        &self.profile.name
+    }
+
+    fn capacity_sectors(&self) -> u64 {
+        self.capacity_sectors
+    }
+
+    fn queue_depth(&self) -> usize {
+        self.profile.queue_depth
+    }
+
+    fn in_flight(&self) -> usize {
+        self.queue.len() + self.active.len()
+    }
+
+    fn submit(&mut self, now: Nanos, request: DevRequest) {
+        assert!(
+            self.in_flight() < self.profile.queue_depth,
+            "device queue overflow"
+        );
+        assert!(now >= self.now_ns, "time went backwards");
+        self.now_ns = now;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.queue.push(QueuedCommand {
+            seq,
+            op: request.op,
+            flags: request.flags,
+            foreground: request.foreground,
+            submitted_ns: now,
+        });
+        self.queued_requests.push(request);
+        self.dispatch(now);
+    }
+
+    fn next_event(&self) -> Option<Nanos> {
+        let completion = self.active.keys().next().map(|&(done, _)| done);
+        match (completion, self.next_dispatch()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn advance(&mut self, now: Nanos, completions: &mut Vec<DevCompletion>) {
+        assert!(now >= self.now_ns, "time went backwards");
+        // Bound: every iteration completes or starts at least one command.
+        loop {
+            let completion = self.active.iter().next().map(|(&key, &value)| (key, value));
+            let dispatch = self.next_dispatch();
+            match (completion, dispatch) {
+                (Some(((done, seq), (tag, submitted))), _)
+                    if done <= now && dispatch.is_none_or(|d| done <= d) =>
+                {
+                    assert!(done >= self.now_ns, "completion in the past");
+                    self.active.remove(&(done, seq));
+                    self.now_ns = done;
+                    completions.push(DevCompletion {
+                        tag,
+                        submitted_ns: submitted,
+                        completed_ns: done,
+                    });
+                    self.dispatch(done);
+                }
+                (_, Some(at)) if at <= now => {
+                    let before = self.queue.len();
+                    self.now_ns = at;
+                    self.dispatch(at);
+                    assert!(
+                        self.queue.len() < before,
+                        "a dispatch event starts a command"
+                    );
+                }
+                _ => break,
+            }
+        }
+        self.now_ns = now;
+    }
+
+    fn stats_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.stats()).unwrap_or(serde_json::Value::Null)
+    }
+}

@@ -1,0 +1,119 @@
+//! Scenarios whose apps issue block I/O through the block layer to a device model.
+
+use mobistack::run::{run_scenario, RunOptions};
+use mobistack::scenario;
+
+const SCENARIO: &str = include_str!("../scenarios/fg-read-bg-write.toml");
+
+fn edit(from: &str, to: &str) -> Result<scenario::Scenario, scenario::ScenarioError> {
+    assert!(SCENARIO.contains(from), "the scenario contains {from:?}");
+    scenario::parse("edited.toml", &SCENARIO.replacen(from, to, 1))
+}
+
+#[test]
+fn the_background_writer_gets_the_devices_sequential_write_bandwidth() {
+    let mut s = scenario::load("fg-read-bg-write").unwrap();
+    s.select_variant("noop").unwrap();
+    let results = run_scenario(&s, &RunOptions::default()).unwrap();
+    let run = &results.runs[0];
+    let seconds = run.virtual_ns as f64 / 1e9;
+    let mbps = run.apps["update"].counters["bytes"] as f64 / 1e6 / seconds;
+    // eMMC 5.1 sequential write: 125 MB/s (REFERENCES.md); queueing 32 deep through the block
+    // layer must deliver it, give or take the reader's share.
+    assert!(
+        (100.0..=130.0).contains(&mbps),
+        "background writer {mbps:.1} MB/s"
+    );
+    // Every op's wait is the block I/O wait, attributed to the block layer.
+    let gallery = &run.apps["gallery"];
+    assert!(gallery.ops["read"].count > 10);
+    assert!(gallery.blocked_by_layer_ns["block"] > 0);
+    // The run stops at its duration with the device's queue (32 deep) still busy.
+    let in_flight = run.counters["block.dispatched"] - run.counters["block.completed"];
+    assert!(in_flight <= 32, "{in_flight} requests in flight at the end");
+    assert!(
+        run.device.is_object(),
+        "device statistics are in the results"
+    );
+}
+
+#[test]
+fn block_scenarios_are_deterministic_per_seed() {
+    let s = scenario::load("fg-read-bg-write").unwrap();
+    let options = RunOptions {
+        seeds: Some(vec![5]),
+        threads: 2,
+        progress: None,
+    };
+    let a = run_scenario(&s, &options).unwrap().to_json();
+    let b = run_scenario(&s, &options).unwrap().to_json();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn bad_stack_names_in_variants_are_located_errors() {
+    let err = edit("elevator = \"cfq\"", "elevator = \"bfq\"").unwrap_err();
+    assert!(err.message.contains("variant `cfq`"), "{err}");
+    assert!(err.message.contains("unknown elevator `bfq`"), "{err}");
+    assert!(err.position.is_some());
+    let err = edit("profile = \"emmc-5.1\"", "profile = \"emmc-9\"").unwrap_err();
+    assert!(err.message.contains("emmc-9"), "{err}");
+    let err = edit("scheduler = \"fg-aware\"", "scheduler = \"fastest\"").unwrap_err();
+    assert!(err.message.contains("fastest"), "{err}");
+}
+
+#[test]
+fn fio_options_in_an_app_are_checked_by_name() {
+    let err = edit("ioengine = \"psync\"", "ioengine = \"mmap\"").unwrap_err();
+    assert!(err.message.contains("ioengine=mmap"), "{err}");
+    let err = edit("bs = \"4k\"", "bs = \"4k\"\nzonemode = \"zbd\"").unwrap_err();
+    assert!(
+        err.message.contains("unsupported fio option `zonemode`"),
+        "{err}"
+    );
+    // A region beyond the device is caught when the device is known, before the run.
+    let s = edit("size = \"4g\"", "size = \"64g\"").unwrap();
+    let err = run_scenario(&s, &RunOptions::default()).unwrap_err();
+    assert!(err.message.contains("exceeds the device capacity"), "{err}");
+    let s = edit("size = \"256m\"", "size = \"1k\"").unwrap();
+    let err = run_scenario(&s, &RunOptions::default()).unwrap_err();
+    assert!(err.message.contains("size is smaller than bs"), "{err}");
+}
+
+#[test]
+fn the_slowest_read_is_explained_by_where_its_request_waited() {
+    let s = scenario::load("fg-read-bg-write").unwrap();
+    let results = run_scenario(&s, &RunOptions::default()).unwrap();
+    let slowest_read = |variant: &str| {
+        let run = results.runs.iter().find(|r| r.variant == variant).unwrap();
+        run.apps["gallery"].ops["read"].slowest[0].clone()
+    };
+    // Parses "..., X ms queued in <elevator>, Y ms on the device)".
+    let split = |text: &str| -> (f64, f64) {
+        let number_before = |marker: &str| -> f64 {
+            let head = &text[..text.find(marker).unwrap()];
+            head.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        (
+            number_before(" ms queued in"),
+            number_before(" ms on the device"),
+        )
+    };
+    let noop = slowest_read("noop");
+    assert_eq!(noop.waits[0].reason, "submit_bio_wait");
+    let (queued, on_device) = split(&noop.waits[0].on);
+    assert!(
+        on_device > 10.0 * queued,
+        "noop: the read waits on the device ({})",
+        noop.waits[0].on
+    );
+    let cfq = slowest_read("cfq");
+    let (queued, on_device) = split(&cfq.waits[0].on);
+    assert!(
+        queued > 2.0 * on_device,
+        "cfq: the read waits in the scheduler ({})",
+        cfq.waits[0].on
+    );
+    assert!(cfq.waits[0].on.contains("queued in cfq"));
+    assert!(cfq.latency_ns > noop.latency_ns);
+}
