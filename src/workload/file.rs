@@ -35,7 +35,7 @@ pub enum WriteMode {
     Direct,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SeqWriteConfig {
     pub path: String,
@@ -56,6 +56,50 @@ pub struct SeqWriteConfig {
     /// Think time between writes.
     #[serde(default, with = "serde_units::duration")]
     pub think: Nanos,
+}
+
+impl Default for SeqWriteConfig {
+    /// The serde defaults, with an empty path and size (a scenario must give both).
+    fn default() -> Self {
+        SeqWriteConfig {
+            path: String::new(),
+            size: 0,
+            io_size: default_seq_io(),
+            mode: WriteMode::default(),
+            fsync_every: 0,
+            fsync_at_end: false,
+            think: 0,
+        }
+    }
+}
+
+impl Default for FileReadConfig {
+    /// The serde defaults, with an empty path and size (a scenario must give both).
+    fn default() -> Self {
+        FileReadConfig {
+            path: String::new(),
+            file_size: 0,
+            io_size: default_small_io(),
+            pattern: ReadPattern::default(),
+            think: 0,
+            count: None,
+            direct: false,
+        }
+    }
+}
+
+impl Default for FsyncWriteConfig {
+    /// The serde defaults, with an empty path (a scenario must give it).
+    fn default() -> Self {
+        FsyncWriteConfig {
+            path: String::new(),
+            io_size: default_small_io(),
+            region: 0,
+            datasync: false,
+            think: 0,
+            count: None,
+        }
+    }
 }
 
 fn default_seq_io() -> u64 {
@@ -102,7 +146,7 @@ pub enum ReadPattern {
     Random,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileReadConfig {
     pub path: String,
@@ -136,7 +180,7 @@ impl FileReadConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FsyncWriteConfig {
     pub path: String,
@@ -185,6 +229,10 @@ fn note<T>(ctx: &AppContext, result: &Result<T, Errno>) -> bool {
 
 /// The body of a `seq-write` app.
 pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
+    if config.validate().is_err() {
+        ctx.add_counter("errno.EINVAL", 1);
+        return;
+    }
     let Some(vfs) = vfs_of(&ctx) else { return };
     let sim = ctx.sim.clone();
     let process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
@@ -216,6 +264,7 @@ pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
             break;
         }
         let done = result.expect("checked") as u64;
+        assert!(done > 0, "write of {n} bytes returned 0");
         written += done;
         since_sync += done;
         ctx.add_counter("bytes", done);
@@ -239,6 +288,10 @@ pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
 
 /// The body of a `file-read` app.
 pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
+    if config.validate().is_err() {
+        ctx.add_counter("errno.EINVAL", 1);
+        return;
+    }
     let Some(vfs) = vfs_of(&ctx) else { return };
     let sim = ctx.sim.clone();
     let process: Process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
@@ -290,6 +343,10 @@ pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
 
 /// The body of an `fsync-write` app.
 pub async fn fsync_write(ctx: AppContext, config: FsyncWriteConfig) {
+    if config.validate().is_err() {
+        ctx.add_counter("errno.EINVAL", 1);
+        return;
+    }
     let Some(vfs) = vfs_of(&ctx) else { return };
     let sim = ctx.sim.clone();
     let process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
@@ -605,5 +662,76 @@ pub mod example {
                 worst(&runs[1])
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod stack_tests {
+    use super::*;
+    use crate::app::ActivityManager;
+    use crate::report::recorder::Recorder;
+    use crate::scenario::StackConfig;
+    use crate::sim::Simulation;
+    use crate::stack::Stack;
+    use crate::units::{NS_PER_MS, NS_PER_SEC};
+
+    #[test]
+    fn file_workloads_run_on_the_scenario_stack_with_a_flash_device() {
+        // The default [stack.device] (eMMC 5.1 profile) and [stack.block] (CFQ) of a scenario.
+        let simulation = Simulation::new(7);
+        let sim = simulation.handle();
+        let activity = Rc::new(ActivityManager::new(Some(10_001)));
+        let stack = Stack::new_with_storage(
+            &sim,
+            &StackConfig::default(),
+            activity,
+            crate::mm::VmConfig::android(),
+            Some(8 << 30),
+        )
+        .expect("default stack");
+        let vfs = stack.vfs.clone().expect("storage");
+        vfs.mkdir_all(&sim, "/sdcard").unwrap();
+        let recorder = Rc::new(Recorder::new());
+        let ctx = |i: usize, name: &str, uid: u32| {
+            AppContext::new(sim.clone(), i, name, uid, stack.clone(), recorder.clone())
+        };
+        sim.spawn(
+            "backup",
+            seq_write(
+                ctx(0, "backup", 10_000),
+                SeqWriteConfig {
+                    path: "/sdcard/backup".into(),
+                    size: 256 << 20,
+                    fsync_at_end: true,
+                    ..SeqWriteConfig::default()
+                },
+            ),
+        );
+        sim.spawn(
+            "gallery",
+            file_read(
+                ctx(1, "gallery", 10_001),
+                FileReadConfig {
+                    path: "/sdcard/photos".into(),
+                    file_size: 64 << 20,
+                    pattern: ReadPattern::Random,
+                    think: 50 * NS_PER_MS,
+                    count: Some(100),
+                    ..FileReadConfig::default()
+                },
+            ),
+        );
+        sim.run_until(60 * NS_PER_SEC, true).expect("no deadlock");
+        let backup = recorder.app_result("backup", 10_000);
+        let gallery = recorder.app_result("gallery", 10_001);
+        assert_eq!(backup.counters["bytes"], 256 << 20);
+        assert_eq!(backup.ops["fsync"].count, 1);
+        assert_eq!(gallery.ops["read"].count, 100);
+        let counters = stack.counters();
+        assert_eq!(counters["vfs.errors"], 0);
+        assert!(counters["block.requests"] > 0, "{counters:?}");
+        assert!(counters["mm.pages_written_async"] > 0, "{counters:?}");
+        // Every dirty page reached the device by the end of the fsync.
+        assert_eq!(vfs.mm.page_counts().2, 0);
     }
 }
