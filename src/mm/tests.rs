@@ -88,7 +88,7 @@ fn partial_write_waits_on_a_page_under_writeback() {
     let rig = Rig::new(config, 100 * NS_PER_MS, 0);
     let result = Rc::new(Cell::new(BlockedTimes::default()));
     let out = result.clone();
-    rig.spawn("writer", 10_000, |sim, vfs, p| async move {
+    let writer = rig.spawn("writer", 10_000, |sim, vfs, p| async move {
         write_file(&sim, &vfs, &p, "/f", 8192).await;
         sim.sleep(1_050 * NS_PER_MS - sim.now()).await;
         let ino = vfs.stat(&sim, &p, "/f").await.unwrap().ino;
@@ -108,6 +108,12 @@ fn partial_write_waits_on_a_page_under_writeback() {
         assert!(flags & pg::DIRTY != 0 && flags & pg::WRITEBACK == 0);
         vfs.close(&sim, &p, fd).await.unwrap();
     });
+    rig.run_until(1_070 * NS_PER_MS);
+    let chain = rig.sim.explain_wait(writer.task());
+    assert!(
+        chain.contains("waits 20.0 ms in wait_on_page_writeback on page 12:0"),
+        "{chain}"
+    );
     rig.run_to_end();
     let blocked = result.get();
     assert_eq!(blocked.get(WaitReason::PageWriteback), 50 * NS_PER_MS);
@@ -487,6 +493,14 @@ fn unlink_of_an_open_file_frees_it_at_close() {
 /// A background writer filling a small RAM with dirty pages and a foreground reader; returns
 /// (writer's blocked times, reader's blocked times, stats).
 fn memory_pressure_run(direct_reclaim_writes: bool) -> (BlockedTimes, BlockedTimes, MmStats) {
+    memory_pressure_run_with_chains(direct_reclaim_writes).0
+}
+
+type PressureOutcome = ((BlockedTimes, BlockedTimes, MmStats), Vec<String>);
+
+/// Also samples, every millisecond, the wait chain of the reader while it waits in
+/// `alloc_pages`.
+fn memory_pressure_run_with_chains(direct_reclaim_writes: bool) -> PressureOutcome {
     // Thresholds above RAM (dirty_bytes 64 MiB, so background = 32 MiB): neither the flusher
     // nor throttling cleans anything; only reclaim can.
     let config = VmConfig {
@@ -507,7 +521,7 @@ fn memory_pressure_run(direct_reclaim_writes: bool) -> (BlockedTimes, BlockedTim
         out.set(blocked_since(&sim, &before));
     });
     let out = reader.clone();
-    rig.spawn("fg-reader", 10_001, |sim, vfs, p| async move {
+    let reader_task = rig.spawn("fg-reader", 10_001, |sim, vfs, p| async move {
         vfs.populate(&sim, "/photos", 64 << 20).unwrap();
         let fd = vfs.open(&sim, &p, "/photos", O_RDONLY).await.unwrap();
         let mut rng = sim.rng("reader");
@@ -521,10 +535,25 @@ fn memory_pressure_run(direct_reclaim_writes: bool) -> (BlockedTimes, BlockedTim
         out.set(blocked_since(&sim, &before));
         vfs.close(&sim, &p, fd).await.unwrap();
     });
+    let chains = Rc::new(RefCell::new(Vec::new()));
+    {
+        let (s, chains, task) = (rig.sim.handle(), chains.clone(), reader_task.task());
+        rig.sim.spawn_daemon("sampler", async move {
+            loop {
+                s.sleep(NS_PER_MS).await;
+                if s.current_wait(task)
+                    .is_some_and(|w| w.reason == WaitReason::PageAlloc)
+                {
+                    chains.borrow_mut().push(s.explain_wait(task));
+                }
+            }
+        });
+    }
     rig.run_to_end();
     let (free, cached, _, _) = rig.mm().page_counts();
     assert_eq!(free + cached, (32 << 20) / PAGE_SIZE, "no page lost");
-    (writer.get(), reader.get(), rig.mm().stats())
+    let chains = chains.borrow().clone();
+    ((writer.get(), reader.get(), rig.mm().stats()), chains)
 }
 
 #[test]
@@ -532,7 +561,16 @@ fn foreground_allocation_waits_behind_background_direct_reclaim() {
     // FastTrack §3.2: the background writer reclaims dirty pages (writing them and waiting)
     // while holding the allocator's global lock, so the foreground reader's allocations wait
     // for it in alloc_pages.
-    let (writer, reader, stats) = memory_pressure_run(true);
+    let ((writer, reader, stats), chains) = memory_pressure_run_with_chains(true);
+    // The chain names the culprit: "fg-reader waits in alloc_pages on lock page_alloc held by
+    // bg-writer; bg-writer waits in direct_reclaim on page ...".
+    assert!(
+        chains.iter().any(|c| c.contains("alloc_pages on lock")
+            && c.contains("(page_alloc) held by bg-writer")
+            && c.contains("bg-writer (T")),
+        "{chains:#?}"
+    );
+    println!("{}", chains[0]);
     assert!(stats.direct_reclaims > 0, "{stats:?}");
     assert!(
         stats.pageout_direct > 0,
