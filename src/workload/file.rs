@@ -9,6 +9,8 @@
 //! - `fsync-write` ([`FsyncWriteConfig`]): small writes each followed by fsync or fdatasync (a
 //!   database commit, a messaging app).
 //!
+//! The directory of each workload's file is created at setup (it exists on the phone).
+//!
 //! Each syscall is an operation of the app's results (`creat`, `write`, `read`, `fsync`, ...)
 //! with its latency and blocked time by reason; an errno is counted as `errno.<NAME>` and ends
 //! the workload (it is the scenario's mistake, reported, not a crash).
@@ -208,12 +210,22 @@ impl FsyncWriteConfig {
     }
 }
 
-fn vfs_of(ctx: &AppContext) -> Option<Rc<Vfs>> {
-    let vfs = ctx.stack.vfs.clone();
-    if vfs.is_none() {
+/// The stack's VFS, with the directory of `path` created as it exists on the phone before the
+/// app runs (setup: no time passes).
+fn vfs_of(ctx: &AppContext, path: &str) -> Option<Rc<Vfs>> {
+    let Some(vfs) = ctx.stack.vfs.clone() else {
         ctx.add_counter("errno.no-storage-stack", 1);
+        return None;
+    };
+    let parent = match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    };
+    if let Err(errno) = vfs.mkdir_all(&ctx.sim, parent) {
+        ctx.add_counter(&format!("errno.{}", errno.name()), 1);
+        return None;
     }
-    vfs
+    Some(vfs)
 }
 
 /// Records an errno of the app; returns whether the call succeeded.
@@ -233,7 +245,9 @@ pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
         ctx.add_counter("errno.EINVAL", 1);
         return;
     }
-    let Some(vfs) = vfs_of(&ctx) else { return };
+    let Some(vfs) = vfs_of(&ctx, &config.path) else {
+        return;
+    };
     let sim = ctx.sim.clone();
     let process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
     let mut flags = O_CREAT | O_WRONLY | O_TRUNC;
@@ -292,7 +306,9 @@ pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
         ctx.add_counter("errno.EINVAL", 1);
         return;
     }
-    let Some(vfs) = vfs_of(&ctx) else { return };
+    let Some(vfs) = vfs_of(&ctx, &config.path) else {
+        return;
+    };
     let sim = ctx.sim.clone();
     let process: Process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
     match vfs.populate(&sim, &config.path, config.file_size) {
@@ -347,7 +363,9 @@ pub async fn fsync_write(ctx: AppContext, config: FsyncWriteConfig) {
         ctx.add_counter("errno.EINVAL", 1);
         return;
     }
-    let Some(vfs) = vfs_of(&ctx) else { return };
+    let Some(vfs) = vfs_of(&ctx, &config.path) else {
+        return;
+    };
     let sim = ctx.sim.clone();
     let process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
     let op = ctx.begin_op("open");
@@ -470,10 +488,6 @@ pub mod example {
         )
         .expect("a known elevator");
         let stack = Stack::with_vfs(&sim, &StackConfig::default(), activity.clone(), vfs);
-        let vfs = stack.vfs.clone().expect("storage stack");
-        for dir in ["/sdcard/DCIM", "/data"] {
-            vfs.mkdir_all(&sim, dir).expect("setup directories");
-        }
         let recorder = Rc::new(Recorder::new());
         let context = |index: usize, name: &str, uid: u32| {
             AppContext::new(
@@ -690,7 +704,6 @@ mod stack_tests {
         )
         .expect("default stack");
         let vfs = stack.vfs.clone().expect("storage");
-        vfs.mkdir_all(&sim, "/sdcard").unwrap();
         let recorder = Rc::new(Recorder::new());
         let ctx = |i: usize, name: &str, uid: u32| {
             AppContext::new(sim.clone(), i, name, uid, stack.clone(), recorder.clone())
