@@ -851,3 +851,38 @@ fn truncate_waits_for_pages_under_writeback() {
     });
     rig.run_to_end();
 }
+
+#[test]
+fn throttling_holds_the_limit_with_four_concurrent_writers() {
+    let config = VmConfig {
+        ram: 512 << 20,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config.clone(), 100 * NS_PER_US, 50_000_000);
+    let (_, limit) = rig.mm().dirty_limits();
+    for i in 0..4 {
+        rig.spawn(
+            &format!("writer{i}"),
+            10_000 + i,
+            move |sim, vfs, p| async move {
+                let path = format!("/file{i}");
+                let fd = vfs.open(&sim, &p, &path, O_CREAT | O_WRONLY).await.unwrap();
+                let chunk = vec![0u8; 256 << 10];
+                for _ in 0..(512 << 20) / chunk.len() {
+                    vfs.write(&sim, &p, fd, &chunk).await.unwrap();
+                }
+                vfs.close(&sim, &p, fd).await.unwrap();
+            },
+        );
+    }
+    rig.run_to_end();
+    let stats = rig.mm().stats();
+    assert_eq!(stats.pages_dirtied, 4 * (512 << 20) / PAGE_SIZE);
+    // Each writer may overshoot by one poll batch.
+    assert!(
+        stats.max_dirty_writeback <= limit + 4 * 64,
+        "peak {} over limit {limit}",
+        stats.max_dirty_writeback
+    );
+    assert!(stats.throttle_pauses > 0);
+}

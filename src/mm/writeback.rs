@@ -19,10 +19,9 @@
 //! - `write_cache_pages`: dirty pages of an inode in index order, locked, moved to writeback
 //!   and gathered into bios of up to 512 KiB of consecutive blocks (`mpage_writepages`).
 //!
-//! Simplifications: no per-bdi dirty share (one device), `dirty_ratelimit` is the estimated
-//! write bandwidth itself (3.10 converges it to bandwidth / number of dirtiers through a
-//! feedback loop; here several writers share through `pos_ratio` alone); no `min_pause`
-//! estimation (a pause under 10 ms is postponed by raising `nr_dirtied_pause`); background
+//! Simplifications: no per-bdi dirty share (one device); `dirty_ratelimit` moves halfway to
+//! the balanced rate (`task_ratelimit x write_bw / dirty_rate`) every 200 ms, where 3.10 limits
+//! the step with more care (`bdi_update_dirty_ratelimit`); background
 //! writeback visits the oldest dirty inode first rather than round-robin over `b_io`; the
 //! flusher writes no inode metadata (the VFS writes it at fsync).
 
@@ -51,6 +50,9 @@ pub const INIT_BW_PAGES_PER_SEC: u64 = 100 * 1024 * 1024 / PAGE_SIZE;
 pub const INITIAL_DIRTIED_PAUSE: u64 = 32;
 /// `bdi_min_pause`'s target pause for a single dirtier: 10 ms (`max(1, HZ / 100)` jiffies).
 pub const TARGET_PAUSE_NS: Nanos = 10 * NS_PER_MS;
+/// Pages between checks while `dirty_exceeded`: `32 >> (PAGE_SHIFT - 10)` = 8
+/// (`balance_dirty_pages_ratelimited`).
+pub const DIRTY_EXCEEDED_RATELIMIT: u64 = 8;
 /// `DIRTY_POLL_THRESH` = 128 KiB worth of pages (mm/page-writeback.c).
 pub const DIRTY_POLL_THRESH: u64 = 32;
 
@@ -59,6 +61,13 @@ pub const DIRTY_POLL_THRESH: u64 = 32;
 pub struct Bandwidth {
     /// Smoothed pages per second.
     pub avg_pages_per_sec: u64,
+    /// `bdi->dirty_ratelimit`: the rate each dirtier is allowed at the setpoint, pages/s;
+    /// converges to the write bandwidth divided by the number of dirtiers.
+    pub dirty_ratelimit: u64,
+    /// Start of the current dirty-rate window and pages dirtied (globally) at its start.
+    dirty_window: Option<(Nanos, u64)>,
+    /// `bdi->dirty_exceeded`: dirty pages are over the limit; dirtiers check more often.
+    pub dirty_exceeded: bool,
     window_start: Option<Nanos>,
     written_in_window: u64,
 }
@@ -67,6 +76,9 @@ impl Bandwidth {
     pub fn new() -> Self {
         Bandwidth {
             avg_pages_per_sec: INIT_BW_PAGES_PER_SEC,
+            dirty_ratelimit: INIT_BW_PAGES_PER_SEC,
+            dirty_window: None,
+            dirty_exceeded: false,
             window_start: None,
             written_in_window: 0,
         }
@@ -100,6 +112,30 @@ impl Bandwidth {
         .max(1);
         self.window_start = busy.then_some(now);
         self.written_in_window = 0;
+    }
+}
+
+impl Bandwidth {
+    /// `bdi_update_dirty_ratelimit`, every `BANDWIDTH_INTERVAL`: the balanced rate is
+    /// `task_ratelimit x write_bw / dirty_rate` (with N dirtiers each at `task_ratelimit`, the
+    /// dirty rate is N times it, so the balanced rate is write_bw / N); `dirty_ratelimit`
+    /// moves halfway towards it (3.10 limits the step more carefully).
+    fn update_dirty_ratelimit(&mut self, now: Nanos, pages_dirtied: u64, pos_ratio: u64) {
+        let Some((start, dirtied_at_start)) = self.dirty_window else {
+            self.dirty_window = Some((now, pages_dirtied));
+            return;
+        };
+        let elapsed = now - start;
+        if elapsed < BANDWIDTH_INTERVAL_NS {
+            return;
+        }
+        let dirty_rate = ((pages_dirtied - dirtied_at_start) * NS_PER_SEC / elapsed).max(1);
+        let task_ratelimit = (self.dirty_ratelimit * pos_ratio / 1024).max(1);
+        let balanced = (u128::from(task_ratelimit) * u128::from(self.avg_pages_per_sec)
+            / u128::from(dirty_rate)) as u64;
+        self.dirty_ratelimit =
+            ((self.dirty_ratelimit + balanced) / 2).clamp(1, self.avg_pages_per_sec.max(1));
+        self.dirty_window = Some((now, pages_dirtied));
     }
 }
 
@@ -221,7 +257,12 @@ impl Mm {
         dirtied: u64,
     ) {
         throttle.nr_dirtied += dirtied;
-        if throttle.nr_dirtied >= throttle.nr_dirtied_pause {
+        let mut ratelimit = throttle.nr_dirtied_pause;
+        if self.state().bandwidth.dirty_exceeded {
+            // Over the limit: everyone checks every 32 KiB (`32 >> (PAGE_SHIFT - 10)` pages).
+            ratelimit = ratelimit.min(DIRTY_EXCEEDED_RATELIMIT);
+        }
+        if throttle.nr_dirtied >= ratelimit {
             self.balance_dirty_pages(sim, throttle).await;
         }
     }
@@ -246,6 +287,7 @@ impl Mm {
             }
             let freerun = (background + limit) / 2;
             if dirty <= freerun {
+                self.state().bandwidth.dirty_exceeded = false;
                 throttle.dirty_paused_when = Some(now);
                 throttle.nr_dirtied = 0;
                 throttle.nr_dirtied_pause = dirty_poll_interval(dirty, limit);
@@ -260,7 +302,15 @@ impl Mm {
                 let x = (setpoint as f64 - dirty as f64) / ((limit - setpoint) as f64 + 1.0);
                 ((1.0 + x * x * x).clamp(0.0, 2.0) * 1024.0) as u64
             };
-            let dirty_ratelimit = write_bw;
+            let dirty_ratelimit = {
+                let mut state = self.state();
+                let pages_dirtied = state.stats.pages_dirtied;
+                state.bandwidth.dirty_exceeded = dirty > limit;
+                state
+                    .bandwidth
+                    .update_dirty_ratelimit(now, pages_dirtied, pos_ratio);
+                state.bandwidth.dirty_ratelimit
+            };
             let task_ratelimit = dirty_ratelimit * pos_ratio / 1024;
             let max_pause = self.max_pause(dirty, write_bw);
             let (min_pause, nr_dirtied_pause) =

@@ -748,3 +748,40 @@ mod stack_tests {
         assert_eq!(vfs.mm.page_counts().2, 0);
     }
 }
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn workload_tables_read_human_units_and_reject_unknown_fields() {
+        let write: SeqWriteConfig =
+            toml::from_str("path = \"/sdcard/backup.tar\"\nsize = \"8GiB\"\nmode = \"sync\"")
+                .unwrap();
+        assert_eq!((write.size, write.io_size), (8 << 30, 1 << 20));
+        assert_eq!(write.mode, WriteMode::Sync);
+        let read: FileReadConfig = toml::from_str(
+            "path = \"/p\"\nfile_size = \"256MiB\"\npattern = \"random\"\nthink = \"20ms\"",
+        )
+        .unwrap();
+        assert_eq!(read.io_size, PAGE_SIZE);
+        assert_eq!(read.think, 20_000_000);
+        assert!(read.validate().is_ok());
+        let sync: FsyncWriteConfig = toml::from_str("path = \"/db\"\ndatasync = true").unwrap();
+        assert_eq!(
+            sync,
+            FsyncWriteConfig {
+                path: "/db".into(),
+                datasync: true,
+                ..Default::default()
+            }
+        );
+        assert!(toml::from_str::<SeqWriteConfig>("path = \"/a\"\nsize = 1\nbs = 4").is_err());
+        assert!(SeqWriteConfig {
+            path: "relative".into(),
+            ..Default::default()
+        }
+        .validate()
+        .is_err());
+    }
+}
