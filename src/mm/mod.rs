@@ -3,8 +3,9 @@
 //!
 //! - this file: [`VmConfig`], the page table of the page cache (one compact [`Page`] per cached
 //!   page, per-inode [`Mapping`]s, the active and inactive LRU lists) and the page-flag waits
-//!   (`lock_page`, `wait_on_page_writeback`) over a hashed table of wait queues like Linux's
-//!   `page_waitqueue`;
+//!   (`lock_page`, `wait_on_page_writeback`) on per-page wait queues that exist only while
+//!   someone waits (Linux hashes pages onto shared queues and filters wakers by page and bit,
+//!   `wake_bit_function`; the effect, only that page's waiters wake, is the same);
 //! - [`filemap`]: reads with readahead, buffered writes (`generic_perform_write`), the sync
 //!   write-and-wait of fsync (`filemap_write_and_wait_range`), truncation (mm/filemap.c,
 //!   mm/readahead.c, mm/truncate.c);
@@ -313,10 +314,6 @@ pub const FLUSHER_PID: u32 = 100;
 /// Process id of kswapd in bios.
 pub const KSWAPD_PID: u32 = 101;
 
-/// `PAGE_WAIT_TABLE_BITS` = 8: 256 hashed wait queues shared by all pages (mm/filemap.c
-/// `page_waitqueue`); waiters re-check their page after every wake.
-const PAGE_WAIT_TABLE_SIZE: usize = 256;
-
 /// The page cache and memory of one run.
 pub struct Mm {
     pub(crate) me: Weak<Mm>,
@@ -325,7 +322,8 @@ pub struct Mm {
     pub(crate) bdev: Rc<dyn BlockSubmit>,
     pub(crate) activity: Option<Rc<ActivityManager>>,
     state: RefCell<MmState>,
-    page_waitqueues: Vec<WaitQueue>,
+    /// Wait queues of pages someone waits on, by (inode, index).
+    page_waitqueues: RefCell<BTreeMap<(Ino, u64), WaitQueue>>,
     /// The page allocator's global lock (FastTrack §3.2).
     pub(crate) alloc_lock: Mutex,
     /// Direct reclaimers that made no progress wait here for pages to be freed or written.
@@ -371,9 +369,7 @@ impl Mm {
                 stats: MmStats::default(),
                 bandwidth: writeback::Bandwidth::new(),
             }),
-            page_waitqueues: (0..PAGE_WAIT_TABLE_SIZE)
-                .map(|_| WaitQueue::new())
-                .collect(),
+            page_waitqueues: RefCell::new(BTreeMap::new()),
             alloc_lock: Mutex::new(sim, "page_alloc", WaitReason::PageAlloc),
             free_wait: WaitQueue::new(),
             kswapd_wake: TimedWake::default(),
@@ -448,15 +444,22 @@ impl Mm {
         self.me.upgrade().expect("the page cache is alive")
     }
 
-    fn page_waitqueue(&self, ino: Ino, index: u64) -> &WaitQueue {
-        // A fixed multiplicative hash (deterministic, no random seed).
-        let key =
-            ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ index.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-        &self.page_waitqueues[(key >> 56) as usize % PAGE_WAIT_TABLE_SIZE]
+    /// The wait queue of page (ino, index), created for a waiter.
+    fn page_waitqueue(&self, ino: Ino, index: u64) -> WaitQueue {
+        self.page_waitqueues
+            .borrow_mut()
+            .entry((ino, index))
+            .or_default()
+            .clone()
     }
 
+    /// Wakes every waiter of the page; each re-checks its condition (and waits again on a new
+    /// queue if it still holds).
     pub(crate) fn wake_page(&self, sim: &Sim, ino: Ino, index: u64) {
-        self.page_waitqueue(ino, index).wake_all(sim);
+        let queue = self.page_waitqueues.borrow_mut().remove(&(ino, index));
+        if let Some(queue) = queue {
+            queue.wake_all(sim);
+        }
     }
 
     /// `find_get_page`.
