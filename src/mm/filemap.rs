@@ -458,7 +458,7 @@ impl Mm {
             let state = self.state();
             match state.mappings.get(&ino) {
                 None => return,
-                Some(m) => m.writeback.range(start..=end).copied().collect(),
+                Some(m) => m.writeback.range(start..=end).map(|(&i, _)| i).collect(),
             }
         };
         for index in under_writeback {

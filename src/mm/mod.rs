@@ -245,8 +245,10 @@ pub struct Mapping {
     pub pages: BTreeMap<u64, PageId>,
     /// `PAGECACHE_TAG_DIRTY`.
     pub dirty: BTreeSet<u64>,
-    /// `PAGECACHE_TAG_WRITEBACK`.
-    pub writeback: BTreeSet<u64>,
+    /// `PAGECACHE_TAG_WRITEBACK`, with the block request carrying each page (0 until its bio is
+    /// submitted), so a wait on the page can name the request (QASIO's dependency on an async
+    /// request; `elv_boost` needs the same link).
+    pub writeback: BTreeMap<u64, u64>,
     /// `inode->dirtied_when`: when the inode went from clean to dirty.
     pub dirtied_when: Option<Nanos>,
     /// `mapping->writeback_index`: where cyclic writeback resumes.
@@ -485,10 +487,24 @@ impl Mm {
             if !busy {
                 return;
             }
+            // A page under writeback names the request carrying it, once submitted.
+            let request = if flag == pg::WRITEBACK {
+                self.writeback_request(ino, index)
+            } else {
+                None
+            };
+            let blocker = request.map_or(Blocker::Page { ino, index }, Blocker::Request);
             self.page_waitqueue(ino, index)
-                .wait(sim, reason, Blocker::Page { ino, index })
+                .wait(sim, reason, blocker)
                 .await;
         }
+    }
+
+    /// The block request writing page (ino, index), if it is under writeback and submitted.
+    pub fn writeback_request(&self, ino: Ino, index: u64) -> Option<u64> {
+        let state = self.state.borrow();
+        let request = *state.mappings.get(&ino)?.writeback.get(&index)?;
+        (request != 0).then_some(request)
     }
 
     /// `wait_on_page_writeback` (QASIO D_data when a writer waits, D_sync when fsync does).
@@ -748,7 +764,7 @@ impl MmState {
             .get_mut(&ino)
             .expect("page has a mapping")
             .writeback
-            .insert(index);
+            .insert(index, 0);
     }
 
     /// `mark_page_accessed`: referenced on first touch; a referenced inactive page moves to the

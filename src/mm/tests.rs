@@ -109,9 +109,13 @@ fn partial_write_waits_on_a_page_under_writeback() {
         vfs.close(&sim, &p, fd).await.unwrap();
     });
     rig.run_until(1_070 * NS_PER_MS);
+    // The wait names the flusher's request carrying the page (QASIO's D_data dependency).
     let chain = rig.sim.explain_wait(writer.task());
+    let request = rig.mm().writeback_request(12, 0).expect("page 0 is in a request");
     assert!(
-        chain.contains("waits 20.0 ms in wait_on_page_writeback on page 12:0"),
+        chain.contains(&format!(
+            "waits 20.0 ms in wait_on_page_writeback on request R#{request}"
+        )),
         "{chain}"
     );
     rig.run_to_end();

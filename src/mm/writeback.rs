@@ -385,7 +385,7 @@ impl Mm {
                     .get(&index)
                     .expect("a page under writeback stays cached");
                 assert!(
-                    mapping.writeback.remove(&index),
+                    mapping.writeback.remove(&index).is_some(),
                     "page not tagged writeback"
                 );
                 let page = &mut state.pages[id as usize];
@@ -451,13 +451,28 @@ impl Mm {
             }
         }
         let mm = self.rc();
-        self.bdev
+        let request = self
+            .bdev
             .submit_bio(
                 sim,
                 bio,
                 Box::new(move |sim, _id| mm.end_writeback_span(sim, span)),
             )
-            .await
+            .await;
+        // Link the pages to their request (it cannot have completed yet: completions run
+        // from later events).
+        let mut state = self.state();
+        if let Some(mapping) = state.mappings.get_mut(&span.ino) {
+            for (_, carrier) in mapping
+                .writeback
+                .range_mut(span.index..span.index + u64::from(span.count))
+            {
+                if *carrier == 0 {
+                    *carrier = request;
+                }
+            }
+        }
+        request
     }
 
     /// Moves a locked dirty page to writeback and unlocks it; returns its disk block.
