@@ -111,7 +111,10 @@ fn partial_write_waits_on_a_page_under_writeback() {
     rig.run_until(1_070 * NS_PER_MS);
     // The wait names the flusher's request carrying the page (QASIO's D_data dependency).
     let chain = rig.sim.explain_wait(writer.task());
-    let request = rig.mm().writeback_request(12, 0).expect("page 0 is in a request");
+    let request = rig
+        .mm()
+        .writeback_request(12, 0)
+        .expect("page 0 is in a request");
     assert!(
         chain.contains(&format!(
             "waits 20.0 ms in wait_on_page_writeback on request R#{request}"
