@@ -12,7 +12,7 @@ use crate::scenario::{
 use crate::sim::{BlockedTimes, Rng, RunEnd, Sim, Simulation, TaskId};
 use crate::stack::Stack;
 use crate::units::Nanos;
-use crate::workload::toy;
+use crate::workload::{file, toy};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -140,6 +140,18 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
             let started = crate::workload::fio::start(&ctx, config).expect("validated fio job");
             tasks.extend(started);
         }
+        WorkloadConfig::SeqWrite(config) => {
+            let handle = sim.spawn(&ctx.name, file::seq_write(ctx.clone(), config.clone()));
+            tasks.push(handle.task());
+        }
+        WorkloadConfig::FileRead(config) => {
+            let handle = sim.spawn(&ctx.name, file::file_read(ctx.clone(), config.clone()));
+            tasks.push(handle.task());
+        }
+        WorkloadConfig::FsyncWrite(config) => {
+            let handle = sim.spawn(&ctx.name, file::fsync_write(ctx.clone(), config.clone()));
+            tasks.push(handle.task());
+        }
     }
 }
 
@@ -166,8 +178,19 @@ pub fn run_one(
         message,
     };
     let with_block = scenario.apps.iter().any(|a| a.workload.needs_block());
-    let stack =
-        Stack::new(&sim, &variant.stack, activity.clone(), with_block).map_err(run_error)?;
+    let with_storage = scenario.apps.iter().any(|a| a.workload.needs_storage());
+    let stack = if with_storage {
+        Stack::new_with_storage(
+            &sim,
+            &variant.stack,
+            activity.clone(),
+            variant.stack.vm.clone(),
+            None,
+        )
+    } else {
+        Stack::new(&sim, &variant.stack, activity.clone(), with_block)
+    }
+    .map_err(run_error)?;
     if let Some(block) = &stack.block {
         // Jobs must fit the device: checked here, where its capacity is known, with the checks
         // the job itself makes when it starts.

@@ -138,7 +138,7 @@ impl Recorder {
             .or_insert_with(OpRecord::new);
         record
             .histogram
-            .saturating_record(latency.clamp(1, HISTOGRAM_HIGHEST_NS));
+            .saturating_record(latency.min(HISTOGRAM_HIGHEST_NS));
         record.sum_ns += u128::from(latency);
         record.max_ns = record.max_ns.max(latency);
         for (reason, nanos) in blocked.nonzero() {

@@ -66,12 +66,10 @@ impl SlowOp {
         );
         for (i, wait) in self.waits.iter().enumerate() {
             text.push_str(if i == 0 { ": " } else { "; " });
-            text.push_str(&format!(
-                "{} {} ms on {}",
-                wait.reason,
-                format_ms(wait.ns as f64),
-                wait.on
-            ));
+            text.push_str(&format!("{} {} ms", wait.reason, format_ms(wait.ns as f64)));
+            if wait.on != "-" {
+                text.push_str(&format!(" on {}", wait.on));
+            }
             if let Some(holder) = &wait.held_by {
                 text.push_str(&format!(" held by {holder}"));
             }

@@ -22,10 +22,8 @@ pub fn align(rows: &[Vec<String>]) -> String {
         for (c, cell) in row.iter().enumerate() {
             let pad = widths[c] - cell.chars().count();
             // Text left-aligned, numbers right-aligned.
-            let numeric = cell
-                .chars()
-                .next()
-                .is_some_and(|ch| ch.is_ascii_digit() || ch == '-');
+            let numeric = cell.chars().next().is_some_and(|ch| ch.is_ascii_digit())
+                || (cell.starts_with('-') && cell.len() > 1);
             if c > 0 {
                 line.push_str("  ");
             }

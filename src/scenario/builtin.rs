@@ -12,6 +12,10 @@ pub const BUILTINS: &[Builtin] = &[
         source: include_str!("../../scenarios/demo.toml"),
     },
     Builtin {
+        name: "bg-write-fg-read",
+        source: include_str!("../../scenarios/bg-write-fg-read.toml"),
+    },
+    Builtin {
         name: "fg-read-bg-write",
         source: include_str!("../../scenarios/fg-read-bg-write.toml"),
     },

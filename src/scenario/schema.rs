@@ -53,6 +53,9 @@ pub struct StackConfig {
     /// The block layer (`[stack.block]`).
     #[serde(default)]
     pub block: crate::block::BlockConfig,
+    /// Memory and writeback knobs (`[stack.vm]`; see `docs/mm.md`).
+    #[serde(default)]
+    pub vm: crate::mm::VmConfig,
     /// The toy I/O server of the foundation stack.
     #[serde(default)]
     pub toy: ToyServerConfig,
@@ -68,7 +71,8 @@ impl StackConfig {
                 self.device.fill
             ));
         }
-        self.block.validate()
+        self.block.validate()?;
+        self.vm.validate()
     }
 }
 
@@ -149,6 +153,12 @@ pub enum WorkloadConfig {
     ToyLocks(crate::workload::toy::ToyLocksConfig),
     /// One fio job (fio's option names) against the block device.
     Fio(crate::workload::fio::FioWorkloadConfig),
+    /// Writes a file sequentially (a download, a backup): buffered, O_SYNC or O_DIRECT.
+    SeqWrite(crate::workload::file::SeqWriteConfig),
+    /// Reads a file sequentially or at random offsets (a gallery, a game loading assets).
+    FileRead(crate::workload::file::FileReadConfig),
+    /// Small writes each followed by fsync or fdatasync (a database commit, a messenger).
+    FsyncWrite(crate::workload::file::FsyncWriteConfig),
 }
 
 /// A timeline entry as written: `{ at = "5s", foreground = "camera" }`, with exactly one action.
@@ -494,7 +504,17 @@ pub const FIRST_APPLICATION_UID: u32 = 10_000;
 impl WorkloadConfig {
     /// Whether the workload issues block I/O (so the stack needs a device and block layer).
     pub fn needs_block(&self) -> bool {
-        matches!(self, WorkloadConfig::Fio(_))
+        matches!(self, WorkloadConfig::Fio(_)) || self.needs_storage()
+    }
+
+    /// Whether the workload uses files (so the stack needs the page cache and a file system).
+    pub fn needs_storage(&self) -> bool {
+        matches!(
+            self,
+            WorkloadConfig::SeqWrite(_)
+                | WorkloadConfig::FileRead(_)
+                | WorkloadConfig::FsyncWrite(_)
+        )
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -502,6 +522,9 @@ impl WorkloadConfig {
             WorkloadConfig::ToyIo(config) => config.validate(),
             WorkloadConfig::ToyLocks(config) => config.validate(),
             WorkloadConfig::Fio(config) => config.job("app").map(|_| ()),
+            WorkloadConfig::SeqWrite(config) => config.validate(),
+            WorkloadConfig::FileRead(config) => config.validate(),
+            WorkloadConfig::FsyncWrite(config) => config.validate(),
         }
     }
 }
