@@ -57,9 +57,11 @@ fn a_background_writer_is_throttled_and_the_foreground_keeps_reading() {
 }
 
 #[test]
-fn fsync_waits_on_its_pages_already_under_async_writeback() {
-    // QASIO's D_sync: the messenger's fsync finds its page under the flusher's asynchronous
-    // writeback and waits for that request, which the scheduler holds behind other async writes.
+fn an_fsyncs_wait_on_writeback_is_explained_by_the_request_carrying_the_page() {
+    // fsync writes the dirty pages and waits in wait_on_page_writeback; the wait names the block
+    // request that carries the page and where that request spent its time. (QASIO's D_sync, an
+    // fsync meeting pages already under the flusher's async writeback, is pinned by the mm test
+    // `fsync_waits_for_pages_already_under_async_writeback`.)
     let runs = runs();
     let fsync = &run(&runs, "cfq").apps["messenger"].ops["fsync"];
     assert!(fsync.blocked_ns["wait_on_page_writeback"] > 0);

@@ -38,6 +38,8 @@ struct Shared {
     /// The time of the armed `advance` callback and its generation (older callbacks are stale).
     armed: Cell<Option<Nanos>>,
     generation: Cell<u64>,
+    /// The allocation class whose sleepers are woken first at the next completion.
+    wake_first: Cell<usize>,
     /// Recently completed requests, for explaining the waits on them.
     history: RefCell<RequestHistory>,
     /// The elevator's name, for descriptions.
@@ -115,6 +117,7 @@ impl BlockLayer {
             pending: RefCell::new(BTreeMap::new()),
             armed: Cell::new(None),
             generation: Cell::new(0),
+            wake_first: Cell::new(0),
             history: RefCell::new(RequestHistory::default()),
             elevator,
         });
@@ -274,8 +277,13 @@ impl BlockLayer {
                 done.complete(&self.sim, now);
             }
         }
-        for (class, &freed) in report.freed.iter().enumerate() {
-            for _ in 0..freed {
+        // Which class's sleepers are woken first alternates, as sbitmap's wake index rotates over
+        // its wait queues (lib/sbitmap.c `sbq_wake_ptr`): with blk-mq both classes draw on one
+        // tag pool, and a fixed order would let one class win every freed tag.
+        let first = self.shared.wake_first.get();
+        self.shared.wake_first.set(1 - first);
+        for class in [first, 1 - first] {
+            for _ in 0..report.freed[class] {
                 if !self.shared.alloc_wait[class].wake_one(&self.sim) {
                     break;
                 }
