@@ -363,6 +363,47 @@ mod tests {
         assert!(layer.with_queue(|queue| queue.is_idle()));
     }
 
+    /// With blk-mq's single tag pool, an async writer that always has the next write ready must
+    /// not take every freed tag from a sync writer asleep in `get_request` (an fsync behind the
+    /// flusher).
+    #[test]
+    fn a_sync_writer_gets_a_tag_while_an_async_writer_keeps_the_pool_full() {
+        use crate::block::elevator::mq_deadline::MqDeadline;
+        let sim = Simulation::new(1);
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let queue = RequestQueue::new(
+            Box::new(MqDeadline::new()),
+            Box::new(device),
+            AllocModel::Mq { nr_requests: 8 },
+        );
+        let layer = BlockLayer::new(&sim.handle(), queue);
+        let flusher_layer = layer.clone();
+        sim.spawn_daemon("flusher", async move {
+            for id in 0..10_000u64 {
+                let mut write = bio(id, IoOp::Write, 1_000_000 * id, 8, 1);
+                write.issued_async = true;
+                // Fire and forget: the flusher does not wait for its writes here.
+                flusher_layer.submit_bio(write).await;
+            }
+        });
+        let (s, sync_layer) = (sim.handle(), layer.clone());
+        let fsync = sim.spawn("fsync", async move {
+            s.sleep(10 * NS_PER_MS).await;
+            let mut write = bio(1 << 40, IoOp::Write, 7, 8, 2);
+            write.flags.sync = true;
+            sync_layer.submit_bio(write).await;
+            s.now()
+        });
+        sim.run_until(200 * NS_PER_MS, true).unwrap();
+        let got_tag_at = fsync.result().expect("the sync writer got a request");
+        // One request completes per millisecond; alternating wakes give the sync writer one of
+        // the first few freed tags, not none.
+        assert!(
+            got_tag_at <= 20 * NS_PER_MS,
+            "sync writer waited until {got_tag_at} ns for a tag"
+        );
+    }
+
     /// Runs a flusher's 100 async writes, a sync reader, and an app that waits on the flusher's
     /// 50th write (as `wait_on_page_writeback` would), and returns how long the app waited.
     fn app_wait_on_async_write(elevator: &str) -> (Nanos, Option<crate::sim::Wait>) {
