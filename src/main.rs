@@ -72,6 +72,9 @@ enum Command {
         /// Worker threads for independent runs (variants x seeds); 0 = one per core.
         #[arg(long, default_value_t = 0, value_name = "N")]
         threads: usize,
+        /// Also print the blocked-time breakdown: every wait reason of every operation.
+        #[arg(long)]
+        breakdown: bool,
     },
     /// List the built-in scenarios.
     List {
@@ -170,7 +173,8 @@ fn main() -> ExitCode {
             out,
             json,
             threads,
-        } => cmd_run(&scenario, seeds, variant, out, json, threads),
+            breakdown,
+        } => cmd_run(&scenario, seeds, variant, out, json, threads, breakdown),
         Command::List { json } => cmd_list(json),
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
@@ -350,6 +354,7 @@ fn cmd_run(
     out: Option<std::path::PathBuf>,
     json: bool,
     threads: usize,
+    breakdown: bool,
 ) -> ExitCode {
     let mut scenario = match load_or_report(name) {
         Ok(s) => s,
@@ -389,6 +394,9 @@ fn cmd_run(
         out!("{json_text}");
     } else {
         out!("{}", table::render(&results));
+        if breakdown {
+            out!("\n{}", table::render_breakdown(&results));
+        }
     }
     ExitCode::SUCCESS
 }

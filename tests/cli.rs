@@ -31,6 +31,16 @@ fn run_prints_a_table_or_one_json_object() {
 }
 
 #[test]
+fn run_explains_the_slowest_operations_and_breaks_blocked_time_down() {
+    let (code, out, _) = mobistack(&["run", "fg-read-bg-write", "--variant", "cfq", "--breakdown"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("slowest operation of each app"), "{out}");
+    assert!(out.contains("queued in cfq"), "{out}");
+    assert!(out.contains("blocked time by reason"), "{out}");
+    assert!(out.contains("submit_bio_wait  block"), "{out}");
+}
+
+#[test]
 fn bad_input_exits_2_and_a_failed_run_exits_1() {
     let (code, _, err) = mobistack(&["validate", "no-such-scenario"]);
     assert_eq!(code, 2);

@@ -118,7 +118,7 @@ pub fn render(results: &ScenarioResults) -> String {
     for run in &results.runs {
         for (app_name, app) in &run.apps {
             for (op, summary) in &app.ops {
-                if let Some(slowest) = summary.slowest.first() {
+                if let Some(slowest) = summary.slowest.first().filter(|s| s.latency_ns > 0) {
                     let _ = writeln!(
                         out,
                         "  {} seed {} {app_name} {op}: {}",
@@ -130,5 +130,51 @@ pub fn render(results: &ScenarioResults) -> String {
             }
         }
     }
+    out
+}
+
+/// The blocked-time breakdown: for every run, app and operation, the time its operations spent
+/// blocked in each wait reason (summed) and its share of their total latency.
+pub fn render_breakdown(results: &ScenarioResults) -> String {
+    let mut rows = vec![[
+        "variant",
+        "seed",
+        "app",
+        "op",
+        "wait",
+        "layer",
+        "blocked ms",
+        "share",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect::<Vec<String>>()];
+    for run in &results.runs {
+        for (app_name, app) in &run.apps {
+            for (op, summary) in &app.ops {
+                let total = (summary.mean_ns * summary.count as f64).max(1.0);
+                let mut reasons: Vec<(&String, &u64)> = summary.blocked_ns.iter().collect();
+                reasons.sort_by_key(|(name, nanos)| (std::cmp::Reverse(**nanos), name.as_str()));
+                for (reason, nanos) in reasons {
+                    let layer = crate::sim::WaitReason::ALL
+                        .iter()
+                        .find(|r| r.name() == reason.as_str())
+                        .map_or("?", |r| r.layer());
+                    rows.push(vec![
+                        run.variant.clone(),
+                        run.seed.to_string(),
+                        app_name.clone(),
+                        op.clone(),
+                        reason.clone(),
+                        layer.to_string(),
+                        format_ms(*nanos as f64),
+                        format!("{:.1}%", 100.0 * *nanos as f64 / total),
+                    ]);
+                }
+            }
+        }
+    }
+    let mut out = String::from("blocked time by reason (summed over each operation's calls):\n");
+    out.push_str(&align(&rows));
     out
 }
