@@ -21,7 +21,7 @@ use crate::app::ActivityManager;
 use crate::dev::{IoFlags, IoOp};
 use crate::mm::bio::BioRequest;
 use crate::mm::filemap::FileRaState;
-use crate::mm::writeback::{DirtyThrottleState, SECTORS_PER_PAGE};
+use crate::mm::writeback::DirtyThrottleState;
 use crate::mm::{Issuer, Mm};
 use crate::sim::sync::Mutex;
 use crate::sim::{Sim, WaitReason};
@@ -903,21 +903,13 @@ impl Vfs {
 
 fn meta_bio(op: IoOp, block: u64, issuer: Issuer) -> BioRequest {
     let flush = op == IoOp::Flush;
-    BioRequest {
-        op,
-        sector: if flush { 0 } else { block * SECTORS_PER_PAGE },
-        nr_sectors: if flush { 0 } else { SECTORS_PER_PAGE as u32 },
-        flags: IoFlags {
-            sync: true,
-            meta: !flush,
-            preflush: flush,
-            ..IoFlags::default()
-        },
-        issued_async: false,
-        foreground: issuer.foreground,
-        task: issuer.task,
-        pid: issuer.pid,
-        uid: issuer.uid,
-        pages: None,
-    }
+    let flags = IoFlags {
+        sync: true,
+        meta: !flush,
+        preflush: flush,
+        ..IoFlags::default()
+    };
+    // A flush carries no data: sector 0, no pages.
+    let (block, count) = if flush { (0, 0) } else { (block, 1) };
+    BioRequest::for_pages(op, block, count, flags, issuer, None)
 }

@@ -50,6 +50,32 @@ pub struct BioRequest {
     pub pages: Option<PageSpan>,
 }
 
+impl BioRequest {
+    /// A bio over `count` pages starting at page-sized `block`, submitted by `issuer` itself (not
+    /// on behalf of others), carrying `pages` when they belong to the page cache.
+    pub fn for_pages(
+        op: IoOp,
+        block: u64,
+        count: u32,
+        flags: IoFlags,
+        issuer: super::Issuer,
+        pages: Option<PageSpan>,
+    ) -> BioRequest {
+        BioRequest {
+            op,
+            sector: block * super::writeback::SECTORS_PER_PAGE,
+            nr_sectors: count * super::writeback::SECTORS_PER_PAGE as u32,
+            flags,
+            issued_async: false,
+            foreground: issuer.foreground,
+            task: issuer.task,
+            pid: issuer.pid,
+            uid: issuer.uid,
+            pages,
+        }
+    }
+}
+
 /// `bi_end_io`: called once, at completion, with the request id.
 pub type EndIo = Box<dyn FnOnce(&Sim, u64)>;
 

@@ -23,7 +23,7 @@
 //! the whole page; the page cache keeps no buffer heads (a page is one block).
 
 use super::bio::{BioRequest, PageSpan};
-use super::writeback::{DirtyThrottleState, SyncMode, MAX_BIO_PAGES, SECTORS_PER_PAGE};
+use super::writeback::{DirtyThrottleState, SyncMode, MAX_BIO_PAGES};
 use super::{pg, Issuer, Mm, PageId};
 use crate::dev::{IoFlags, IoOp};
 use crate::fs::{Errno, Ino};
@@ -129,21 +129,7 @@ impl Mm {
         let (index, block, count) = run;
         let span = PageSpan { ino, index, count };
         self.state().stats.pages_read += u64::from(count);
-        let bio = BioRequest {
-            op: IoOp::Read,
-            sector: block * SECTORS_PER_PAGE,
-            nr_sectors: count * SECTORS_PER_PAGE as u32,
-            flags: IoFlags {
-                sync: true,
-                ..IoFlags::default()
-            },
-            issued_async: false,
-            foreground: issuer.foreground,
-            task: issuer.task,
-            pid: issuer.pid,
-            uid: issuer.uid,
-            pages: Some(span),
-        };
+        let bio = BioRequest::for_pages(IoOp::Read, block, count, SYNC, issuer, Some(span));
         let mm = self.rc();
         self.bdev
             .submit_bio(
@@ -374,25 +360,12 @@ impl Mm {
                 if let Some(block) = mapped.filter(|_| index * PAGE_SIZE < isize) {
                     // block_write_begin reads the rest of the block first.
                     self.state().stats.pages_read += 1;
-                    let bio = BioRequest {
-                        op: IoOp::Read,
-                        sector: block * SECTORS_PER_PAGE,
-                        nr_sectors: SECTORS_PER_PAGE as u32,
-                        flags: IoFlags {
-                            sync: true,
-                            ..IoFlags::default()
-                        },
-                        issued_async: false,
-                        foreground: issuer.foreground,
-                        task: issuer.task,
-                        pid: issuer.pid,
-                        uid: issuer.uid,
-                        pages: Some(PageSpan {
-                            ino,
-                            index,
-                            count: 1,
-                        }),
+                    let span = PageSpan {
+                        ino,
+                        index,
+                        count: 1,
                     };
+                    let bio = BioRequest::for_pages(IoOp::Read, block, 1, SYNC, issuer, Some(span));
                     self.submit_wait(sim, bio).await;
                 }
                 // Otherwise a hole or past EOF: zeroes.
@@ -537,21 +510,15 @@ impl Mm {
     }
 }
 
+/// Reads and O_DIRECT writes carry REQ_SYNC (`WRITE_ODIRECT = WRITE_SYNC`): someone waits.
+const SYNC: IoFlags = IoFlags {
+    sync: true,
+    meta: false,
+    prio: false,
+    fua: false,
+    preflush: false,
+};
+
 fn direct_bio(op: IoOp, run: (u64, u32), issuer: Issuer) -> BioRequest {
-    BioRequest {
-        op,
-        sector: run.0 * SECTORS_PER_PAGE,
-        nr_sectors: run.1 * SECTORS_PER_PAGE as u32,
-        // WRITE_ODIRECT = WRITE_SYNC: someone waits.
-        flags: IoFlags {
-            sync: true,
-            ..IoFlags::default()
-        },
-        issued_async: false,
-        foreground: issuer.foreground,
-        task: issuer.task,
-        pid: issuer.pid,
-        uid: issuer.uid,
-        pages: None,
-    }
+    BioRequest::for_pages(op, run.0, run.1, SYNC, issuer, None)
 }

@@ -30,10 +30,10 @@ use super::{pg, Issuer, Mm, PageId};
 use crate::dev::{IoFlags, IoOp};
 use crate::fs::Ino;
 use crate::sim::{Blocker, Sim, WaitReason};
-use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC, PAGE_SIZE, SECTOR_SIZE};
+use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC, PAGE_SIZE};
 
 /// Sectors per page.
-pub const SECTORS_PER_PAGE: u64 = PAGE_SIZE / SECTOR_SIZE;
+pub use crate::block::request::SECTORS_PER_PAGE;
 /// Largest bio the page cache builds: 512 KiB (REFERENCES.md "max request size").
 pub const MAX_BIO_PAGES: u32 = (512 * 1024 / PAGE_SIZE) as u32;
 /// `MIN_WRITEBACK_PAGES` = 4096 KiB worth of pages (fs/fs-writeback.c): the chunk written per
@@ -427,20 +427,14 @@ impl Mm {
         let uid = self
             .find_page(span.ino, span.index)
             .map_or(issuer.uid, |id| self.page(id).uid);
+        let flags = IoFlags {
+            sync,
+            ..IoFlags::default()
+        };
         let bio = BioRequest {
-            op: IoOp::Write,
-            sector: block * SECTORS_PER_PAGE,
-            nr_sectors: span.count * SECTORS_PER_PAGE as u32,
-            flags: IoFlags {
-                sync,
-                ..IoFlags::default()
-            },
             issued_async: !sync,
-            foreground: issuer.foreground,
-            task: issuer.task,
-            pid: issuer.pid,
             uid,
-            pages: Some(span),
+            ..BioRequest::for_pages(IoOp::Write, block, span.count, flags, issuer, Some(span))
         };
         {
             let mut state = self.state();
