@@ -239,30 +239,46 @@ fn note<T>(ctx: &AppContext, result: &Result<T, Errno>) -> bool {
     }
 }
 
+/// Times one system call as operation `op` of the app and notes its errno; `None` on error.
+async fn syscall<T>(
+    ctx: &AppContext,
+    op: &'static str,
+    call: impl std::future::Future<Output = Result<T, Errno>>,
+) -> Option<T> {
+    let timer = ctx.begin_op(op);
+    let result = call.await;
+    ctx.end_op(timer);
+    note(ctx, &result).then(|| result.expect("checked"))
+}
+
+/// The start of every file workload: a valid configuration, the stack's VFS with the file's
+/// directory, and the app's process.
+fn start(ctx: &AppContext, valid: Result<(), String>, path: &str) -> Option<(Rc<Vfs>, Process)> {
+    if valid.is_err() {
+        ctx.add_counter("errno.EINVAL", 1);
+        return None;
+    }
+    let vfs = vfs_of(ctx, path)?;
+    let process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
+    Some((vfs, process))
+}
+
 /// The body of a `seq-write` app.
 pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
-    if config.validate().is_err() {
-        ctx.add_counter("errno.EINVAL", 1);
-        return;
-    }
-    let Some(vfs) = vfs_of(&ctx, &config.path) else {
+    let Some((vfs, process)) = start(&ctx, config.validate(), &config.path) else {
         return;
     };
     let sim = ctx.sim.clone();
-    let process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
     let mut flags = O_CREAT | O_WRONLY | O_TRUNC;
     match config.mode {
         WriteMode::Buffered => {}
         WriteMode::Sync => flags |= O_SYNC,
         WriteMode::Direct => flags |= O_DIRECT,
     }
-    let op = ctx.begin_op("open");
-    let fd = vfs.open(&sim, &process, &config.path, flags).await;
-    ctx.end_op(op);
-    if !note(&ctx, &fd) {
+    let open = vfs.open(&sim, &process, &config.path, flags);
+    let Some(fd) = syscall(&ctx, "open", open).await else {
         return;
-    }
-    let fd = fd.expect("checked");
+    };
     let buffer = vec![0u8; config.io_size as usize];
     let mut written = 0u64;
     let mut since_sync = 0u64;
@@ -271,30 +287,22 @@ pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
             sim.sleep(config.think).await;
         }
         let n = config.io_size.min(config.size - written) as usize;
-        let op = ctx.begin_op("write");
-        let result = vfs.write(&sim, &process, fd, &buffer[..n]).await;
-        ctx.end_op(op);
-        if !note(&ctx, &result) {
+        let write = vfs.write(&sim, &process, fd, &buffer[..n]);
+        let Some(done) = syscall(&ctx, "write", write).await else {
             break;
-        }
-        let done = result.expect("checked") as u64;
+        };
+        let done = done as u64;
         assert!(done > 0, "write of {n} bytes returned 0");
         written += done;
         since_sync += done;
         ctx.add_counter("bytes", done);
         if config.fsync_every > 0 && since_sync >= config.fsync_every {
             since_sync = 0;
-            let op = ctx.begin_op("fsync");
-            let result = vfs.fsync(&sim, &process, fd).await;
-            ctx.end_op(op);
-            note(&ctx, &result);
+            syscall(&ctx, "fsync", vfs.fsync(&sim, &process, fd)).await;
         }
     }
     if config.fsync_at_end {
-        let op = ctx.begin_op("fsync");
-        let result = vfs.fsync(&sim, &process, fd).await;
-        ctx.end_op(op);
-        note(&ctx, &result);
+        syscall(&ctx, "fsync", vfs.fsync(&sim, &process, fd)).await;
     }
     let result = vfs.close(&sim, &process, fd).await;
     note(&ctx, &result);
@@ -302,15 +310,10 @@ pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
 
 /// The body of a `file-read` app.
 pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
-    if config.validate().is_err() {
-        ctx.add_counter("errno.EINVAL", 1);
-        return;
-    }
-    let Some(vfs) = vfs_of(&ctx, &config.path) else {
+    let Some((vfs, process)) = start(&ctx, config.validate(), &config.path) else {
         return;
     };
     let sim = ctx.sim.clone();
-    let process: Process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
     match vfs.populate(&sim, &config.path, config.file_size) {
         Ok(_) | Err(Errno::EEXIST) => {}
         Err(errno) => {
@@ -319,13 +322,10 @@ pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
         }
     }
     let flags = O_RDONLY | if config.direct { O_DIRECT } else { 0 };
-    let op = ctx.begin_op("open");
-    let fd = vfs.open(&sim, &process, &config.path, flags).await;
-    ctx.end_op(op);
-    if !note(&ctx, &fd) {
+    let open = vfs.open(&sim, &process, &config.path, flags);
+    let Some(fd) = syscall(&ctx, "open", open).await else {
         return;
-    }
-    let fd = fd.expect("checked");
+    };
     let mut rng = sim.rng(&format!("file-read/{}", ctx.name));
     let mut buffer = vec![0u8; config.io_size as usize];
     let slots = (config.file_size / config.io_size).max(1);
@@ -342,13 +342,11 @@ pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
             ReadPattern::Sequential => offset,
             ReadPattern::Random => rng.below(slots) * config.io_size,
         };
-        let op = ctx.begin_op("read");
-        let result = vfs.pread(&sim, &process, fd, &mut buffer, at).await;
-        ctx.end_op(op);
-        if !note(&ctx, &result) {
+        let read = vfs.pread(&sim, &process, fd, &mut buffer, at);
+        let Some(n) = syscall(&ctx, "read", read).await else {
             break;
-        }
-        let n = result.expect("checked") as u64;
+        };
+        let n = n as u64;
         ctx.add_counter("bytes", n);
         offset = at + n.max(1);
         done += 1;
@@ -359,24 +357,14 @@ pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
 
 /// The body of an `fsync-write` app.
 pub async fn fsync_write(ctx: AppContext, config: FsyncWriteConfig) {
-    if config.validate().is_err() {
-        ctx.add_counter("errno.EINVAL", 1);
-        return;
-    }
-    let Some(vfs) = vfs_of(&ctx, &config.path) else {
+    let Some((vfs, process)) = start(&ctx, config.validate(), &config.path) else {
         return;
     };
     let sim = ctx.sim.clone();
-    let process = vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name);
-    let op = ctx.begin_op("open");
-    let fd = vfs
-        .open(&sim, &process, &config.path, O_CREAT | O_RDWR)
-        .await;
-    ctx.end_op(op);
-    if !note(&ctx, &fd) {
+    let open = vfs.open(&sim, &process, &config.path, O_CREAT | O_RDWR);
+    let Some(fd) = syscall(&ctx, "open", open).await else {
         return;
-    }
-    let fd = fd.expect("checked");
+    };
     let mut rng = sim.rng(&format!("fsync-write/{}", ctx.name));
     let buffer = vec![0u8; config.io_size as usize];
     let slots = config.region / config.io_size;
@@ -391,22 +379,17 @@ pub async fn fsync_write(ctx: AppContext, config: FsyncWriteConfig) {
         } else {
             rng.below(slots) * config.io_size
         };
-        let op = ctx.begin_op("write");
-        let result = vfs.pwrite(&sim, &process, fd, &buffer, at).await;
-        ctx.end_op(op);
-        if !note(&ctx, &result) {
+        let write = vfs.pwrite(&sim, &process, fd, &buffer, at);
+        if syscall(&ctx, "write", write).await.is_none() {
             break;
         }
         end = end.max(at + config.io_size);
-        let (op, result) = if config.datasync {
-            let op = ctx.begin_op("fdatasync");
-            (op, vfs.fdatasync(&sim, &process, fd).await)
+        let synced = if config.datasync {
+            syscall(&ctx, "fdatasync", vfs.fdatasync(&sim, &process, fd)).await
         } else {
-            let op = ctx.begin_op("fsync");
-            (op, vfs.fsync(&sim, &process, fd).await)
+            syscall(&ctx, "fsync", vfs.fsync(&sim, &process, fd)).await
         };
-        ctx.end_op(op);
-        if !note(&ctx, &result) {
+        if synced.is_none() {
             break;
         }
         ctx.add_counter("transactions", 1);
