@@ -101,3 +101,19 @@ count = 10
     // Ten rounds of 1 ms think time and 1 ms of service.
     assert_eq!(run.virtual_ns, 20_000_000);
 }
+
+#[test]
+fn percentiles_never_exceed_the_maximum() {
+    let s = scenario::load("demo").unwrap();
+    let results = run_scenario(&s, &RunOptions::default()).unwrap();
+    for run in &results.runs {
+        for app in run.apps.values() {
+            for op in app.ops.values() {
+                assert!(op.min_ns <= op.p50_ns && op.p50_ns <= op.p90_ns);
+                assert!(op.p90_ns <= op.p99_ns && op.p99_ns <= op.max_ns, "{op:?}");
+                let total: u64 = op.histogram.iter().map(|[_, count]| count).sum();
+                assert_eq!(total, op.count, "the histogram holds every operation");
+            }
+        }
+    }
+}

@@ -185,9 +185,10 @@ fn summarize(record: &OpRecord) -> OpSummary {
             (record.sum_ns as f64 / count as f64).round()
         },
         min_ns: h.min(),
-        p50_ns: h.value_at_quantile(0.50),
-        p90_ns: h.value_at_quantile(0.90),
-        p99_ns: h.value_at_quantile(0.99),
+        // A bucket's highest equivalent value can exceed the exact maximum: clamp to it.
+        p50_ns: h.value_at_quantile(0.50).min(record.max_ns),
+        p90_ns: h.value_at_quantile(0.90).min(record.max_ns),
+        p99_ns: h.value_at_quantile(0.99).min(record.max_ns),
         max_ns: record.max_ns,
         blocked_ns: blocked_map(&record.blocked),
         slowest: record.slowest.clone(),
