@@ -104,9 +104,12 @@ count = 10
 
 #[test]
 fn percentiles_never_exceed_the_maximum() {
-    let s = scenario::load("demo").unwrap();
-    let results = run_scenario(&s, &RunOptions::default()).unwrap();
-    for run in &results.runs {
+    let mut runs = Vec::new();
+    for name in ["demo", "fg-read-bg-write"] {
+        let s = scenario::load(name).unwrap();
+        runs.extend(run_scenario(&s, &RunOptions::default()).unwrap().runs);
+    }
+    for run in &runs {
         for app in run.apps.values() {
             for op in app.ops.values() {
                 assert!(op.min_ns <= op.p50_ns && op.p50_ns <= op.p90_ns);
