@@ -394,10 +394,27 @@ impl Cfq {
         }
     }
 
-    /// The tree a queue belongs on now (its type changes with its idle window).
+    /// The tree a queue belongs on now (its type changes with its idle window): where
+    /// `cfq_service_tree_add` puts it (`st_for(cfqg, cfqq_class, cfqq_type)`).
     fn tree_of(&self, cfqq: CfqqId) -> (WlClass, WlType) {
         let queue = &self.queues[cfqq];
         (queue.class, queue.wl_type())
+    }
+
+    /// The tree a queue sits on (`cfqq->service_tree`), which lags its type: a queue whose idle
+    /// window changes stays where it is until it is next sorted (`cfq_update_idle_window` only
+    /// flips the flag). Off the trees: the tree it would go on.
+    fn tree_on(&self, cfqq: CfqqId) -> (WlClass, WlType) {
+        match self.queues[cfqq].service_tree {
+            Some((class, wl_type, _, _)) => (class, wl_type),
+            None => self.tree_of(cfqq),
+        }
+    }
+
+    /// `cfqq->service_tree->count`.
+    fn tree_on_count(&self, cfqq: CfqqId) -> usize {
+        let (class, wl_type) = self.tree_on(cfqq);
+        self.tree(class, wl_type).count()
     }
 
     /// `cfq_group_busy_queues_wl`.
@@ -679,7 +696,7 @@ impl Cfq {
         if queue.idle_window && !(self.nonrot && self.hw_tag) {
             return true;
         }
-        let (class, wl_type) = self.tree_of(cfqq);
+        let (class, wl_type) = self.tree_on(cfqq);
         let tree = self.tree(class, wl_type);
         tree.count() == 1 && queue.sync && !self.thinktime_big(&tree.ttime, false)
     }
@@ -1056,23 +1073,9 @@ impl Cfq {
         } else {
             old_idle
         };
-        if old_idle != enable_idle {
-            queue.idle_window = enable_idle;
-            // The queue's type changed: move it to the matching tree, keeping its key.
-            if let Some((class, wl_type, key, sequence)) = queue.service_tree {
-                let new_type = queue.wl_type();
-                if new_type != wl_type {
-                    assert!(self
-                        .tree_mut(class, wl_type)
-                        .rb
-                        .remove(&(key, sequence, cfqq)));
-                    self.tree_mut(class, new_type)
-                        .rb
-                        .insert((key, sequence, cfqq));
-                    self.queues[cfqq].service_tree = Some((class, new_type, key, sequence));
-                }
-            }
-        }
+        // Only the flag changes: the queue stays on the tree it is on until it is next sorted
+        // (expiry, or re-adding once it emptied), as in the kernel.
+        queue.idle_window = enable_idle;
     }
 
     /// `cfq_rq_close`.
@@ -1104,7 +1107,7 @@ impl Cfq {
         }
         if self.serving_type == WlType::SyncNoidle
             && new_queue.wl_type() == WlType::SyncNoidle
-            && self.tree(new_queue.class, WlType::SyncNoidle).count() == 2
+            && self.tree_on_count(new) == 2
             && active_queue.sort_list.is_empty()
         {
             return true;
@@ -1153,7 +1156,7 @@ impl Cfq {
         if self.queues[cfqq].sync {
             let slice_idle = self.tunables.slice_idle_ns;
             self.queues[cfqq].ttime.update(now, slice_idle);
-            let (class, wl_type) = self.tree_of(cfqq);
+            let (class, wl_type) = self.tree_on(cfqq);
             self.tree_mut(class, wl_type).ttime.update(now, slice_idle);
         }
         let group_idle = self.tunables.group_idle_ns;
@@ -1260,7 +1263,7 @@ impl Elevator for Cfq {
         self.rq_in_flight[usize::from(queue_sync)] -= 1;
         if rq.is_sync() {
             self.queues[cfqq].ttime.last_end_request = now;
-            let (class, wl_type) = self.tree_of(cfqq);
+            let (class, wl_type) = self.tree_on(cfqq);
             self.tree_mut(class, wl_type).ttime.last_end_request = now;
             if rq.start_ns + self.tunables.fifo_expire_ns[SYNC] <= now {
                 self.last_delayed_sync = now;
@@ -1629,5 +1632,42 @@ mod tests {
             32
         };
         assert_eq!(first_run, expected);
+    }
+
+    #[test]
+    fn a_queue_whose_idle_window_closes_stays_on_its_tree_until_it_is_sorted_again() {
+        // cfq_update_idle_window only flips the flag; cfqq->service_tree changes at the next
+        // cfq_service_tree_add. A sync reader of 4 KiB requests on flash starts with an idle
+        // window (SYNC tree) and loses it when 5 of its requests were "seeks" (< 64 sectors).
+        let mut cfq = Cfq::new(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        let mut now = 0;
+        for id in 1..=5 {
+            cfq.add_request(now, request(id, IoOp::Read, 8 * id, 8, READER));
+            let rq = cfq
+                .dispatch_request(now)
+                .expect("the reader's queue is served");
+            now += NS_PER_MS;
+            cfq.completed_request(now, &rq);
+            if id < 5 {
+                // Idling on the empty queue (no hw_tag): it stays active and on its tree.
+                assert!(cfq.next_timer().is_some());
+            }
+        }
+        let reader = cfq.sync_queues[&READER];
+        assert!(!cfq.queues[reader].idle_window);
+        assert_eq!(cfq.queues[reader].wl_type(), WlType::SyncNoidle);
+        // The queue's 5th request arrived while it was active and on the SYNC tree: it is
+        // still there, and the SYNC_NOIDLE tree is empty.
+        assert_eq!(cfq.tree_on(reader), (WlClass::Be, WlType::Sync));
+        assert_eq!(cfq.tree(WlClass::Be, WlType::SyncNoidle).count(), 0);
+        // Once it has a request queued and its slice expires, it is re-sorted onto the tree
+        // of its new type.
+        cfq.add_request(now, request(6, IoOp::Read, 48, 8, READER));
+        cfq.slice_expired(false, now);
+        assert_eq!(cfq.tree_on(reader), (WlClass::Be, WlType::SyncNoidle));
+        assert_eq!(cfq.tree(WlClass::Be, WlType::Sync).count(), 0);
     }
 }
