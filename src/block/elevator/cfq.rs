@@ -1250,6 +1250,15 @@ impl Elevator for Cfq {
         self.dispatch_requests(now)
     }
 
+    /// The queue ran with the device full: `cfq_dispatch_requests` still selects the queue to
+    /// serve (expiring an empty one that may not idle, starting a workload), so that a request
+    /// arriving meanwhile meets an active queue it may preempt.
+    fn dispatch_blocked(&mut self, now: Nanos) {
+        if self.busy_queues > 0 {
+            let _ = self.select_queue(now);
+        }
+    }
+
     /// `cfq_completed_request`.
     fn completed_request(&mut self, now: Nanos, rq: &Request) {
         let cfqq = self
@@ -1669,5 +1678,272 @@ mod tests {
         cfq.slice_expired(false, now);
         assert_eq!(cfq.tree_on(reader), (WlClass::Be, WlType::SyncNoidle));
         assert_eq!(cfq.tree(WlClass::Be, WlType::Sync).count(), 0);
+    }
+
+    #[test]
+    fn on_queueing_flash_a_sync_reader_loses_the_device_after_each_read_to_a_deep_sync_writer() {
+        // fg-read-bg-write in miniature: a device with command queueing (hw_tag) and no seek
+        // penalty, a closed-loop reader with no think time, and a sync (O_DIRECT) writer keeping
+        // 32 sequential 128 KiB writes outstanding. CFQ never idles here (cfq_arm_slice_timer
+        // returns at once), so when the reader's only request completes its queue is empty and
+        // the queue run that follows the completion expires it before the reader can submit
+        // again. Its next request does not preempt the writer once the writer has requests
+        // waiting in CFQ (both are sync; `cfq_should_preempt` has no rule for that), so it waits
+        // for the writer's slices: two of them, as the SYNC workload slice (150 ms with two busy
+        // queues) is only checked when a queue expires.
+        let mut cfq = Cfq::new(QueueTraits {
+            nonrot: true,
+            queue_depth: 32,
+        });
+        let mut device = FixedLatencyDevice::new(32, NS_PER_MS, 0);
+        let mut in_flight: BTreeMap<u64, Request> = BTreeMap::new();
+        let (mut next_id, mut writer_sector, mut writer_outstanding) = (1, 1 << 24, 0);
+        let mut reader_dispatches: Vec<Nanos> = Vec::new();
+        // For each of the reader's requests after the first: whether it preempted the writer.
+        let mut reader_preempted: Vec<bool> = Vec::new();
+        let mut writer_dispatches = 0u32;
+        let mut reader_sector = 0;
+        let mut now = 0;
+        cfq.add_request(now, request(next_id, IoOp::Read, reader_sector, 8, READER));
+        next_id += 1;
+        loop {
+            while writer_outstanding < 32 {
+                let mut rq = request(next_id, IoOp::Write, writer_sector, 256, WRITER);
+                rq.flags.sync = true;
+                rq.start_ns = now;
+                cfq.add_request(now, rq);
+                next_id += 1;
+                writer_sector += 256;
+                writer_outstanding += 1;
+            }
+            while device.in_flight() < device.queue_depth() {
+                let Some(rq) = cfq.dispatch_request(now) else {
+                    break;
+                };
+                if rq.task.pid == READER {
+                    reader_dispatches.push(now);
+                } else {
+                    writer_dispatches += 1;
+                }
+                let request = DevRequest {
+                    tag: rq.id,
+                    op: rq.op,
+                    sector: rq.sector,
+                    nr_sectors: rq.nr_sectors,
+                    flags: rq.flags,
+                    foreground: false,
+                };
+                device.submit(now, request);
+                in_flight.insert(rq.id, rq);
+            }
+            assert_eq!(cfq.next_timer(), None, "CFQ idled on a queueing SSD");
+            let Some(next) = device.next_event().filter(|&t| t <= NS_PER_MS * 1_000) else {
+                break;
+            };
+            now = next;
+            let mut done = Vec::new();
+            device.advance(now, &mut done);
+            let mut reader_done = false;
+            for completion in done {
+                let rq = in_flight.remove(&completion.tag).unwrap();
+                cfq.completed_request(now, &rq);
+                if rq.task.pid == READER {
+                    reader_done = true;
+                } else {
+                    writer_outstanding -= 1;
+                }
+            }
+            if reader_done {
+                // The driver runs the queue in the completion path, before the woken reader
+                // is back with its next request.
+                let reader = cfq.sync_queues[&READER];
+                let writes_before = writer_dispatches;
+                while device.in_flight() < device.queue_depth() {
+                    let Some(rq) = cfq.dispatch_request(now) else {
+                        break;
+                    };
+                    assert_eq!(rq.task.pid, WRITER);
+                    writer_dispatches += 1;
+                    let request = DevRequest {
+                        tag: rq.id,
+                        op: rq.op,
+                        sector: rq.sector,
+                        nr_sectors: rq.nr_sectors,
+                        flags: rq.flags,
+                        foreground: false,
+                    };
+                    device.submit(now, request);
+                    in_flight.insert(rq.id, rq);
+                }
+                assert!(writer_dispatches > writes_before);
+                assert_ne!(cfq.active_queue, Some(reader), "the reader kept its slice");
+                reader_sector += 8 * 1024;
+                cfq.add_request(now, request(next_id, IoOp::Read, reader_sector, 8, READER));
+                next_id += 1;
+                let writer_queued = !cfq.queues[cfq.sync_queues[&WRITER]].sort_list.is_empty();
+                // A preempted active queue is expired: no queue is active until the next run.
+                reader_preempted.push(cfq.active_queue.is_none());
+                if writer_queued {
+                    assert!(
+                        cfq.active_queue.is_some(),
+                        "the reader preempted a busy writer"
+                    );
+                }
+            }
+        }
+        // At the start the writer has all its requests on the device and an empty queue, so
+        // the reader preempts it ("an idle queue should not be idle now"). As soon as the
+        // writer's requests wait in CFQ (the quantum limits it while the reader is busy), no read
+        // preempts any more and each waits two sync slices of the writer.
+        let warm_up = reader_preempted.iter().take_while(|&&p| p).count();
+        assert!(warm_up < 8, "preemptions: {reader_preempted:?}");
+        assert!(reader_preempted[warm_up..].iter().all(|&p| !p));
+        let gaps: Vec<Nanos> = reader_dispatches[warm_up..]
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .collect();
+        assert!(gaps.len() >= 3, "reads at {reader_dispatches:?}");
+        assert!(
+            gaps.iter().all(|&gap| gap >= 2 * SLICE_NS[SYNC]),
+            "gaps between reads: {gaps:?}"
+        );
+        assert!(writer_dispatches > 1_000);
+    }
+
+    #[test]
+    fn a_sync_write_preempts_the_async_queue_that_took_over_from_an_empty_reader() {
+        // bg-write-fg-read in miniature, on a one-slot flash device (no hw_tag, so CFQ may idle):
+        // a flusher keeps async writes coming (it is woken from get_request at each completion),
+        // a reader thinks 20 ms between 4 KiB reads (too long to idle for, and seeky), and a
+        // messenger issues one sync write. Each read preempts the async queue (a sync request
+        // over an async queue). Once the read is on the device the reader's queue is empty and
+        // may not idle; the queue run right after (device busy, `dispatch_blocked`) expires it
+        // and makes the async queue active, so the messenger's sync write, arriving while the
+        // read is on the device, preempts the async queue and is served next. (Without that
+        // queue run no queue is active in that window: the flusher's next write preempts the
+        // empty reader instead and goes to the front of the ASYNC tree, a second (HZ) before its
+        // own key, the messenger's write preempts nothing, and the ASYNC tree's key wins
+        // `cfq_choose_wl_type` for most of a second.)
+        const MESSENGER: u32 = 30;
+        let mut cfq = Cfq::new(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        let mut device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut in_flight: BTreeMap<u64, Request> = BTreeMap::new();
+        let (mut next_id, mut async_sector) = (1, 1 << 24);
+        let (mut reader_sector, mut reader_next) = (0, Some(0));
+        let messenger_at = 500 * NS_PER_MS;
+        let mut messenger_next = Some(messenger_at);
+        let mut messenger_dispatched = None;
+        let mut reads = 0;
+        for _ in 0..64 {
+            cfq.add_request(0, request(next_id, IoOp::Write, async_sector, 8, WRITER));
+            next_id += 1;
+            async_sector += 8;
+        }
+        let mut now = 0;
+        loop {
+            if reader_next == Some(now) {
+                reader_next = None;
+                cfq.add_request(now, request(next_id, IoOp::Read, reader_sector, 8, READER));
+                next_id += 1;
+                reader_sector += 8 * 1024;
+            }
+            if messenger_next == Some(now) {
+                messenger_next = None;
+                let mut rq = request(next_id, IoOp::Write, 1 << 30, 8, MESSENGER);
+                rq.flags.sync = true;
+                cfq.add_request(now, rq);
+                next_id += 1;
+            }
+            while device.in_flight() < device.queue_depth() {
+                let Some(rq) = cfq.dispatch_request(now) else {
+                    break;
+                };
+                if rq.task.pid == MESSENGER {
+                    messenger_dispatched = Some(now);
+                }
+                let request = DevRequest {
+                    tag: rq.id,
+                    op: rq.op,
+                    sector: rq.sector,
+                    nr_sectors: rq.nr_sectors,
+                    flags: rq.flags,
+                    foreground: false,
+                };
+                device.submit(now, request);
+                in_flight.insert(rq.id, rq);
+            }
+            if device.in_flight() == device.queue_depth() {
+                cfq.dispatch_blocked(now);
+            }
+            let next = [
+                device.next_event(),
+                cfq.next_timer(),
+                reader_next,
+                messenger_next,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let Some(next) = next.filter(|&t| t <= 3_000 * NS_PER_MS) else {
+                break;
+            };
+            now = next;
+            let mut done = Vec::new();
+            device.advance(now, &mut done);
+            let mut async_done = 0;
+            for completion in done {
+                let rq = in_flight.remove(&completion.tag).unwrap();
+                cfq.completed_request(now, &rq);
+                match rq.task.pid {
+                    READER => {
+                        reads += 1;
+                        reader_next = Some(now + 20 * NS_PER_MS);
+                    }
+                    WRITER => async_done += 1,
+                    _ => {}
+                }
+            }
+            if cfq.next_timer().is_some_and(|t| t <= now) {
+                cfq.timer_fired(now);
+            }
+            // The queue runs in the completion path, then the flusher, woken from
+            // get_request, queues its next write.
+            while device.in_flight() < device.queue_depth() {
+                let Some(rq) = cfq.dispatch_request(now) else {
+                    break;
+                };
+                if rq.task.pid == MESSENGER {
+                    messenger_dispatched = Some(now);
+                }
+                let request = DevRequest {
+                    tag: rq.id,
+                    op: rq.op,
+                    sector: rq.sector,
+                    nr_sectors: rq.nr_sectors,
+                    flags: rq.flags,
+                    foreground: false,
+                };
+                device.submit(now, request);
+                in_flight.insert(rq.id, rq);
+            }
+            if device.in_flight() == device.queue_depth() {
+                cfq.dispatch_blocked(now);
+            }
+            for _ in 0..async_done {
+                cfq.add_request(now, request(next_id, IoOp::Write, async_sector, 8, WRITER));
+                next_id += 1;
+                async_sector += 8;
+            }
+        }
+        let waited = messenger_dispatched.expect("the messenger's write never ran") - messenger_at;
+        assert!(reads > 50, "only {reads} reads");
+        // At most the read or write on the device when it arrived, plus the read queued then.
+        assert!(
+            waited <= 2 * NS_PER_MS,
+            "the messenger's write waited {waited} ns"
+        );
     }
 }

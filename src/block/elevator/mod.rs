@@ -50,6 +50,14 @@ pub trait Elevator {
     /// has nothing or chooses to wait (idling). Called only when the device can take a request.
     fn dispatch_request(&mut self, now: Nanos) -> Option<Request>;
 
+    /// `elevator_dispatch_fn` called while the device has no free slot. Linux consults the
+    /// elevator whenever the queue runs, not only when the driver can take a request:
+    /// `scsi_request_fn` peeks the next request before it checks that the device is ready, and
+    /// the mmc queue thread fetches its next request right after issuing one. A scheduler may
+    /// expire and select queues here (CFQ's `cfq_select_queue`); nothing is issued, the request
+    /// is taken by `dispatch_request` when a slot frees. Default: nothing.
+    fn dispatch_blocked(&mut self, _now: Nanos) {}
+
     /// `elevator_completed_req_fn`: a request this elevator dispatched finished.
     fn completed_request(&mut self, now: Nanos, rq: &Request);
 
