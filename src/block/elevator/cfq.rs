@@ -38,6 +38,25 @@
 //! - A process's io_context is its pid (threads do not share one), and it is never exited.
 //! - Time is nanoseconds; jiffy-based constants use HZ = 1000 (`CFQ_MIN_TT` = 2 ms).
 //! - REQ_NOIDLE is not modelled.
+//! - When the device is full, `dispatch_blocked` runs `cfq_select_queue` without taking a
+//!   request (Linux would also move one to the dispatch list).
+//!
+//! Behaviour worth knowing (faithful to 3.10, pinned by tests):
+//! - On flash with command queueing (`nonrot && hw_tag`), `cfq_arm_slice_timer` never idles. A
+//!   sync reader with one request at a time keeps its queue active only while that request is
+//!   on the device (`cfq_select_queue`: dispatched and `cfq_should_idle`, it is the last queue of
+//!   SYNC_NOIDLE); the queue run in the completion path finds it empty and expires it before the
+//!   reader can submit again. Its next request preempts nothing while a sync writer (O_DIRECT
+//!   writes are REQ_SYNC without REQ_NOIDLE, so the writer idles and sits on the SYNC tree) has
+//!   requests queued: `cfq_should_preempt` has no rule for one sync queue over another. It waits
+//!   for the writer's slices, two of them (100 ms each), since the SYNC workload slice
+//!   (`cfq_target_latency` * 1 / 2 busy queues = 150 ms) is only checked when a queue expires:
+//!   one read per ~200 ms plus its time on the device (fg-read-bg-write: ~5 reads/s, p50 256 ms).
+//! - A preempting queue goes to the front of its tree, HZ before the first key there
+//!   (`cfq_service_tree_add` with `add_front`); for the shared async queue that is its own key.
+//!   `cfq_choose_wl_type` then keeps choosing that tree over a waiting sync queue of another
+//!   type until the key is overtaken, so the elevator must be run at every queue run (see
+//!   `dispatch_blocked`) for a sync request to find the async queue active and preempt it.
 
 use super::{Elevator, QueueTraits, RqStore};
 use crate::block::request::{

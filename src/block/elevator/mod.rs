@@ -15,7 +15,10 @@
 //! - There is no separate dispatch list between the elevator and the driver: the request queue
 //!   asks `dispatch_request` only when the device has a free slot, so "moved to the dispatch list"
 //!   and "issued to the device" are the same instant. (Flush requests, which Linux also puts on
-//!   the dispatch list, are handled by the request queue.)
+//!   the dispatch list, are handled by the request queue.) Linux still runs the elevator when
+//!   the device is full (`scsi_request_fn` peeks first; the mmc thread fetches one ahead), and
+//!   schedulers whose queue selection has effects (CFQ) get that call as
+//!   [`Elevator::dispatch_blocked`]; the request itself waits in the elevator.
 //! - Request-to-request merges after a bio merge (`elv_attempt_back_merge`/`attempt_merge`) and
 //!   insert-time merges of plugged requests are not modelled; bio merges are.
 //! - The `last_merge` one-entry cache is not modelled (it only speeds the lookup up).
