@@ -533,6 +533,11 @@ impl Cfq {
         assert!(self.queues[cfqq].on_rr);
         self.queues[cfqq].on_rr = false;
         self.service_tree_remove(cfqq);
+        if self.nr_cfqq() == 0 {
+            // `cfq_group_notify_queue_del`: the group leaves the group service tree and forgets
+            // its workload (`saved_wl_slice = 0`); the next queue chooses a workload afresh.
+            self.workload_expires = None;
+        }
         assert!(self.busy_queues > 0);
         self.busy_queues -= 1;
         if self.queues[cfqq].sync {
@@ -1964,5 +1969,30 @@ mod tests {
             waited <= 2 * NS_PER_MS,
             "the messenger's write waited {waited} ns"
         );
+    }
+
+    #[test]
+    fn a_group_that_empties_forgets_its_workload() {
+        // cfq_group_notify_queue_del sets saved_wl_slice = 0 when the group's last queue leaves,
+        // so cfq_choose_cfqg starts a new workload: the lowest key wins, not the old type.
+        let mut cfq = Cfq::new(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        // A sync reader alone: SYNC workload with a 300 ms slice.
+        cfq.add_request(0, request(1, IoOp::Read, 0, 8, READER));
+        let read = cfq.dispatch_request(0).unwrap();
+        cfq.completed_request(NS_PER_MS, &read);
+        // Its idle window passes without a request: the queue expires and leaves the trees.
+        let timer = cfq.next_timer().expect("idling on the reader");
+        cfq.timer_fired(timer);
+        assert_eq!(cfq.nr_cfqq(), 0);
+        // An async write is keyed a slice offset ahead of an empty group (nr_cfqq - 1 = -1);
+        // a second sync reader lands on the SYNC tree behind it.
+        let now = timer + NS_PER_MS;
+        cfq.add_request(now, request(2, IoOp::Write, 1 << 20, 8, WRITER));
+        cfq.add_request(now, request(3, IoOp::Read, 1 << 21, 8, READER + 1));
+        let first = cfq.dispatch_request(now).unwrap();
+        assert_eq!(first.id, 2, "the old SYNC workload was kept");
     }
 }
