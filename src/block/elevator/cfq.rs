@@ -8,7 +8,9 @@
 //!   of the writer's priority: this is where QASIO's priority inversion lives.
 //! - Service trees per class (RT, BE) and workload type (ASYNC, SYNC_NOIDLE, SYNC) plus the idle
 //!   tree, ordered by `rb_key` (`cfq_service_tree_add` with `cfq_slice_offset`, `slice_resid`,
-//!   `add_front` on preemption, `CFQ_IDLE_DELAY` for the idle class).
+//!   `add_front` on preemption, `CFQ_IDLE_DELAY` for the idle class). A queue stays on the
+//!   tree it was put on (`cfqq->service_tree`) when its idle window changes, until it is next
+//!   sorted.
 //! - Workload selection RT > BE > IDLE and workload slices from `cfq_target_latency`
 //!   (`choose_wl_class_and_type`, `cfq_choose_wl_type`).
 //! - Queue selection and expiry (`cfq_select_queue`, `cfq_set_active_queue`,
@@ -30,7 +32,8 @@
 //! Simplifications:
 //! - One cgroup (the root group): no group scheduling (vdisktime, weights), group state folded
 //!   into `Cfq`; a group's saved workload is the current workload (with one group
-//!   `cfq_choose_cfqg` restores exactly what it saved). `group_idle` (idling on the group's only
+//!   `cfq_choose_cfqg` restores exactly what it saved), forgotten when the group's last queue
+//!   leaves the trees (`cfq_group_notify_queue_del`). `group_idle` (idling on the group's only
 //!   queue) is kept as a tunable, 0 by default as in a kernel without CONFIG_CFQ_GROUP_IOSCHED.
 //! - No close-cooperator detection or queue merging (`cfq_close_cooperator`, `cfq_setup_merge`).
 //! - `hw_tag` is taken from the device queue depth (>= `CFQ_HW_QUEUE_MIN`) instead of being
