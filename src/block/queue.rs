@@ -540,6 +540,9 @@ impl RequestQueue {
             };
             self.issue(now, rq);
         }
+        if self.device.in_flight() >= self.device.queue_depth() && self.elevator.has_work() {
+            self.elevator.dispatch_blocked(now);
+        }
     }
 
     fn issue(&mut self, now: Nanos, mut rq: Request) {
@@ -831,5 +834,64 @@ mod tests {
             shape,
             vec![(1, 0, 1024), (100, 1024, 1024), (101, 2048, 452)]
         );
+    }
+
+    #[test]
+    fn cfq_selects_its_next_queue_while_the_device_is_busy() {
+        // One slot, slice_idle = 0 (CFQ never idles). A read preempts the async queue; once the
+        // read is on the device its queue is empty and may not idle, and an async write preempts
+        // it back: the async queue goes to the front of its tree. A sync write arriving while the
+        // read is still on the device must meet the async queue active (Linux runs the elevator
+        // on every queue run, device full or not) and preempt it, as a sync request preempts an
+        // async queue; it is then issued as soon as the read completes. Were no queue active in
+        // that window, nothing would preempt, and the async queue's front key would win the
+        // next workload choice.
+        use crate::block::elevator::cfq::{Cfq, CfqTunables};
+        use crate::block::elevator::QueueTraits;
+        let traits = QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        };
+        let tunables = CfqTunables {
+            slice_idle_ns: 0,
+            ..CfqTunables::default()
+        };
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let cfq = Cfq::with_tunables(traits, tunables);
+        let mut queue = RequestQueue::new(Box::new(cfq), Box::new(device), legacy(BLKDEV_MAX_RQ));
+        const FLUSHER: u32 = 1;
+        const READER: u32 = 2;
+        const MESSENGER: u32 = 3;
+        for i in 0..20 {
+            queue.submit_bio(0, &bio(i, IoOp::Write, 1_000_000 + 64 * i, 8, FLUSHER));
+        }
+        queue.submit_bio(0, &bio(100, IoOp::Read, 0, 8, READER));
+        // The first write completes at 1 ms and the read is issued.
+        let mut done: Vec<Request> = Vec::new();
+        done.extend(
+            queue
+                .advance(NS_PER_MS)
+                .completed
+                .into_iter()
+                .map(|(_, rq)| rq),
+        );
+        assert_eq!(done.len(), 1);
+        queue.submit_bio(
+            NS_PER_MS,
+            &bio(101, IoOp::Write, 1_000_000 + 64 * 20, 8, FLUSHER),
+        );
+        let mut fsync_write = bio(200, IoOp::Write, 5_000_000, 8, MESSENGER);
+        fsync_write.flags.sync = true;
+        queue.submit_bio(NS_PER_MS + NS_PER_MS / 2, &fsync_write);
+        done.extend(drain(&mut queue));
+        let issued = |pid: u32| -> Vec<Nanos> {
+            done.iter()
+                .filter(|rq| rq.task.pid == pid)
+                .map(|rq| rq.issued_ns.unwrap())
+                .collect()
+        };
+        assert_eq!(issued(READER), vec![NS_PER_MS]);
+        assert_eq!(issued(MESSENGER), vec![2 * NS_PER_MS]);
+        assert_eq!(issued(FLUSHER).len(), 21);
     }
 }

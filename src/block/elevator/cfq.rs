@@ -8,7 +8,9 @@
 //!   of the writer's priority: this is where QASIO's priority inversion lives.
 //! - Service trees per class (RT, BE) and workload type (ASYNC, SYNC_NOIDLE, SYNC) plus the idle
 //!   tree, ordered by `rb_key` (`cfq_service_tree_add` with `cfq_slice_offset`, `slice_resid`,
-//!   `add_front` on preemption, `CFQ_IDLE_DELAY` for the idle class).
+//!   `add_front` on preemption, `CFQ_IDLE_DELAY` for the idle class). A queue stays on the
+//!   tree it was put on (`cfqq->service_tree`) when its idle window changes, until it is next
+//!   sorted.
 //! - Workload selection RT > BE > IDLE and workload slices from `cfq_target_latency`
 //!   (`choose_wl_class_and_type`, `cfq_choose_wl_type`).
 //! - Queue selection and expiry (`cfq_select_queue`, `cfq_set_active_queue`,
@@ -30,7 +32,8 @@
 //! Simplifications:
 //! - One cgroup (the root group): no group scheduling (vdisktime, weights), group state folded
 //!   into `Cfq`; a group's saved workload is the current workload (with one group
-//!   `cfq_choose_cfqg` restores exactly what it saved). `group_idle` (idling on the group's only
+//!   `cfq_choose_cfqg` restores exactly what it saved), forgotten when the group's last queue
+//!   leaves the trees (`cfq_group_notify_queue_del`). `group_idle` (idling on the group's only
 //!   queue) is kept as a tunable, 0 by default as in a kernel without CONFIG_CFQ_GROUP_IOSCHED.
 //! - No close-cooperator detection or queue merging (`cfq_close_cooperator`, `cfq_setup_merge`).
 //! - `hw_tag` is taken from the device queue depth (>= `CFQ_HW_QUEUE_MIN`) instead of being
@@ -38,6 +41,25 @@
 //! - A process's io_context is its pid (threads do not share one), and it is never exited.
 //! - Time is nanoseconds; jiffy-based constants use HZ = 1000 (`CFQ_MIN_TT` = 2 ms).
 //! - REQ_NOIDLE is not modelled.
+//! - When the device is full, `dispatch_blocked` runs `cfq_select_queue` without taking a
+//!   request (Linux would also move one to the dispatch list).
+//!
+//! Behaviour worth knowing (faithful to 3.10, pinned by tests):
+//! - On flash with command queueing (`nonrot && hw_tag`), `cfq_arm_slice_timer` never idles. A
+//!   sync reader with one request at a time keeps its queue active only while that request is
+//!   on the device (`cfq_select_queue`: dispatched and `cfq_should_idle`, it is the last queue of
+//!   SYNC_NOIDLE); the queue run in the completion path finds it empty and expires it before the
+//!   reader can submit again. Its next request preempts nothing while a sync writer (O_DIRECT
+//!   writes are REQ_SYNC without REQ_NOIDLE, so the writer idles and sits on the SYNC tree) has
+//!   requests queued: `cfq_should_preempt` has no rule for one sync queue over another. It waits
+//!   for the writer's slices, two of them (100 ms each), since the SYNC workload slice
+//!   (`cfq_target_latency` * 1 / 2 busy queues = 150 ms) is only checked when a queue expires:
+//!   one read per ~200 ms plus its time on the device (fg-read-bg-write: ~5 reads/s, p50 256 ms).
+//! - A preempting queue goes to the front of its tree, HZ before the first key there
+//!   (`cfq_service_tree_add` with `add_front`); for the shared async queue that is its own key.
+//!   `cfq_choose_wl_type` then keeps choosing that tree over a waiting sync queue of another
+//!   type until the key is overtaken, so the elevator must be run at every queue run (see
+//!   `dispatch_blocked`) for a sync request to find the async queue active and preempt it.
 
 use super::{Elevator, QueueTraits, RqStore};
 use crate::block::request::{
@@ -394,10 +416,27 @@ impl Cfq {
         }
     }
 
-    /// The tree a queue belongs on now (its type changes with its idle window).
+    /// The tree a queue belongs on now (its type changes with its idle window): where
+    /// `cfq_service_tree_add` puts it (`st_for(cfqg, cfqq_class, cfqq_type)`).
     fn tree_of(&self, cfqq: CfqqId) -> (WlClass, WlType) {
         let queue = &self.queues[cfqq];
         (queue.class, queue.wl_type())
+    }
+
+    /// The tree a queue sits on (`cfqq->service_tree`), which lags its type: a queue whose idle
+    /// window changes stays where it is until it is next sorted (`cfq_update_idle_window` only
+    /// flips the flag). Off the trees: the tree it would go on.
+    fn tree_on(&self, cfqq: CfqqId) -> (WlClass, WlType) {
+        match self.queues[cfqq].service_tree {
+            Some((class, wl_type, _, _)) => (class, wl_type),
+            None => self.tree_of(cfqq),
+        }
+    }
+
+    /// `cfqq->service_tree->count`.
+    fn tree_on_count(&self, cfqq: CfqqId) -> usize {
+        let (class, wl_type) = self.tree_on(cfqq);
+        self.tree(class, wl_type).count()
     }
 
     /// `cfq_group_busy_queues_wl`.
@@ -497,6 +536,11 @@ impl Cfq {
         assert!(self.queues[cfqq].on_rr);
         self.queues[cfqq].on_rr = false;
         self.service_tree_remove(cfqq);
+        if self.nr_cfqq() == 0 {
+            // `cfq_group_notify_queue_del`: the group leaves the group service tree and forgets
+            // its workload (`saved_wl_slice = 0`); the next queue chooses a workload afresh.
+            self.workload_expires = None;
+        }
         assert!(self.busy_queues > 0);
         self.busy_queues -= 1;
         if self.queues[cfqq].sync {
@@ -679,7 +723,7 @@ impl Cfq {
         if queue.idle_window && !(self.nonrot && self.hw_tag) {
             return true;
         }
-        let (class, wl_type) = self.tree_of(cfqq);
+        let (class, wl_type) = self.tree_on(cfqq);
         let tree = self.tree(class, wl_type);
         tree.count() == 1 && queue.sync && !self.thinktime_big(&tree.ttime, false)
     }
@@ -1056,23 +1100,9 @@ impl Cfq {
         } else {
             old_idle
         };
-        if old_idle != enable_idle {
-            queue.idle_window = enable_idle;
-            // The queue's type changed: move it to the matching tree, keeping its key.
-            if let Some((class, wl_type, key, sequence)) = queue.service_tree {
-                let new_type = queue.wl_type();
-                if new_type != wl_type {
-                    assert!(self
-                        .tree_mut(class, wl_type)
-                        .rb
-                        .remove(&(key, sequence, cfqq)));
-                    self.tree_mut(class, new_type)
-                        .rb
-                        .insert((key, sequence, cfqq));
-                    self.queues[cfqq].service_tree = Some((class, new_type, key, sequence));
-                }
-            }
-        }
+        // Only the flag changes: the queue stays on the tree it is on until it is next sorted
+        // (expiry, or re-adding once it emptied), as in the kernel.
+        queue.idle_window = enable_idle;
     }
 
     /// `cfq_rq_close`.
@@ -1104,7 +1134,7 @@ impl Cfq {
         }
         if self.serving_type == WlType::SyncNoidle
             && new_queue.wl_type() == WlType::SyncNoidle
-            && self.tree(new_queue.class, WlType::SyncNoidle).count() == 2
+            && self.tree_on_count(new) == 2
             && active_queue.sort_list.is_empty()
         {
             return true;
@@ -1153,7 +1183,7 @@ impl Cfq {
         if self.queues[cfqq].sync {
             let slice_idle = self.tunables.slice_idle_ns;
             self.queues[cfqq].ttime.update(now, slice_idle);
-            let (class, wl_type) = self.tree_of(cfqq);
+            let (class, wl_type) = self.tree_on(cfqq);
             self.tree_mut(class, wl_type).ttime.update(now, slice_idle);
         }
         let group_idle = self.tunables.group_idle_ns;
@@ -1247,6 +1277,15 @@ impl Elevator for Cfq {
         self.dispatch_requests(now)
     }
 
+    /// The queue ran with the device full: `cfq_dispatch_requests` still selects the queue to
+    /// serve (expiring an empty one that may not idle, starting a workload), so that a request
+    /// arriving meanwhile meets an active queue it may preempt.
+    fn dispatch_blocked(&mut self, now: Nanos) {
+        if self.busy_queues > 0 {
+            let _ = self.select_queue(now);
+        }
+    }
+
     /// `cfq_completed_request`.
     fn completed_request(&mut self, now: Nanos, rq: &Request) {
         let cfqq = self
@@ -1260,7 +1299,7 @@ impl Elevator for Cfq {
         self.rq_in_flight[usize::from(queue_sync)] -= 1;
         if rq.is_sync() {
             self.queues[cfqq].ttime.last_end_request = now;
-            let (class, wl_type) = self.tree_of(cfqq);
+            let (class, wl_type) = self.tree_on(cfqq);
             self.tree_mut(class, wl_type).ttime.last_end_request = now;
             if rq.start_ns + self.tunables.fifo_expire_ns[SYNC] <= now {
                 self.last_delayed_sync = now;
@@ -1629,5 +1668,334 @@ mod tests {
             32
         };
         assert_eq!(first_run, expected);
+    }
+
+    #[test]
+    fn a_queue_whose_idle_window_closes_stays_on_its_tree_until_it_is_sorted_again() {
+        // cfq_update_idle_window only flips the flag; cfqq->service_tree changes at the next
+        // cfq_service_tree_add. A sync reader of 4 KiB requests on flash starts with an idle
+        // window (SYNC tree) and loses it when 5 of its requests were "seeks" (< 64 sectors).
+        let mut cfq = Cfq::new(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        let mut now = 0;
+        for id in 1..=5 {
+            cfq.add_request(now, request(id, IoOp::Read, 8 * id, 8, READER));
+            let rq = cfq
+                .dispatch_request(now)
+                .expect("the reader's queue is served");
+            now += NS_PER_MS;
+            cfq.completed_request(now, &rq);
+            if id < 5 {
+                // Idling on the empty queue (no hw_tag): it stays active and on its tree.
+                assert!(cfq.next_timer().is_some());
+            }
+        }
+        let reader = cfq.sync_queues[&READER];
+        assert!(!cfq.queues[reader].idle_window);
+        assert_eq!(cfq.queues[reader].wl_type(), WlType::SyncNoidle);
+        // The queue's 5th request arrived while it was active and on the SYNC tree: it is
+        // still there, and the SYNC_NOIDLE tree is empty.
+        assert_eq!(cfq.tree_on(reader), (WlClass::Be, WlType::Sync));
+        assert_eq!(cfq.tree(WlClass::Be, WlType::SyncNoidle).count(), 0);
+        // Once it has a request queued and its slice expires, it is re-sorted onto the tree
+        // of its new type.
+        cfq.add_request(now, request(6, IoOp::Read, 48, 8, READER));
+        cfq.slice_expired(false, now);
+        assert_eq!(cfq.tree_on(reader), (WlClass::Be, WlType::SyncNoidle));
+        assert_eq!(cfq.tree(WlClass::Be, WlType::Sync).count(), 0);
+    }
+
+    #[test]
+    fn on_queueing_flash_a_sync_reader_loses_the_device_after_each_read_to_a_deep_sync_writer() {
+        // fg-read-bg-write in miniature: a device with command queueing (hw_tag) and no seek
+        // penalty, a closed-loop reader with no think time, and a sync (O_DIRECT) writer keeping
+        // 32 sequential 128 KiB writes outstanding. CFQ never idles here (cfq_arm_slice_timer
+        // returns at once), so when the reader's only request completes its queue is empty and
+        // the queue run that follows the completion expires it before the reader can submit
+        // again. Its next request does not preempt the writer once the writer has requests
+        // waiting in CFQ (both are sync; `cfq_should_preempt` has no rule for that), so it waits
+        // for the writer's slices: two of them, as the SYNC workload slice (150 ms with two busy
+        // queues) is only checked when a queue expires.
+        let mut cfq = Cfq::new(QueueTraits {
+            nonrot: true,
+            queue_depth: 32,
+        });
+        let mut device = FixedLatencyDevice::new(32, NS_PER_MS, 0);
+        let mut in_flight: BTreeMap<u64, Request> = BTreeMap::new();
+        let (mut next_id, mut writer_sector, mut writer_outstanding) = (1, 1 << 24, 0);
+        let mut reader_dispatches: Vec<Nanos> = Vec::new();
+        // For each of the reader's requests after the first: whether it preempted the writer.
+        let mut reader_preempted: Vec<bool> = Vec::new();
+        let mut writer_dispatches = 0u32;
+        let mut reader_sector = 0;
+        let mut now = 0;
+        cfq.add_request(now, request(next_id, IoOp::Read, reader_sector, 8, READER));
+        next_id += 1;
+        loop {
+            while writer_outstanding < 32 {
+                let mut rq = request(next_id, IoOp::Write, writer_sector, 256, WRITER);
+                rq.flags.sync = true;
+                rq.start_ns = now;
+                cfq.add_request(now, rq);
+                next_id += 1;
+                writer_sector += 256;
+                writer_outstanding += 1;
+            }
+            while device.in_flight() < device.queue_depth() {
+                let Some(rq) = cfq.dispatch_request(now) else {
+                    break;
+                };
+                if rq.task.pid == READER {
+                    reader_dispatches.push(now);
+                } else {
+                    writer_dispatches += 1;
+                }
+                let request = DevRequest {
+                    tag: rq.id,
+                    op: rq.op,
+                    sector: rq.sector,
+                    nr_sectors: rq.nr_sectors,
+                    flags: rq.flags,
+                    foreground: false,
+                };
+                device.submit(now, request);
+                in_flight.insert(rq.id, rq);
+            }
+            assert_eq!(cfq.next_timer(), None, "CFQ idled on a queueing SSD");
+            let Some(next) = device.next_event().filter(|&t| t <= NS_PER_MS * 1_000) else {
+                break;
+            };
+            now = next;
+            let mut done = Vec::new();
+            device.advance(now, &mut done);
+            let mut reader_done = false;
+            for completion in done {
+                let rq = in_flight.remove(&completion.tag).unwrap();
+                cfq.completed_request(now, &rq);
+                if rq.task.pid == READER {
+                    reader_done = true;
+                } else {
+                    writer_outstanding -= 1;
+                }
+            }
+            if reader_done {
+                // The driver runs the queue in the completion path, before the woken reader
+                // is back with its next request.
+                let reader = cfq.sync_queues[&READER];
+                let writes_before = writer_dispatches;
+                while device.in_flight() < device.queue_depth() {
+                    let Some(rq) = cfq.dispatch_request(now) else {
+                        break;
+                    };
+                    assert_eq!(rq.task.pid, WRITER);
+                    writer_dispatches += 1;
+                    let request = DevRequest {
+                        tag: rq.id,
+                        op: rq.op,
+                        sector: rq.sector,
+                        nr_sectors: rq.nr_sectors,
+                        flags: rq.flags,
+                        foreground: false,
+                    };
+                    device.submit(now, request);
+                    in_flight.insert(rq.id, rq);
+                }
+                assert!(writer_dispatches > writes_before);
+                assert_ne!(cfq.active_queue, Some(reader), "the reader kept its slice");
+                reader_sector += 8 * 1024;
+                cfq.add_request(now, request(next_id, IoOp::Read, reader_sector, 8, READER));
+                next_id += 1;
+                let writer_queued = !cfq.queues[cfq.sync_queues[&WRITER]].sort_list.is_empty();
+                // A preempted active queue is expired: no queue is active until the next run.
+                reader_preempted.push(cfq.active_queue.is_none());
+                if writer_queued {
+                    assert!(
+                        cfq.active_queue.is_some(),
+                        "the reader preempted a busy writer"
+                    );
+                }
+            }
+        }
+        // At the start the writer has all its requests on the device and an empty queue, so
+        // the reader preempts it ("an idle queue should not be idle now"). As soon as the
+        // writer's requests wait in CFQ (the quantum limits it while the reader is busy), no read
+        // preempts any more and each waits two sync slices of the writer.
+        let warm_up = reader_preempted.iter().take_while(|&&p| p).count();
+        assert!(warm_up < 8, "preemptions: {reader_preempted:?}");
+        assert!(reader_preempted[warm_up..].iter().all(|&p| !p));
+        let gaps: Vec<Nanos> = reader_dispatches[warm_up..]
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .collect();
+        assert!(gaps.len() >= 3, "reads at {reader_dispatches:?}");
+        assert!(
+            gaps.iter().all(|&gap| gap >= 2 * SLICE_NS[SYNC]),
+            "gaps between reads: {gaps:?}"
+        );
+        assert!(writer_dispatches > 1_000);
+    }
+
+    #[test]
+    fn a_sync_write_preempts_the_async_queue_that_took_over_from_an_empty_reader() {
+        // bg-write-fg-read in miniature, on a one-slot flash device (no hw_tag, so CFQ may idle):
+        // a flusher keeps async writes coming (it is woken from get_request at each completion),
+        // a reader thinks 20 ms between 4 KiB reads (too long to idle for, and seeky), and a
+        // messenger issues one sync write. Each read preempts the async queue (a sync request
+        // over an async queue). Once the read is on the device the reader's queue is empty and
+        // may not idle; the queue run right after (device busy, `dispatch_blocked`) expires it
+        // and makes the async queue active, so the messenger's sync write, arriving while the
+        // read is on the device, preempts the async queue and is served next. (Without that
+        // queue run no queue is active in that window: the flusher's next write preempts the
+        // empty reader instead and goes to the front of the ASYNC tree, a second (HZ) before its
+        // own key, the messenger's write preempts nothing, and the ASYNC tree's key wins
+        // `cfq_choose_wl_type` for most of a second.)
+        const MESSENGER: u32 = 30;
+        let mut cfq = Cfq::new(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        let mut device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut in_flight: BTreeMap<u64, Request> = BTreeMap::new();
+        let (mut next_id, mut async_sector) = (1, 1 << 24);
+        let (mut reader_sector, mut reader_next) = (0, Some(0));
+        let messenger_at = 500 * NS_PER_MS;
+        let mut messenger_next = Some(messenger_at);
+        let mut messenger_dispatched = None;
+        let mut reads = 0;
+        for _ in 0..64 {
+            cfq.add_request(0, request(next_id, IoOp::Write, async_sector, 8, WRITER));
+            next_id += 1;
+            async_sector += 8;
+        }
+        let mut now = 0;
+        loop {
+            if reader_next == Some(now) {
+                reader_next = None;
+                cfq.add_request(now, request(next_id, IoOp::Read, reader_sector, 8, READER));
+                next_id += 1;
+                reader_sector += 8 * 1024;
+            }
+            if messenger_next == Some(now) {
+                messenger_next = None;
+                let mut rq = request(next_id, IoOp::Write, 1 << 30, 8, MESSENGER);
+                rq.flags.sync = true;
+                cfq.add_request(now, rq);
+                next_id += 1;
+            }
+            while device.in_flight() < device.queue_depth() {
+                let Some(rq) = cfq.dispatch_request(now) else {
+                    break;
+                };
+                if rq.task.pid == MESSENGER {
+                    messenger_dispatched = Some(now);
+                }
+                let request = DevRequest {
+                    tag: rq.id,
+                    op: rq.op,
+                    sector: rq.sector,
+                    nr_sectors: rq.nr_sectors,
+                    flags: rq.flags,
+                    foreground: false,
+                };
+                device.submit(now, request);
+                in_flight.insert(rq.id, rq);
+            }
+            if device.in_flight() == device.queue_depth() {
+                cfq.dispatch_blocked(now);
+            }
+            let next = [
+                device.next_event(),
+                cfq.next_timer(),
+                reader_next,
+                messenger_next,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let Some(next) = next.filter(|&t| t <= 3_000 * NS_PER_MS) else {
+                break;
+            };
+            now = next;
+            let mut done = Vec::new();
+            device.advance(now, &mut done);
+            let mut async_done = 0;
+            for completion in done {
+                let rq = in_flight.remove(&completion.tag).unwrap();
+                cfq.completed_request(now, &rq);
+                match rq.task.pid {
+                    READER => {
+                        reads += 1;
+                        reader_next = Some(now + 20 * NS_PER_MS);
+                    }
+                    WRITER => async_done += 1,
+                    _ => {}
+                }
+            }
+            if cfq.next_timer().is_some_and(|t| t <= now) {
+                cfq.timer_fired(now);
+            }
+            // The queue runs in the completion path, then the flusher, woken from
+            // get_request, queues its next write.
+            while device.in_flight() < device.queue_depth() {
+                let Some(rq) = cfq.dispatch_request(now) else {
+                    break;
+                };
+                if rq.task.pid == MESSENGER {
+                    messenger_dispatched = Some(now);
+                }
+                let request = DevRequest {
+                    tag: rq.id,
+                    op: rq.op,
+                    sector: rq.sector,
+                    nr_sectors: rq.nr_sectors,
+                    flags: rq.flags,
+                    foreground: false,
+                };
+                device.submit(now, request);
+                in_flight.insert(rq.id, rq);
+            }
+            if device.in_flight() == device.queue_depth() {
+                cfq.dispatch_blocked(now);
+            }
+            for _ in 0..async_done {
+                cfq.add_request(now, request(next_id, IoOp::Write, async_sector, 8, WRITER));
+                next_id += 1;
+                async_sector += 8;
+            }
+        }
+        let waited = messenger_dispatched.expect("the messenger's write never ran") - messenger_at;
+        assert!(reads > 50, "only {reads} reads");
+        // At most the read or write on the device when it arrived, plus the read queued then.
+        assert!(
+            waited <= 2 * NS_PER_MS,
+            "the messenger's write waited {waited} ns"
+        );
+    }
+
+    #[test]
+    fn a_group_that_empties_forgets_its_workload() {
+        // cfq_group_notify_queue_del sets saved_wl_slice = 0 when the group's last queue leaves,
+        // so cfq_choose_cfqg starts a new workload: the lowest key wins, not the old type.
+        let mut cfq = Cfq::new(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        // A sync reader alone: SYNC workload with a 300 ms slice.
+        cfq.add_request(0, request(1, IoOp::Read, 0, 8, READER));
+        let read = cfq.dispatch_request(0).unwrap();
+        cfq.completed_request(NS_PER_MS, &read);
+        // Its idle window passes without a request: the queue expires and leaves the trees.
+        let timer = cfq.next_timer().expect("idling on the reader");
+        cfq.timer_fired(timer);
+        assert_eq!(cfq.nr_cfqq(), 0);
+        // An async write is keyed a slice offset ahead of an empty group (nr_cfqq - 1 = -1);
+        // a second sync reader lands on the SYNC tree behind it.
+        let now = timer + NS_PER_MS;
+        cfq.add_request(now, request(2, IoOp::Write, 1 << 20, 8, WRITER));
+        cfq.add_request(now, request(3, IoOp::Read, 1 << 21, 8, READER + 1));
+        let first = cfq.dispatch_request(now).unwrap();
+        assert_eq!(first.id, 2, "the old SYNC workload was kept");
     }
 }

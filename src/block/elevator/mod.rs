@@ -15,7 +15,10 @@
 //! - There is no separate dispatch list between the elevator and the driver: the request queue
 //!   asks `dispatch_request` only when the device has a free slot, so "moved to the dispatch list"
 //!   and "issued to the device" are the same instant. (Flush requests, which Linux also puts on
-//!   the dispatch list, are handled by the request queue.)
+//!   the dispatch list, are handled by the request queue.) Linux still runs the elevator when
+//!   the device is full (`scsi_request_fn` peeks first; the mmc thread fetches one ahead), and
+//!   schedulers whose queue selection has effects (CFQ) get that call as
+//!   [`Elevator::dispatch_blocked`]; the request itself waits in the elevator.
 //! - Request-to-request merges after a bio merge (`elv_attempt_back_merge`/`attempt_merge`) and
 //!   insert-time merges of plugged requests are not modelled; bio merges are.
 //! - The `last_merge` one-entry cache is not modelled (it only speeds the lookup up).
@@ -49,6 +52,14 @@ pub trait Elevator {
     /// `elevator_dispatch_fn`: the next request to issue to the device, or `None` if the elevator
     /// has nothing or chooses to wait (idling). Called only when the device can take a request.
     fn dispatch_request(&mut self, now: Nanos) -> Option<Request>;
+
+    /// `elevator_dispatch_fn` called while the device has no free slot. Linux consults the
+    /// elevator whenever the queue runs, not only when the driver can take a request:
+    /// `scsi_request_fn` peeks the next request before it checks that the device is ready, and
+    /// the mmc queue thread fetches its next request right after issuing one. A scheduler may
+    /// expire and select queues here (CFQ's `cfq_select_queue`); nothing is issued, the request
+    /// is taken by `dispatch_request` when a slot frees. Default: nothing.
+    fn dispatch_blocked(&mut self, _now: Nanos) {}
 
     /// `elevator_completed_req_fn`: a request this elevator dispatched finished.
     fn completed_request(&mut self, now: Nanos, rq: &Request);
