@@ -75,6 +75,10 @@ enum Command {
         /// Also print the blocked-time breakdown: every wait reason of every operation.
         #[arg(long)]
         breakdown: bool,
+        /// Write a blkparse-format trace of the block layer to FILE (FILE.<variant>.<seed> when
+        /// the scenario has several runs).
+        #[arg(long, value_name = "FILE")]
+        blktrace: Option<std::path::PathBuf>,
     },
     /// List the built-in scenarios.
     List {
@@ -174,7 +178,19 @@ fn main() -> ExitCode {
             json,
             threads,
             breakdown,
-        } => cmd_run(&scenario, seeds, variant, out, json, threads, breakdown),
+            blktrace,
+        } => cmd_run(
+            &scenario,
+            RunArgs {
+                seeds,
+                variant,
+                out,
+                json,
+                threads,
+                breakdown,
+                blktrace,
+            },
+        ),
         Command::List { json } => cmd_list(json),
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
@@ -347,19 +363,68 @@ impl Progress {
     }
 }
 
-fn cmd_run(
-    name: &str,
+/// The options of `mobistack run`.
+struct RunArgs {
     seeds: Vec<u64>,
     variant: Option<String>,
     out: Option<std::path::PathBuf>,
     json: bool,
     threads: usize,
     breakdown: bool,
+    blktrace: Option<std::path::PathBuf>,
+}
+
+/// Writes each run's blktrace: to `path` for a single run, else to `path.<variant>.<seed>`.
+fn write_blktraces(
+    path: &std::path::Path,
+    results: &mobistack::report::ScenarioResults,
 ) -> ExitCode {
+    let single = results.runs.len() == 1;
+    for run in &results.runs {
+        let Some(trace) = &run.blktrace else {
+            continue;
+        };
+        let target = if single {
+            path.to_path_buf()
+        } else {
+            let mut name = path.as_os_str().to_owned();
+            name.push(format!(".{}.{}", run.variant, run.seed));
+            std::path::PathBuf::from(name)
+        };
+        let written =
+            std::fs::File::create(&target).and_then(|mut file| trace.write_blkparse(&mut file));
+        if let Err(e) = written {
+            eprintln!("error: cannot write {}: {e}", target.display());
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+        eprintln!(
+            "blktrace: {} events written to {}",
+            trace.events().len(),
+            target.display()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
+    let RunArgs {
+        seeds,
+        variant,
+        out,
+        json,
+        threads,
+        breakdown,
+        blktrace,
+    } = args;
     let mut scenario = match load_or_report(name) {
         Ok(s) => s,
         Err(code) => return code,
     };
+    if blktrace.is_some() {
+        for variant in &mut scenario.variants {
+            variant.stack.block.blktrace = true;
+        }
+    }
     if let Some(variant) = variant {
         if let Err(message) = scenario.select_variant(&variant) {
             eprintln!("error: {message}");
@@ -383,6 +448,12 @@ fn cmd_run(
             return ExitCode::from(EXIT_RUN_FAILED);
         }
     };
+    if let Some(path) = &blktrace {
+        let code = write_blktraces(path, &results);
+        if code != ExitCode::SUCCESS {
+            return code;
+        }
+    }
     let json_text = results.to_json();
     if let Some(path) = out {
         if let Err(e) = std::fs::write(&path, &json_text) {

@@ -310,5 +310,6 @@ pub fn run_one(
         apps: app_results,
         counters,
         device: stack.device_stats(),
+        blktrace: stack.blktrace(),
     })
 }

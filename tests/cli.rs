@@ -41,6 +41,29 @@ fn run_explains_the_slowest_operations_and_breaks_blocked_time_down() {
 }
 
 #[test]
+fn run_writes_one_blktrace_per_run() {
+    let base = std::env::temp_dir().join(format!("mobistack-run-{}.blktrace", std::process::id()));
+    let base_text = base.to_str().unwrap();
+    let (code, _, err) = mobistack(&["run", "fg-read-bg-write", "--blktrace", base_text]);
+    assert_eq!(code, 0, "{err}");
+    for variant in ["noop", "cfq", "noop+fg-aware"] {
+        let path = format!("{base_text}.{variant}.1");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(text
+            .lines()
+            .any(|l| l.contains(" D   R ") && l.ends_with("[gallery]")));
+        assert!(
+            text.lines().any(|l| l.contains(" C  WS ")),
+            "completions of the writes"
+        );
+    }
+    for variant in ["noop", "deadline", "cfq", "mq-deadline", "noop+fg-aware"] {
+        std::fs::remove_file(format!("{base_text}.{variant}.1")).ok();
+    }
+    assert!(err.contains("blktrace:"), "{err}");
+}
+
+#[test]
 fn bad_input_exits_2_and_a_failed_run_exits_1() {
     let (code, _, err) = mobistack(&["validate", "no-such-scenario"]);
     assert_eq!(code, 2);

@@ -91,7 +91,7 @@ pub fn rwbs(op: IoOp, flags: IoFlags, nr_sectors: u32) -> String {
 }
 
 /// The trace of one request queue.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlkTrace {
     /// Device numbers printed in the first column (`8,0` is sda, `179,0` mmcblk0).
     pub major: u32,

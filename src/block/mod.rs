@@ -22,6 +22,9 @@ pub struct BlockConfig {
     /// the Android kernels the papers measured (3.4-3.10; QASIO §2, FastTrack §2).
     #[serde(default = "default_elevator")]
     pub elevator: String,
+    /// Record a blktrace of the queue (`mobistack run --blktrace FILE` sets it). Default false.
+    #[serde(default)]
+    pub blktrace: bool,
 }
 
 fn default_elevator() -> String {
@@ -32,6 +35,7 @@ impl Default for BlockConfig {
     fn default() -> Self {
         BlockConfig {
             elevator: default_elevator(),
+            blktrace: false,
         }
     }
 }

@@ -103,6 +103,10 @@ pub struct RunResult {
     pub counters: BTreeMap<String, u64>,
     /// The device model's statistics (null when the run used no device).
     pub device: serde_json::Value,
+    /// The block layer's trace, when asked for (`--blktrace`); written as blkparse text, not
+    /// part of the JSON.
+    #[serde(skip)]
+    pub blktrace: Option<crate::block::blktrace::BlkTrace>,
 }
 
 /// Every run of a scenario.

@@ -51,7 +51,7 @@ impl Stack {
         let block = if with_block {
             let device = crate::dev::build_device(&config.device, sim.seed())?;
             let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-            let queue = build_queue(device, &config.block.elevator, false)?;
+            let queue = build_queue(device, &config.block.elevator, config.block.blktrace)?;
             Some(BlockStack {
                 layer: BlockLayer::new(sim, queue),
                 next_bio: Rc::new(Cell::new(1)),
@@ -86,7 +86,7 @@ impl Stack {
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
         let device = crate::dev::build_device(&config.device, sim.seed())?;
         let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-        let queue = build_queue(device, &config.block.elevator, false)?;
+        let queue = build_queue(device, &config.block.elevator, config.block.blktrace)?;
         let block = BlockStack {
             layer: BlockLayer::new(sim, queue),
             next_bio: Rc::new(Cell::new(1)),
@@ -186,6 +186,12 @@ impl Stack {
             counters.insert("vfs.errors".into(), vfs_stats.errors);
         }
         counters
+    }
+
+    /// The block layer's trace, when the configuration asked for one.
+    pub fn blktrace(&self) -> Option<crate::block::blktrace::BlkTrace> {
+        let block = self.block.as_ref()?;
+        block.layer.with_queue(|queue| queue.trace().cloned())
     }
 
     /// The device model's own statistics (NAND, GC, cache), or null without a device.
