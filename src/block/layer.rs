@@ -21,6 +21,10 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+/// `bio->bi_end_io`: called once when the bio completes, in the completion event (no task of its
+/// own), with the id of the request that carried it.
+pub type EndIo = Box<dyn FnOnce(&Sim, RequestId)>;
+
 /// A submitted bio: the request that carries it and the completion to wait on.
 #[derive(Clone)]
 pub struct BioHandle {
@@ -35,6 +39,8 @@ struct Shared {
     alloc_wait: [WaitQueue; 2],
     /// Bios in flight: their completions.
     pending: RefCell<BTreeMap<BioId, Completion<Nanos>>>,
+    /// `bio->bi_end_io` of the bios that have one, called at completion.
+    end_io: RefCell<BTreeMap<BioId, EndIo>>,
     /// The time of the armed `advance` callback and its generation (older callbacks are stale).
     armed: Cell<Option<Nanos>>,
     generation: Cell<u64>,
@@ -115,6 +121,7 @@ impl BlockLayer {
             queue: RefCell::new(queue),
             alloc_wait: [WaitQueue::new(), WaitQueue::new()],
             pending: RefCell::new(BTreeMap::new()),
+            end_io: RefCell::new(BTreeMap::new()),
             armed: Cell::new(None),
             generation: Cell::new(0),
             wake_first: Cell::new(0),
@@ -188,6 +195,14 @@ impl BlockLayer {
             request,
             done,
         }
+    }
+
+    /// `submit_bio` with `bi_end_io`: `end_io` runs at the bio's completion, before the tasks
+    /// waiting on it run (as the kernel's completion path calls it).
+    pub async fn submit_bio_end_io(&self, bio: Bio, end_io: EndIo) -> BioHandle {
+        let previous = self.shared.end_io.borrow_mut().insert(bio.id, end_io);
+        assert!(previous.is_none(), "bio {} submitted twice", bio.id);
+        self.submit_bio(bio).await
     }
 
     /// Waits for a submitted bio, flushing the task's plug first. Returns the completion time.
@@ -274,6 +289,10 @@ impl BlockLayer {
                     .borrow_mut()
                     .remove(bio)
                     .unwrap_or_else(|| panic!("bio {bio} completed twice or never submitted"));
+                let end_io = self.shared.end_io.borrow_mut().remove(bio);
+                if let Some(end_io) = end_io {
+                    end_io(&self.sim, rq.id);
+                }
                 done.complete(&self.sim, now);
             }
         }

@@ -269,15 +269,14 @@ impl BlockSubmit for DirectDevice {
 /// [`BlockSubmit`] over the block layer's request queue ([`crate::block::layer::BlockLayer`]):
 /// plugging, merging, `get_request`, the elevator and the device.
 ///
-/// `BlockLayer` signals completion through a per-bio `Completion` rather than a `bi_end_io`
-/// callback, so each bio gets a small daemon task that waits for it (accounted under
-/// `submit_bio_wait` on that daemon, never on the submitter) and runs the end_io. Bios carry the
+/// The page cache's end_io runs as the block layer's `bi_end_io`
+/// ([`crate::block::layer::BlockLayer::submit_bio_end_io`]), in the completion event and before
+/// the tasks waiting on the pages run, with no task of its own. Bios carry the
 /// submitting process (`TaskRef` with the pid, uid and comm registered by
 /// [`BlockSubmit::register_task`]), `REQ_SYNC`, `issued_async`, the foreground hint and their
 /// pages as [`crate::block::request::PageRef`]s (owner = inode, index = page).
 pub struct QueueSubmit {
     me: Weak<QueueSubmit>,
-    sim: Sim,
     layer: crate::block::layer::BlockLayer,
     /// Bio ids, shared with the stack's other block users (`BlockStack::next_bio`).
     next_bio: Rc<Cell<u64>>,
@@ -286,14 +285,9 @@ pub struct QueueSubmit {
 }
 
 impl QueueSubmit {
-    pub fn new(
-        sim: &Sim,
-        layer: crate::block::layer::BlockLayer,
-        next_bio: Rc<Cell<u64>>,
-    ) -> Rc<QueueSubmit> {
+    pub fn new(layer: crate::block::layer::BlockLayer, next_bio: Rc<Cell<u64>>) -> Rc<QueueSubmit> {
         Rc::new_cyclic(|me| QueueSubmit {
             me: me.clone(),
-            sim: sim.clone(),
             layer,
             next_bio,
             in_flight: Cell::new(0),
@@ -351,20 +345,16 @@ impl BlockSubmit for QueueSubmit {
                 pages,
                 submitted_ns: sim.now(),
             };
-            let handle = self.layer.submit_bio(block_bio).await;
-            let request = handle.request;
-            self.in_flight.set(self.in_flight.get() + 1);
-            let me = self.me.upgrade().expect("the adapter is alive");
-            let s = self.sim.clone();
-            self.sim.spawn_daemon("bi_end_io", async move {
-                handle
-                    .done
-                    .wait(&s, WaitReason::BlockIo, Blocker::Request(request))
-                    .await;
+            let me = self.me.clone();
+            let on_completion: crate::block::layer::EndIo = Box::new(move |s, request| {
+                let me = me.upgrade().expect("the adapter outlives its bios");
                 me.in_flight.set(me.in_flight.get() - 1);
-                end_io(&s, request);
+                end_io(s, request);
             });
-            request
+            // Counted before submission: the bio may complete before the task runs again.
+            self.in_flight.set(self.in_flight.get() + 1);
+            let handle = self.layer.submit_bio_end_io(block_bio, on_completion).await;
+            handle.request
         })
     }
 

@@ -93,8 +93,7 @@ impl Stack {
             capacity_bytes,
         };
         let fs_size = fs_size.unwrap_or(capacity_bytes).min(capacity_bytes);
-        let bdev =
-            crate::mm::bio::QueueSubmit::new(sim, block.layer.clone(), block.next_bio.clone());
+        let bdev = crate::mm::bio::QueueSubmit::new(block.layer.clone(), block.next_bio.clone());
         let vfs = storage_over(sim, vm, bdev, fs_size, Some(activity.clone()))?;
         Ok(Rc::new(Stack {
             activity,
@@ -232,7 +231,7 @@ pub fn storage(
         BlockPath::Queue { elevator } => {
             let queue = build_queue(device, elevator, false)?;
             let layer = BlockLayer::new(sim, queue);
-            crate::mm::bio::QueueSubmit::new(sim, layer, Rc::new(Cell::new(1)))
+            crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)))
         }
     };
     storage_over(sim, vm, bdev, fs_size, activity)
