@@ -382,6 +382,42 @@ mod tests {
         assert!(layer.with_queue(|queue| queue.is_idle()));
     }
 
+    #[test]
+    fn bi_end_io_runs_once_at_completion_before_the_waiter() {
+        let sim = Simulation::new(1);
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let queue = RequestQueue::new(
+            Box::new(Noop::new()),
+            Box::new(device),
+            AllocModel::Legacy { nr_requests: 8 },
+        );
+        let layer = BlockLayer::new(&sim.handle(), queue);
+        let calls = Rc::new(RefCell::new(Vec::new()));
+        let (s, l, c) = (sim.handle(), layer.clone(), calls.clone());
+        sim.spawn("submitter", async move {
+            let log = c.clone();
+            let end_io: EndIo = Box::new(move |sim, request| {
+                log.borrow_mut().push(("end_io", request, sim.now()));
+            });
+            let handle = l
+                .submit_bio_end_io(bio(1, IoOp::Read, 0, 8, 1), end_io)
+                .await;
+            let done = l.wait(1, &handle).await;
+            c.borrow_mut().push(("woken", handle.request, s.now()));
+            assert_eq!(done, NS_PER_MS);
+        });
+        sim.run_until(u64::MAX, true).unwrap();
+        let calls = calls.borrow();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[0].0, "end_io");
+        assert_eq!(calls[0].2, NS_PER_MS);
+        assert_eq!(calls[1].0, "woken");
+        assert_eq!(
+            calls[0].1, calls[1].1,
+            "end_io gets the request that carried the bio"
+        );
+    }
+
     /// With blk-mq's single tag pool, an async writer that always has the next write ready must
     /// not take every freed tag from a sync writer asleep in `get_request` (an fsync behind the
     /// flusher).
