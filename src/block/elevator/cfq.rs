@@ -1837,6 +1837,37 @@ mod tests {
         assert!(writer_dispatches > 1_000);
     }
 
+    /// A queue run in miniature: dispatch to the device while it has room, then let CFQ select
+    /// its next queue with the device full (`dispatch_blocked`). Returns the dispatched pids.
+    fn run_queue(
+        cfq: &mut Cfq,
+        device: &mut FixedLatencyDevice,
+        in_flight: &mut BTreeMap<u64, Request>,
+        now: Nanos,
+    ) -> Vec<u32> {
+        let mut pids = Vec::new();
+        while device.in_flight() < device.queue_depth() {
+            let Some(rq) = cfq.dispatch_request(now) else {
+                break;
+            };
+            pids.push(rq.task.pid);
+            let request = DevRequest {
+                tag: rq.id,
+                op: rq.op,
+                sector: rq.sector,
+                nr_sectors: rq.nr_sectors,
+                flags: rq.flags,
+                foreground: false,
+            };
+            device.submit(now, request);
+            in_flight.insert(rq.id, rq);
+        }
+        if device.in_flight() == device.queue_depth() {
+            cfq.dispatch_blocked(now);
+        }
+        pids
+    }
+
     #[test]
     fn a_sync_write_preempts_the_async_queue_that_took_over_from_an_empty_reader() {
         // bg-write-fg-read in miniature, on a one-slot flash device (no hw_tag, so CFQ may idle):
@@ -1884,26 +1915,8 @@ mod tests {
                 cfq.add_request(now, rq);
                 next_id += 1;
             }
-            while device.in_flight() < device.queue_depth() {
-                let Some(rq) = cfq.dispatch_request(now) else {
-                    break;
-                };
-                if rq.task.pid == MESSENGER {
-                    messenger_dispatched = Some(now);
-                }
-                let request = DevRequest {
-                    tag: rq.id,
-                    op: rq.op,
-                    sector: rq.sector,
-                    nr_sectors: rq.nr_sectors,
-                    flags: rq.flags,
-                    foreground: false,
-                };
-                device.submit(now, request);
-                in_flight.insert(rq.id, rq);
-            }
-            if device.in_flight() == device.queue_depth() {
-                cfq.dispatch_blocked(now);
+            if run_queue(&mut cfq, &mut device, &mut in_flight, now).contains(&MESSENGER) {
+                messenger_dispatched = Some(now);
             }
             let next = [
                 device.next_event(),
@@ -1938,26 +1951,8 @@ mod tests {
             }
             // The queue runs in the completion path, then the flusher, woken from
             // get_request, queues its next write.
-            while device.in_flight() < device.queue_depth() {
-                let Some(rq) = cfq.dispatch_request(now) else {
-                    break;
-                };
-                if rq.task.pid == MESSENGER {
-                    messenger_dispatched = Some(now);
-                }
-                let request = DevRequest {
-                    tag: rq.id,
-                    op: rq.op,
-                    sector: rq.sector,
-                    nr_sectors: rq.nr_sectors,
-                    flags: rq.flags,
-                    foreground: false,
-                };
-                device.submit(now, request);
-                in_flight.insert(rq.id, rq);
-            }
-            if device.in_flight() == device.queue_depth() {
-                cfq.dispatch_blocked(now);
+            if run_queue(&mut cfq, &mut device, &mut in_flight, now).contains(&MESSENGER) {
+                messenger_dispatched = Some(now);
             }
             for _ in 0..async_done {
                 cfq.add_request(now, request(next_id, IoOp::Write, async_sector, 8, WRITER));
