@@ -38,19 +38,6 @@ fn the_background_writer_gets_the_devices_sequential_write_bandwidth() {
 }
 
 #[test]
-fn block_scenarios_are_deterministic_per_seed() {
-    let s = scenario::load("fg-read-bg-write").unwrap();
-    let options = RunOptions {
-        seeds: Some(vec![5]),
-        threads: 2,
-        progress: None,
-    };
-    let a = run_scenario(&s, &options).unwrap().to_json();
-    let b = run_scenario(&s, &options).unwrap().to_json();
-    assert_eq!(a, b);
-}
-
-#[test]
 fn bad_stack_names_in_variants_are_located_errors() {
     let err = edit("elevator = \"cfq\"", "elevator = \"bfq\"").unwrap_err();
     assert!(err.message.contains("variant `cfq`"), "{err}");

@@ -76,19 +76,6 @@ fn an_fsyncs_wait_on_writeback_is_explained_by_the_request_carrying_the_page() {
 }
 
 #[test]
-fn file_scenarios_are_deterministic() {
-    let s = scenario::load("bg-write-fg-read").unwrap();
-    let options = RunOptions {
-        seeds: Some(vec![3]),
-        threads: 2,
-        progress: None,
-    };
-    let a = run_scenario(&s, &options).unwrap().to_json();
-    let b = run_scenario(&s, &options).unwrap().to_json();
-    assert_eq!(a, b);
-}
-
-#[test]
 fn file_workload_mistakes_are_located_errors() {
     let source = include_str!("../scenarios/bg-write-fg-read.toml");
     let edit = |from: &str, to: &str| {
