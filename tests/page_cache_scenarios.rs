@@ -76,6 +76,28 @@ fn an_fsyncs_wait_on_writeback_is_explained_by_the_request_carrying_the_page() {
 }
 
 #[test]
+fn a_read_waiting_on_its_locked_page_is_explained_by_the_read_request() {
+    // The gallery's reads wait in lock_page for the page's own read; the wait names the block
+    // request reading the page, and so where it spent its time.
+    let runs = runs();
+    for variant in ["cfq", "noop"] {
+        let slowest = &run(&runs, variant).apps["gallery"].ops["read"].slowest[0];
+        let wait = &slowest.waits[0];
+        assert_eq!(wait.reason, "lock_page");
+        assert!(
+            wait.on.contains("RS 8 sectors of gallery"),
+            "{variant}: {}",
+            wait.on
+        );
+        assert!(
+            wait.on.contains(&format!("queued in {variant}")),
+            "{}",
+            wait.on
+        );
+    }
+}
+
+#[test]
 fn file_workload_mistakes_are_located_errors() {
     let source = include_str!("../scenarios/bg-write-fg-read.toml");
     let edit = |from: &str, to: &str| {

@@ -131,7 +131,8 @@ impl Mm {
         self.state().stats.pages_read += u64::from(count);
         let bio = BioRequest::for_pages(IoOp::Read, block, count, SYNC, issuer, Some(span));
         let mm = self.rc();
-        self.bdev
+        let request = self
+            .bdev
             .submit_bio(
                 sim,
                 bio,
@@ -141,12 +142,32 @@ impl Mm {
                         let id = mm
                             .find_page(span.ino, index)
                             .expect("a page being read stays");
+                        mm.state()
+                            .mappings
+                            .get_mut(&span.ino)
+                            .map(|mapping| mapping.reading.remove(&index));
                         mm.set_flags(id, pg::UPTODATE, 0);
                         mm.unlock_page(sim, id);
                     }
                 }),
             )
             .await;
+        // Remember which request reads each page, unless it already completed.
+        let mut state = self.state();
+        let super::MmState {
+            mappings, pages, ..
+        } = &mut *state;
+        if let Some(mapping) = mappings.get_mut(&ino) {
+            for index in span.index..span.index + u64::from(span.count) {
+                let reading = mapping
+                    .pages
+                    .get(&index)
+                    .is_some_and(|&id| !pages[id as usize].has(pg::UPTODATE));
+                if reading {
+                    mapping.reading.insert(index, request);
+                }
+            }
+        }
     }
 
     /// `__do_page_cache_readahead`: adds the missing pages of `[start, start + count)` (up to

@@ -249,6 +249,9 @@ pub struct Mapping {
     /// submitted), so a wait on the page can name the request (QASIO's dependency on an async
     /// request; `elv_boost` needs the same link).
     pub writeback: BTreeMap<u64, u64>,
+    /// Pages locked for a read in flight, with the block request reading each, so a wait on
+    /// the locked page can name the request (the kernel finds it through the page's bio).
+    pub reading: BTreeMap<u64, u64>,
     /// `inode->dirtied_when`: when the inode went from clean to dirty.
     pub dirtied_when: Option<Nanos>,
     /// `mapping->writeback_index`: where cyclic writeback resumes.
@@ -487,11 +490,11 @@ impl Mm {
             if !busy {
                 return;
             }
-            // A page under writeback names the request carrying it, once submitted.
-            let request = if flag == pg::WRITEBACK {
-                self.writeback_request(ino, index)
-            } else {
-                None
+            // A page under writeback or being read names the request carrying it.
+            let request = match flag {
+                pg::WRITEBACK => self.writeback_request(ino, index),
+                pg::LOCKED => self.read_request(ino, index),
+                _ => None,
             };
             let blocker = request.map_or(Blocker::Page { ino, index }, Blocker::Request);
             self.page_waitqueue(ino, index)
@@ -507,6 +510,12 @@ impl Mm {
         (request != 0).then_some(request)
     }
 
+    /// The block request reading page (ino, index), while the read is in flight.
+    pub fn read_request(&self, ino: Ino, index: u64) -> Option<u64> {
+        let state = self.state.borrow();
+        state.mappings.get(&ino)?.reading.get(&index).copied()
+    }
+
     /// `wait_on_page_writeback` (QASIO D_data when a writer waits, D_sync when fsync does).
     pub async fn wait_on_page_writeback(&self, sim: &Sim, ino: Ino, index: u64) {
         self.wait_on_page_bit(sim, ino, index, pg::WRITEBACK, WaitReason::PageWriteback)
@@ -520,8 +529,11 @@ impl Mm {
             if self.trylock_page(id) {
                 return Some(id);
             }
+            let blocker = self
+                .read_request(ino, index)
+                .map_or(Blocker::Page { ino, index }, Blocker::Request);
             self.page_waitqueue(ino, index)
-                .wait(sim, WaitReason::PageLock, Blocker::Page { ino, index })
+                .wait(sim, WaitReason::PageLock, blocker)
                 .await;
         }
     }
