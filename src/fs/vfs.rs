@@ -591,21 +591,25 @@ impl Vfs {
 
     /// `fsync(2)`.
     pub async fn fsync(&self, sim: &Sim, process: &Process, fd: i32) -> Result<(), Errno> {
-        let result = match self.fd_ino(process, fd) {
-            Ok((ino, _)) => {
-                self.do_fsync(sim, process, ino, false).await;
-                Ok(())
-            }
-            Err(errno) => Err(errno),
-        };
-        self.count(result)
+        self.sync_fd(sim, process, fd, false).await
     }
 
     /// `fdatasync(2)`: like fsync, but the inode is written only if its size changed.
     pub async fn fdatasync(&self, sim: &Sim, process: &Process, fd: i32) -> Result<(), Errno> {
+        self.sync_fd(sim, process, fd, true).await
+    }
+
+    /// `vfs_fsync`: the common path of fsync and fdatasync.
+    async fn sync_fd(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        fd: i32,
+        datasync: bool,
+    ) -> Result<(), Errno> {
         let result = match self.fd_ino(process, fd) {
             Ok((ino, _)) => {
-                self.do_fsync(sim, process, ino, true).await;
+                self.do_fsync(sim, process, ino, datasync).await;
                 Ok(())
             }
             Err(errno) => Err(errno),

@@ -1743,25 +1743,12 @@ mod tests {
                 writer_sector += 256;
                 writer_outstanding += 1;
             }
-            while device.in_flight() < device.queue_depth() {
-                let Some(rq) = cfq.dispatch_request(now) else {
-                    break;
-                };
-                if rq.task.pid == READER {
+            for pid in run_queue(&mut cfq, &mut device, &mut in_flight, now) {
+                if pid == READER {
                     reader_dispatches.push(now);
                 } else {
                     writer_dispatches += 1;
                 }
-                let request = DevRequest {
-                    tag: rq.id,
-                    op: rq.op,
-                    sector: rq.sector,
-                    nr_sectors: rq.nr_sectors,
-                    flags: rq.flags,
-                    foreground: false,
-                };
-                device.submit(now, request);
-                in_flight.insert(rq.id, rq);
             }
             assert_eq!(cfq.next_timer(), None, "CFQ idled on a queueing SSD");
             let Some(next) = device.next_event().filter(|&t| t <= NS_PER_MS * 1_000) else {
@@ -1785,23 +1772,9 @@ mod tests {
                 // is back with its next request.
                 let reader = cfq.sync_queues[&READER];
                 let writes_before = writer_dispatches;
-                while device.in_flight() < device.queue_depth() {
-                    let Some(rq) = cfq.dispatch_request(now) else {
-                        break;
-                    };
-                    assert_eq!(rq.task.pid, WRITER);
-                    writer_dispatches += 1;
-                    let request = DevRequest {
-                        tag: rq.id,
-                        op: rq.op,
-                        sector: rq.sector,
-                        nr_sectors: rq.nr_sectors,
-                        flags: rq.flags,
-                        foreground: false,
-                    };
-                    device.submit(now, request);
-                    in_flight.insert(rq.id, rq);
-                }
+                let pids = run_queue(&mut cfq, &mut device, &mut in_flight, now);
+                assert!(pids.iter().all(|&pid| pid == WRITER), "{pids:?}");
+                writer_dispatches += pids.len() as u32;
                 assert!(writer_dispatches > writes_before);
                 assert_ne!(cfq.active_queue, Some(reader), "the reader kept its slice");
                 reader_sector += 8 * 1024;
