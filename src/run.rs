@@ -313,3 +313,50 @@ pub fn run_one(
         blktrace: stack.blktrace(),
     })
 }
+
+/// The whole-stack benchmark of `mobistack bench`: the built-in `bg-write-fg-read` scenario's CFQ
+/// variant with the background write grown to `gib` GiB over `seconds` of virtual time, run once.
+/// Reports virtual seconds simulated per wall second (the "fast enough to sweep" target: an
+/// 8 GiB paper experiment in seconds).
+pub fn bench_stack(gib: u64, seconds: u64) -> crate::sim::bench::BenchResult {
+    let mut source = crate::scenario::builtin::find("bg-write-fg-read")
+        .expect("built-in scenario")
+        .source
+        .to_string();
+    for (from, to) in [
+        ("size = \"1GiB\"", format!("size = \"{gib}GiB\"")),
+        ("duration = \"20s\"", format!("duration = \"{seconds}s\"")),
+        (
+            "capacity = \"8GiB\"",
+            format!("capacity = \"{}GiB\"", 2 * gib + 8),
+        ),
+    ] {
+        assert!(source.contains(from), "the bench scenario has `{from}`");
+        source = source.replacen(from, &to, 1);
+    }
+    let mut scenario = crate::scenario::parse("bench", &source).expect("bench scenario parses");
+    scenario.select_variant("cfq").expect("cfq variant");
+    let start = std::time::Instant::now();
+    let result = run_one(&scenario, &scenario.variants[0], 1, |_| {}).expect("bench run");
+    let wall = start.elapsed().as_secs_f64();
+    let virtual_seconds = result.virtual_ns as f64 / crate::units::NS_PER_SEC as f64;
+    crate::sim::bench::BenchResult {
+        name: "stack-8gib-write",
+        what: "virtual s per wall s",
+        operations: result.events,
+        wall_seconds: wall,
+        per_second: virtual_seconds / wall,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_stack_benchmark_simulates_its_whole_duration() {
+        let result = super::bench_stack(1, 5);
+        assert!(result.operations > 1000, "{result:?}");
+        // 5 virtual seconds over the measured wall time.
+        let virtual_seconds = result.per_second * result.wall_seconds;
+        assert!((virtual_seconds - 5.0).abs() < 1e-6, "{virtual_seconds}");
+    }
+}
