@@ -118,3 +118,13 @@ fn every_builtin_scenario_is_valid() {
             .unwrap_or_else(|e| panic!("built-in {} is invalid: {e}", builtin.name));
     }
 }
+
+#[test]
+fn the_readme_example_scenario_is_valid() {
+    let readme = include_str!("../README.md");
+    let start = readme.find("```toml\n").expect("README has a TOML example") + "```toml\n".len();
+    let end = start + readme[start..].find("```").expect("the example ends");
+    let s = scenario::parse("README.md", &readme[start..end]).unwrap();
+    assert_eq!(s.variants.len(), 2);
+    assert_eq!(s.apps.len(), 2);
+}
