@@ -190,24 +190,19 @@ impl Mm {
             if self.find_page(ino, index).is_some() {
                 continue;
             }
-            self.alloc_page(sim, issuer).await;
-            let mut state = self.state();
-            if state
-                .mappings
-                .get(&ino)
-                .is_some_and(|m| m.pages.contains_key(&index))
-            {
-                state.nr_free += 1;
-                continue;
-            }
             let flags = if Some(index) == marker {
                 pg::READAHEAD
             } else {
                 0
             };
-            state.add_to_page_cache(ino, index, issuer.uid, flags);
-            state.stats.readahead_pages += 1;
-            drop(state);
+            if self
+                .add_new_page(sim, ino, index, issuer, flags)
+                .await
+                .is_none()
+            {
+                continue;
+            }
+            self.state().stats.readahead_pages += 1;
             added.push(index);
         }
         self.read_locked_pages(sim, ino, &added, issuer).await;
@@ -332,19 +327,34 @@ impl Mm {
             if let Some(id) = self.lock_page(sim, ino, index).await {
                 return id;
             }
-            self.alloc_page(sim, issuer).await;
-            let mut state = self.state();
-            if state
-                .mappings
-                .get(&ino)
-                .is_some_and(|m| m.pages.contains_key(&index))
-            {
-                state.nr_free += 1;
-                continue;
+            if let Some(id) = self.add_new_page(sim, ino, index, issuer, 0).await {
+                return id;
             }
-            return state.add_to_page_cache(ino, index, issuer.uid, 0);
         }
         panic!("page {ino}:{index} could never be grabbed");
+    }
+
+    /// Allocates a page (which may sleep in reclaim) and adds it at (ino, index) with `flags`;
+    /// `None`, with the page given back, if another task added one there meanwhile.
+    async fn add_new_page(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        index: u64,
+        issuer: Issuer,
+        flags: u16,
+    ) -> Option<PageId> {
+        self.alloc_page(sim, issuer).await;
+        let mut state = self.state();
+        if state
+            .mappings
+            .get(&ino)
+            .is_some_and(|m| m.pages.contains_key(&index))
+        {
+            state.nr_free += 1;
+            return None;
+        }
+        Some(state.add_to_page_cache(ino, index, issuer.uid, flags))
     }
 
     /// `generic_perform_write` of bytes `[pos, pos + len)` to a file of size `isize` (before the
