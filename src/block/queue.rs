@@ -32,7 +32,7 @@
 use super::blktrace::{Action, BlkTrace};
 use super::elevator::Elevator;
 use super::request::{Bio, BioId, MergeKind, Request, RequestId, MAX_REQUEST_SECTORS};
-use crate::dev::{BlockDevice, DevCompletion, DevRequest};
+use crate::dev::{BlockDevice, DevCompletion};
 use crate::units::{Nanos, NS_PER_MS};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -554,17 +554,7 @@ impl RequestQueue {
         rq.issued_ns = Some(now);
         self.trace_request(now, Action::Issue, &rq);
         self.stats.dispatched += 1;
-        self.device.submit(
-            now,
-            DevRequest {
-                tag: rq.id,
-                op: rq.op,
-                sector: rq.sector,
-                nr_sectors: rq.nr_sectors,
-                flags: rq.flags,
-                foreground: rq.foreground,
-            },
-        );
+        self.device.submit(now, rq.dev_request());
         let previous = self.in_flight.insert(rq.id, rq);
         assert!(previous.is_none(), "two requests in flight with one tag");
     }

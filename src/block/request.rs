@@ -205,6 +205,18 @@ pub struct Request {
 }
 
 impl Request {
+    /// The command the device receives for this request, tagged with its id.
+    pub fn dev_request(&self) -> crate::dev::DevRequest {
+        crate::dev::DevRequest {
+            tag: self.id,
+            op: self.op,
+            sector: self.sector,
+            nr_sectors: self.nr_sectors,
+            flags: self.flags,
+            foreground: self.foreground,
+        }
+    }
+
     /// `blk_rq_init` + `init_request_from_bio`.
     pub fn from_bio(id: RequestId, bio: &Bio, now: Nanos) -> Request {
         Request {

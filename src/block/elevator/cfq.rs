@@ -1367,7 +1367,7 @@ mod tests {
     use super::*;
     use crate::block::request::test_support::*;
     use crate::dev::fixed::FixedLatencyDevice;
-    use crate::dev::{BlockDevice, DevRequest, IoOp};
+    use crate::dev::{BlockDevice, IoOp};
 
     const READER: u32 = 20;
     const WRITER: u32 = 10;
@@ -1413,17 +1413,7 @@ mod tests {
                     break;
                 };
                 self.dispatches.push((now, rq.task.pid));
-                self.device.submit(
-                    now,
-                    DevRequest {
-                        tag: rq.id,
-                        op: rq.op,
-                        sector: rq.sector,
-                        nr_sectors: rq.nr_sectors,
-                        flags: rq.flags,
-                        foreground: false,
-                    },
-                );
+                self.device.submit(now, rq.dev_request());
                 self.in_flight.insert(rq.id, rq);
             }
         }
@@ -1824,15 +1814,7 @@ mod tests {
                 break;
             };
             pids.push(rq.task.pid);
-            let request = DevRequest {
-                tag: rq.id,
-                op: rq.op,
-                sector: rq.sector,
-                nr_sectors: rq.nr_sectors,
-                flags: rq.flags,
-                foreground: false,
-            };
-            device.submit(now, request);
+            device.submit(now, rq.dev_request());
             in_flight.insert(rq.id, rq);
         }
         if device.in_flight() == device.queue_depth() {
