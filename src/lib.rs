@@ -2,7 +2,7 @@
 //!
 //! The layout mirrors the stack (see `docs/architecture.md`): [`sim`] (the engine), [`dev`]
 //! (storage devices), [`block`] (block layer and elevators), [`stack`] (the layers of one run, assembled from a scenario), [`app`]
-//! (apps and the activity manager), [`workload`], [`report`] (results), [`scenario`] (files),
+//! (apps), [`task`] (the foreground state the kernel reads), [`workload`], [`report`] (results), [`scenario`] (files),
 //! [`run`] (running scenarios). The `mobistack` binary only parses arguments and prints.
 //!
 //! ```
@@ -14,6 +14,7 @@
 pub mod app;
 pub mod block;
 pub mod dev;
+pub mod errno;
 pub mod fs;
 pub mod mm;
 pub mod report;
@@ -21,5 +22,6 @@ pub mod run;
 pub mod scenario;
 pub mod sim;
 pub mod stack;
+pub mod task;
 pub mod units;
 pub mod workload;

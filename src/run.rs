@@ -2,7 +2,7 @@
 //! simulation and collects results. Runs of different variants and seeds are independent and may
 //! go in parallel threads; one run is single-threaded and deterministic.
 
-use crate::app::{ActivityManager, AppContext};
+use crate::app::AppContext;
 use crate::block::fio::JobState;
 use crate::report::recorder::{blocked_map, Recorder};
 use crate::report::results::{RunResult, ScenarioResults, RESULTS_SCHEMA, RESULTS_VERSION};
@@ -11,6 +11,7 @@ use crate::scenario::{
 };
 use crate::sim::{BlockedTimes, Rng, RunEnd, Sim, Simulation, TaskId};
 use crate::stack::Stack;
+use crate::task::ForegroundState;
 use crate::units::Nanos;
 use crate::workload::{file, toy};
 use std::cell::RefCell;
@@ -170,7 +171,7 @@ pub fn run_one(
         .iter()
         .position(|a| a.role == Role::Foreground)
         .map(|i| scenario.uid(i));
-    let activity = Rc::new(ActivityManager::new(foreground));
+    let activity = Rc::new(ForegroundState::new(foreground));
     let run_error = |message: String| RunError {
         scenario: scenario.name.clone(),
         variant: variant.name.clone(),

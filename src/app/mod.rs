@@ -1,48 +1,12 @@
-//! Apps and their tasks: the activity manager (which app is on screen), and the context an app's
-//! task runs with (its identity, the stack, the results recorder).
+//! Apps and their tasks: the context an app's task runs with (its identity, the stack, the
+//! results recorder). Which app is on screen is kernel-side task state, [`crate::task::ForegroundState`],
+//! which the timeline (Android's ActivityManager) sets and the lower layers read.
 
 use crate::report::recorder::{OpTimer, Recorder};
 use crate::sim::Sim;
 use crate::stack::Stack;
 use std::cell::Cell;
 use std::rc::Rc;
-
-/// Which app is in the foreground: the UID of the top activity (FastTrack §4.1's app status
-/// detector reads the same fact from the ActivityManager).
-#[derive(Debug, Default)]
-pub struct ActivityManager {
-    foreground_uid: Cell<Option<u32>>,
-    switches: Cell<u64>,
-}
-
-impl ActivityManager {
-    pub fn new(foreground_uid: Option<u32>) -> Self {
-        ActivityManager {
-            foreground_uid: Cell::new(foreground_uid),
-            switches: Cell::new(0),
-        }
-    }
-
-    pub fn foreground_uid(&self) -> Option<u32> {
-        self.foreground_uid.get()
-    }
-
-    pub fn is_foreground(&self, uid: u32) -> bool {
-        self.foreground_uid.get() == Some(uid)
-    }
-
-    /// Brings `uid` to the top of the activity stack.
-    pub fn set_foreground(&self, uid: u32) {
-        if self.foreground_uid.get() != Some(uid) {
-            self.foreground_uid.set(Some(uid));
-            self.switches.set(self.switches.get() + 1);
-        }
-    }
-
-    pub fn switches(&self) -> u64 {
-        self.switches.get()
-    }
-}
 
 /// What an app's task runs with.
 #[derive(Clone)]

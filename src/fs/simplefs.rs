@@ -11,7 +11,7 @@
 //! directories own no data blocks (their entries live in the VFS name space and a directory
 //! change dirties only the directory inode); no journal, so a crash is not modelled.
 
-use super::{Errno, FileSystem, Ino};
+use super::{AddressSpaceOps, Errno, FileSystem, Ino};
 use crate::units::PAGE_SIZE;
 use std::collections::BTreeMap;
 
@@ -115,34 +115,7 @@ impl SimpleFs {
     }
 }
 
-impl FileSystem for SimpleFs {
-    fn name(&self) -> &str {
-        "simplefs"
-    }
-
-    fn alloc_inode(&mut self) -> Result<Ino, Errno> {
-        if let Some(ino) = self.free_inos.pop() {
-            self.maps.insert(ino, BTreeMap::new());
-            return Ok(ino);
-        }
-        if self.next_ino >= FIRST_INO + self.nr_inodes {
-            return Err(Errno::ENOSPC);
-        }
-        let ino = self.next_ino;
-        self.next_ino += 1;
-        self.maps.insert(ino, BTreeMap::new());
-        Ok(ino)
-    }
-
-    fn free_inode(&mut self, ino: Ino) {
-        self.truncate_blocks(ino, 0);
-        assert!(
-            self.maps.remove(&ino).is_some(),
-            "free of unknown inode {ino}"
-        );
-        self.free_inos.push(ino);
-    }
-
+impl AddressSpaceOps for SimpleFs {
     fn get_block(&mut self, ino: Ino, index: u64, create: bool) -> Result<Option<u64>, Errno> {
         let map = self.maps.get(&ino).expect("get_block on a live inode");
         let mut goal = None;
@@ -185,6 +158,35 @@ impl FileSystem for SimpleFs {
             }
         }
         Ok(Some(block))
+    }
+}
+
+impl FileSystem for SimpleFs {
+    fn name(&self) -> &str {
+        "simplefs"
+    }
+
+    fn alloc_inode(&mut self) -> Result<Ino, Errno> {
+        if let Some(ino) = self.free_inos.pop() {
+            self.maps.insert(ino, BTreeMap::new());
+            return Ok(ino);
+        }
+        if self.next_ino >= FIRST_INO + self.nr_inodes {
+            return Err(Errno::ENOSPC);
+        }
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        self.maps.insert(ino, BTreeMap::new());
+        Ok(ino)
+    }
+
+    fn free_inode(&mut self, ino: Ino) {
+        self.truncate_blocks(ino, 0);
+        assert!(
+            self.maps.remove(&ino).is_some(),
+            "free of unknown inode {ino}"
+        );
+        self.free_inos.push(ino);
     }
 
     fn truncate_blocks(&mut self, ino: Ino, first_index: u64) {

@@ -17,7 +17,6 @@
 //! as it was); `O_DIRECT` transfers whole pages covering the request.
 
 use super::{Errno, FileSystem, Ino};
-use crate::app::ActivityManager;
 use crate::dev::{IoFlags, IoOp};
 use crate::mm::bio::BioRequest;
 use crate::mm::filemap::FileRaState;
@@ -25,6 +24,7 @@ use crate::mm::writeback::DirtyThrottleState;
 use crate::mm::{Issuer, Mm};
 use crate::sim::sync::Mutex;
 use crate::sim::{Sim, WaitReason};
+use crate::task::ForegroundState;
 use crate::units::{Nanos, PAGE_SIZE};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -119,7 +119,7 @@ struct VfsState {
 pub struct Vfs {
     pub mm: Rc<Mm>,
     fs: Rc<RefCell<dyn FileSystem>>,
-    activity: Option<Rc<ActivityManager>>,
+    activity: Option<Rc<ForegroundState>>,
     state: RefCell<VfsState>,
     next_pid: Cell<u32>,
 }
@@ -144,7 +144,7 @@ impl Vfs {
         sim: &Sim,
         mm: Rc<Mm>,
         fs: Rc<RefCell<dyn FileSystem>>,
-        activity: Option<Rc<ActivityManager>>,
+        activity: Option<Rc<ForegroundState>>,
     ) -> Rc<Vfs> {
         let root = fs
             .borrow_mut()

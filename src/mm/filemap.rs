@@ -24,9 +24,10 @@
 
 use super::bio::{BioRequest, PageSpan};
 use super::writeback::{DirtyThrottleState, SyncMode, MAX_BIO_PAGES};
+use super::Ino;
 use super::{pg, Issuer, Mm, PageId};
 use crate::dev::{IoFlags, IoOp};
-use crate::fs::{Errno, Ino};
+use crate::errno::Errno;
 use crate::sim::sync::Completion;
 use crate::sim::{Blocker, Sim, WaitReason};
 use crate::units::PAGE_SIZE;

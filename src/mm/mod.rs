@@ -33,10 +33,10 @@ pub mod writeback;
 #[cfg(test)]
 mod tests;
 
-use crate::app::ActivityManager;
-use crate::fs::{FileSystem, Ino};
+use crate::errno::Errno;
 use crate::sim::sync::{Mutex, WaitQueue};
 use crate::sim::{Blocker, Sim, TaskId, WaitReason, WakeToken};
+use crate::task::ForegroundState;
 use crate::units::{serde_units, Nanos, NS_PER_MS, NS_PER_SEC, PAGE_SIZE};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
@@ -46,7 +46,24 @@ use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::task::{Context, Poll};
 
-pub use bio::{BioRequest, BlockSubmit, DirectDevice, PageSpan};
+pub use bio::{BioRequest, BlockSubmit, PageSpan};
+
+// ---------------------------------------------------------------------------------------------
+// What the page cache needs from the file system
+// ---------------------------------------------------------------------------------------------
+
+/// Inode number of a mapping's host (`mapping->host->i_ino`).
+pub type Ino = u64;
+
+/// What the page cache asks of the file system that owns a mapping: the block-mapping half of
+/// Linux's `address_space_operations` (`get_block`, called from `readpage`, `write_begin` and
+/// `writepage`). The page cache defines it and file systems implement it, so `mm` does not
+/// depend on `fs` (DESIGN.md, layering). Implementations are pure state: no waiting.
+pub trait AddressSpaceOps {
+    /// `get_block`: the disk block (4 KiB) of page `index` of `ino`, allocating one when
+    /// `create` (`ENOSPC` when the disk is full). `Ok(None)` is a hole.
+    fn get_block(&mut self, ino: Ino, index: u64, create: bool) -> Result<Option<u64>, Errno>;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -323,9 +340,9 @@ pub const KSWAPD_PID: u32 = 101;
 pub struct Mm {
     pub(crate) me: Weak<Mm>,
     pub config: VmConfig,
-    pub(crate) fs: Rc<RefCell<dyn FileSystem>>,
+    pub(crate) fs: Rc<RefCell<dyn AddressSpaceOps>>,
     pub(crate) bdev: Rc<dyn BlockSubmit>,
-    pub(crate) activity: Option<Rc<ActivityManager>>,
+    pub(crate) activity: Option<Rc<ForegroundState>>,
     state: RefCell<MmState>,
     /// Wait queues of pages someone waits on, by (inode, index).
     page_waitqueues: RefCell<BTreeMap<(Ino, u64), WaitQueue>>,
@@ -349,9 +366,9 @@ impl Mm {
     pub fn start(
         sim: &Sim,
         config: VmConfig,
-        fs: Rc<RefCell<dyn FileSystem>>,
+        fs: Rc<RefCell<dyn AddressSpaceOps>>,
         bdev: Rc<dyn BlockSubmit>,
-        activity: Option<Rc<ActivityManager>>,
+        activity: Option<Rc<ForegroundState>>,
     ) -> Rc<Mm> {
         config.validate().expect("a validated VM configuration");
         let managed = config.managed_pages();

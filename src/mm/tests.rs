@@ -18,15 +18,8 @@ impl Rig {
     fn new(config: VmConfig, latency: Nanos, bandwidth: u64) -> Rig {
         let sim = Simulation::new(1);
         let device = Box::new(FixedLatencyDevice::new(1, latency, bandwidth));
-        let vfs = crate::stack::storage(
-            &sim.handle(),
-            config,
-            device,
-            &crate::stack::BlockPath::Direct,
-            64 << 30,
-            None,
-        )
-        .expect("valid storage");
+        let vfs = crate::stack::storage(&sim.handle(), config, device, "noop", 64 << 30, None)
+            .expect("valid storage");
         Rig { sim, vfs }
     }
 
@@ -706,9 +699,7 @@ fn a_read_through_the_block_layer_costs_one_device_access() {
             &sim.handle(),
             VmConfig::default(),
             device,
-            &crate::stack::BlockPath::Queue {
-                elevator: elevator.into(),
-            },
+            elevator,
             64 << 30,
             None,
         )
@@ -736,9 +727,7 @@ fn a_read_through_the_block_layer_costs_one_device_access() {
             &Simulation::new(1).handle(),
             VmConfig::default(),
             Box::new(FixedLatencyDevice::new(1, 0, 0)),
-            &crate::stack::BlockPath::Queue {
-                elevator: "fastest".into()
-            },
+            "fastest",
             64 << 30,
             None,
         )
@@ -762,7 +751,7 @@ fn a_full_disk_gives_a_short_write_then_enospc() {
         &sim.handle(),
         VmConfig::default(),
         device,
-        &crate::stack::BlockPath::Direct,
+        "noop",
         1 << 20,
         None,
     )

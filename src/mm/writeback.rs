@@ -26,9 +26,9 @@
 //! flusher writes no inode metadata (the VFS writes it at fsync).
 
 use super::bio::{BioRequest, PageSpan};
+use super::Ino;
 use super::{pg, Issuer, Mm, PageId};
 use crate::dev::{IoFlags, IoOp};
-use crate::fs::Ino;
 use crate::sim::{Blocker, Sim, WaitReason};
 use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC, PAGE_SIZE};
 

@@ -5,12 +5,12 @@
 
 pub mod toy;
 
-use crate::app::ActivityManager;
 use crate::block::fio::build_queue;
 use crate::block::layer::BlockLayer;
 use crate::scenario::StackConfig;
 use crate::sim::sync::Mutex;
 use crate::sim::{Sim, WaitReason};
+use crate::task::ForegroundState;
 use crate::units::SECTOR_SIZE;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ pub struct BlockStack {
 }
 
 pub struct Stack {
-    pub activity: Rc<ActivityManager>,
+    pub activity: Rc<ForegroundState>,
     pub toy_server: Rc<toy::ToyServer>,
     /// Present when some app issues block I/O.
     pub block: Option<BlockStack>,
@@ -44,7 +44,7 @@ impl Stack {
     pub fn new(
         sim: &Sim,
         config: &StackConfig,
-        activity: Rc<ActivityManager>,
+        activity: Rc<ForegroundState>,
         with_block: bool,
     ) -> Result<Rc<Stack>, String> {
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
@@ -78,7 +78,7 @@ impl Stack {
     pub fn new_with_storage(
         sim: &Sim,
         config: &StackConfig,
-        activity: Rc<ActivityManager>,
+        activity: Rc<ForegroundState>,
         vm: crate::mm::VmConfig,
         fs_size: Option<u64>,
     ) -> Result<Rc<Stack>, String> {
@@ -110,7 +110,7 @@ impl Stack {
     pub fn with_vfs(
         sim: &Sim,
         config: &StackConfig,
-        activity: Rc<ActivityManager>,
+        activity: Rc<ForegroundState>,
         vfs: Rc<crate::fs::vfs::Vfs>,
     ) -> Rc<Stack> {
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
@@ -202,38 +202,22 @@ impl Stack {
     }
 }
 
-/// How the page cache reaches the device, for [`storage`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BlockPath {
-    /// The block layer's request queue with the named elevator (`noop`, `deadline`, `cfq`,
-    /// `mq-deadline`) and its kernel-default request allocation.
-    Queue { elevator: String },
-    /// [`DirectDevice`](crate::mm::DirectDevice): FIFO, no elevator, no merging (tests).
-    Direct,
-}
-
 /// The storage layers under the VFS over `device` (tests and examples): a
-/// [`SimpleFs`](crate::fs::simplefs::SimpleFs) of `fs_size` bytes, the page cache and `block`.
-/// Errors name a bad elevator or VM configuration.
+/// [`SimpleFs`](crate::fs::simplefs::SimpleFs) of `fs_size` bytes, the page cache, and the block
+/// layer's request queue with `elevator` (`noop`, `deadline`, `cfq`, `mq-deadline`) and its
+/// kernel-default request allocation. Errors name a bad elevator or VM configuration.
 pub fn storage(
     sim: &Sim,
     vm: crate::mm::VmConfig,
     device: Box<dyn crate::dev::BlockDevice>,
-    block: &BlockPath,
+    elevator: &str,
     fs_size: u64,
-    activity: Option<Rc<ActivityManager>>,
+    activity: Option<Rc<ForegroundState>>,
 ) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
     vm.validate()?;
-    let bdev: Rc<dyn crate::mm::BlockSubmit> = match block {
-        BlockPath::Direct => {
-            crate::mm::DirectDevice::new(device, crate::mm::bio::DEFAULT_NR_REQUESTS)
-        }
-        BlockPath::Queue { elevator } => {
-            let queue = build_queue(device, elevator, false)?;
-            let layer = BlockLayer::new(sim, queue);
-            crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)))
-        }
-    };
+    let queue = build_queue(device, elevator, false)?;
+    let layer = BlockLayer::new(sim, queue);
+    let bdev = crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)));
     storage_over(sim, vm, bdev, fs_size, activity)
 }
 
@@ -243,7 +227,7 @@ fn storage_over(
     vm: crate::mm::VmConfig,
     bdev: Rc<dyn crate::mm::BlockSubmit>,
     fs_size: u64,
-    activity: Option<Rc<ActivityManager>>,
+    activity: Option<Rc<ForegroundState>>,
 ) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
     use crate::fs::FileSystem;
     if fs_size < crate::fs::simplefs::MIN_FS_BYTES {

@@ -4,10 +4,10 @@
 //! within each class, chosen at dispatch time from the activity manager, as FastTrack's I/O
 //! dispatcher does).
 
-use crate::app::ActivityManager;
 use crate::scenario::{ToyPolicy, ToyServerConfig};
 use crate::sim::sync::{Completion, WaitQueue};
 use crate::sim::{Blocker, Sim, WaitReason};
+use crate::task::ForegroundState;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -23,7 +23,7 @@ struct Queued {
 
 pub struct ToyServer {
     config: ToyServerConfig,
-    activity: Rc<ActivityManager>,
+    activity: Rc<ForegroundState>,
     queue: RefCell<VecDeque<Queued>>,
     arrivals: WaitQueue,
     next_id: Cell<u64>,
@@ -32,7 +32,7 @@ pub struct ToyServer {
 
 impl ToyServer {
     /// Creates the server and starts its serving daemon.
-    pub fn start(sim: &Sim, config: ToyServerConfig, activity: Rc<ActivityManager>) -> Rc<Self> {
+    pub fn start(sim: &Sim, config: ToyServerConfig, activity: Rc<ForegroundState>) -> Rc<Self> {
         let server = Rc::new(ToyServer {
             config,
             activity,

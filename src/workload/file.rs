@@ -403,11 +403,11 @@ pub async fn fsync_write(ctx: AppContext, config: FsyncWriteConfig) {
 #[cfg(test)]
 mod stack_tests {
     use super::*;
-    use crate::app::ActivityManager;
     use crate::report::recorder::Recorder;
     use crate::scenario::StackConfig;
     use crate::sim::Simulation;
     use crate::stack::Stack;
+    use crate::task::ForegroundState;
     use crate::units::{NS_PER_MS, NS_PER_SEC};
 
     #[test]
@@ -415,7 +415,7 @@ mod stack_tests {
         // The default [stack.device] (eMMC 5.1 profile) and [stack.block] (CFQ) of a scenario.
         let simulation = Simulation::new(7);
         let sim = simulation.handle();
-        let activity = Rc::new(ActivityManager::new(Some(10_001)));
+        let activity = Rc::new(ForegroundState::new(Some(10_001)));
         let stack = Stack::new_with_storage(
             &sim,
             &StackConfig::default(),
