@@ -16,6 +16,7 @@ pub mod block;
 pub mod dev;
 pub mod errno;
 pub mod fs;
+pub mod kernel;
 pub mod mm;
 pub mod report;
 pub mod run;

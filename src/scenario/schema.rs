@@ -56,6 +56,9 @@ pub struct StackConfig {
     /// Memory and writeback knobs (`[stack.vm]`; see `docs/mm.md`).
     #[serde(default)]
     pub vm: crate::mm::VmConfig,
+    /// The kernel build: `hz` (`[stack.kernel]`).
+    #[serde(default)]
+    pub kernel: crate::kernel::KernelConfig,
     /// The toy I/O server of the foundation stack.
     #[serde(default)]
     pub toy: ToyServerConfig,
@@ -72,6 +75,7 @@ impl StackConfig {
             ));
         }
         self.block.validate()?;
+        self.kernel.validate()?;
         self.vm.validate()
     }
 }
