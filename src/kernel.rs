@@ -1,6 +1,7 @@
 //! The kernel build a run models (`[stack.kernel]`): the tick rate `HZ`, from which every
 //! jiffy-based constant of the block layer and the page cache is derived, as the kernel derives
-//! them at compile time.
+//! them at compile time; and the machine's CPU (`[stack.cpu]`): its cores and what the kernel
+//! paths that touch data cost on them ([`CpuConfig`]).
 //!
 //! Linux measures many of the intervals the papers' stalls depend on in jiffies: CFQ's
 //! `slice_idle = HZ / 125`, `CFQ_MIN_TT = 2` jiffies, `BLK_BATCH_TIME = HZ / 50`,
@@ -13,7 +14,7 @@
 //! no `INITIAL_JIFFIES` wrap); timers fire on the tick after their expiry as `mod_timer` does only
 //! where a model asks for it (`Hz::next_tick`).
 
-use crate::units::{Nanos, NS_PER_SEC};
+use crate::units::{serde_units, Nanos, NS_PER_SEC, NS_PER_US};
 use serde::{Deserialize, Serialize};
 
 /// `CONFIG_HZ`: timer interrupts per second.
@@ -98,6 +99,101 @@ impl KernelConfig {
     }
 }
 
+/// The `[stack.cpu]` table: the cores and the CPU cost of the kernel paths that move data.
+///
+/// Costs are spent on a core ([`crate::sim::cpu::Cpu`]) while the task holds what the kernel
+/// holds at that point (the page lock and `i_mutex` during `copy_from_user`), so a writer that
+/// dirties pages does so at a real rate and a cached read takes real time.
+///
+/// Defaults are a 2014 phone (the papers' Galaxy S5 / Nexus 5 class). They are assumptions
+/// (`asm:`) scaled from a calibration measured on an x86 server core (AMD EPYC, KVM guest,
+/// Linux 6.x, tmpfs: the procedure is `scripts/calibrate-cpu.c`, see `docs/cpu.md`): there, a
+/// cached 4 KiB `pread` costs 1.45 us, 1 MiB ones run at 3.7 GB/s (copy + per-page walk), the
+/// per-call part is about 0.35 us, and writing a new 4 KiB page costs 1.7 us more than
+/// overwriting one (allocation, zeroing, LRU insertion). A Cortex-A15/Krait core of 2014 is
+/// assumed three times slower (single-thread memory copy of mobile SoCs of that era is about
+/// 1-2 GB/s: e.g. lmbench `bw_mem bcopy` 1.96 GB/s on a Cortex-A53 SoC, TI SPRADG0A
+/// Table 3-1). [`CpuConfig::desktop`] gives the calibration machine's own values.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpuConfig {
+    /// Cores that run tasks. Default 4: the big cluster of the Galaxy S5's Exynos 5422 ("quad
+    /// Cortex-A15 and quad Cortex-A7", seed 000 §6); the Nexus 5's Snapdragon 800 has 4 Krait
+    /// cores.
+    pub cores: usize,
+    /// Fixed cost of one system call: entry, exit and the VFS's per-call work (fd lookup,
+    /// `rw_verify_area`, `file_update_time`). Default 1 us (asm: 3 x the 0.35 us calibrated).
+    #[serde(with = "serde_units::duration")]
+    pub syscall: Nanos,
+    /// Bandwidth of moving data between user buffers and the page cache, per page walked
+    /// (`copy_from_user` / `copy_to_user` plus the page lookup). Default 1.2 GB/s (asm: the
+    /// calibrated 3.7 GB/s / 3).
+    #[serde(with = "serde_units::bandwidth")]
+    pub copy_bandwidth: u64,
+    /// Cost of allocating a page-cache page and inserting it (`__alloc_pages` fast path,
+    /// zeroing where needed, `add_to_page_cache_lru`). Default 5 us (asm: 3 x 1.7 us).
+    #[serde(with = "serde_units::duration")]
+    pub page_alloc: Nanos,
+}
+
+/// Cores of [`CpuConfig::zero_cost`]: enough that no test task ever waits for one.
+const MAX_ZERO_COST_CORES: usize = 64;
+
+impl Default for CpuConfig {
+    fn default() -> Self {
+        CpuConfig {
+            cores: 4,
+            syscall: NS_PER_US,
+            copy_bandwidth: 1_200_000_000,
+            page_alloc: 5 * NS_PER_US,
+        }
+    }
+}
+
+impl CpuConfig {
+    /// The calibration machine (an x86 server core, see the type's documentation): 0.35 us per
+    /// call, 3.7 GB/s, 1.7 us per new page; 8 cores.
+    pub fn desktop() -> Self {
+        CpuConfig {
+            cores: 8,
+            syscall: 350,
+            copy_bandwidth: 3_700_000_000,
+            page_alloc: 1_700,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=crate::sim::cpu::MAX_CORES).contains(&self.cores) {
+            return Err(format!(
+                "[stack.cpu] cores = {} must be 1..={}",
+                self.cores,
+                crate::sim::cpu::MAX_CORES
+            ));
+        }
+        if self.copy_bandwidth == 0 {
+            return Err("[stack.cpu] copy_bandwidth must be positive (e.g. \"1.2GB/s\")".into());
+        }
+        Ok(())
+    }
+
+    /// No CPU cost at all: for tests that isolate I/O timing (every syscall and copy takes no
+    /// time). Not a machine; scenarios cannot name it.
+    pub fn zero_cost() -> Self {
+        CpuConfig {
+            cores: MAX_ZERO_COST_CORES,
+            syscall: 0,
+            copy_bandwidth: u64::MAX,
+            page_alloc: 0,
+        }
+    }
+
+    /// Time to copy `bytes` between a user buffer and the page cache (whole nanoseconds,
+    /// truncated).
+    pub fn copy_ns(&self, bytes: u64) -> Nanos {
+        (u128::from(bytes) * u128::from(NS_PER_SEC) / u128::from(self.copy_bandwidth)) as Nanos
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +212,27 @@ mod tests {
         assert_eq!(hz.jiffies(25 * NS_PER_MS), 2);
         assert_eq!(hz.round_up(11 * NS_PER_MS), 20 * NS_PER_MS);
         assert_eq!(hz.next_tick(20 * NS_PER_MS), 20 * NS_PER_MS);
+    }
+
+    #[test]
+    fn copies_cost_their_bytes_over_the_bandwidth() {
+        let cpu = CpuConfig::default();
+        assert_eq!(cpu.copy_ns(4096), 3_413, "4 KiB at 1.2 GB/s");
+        assert_eq!(cpu.copy_ns(0), 0);
+        assert_eq!(CpuConfig::desktop().copy_ns(3_700), 1_000);
+        assert_eq!(CpuConfig::zero_cost().copy_ns(1 << 30), 0);
+        assert!(CpuConfig {
+            cores: 0,
+            ..cpu.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(CpuConfig {
+            copy_bandwidth: 0,
+            ..cpu
+        }
+        .validate()
+        .is_err());
     }
 
     #[test]

@@ -218,6 +218,11 @@ impl Vfs {
         }
     }
 
+    /// System call entry and exit: the fixed CPU cost of every call (`[stack.cpu] syscall`).
+    async fn enter(&self, sim: &Sim) {
+        self.mm.cpu.run(sim, self.mm.cpu_costs.syscall).await;
+    }
+
     fn count<T>(&self, result: Result<T, Errno>) -> Result<T, Errno> {
         let mut state = self.state.borrow_mut();
         state.stats.syscalls += 1;
@@ -276,6 +281,7 @@ impl Vfs {
         path: &str,
         flags: u32,
     ) -> Result<i32, Errno> {
+        self.enter(sim).await;
         let result = self.do_open(sim, process, path, flags).await;
         self.count(result)
     }
@@ -342,6 +348,7 @@ impl Vfs {
 
     /// `close(2)`.
     pub async fn close(&self, sim: &Sim, process: &Process, fd: i32) -> Result<(), Errno> {
+        self.enter(sim).await;
         let result = match process.files.borrow_mut().remove(&fd) {
             None => Err(Errno::EBADF),
             Some(file) => Ok(file.ino),
@@ -379,6 +386,7 @@ impl Vfs {
         fd: i32,
         buf: &mut [u8],
     ) -> Result<usize, Errno> {
+        self.enter(sim).await;
         let pos = match process.files.borrow().get(&fd) {
             None => return self.count(Err(Errno::EBADF)),
             Some(file) => file.pos,
@@ -401,6 +409,7 @@ impl Vfs {
         buf: &mut [u8],
         offset: u64,
     ) -> Result<usize, Errno> {
+        self.enter(sim).await;
         let result = self.do_read(sim, process, fd, buf, offset).await;
         self.count(result)
     }
@@ -499,6 +508,7 @@ impl Vfs {
         fd: i32,
         data: &[u8],
     ) -> Result<usize, Errno> {
+        self.enter(sim).await;
         let result = self.do_write(sim, process, fd, data, None).await;
         self.count(result)
     }
@@ -512,6 +522,7 @@ impl Vfs {
         data: &[u8],
         offset: u64,
     ) -> Result<usize, Errno> {
+        self.enter(sim).await;
         let result = self.do_write(sim, process, fd, data, Some(offset)).await;
         self.count(result)
     }
@@ -607,6 +618,7 @@ impl Vfs {
         fd: i32,
         datasync: bool,
     ) -> Result<(), Errno> {
+        self.enter(sim).await;
         let result = match self.fd_ino(process, fd) {
             Ok((ino, _)) => {
                 self.do_fsync(sim, process, ino, datasync).await;
@@ -662,6 +674,7 @@ impl Vfs {
         path: &str,
         length: u64,
     ) -> Result<(), Errno> {
+        self.enter(sim).await;
         let result = match self.lookup(path) {
             Ok(ino) if self.state.borrow().inodes[&ino].kind == FileKind::Directory => {
                 Err(Errno::EISDIR)
@@ -683,6 +696,7 @@ impl Vfs {
         fd: i32,
         length: u64,
     ) -> Result<(), Errno> {
+        self.enter(sim).await;
         let result = match self.fd_ino(process, fd) {
             Ok((_, flags)) if flags & O_ACCMODE == O_RDONLY => Err(Errno::EINVAL),
             Ok((ino, _)) => {
@@ -727,6 +741,7 @@ impl Vfs {
 
     /// `unlink(2)`.
     pub async fn unlink(&self, sim: &Sim, _process: &Process, path: &str) -> Result<(), Errno> {
+        self.enter(sim).await;
         let result = self.do_unlink(sim, path).await;
         self.count(result)
     }
@@ -761,6 +776,7 @@ impl Vfs {
         from: &str,
         to: &str,
     ) -> Result<(), Errno> {
+        self.enter(sim).await;
         let result = self.do_rename(sim, from, to).await;
         self.count(result)
     }
@@ -836,6 +852,7 @@ impl Vfs {
 
     /// `mkdir(2)`.
     pub async fn mkdir(&self, sim: &Sim, _process: &Process, path: &str) -> Result<(), Errno> {
+        self.enter(sim).await;
         let result = match self.lookup(path) {
             Ok(_) => Err(Errno::EEXIST),
             Err(Errno::ENOENT) => self
@@ -847,7 +864,8 @@ impl Vfs {
     }
 
     /// `stat(2)`.
-    pub async fn stat(&self, _sim: &Sim, _process: &Process, path: &str) -> Result<Stat, Errno> {
+    pub async fn stat(&self, sim: &Sim, _process: &Process, path: &str) -> Result<Stat, Errno> {
+        self.enter(sim).await;
         let result = self.lookup(path).map(|ino| {
             let state = self.state.borrow();
             let inode = &state.inodes[&ino];

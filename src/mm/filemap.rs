@@ -19,6 +19,10 @@
 //!   page of the range under writeback, including those the flusher submitted asynchronously
 //!   before (QASIO D_sync).
 //!
+//! CPU time (`[stack.cpu]`): each page a read returns costs its `copy_to_user` (no page lock
+//! held), each page a write fills its `copy_from_user` (page locked, under the caller's
+//! `i_mutex`), each new page its allocation.
+//!
 //! Simplifications: reads never fail; no `PG_error`; a partial-page read before a write reads
 //! the whole page; the page cache keeps no buffer heads (a page is one block).
 
@@ -318,6 +322,11 @@ impl Mm {
                 state.pages[id as usize].uid = issuer.uid;
                 break;
             }
+            // file_read_actor: copy_to_user of this page's part of the request, holding only a
+            // page reference (no page lock).
+            let page_start = index * PAGE_SIZE;
+            let bytes = (pos + len).min(page_start + PAGE_SIZE).min(isize) - pos.max(page_start);
+            self.cpu.run(sim, self.cpu_costs.copy_ns(bytes)).await;
             ra.prev_index = Some(index);
         }
     }
@@ -346,6 +355,8 @@ impl Mm {
         flags: u16,
     ) -> Option<PageId> {
         self.alloc_page(sim, issuer).await;
+        // The allocation's own work and add_to_page_cache_lru.
+        self.cpu.run(sim, self.cpu_costs.page_alloc).await;
         let mut state = self.state();
         if state
             .mappings
@@ -415,6 +426,8 @@ impl Mm {
                     return (written, Some(errno));
                 }
             }
+            // iov_iter_copy_from_user_atomic, with the page locked (and the caller's i_mutex).
+            self.cpu.run(sim, self.cpu_costs.copy_ns(bytes)).await;
             // write_end: block_write_end + set_page_dirty + unlock.
             let newly_dirty = {
                 let mut state = self.state();

@@ -34,6 +34,8 @@ pub mod writeback;
 mod tests;
 
 use crate::errno::Errno;
+use crate::kernel::CpuConfig;
+use crate::sim::cpu::Cpu;
 use crate::sim::sync::{Mutex, WaitQueue};
 use crate::sim::{Blocker, Sim, TaskId, WaitReason, WakeToken};
 use crate::task::ForegroundState;
@@ -356,6 +358,10 @@ pub struct Mm {
     pub(crate) flusher_work: Cell<u64>,
     pub(crate) policy: RefCell<Box<dyn vmscan::ReclaimPolicy>>,
     pub(crate) watermarks: vmscan::Watermarks,
+    /// The machine's cores, on which copies and allocations spend time.
+    pub cpu: Rc<Cpu>,
+    /// What those cost (`[stack.cpu]`).
+    pub cpu_costs: CpuConfig,
     flusher_task: Cell<Option<TaskId>>,
     kswapd_task: Cell<Option<TaskId>>,
 }
@@ -369,8 +375,11 @@ impl Mm {
         fs: Rc<RefCell<dyn AddressSpaceOps>>,
         bdev: Rc<dyn BlockSubmit>,
         activity: Option<Rc<ForegroundState>>,
+        cpu: Rc<Cpu>,
+        cpu_costs: CpuConfig,
     ) -> Rc<Mm> {
         config.validate().expect("a validated VM configuration");
+        cpu_costs.validate().expect("a validated CPU configuration");
         let managed = config.managed_pages();
         let watermarks = vmscan::Watermarks::new(&config);
         let policy = vmscan::policy_for(config.reclaim_policy);
@@ -400,6 +409,8 @@ impl Mm {
             policy: RefCell::new(policy),
             watermarks,
             config,
+            cpu,
+            cpu_costs,
             flusher_task: Cell::new(None),
             kswapd_task: Cell::new(None),
         });

@@ -5,6 +5,7 @@ use super::*;
 use crate::dev::fixed::FixedLatencyDevice;
 use crate::fs::vfs::{Process, Vfs, O_CREAT, O_RDONLY, O_RDWR, O_WRONLY};
 use crate::fs::Errno;
+use crate::kernel::CpuConfig;
 use crate::sim::{BlockedTimes, Simulation};
 use crate::units::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
@@ -14,11 +15,17 @@ struct Rig {
 }
 
 impl Rig {
-    /// A device with one slot, `latency` per request and `bandwidth` bytes/s.
+    /// A device with one slot, `latency` per request and `bandwidth` bytes/s, and a CPU that
+    /// costs nothing (these tests time the I/O paths; CPU costs have tests of their own).
     fn new(config: VmConfig, latency: Nanos, bandwidth: u64) -> Rig {
+        Rig::with_cpu(config, CpuConfig::zero_cost(), latency, bandwidth)
+    }
+
+    /// Like [`Rig::new`] with the CPU costs of `cpu`.
+    fn with_cpu(config: VmConfig, cpu: CpuConfig, latency: Nanos, bandwidth: u64) -> Rig {
         let sim = Simulation::new(1);
         let device = Box::new(FixedLatencyDevice::new(1, latency, bandwidth));
-        let vfs = crate::stack::storage(&sim.handle(), config, device, "noop", 64 << 30, None)
+        let vfs = crate::stack::storage(&sim.handle(), config, cpu, device, "noop", 64 << 30, None)
             .expect("valid storage");
         Rig { sim, vfs }
     }
@@ -691,13 +698,17 @@ fn vm_config_reads_human_units_and_rejects_unknown_knobs() {
 
 #[test]
 fn a_read_through_the_block_layer_costs_one_device_access() {
-    // 100 us + 4 KiB at 50 MB/s = 181.92 us, whatever the elevator: the adapter adds no time.
+    // 100 us + 4 KiB at 50 MB/s = 181.92 us on the device, whatever the elevator: the adapter
+    // adds no time. On the CPU: the syscall, the new page's allocation and the copy to user.
+    let cpu = CpuConfig::default();
+    let expected = 181_920 + cpu.syscall + cpu.page_alloc + cpu.copy_ns(4096);
     for elevator in ["noop", "deadline", "cfq", "mq-deadline"] {
         let sim = Simulation::new(1);
         let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
         let vfs = crate::stack::storage(
             &sim.handle(),
             VmConfig::default(),
+            CpuConfig::default(),
             device,
             elevator,
             64 << 30,
@@ -716,7 +727,7 @@ fn a_read_through_the_block_layer_costs_one_device_access() {
                 let start = s.now();
                 let at = rng.below(16384) * 4096;
                 v.pread(&s, &p, fd, &mut buf, at).await.unwrap();
-                assert_eq!(s.now() - start, 181_920, "{elevator}");
+                assert_eq!(s.now() - start, expected, "{elevator}");
             }
         });
         sim.run_until(u64::MAX, true).unwrap();
@@ -726,6 +737,7 @@ fn a_read_through_the_block_layer_costs_one_device_access() {
         crate::stack::storage(
             &Simulation::new(1).handle(),
             VmConfig::default(),
+            CpuConfig::default(),
             Box::new(FixedLatencyDevice::new(1, 0, 0)),
             "fastest",
             64 << 30,
@@ -750,6 +762,7 @@ fn a_full_disk_gives_a_short_write_then_enospc() {
     let vfs = crate::stack::storage(
         &sim.handle(),
         VmConfig::default(),
+        CpuConfig::default(),
         device,
         "noop",
         1 << 20,
@@ -881,4 +894,88 @@ fn throttling_holds_the_limit_with_four_concurrent_writers() {
         stats.max_dirty_writeback
     );
     assert!(stats.throttle_pauses > 0);
+}
+
+#[test]
+fn a_buffered_write_dirties_pages_at_the_rate_the_cpu_copies_them() {
+    // 64 MiB in one write(), far below the dirty limits (no throttling): each new page costs
+    // its allocation and its copy, so the write takes real time and the pages become dirty
+    // one after another, not all at t = 0.
+    let cpu = CpuConfig::default();
+    let pages = 16_384u64;
+    let per_page = cpu.page_alloc + cpu.copy_ns(PAGE_SIZE);
+    let config = VmConfig {
+        ram: 4 << 30,
+        ..VmConfig::default()
+    };
+    let rig = Rig::with_cpu(config, cpu.clone(), NS_PER_MS, 0);
+    let syscall = cpu.syscall;
+    rig.spawn("dd", 10_000, move |sim, vfs, p| async move {
+        let fd = vfs.creat(&sim, &p, "/big").await.unwrap();
+        let opened = sim.now();
+        assert_eq!(opened, syscall, "creat costs its syscall");
+        let before = my_blocked(&sim);
+        vfs.write(&sim, &p, fd, &vec![0u8; (pages * PAGE_SIZE) as usize])
+            .await
+            .unwrap();
+        assert_eq!(sim.now() - opened, syscall + pages * per_page);
+        let spent = blocked_since(&sim, &before);
+        assert_eq!(spent.get(WaitReason::OnCpu), syscall + pages * per_page);
+        assert_eq!(spent.stalled_total(), 0, "running is not a stall");
+    });
+    rig.run_until(cpu.syscall * 2 + pages / 2 * per_page);
+    let (_, _, dirty, _) = rig.mm().page_counts();
+    assert!(
+        (pages / 2 - 2..=pages / 2 + 2).contains(&dirty),
+        "half-way through, about half the pages are dirty: {dirty}"
+    );
+    rig.run_to_end();
+    assert_eq!(rig.mm().page_counts().2, pages);
+}
+
+#[test]
+fn a_cached_read_costs_its_syscall_and_its_copy_and_no_io() {
+    let cpu = CpuConfig::default();
+    let rig = Rig::with_cpu(VmConfig::default(), cpu.clone(), NS_PER_MS, 0);
+    rig.spawn("reader", 10_000, move |sim, vfs, p| async move {
+        vfs.populate(&sim, "/f", 1 << 20).unwrap();
+        let fd = vfs.open(&sim, &p, "/f", O_RDONLY).await.unwrap();
+        let mut buf = vec![0u8; 10_000];
+        vfs.pread(&sim, &p, fd, &mut buf, 0).await.unwrap();
+        let start = sim.now();
+        let before = my_blocked(&sim);
+        // 10,000 bytes from offset 100: parts of three cached pages.
+        vfs.pread(&sim, &p, fd, &mut buf, 100).await.unwrap();
+        let copies = cpu.copy_ns(3996) + cpu.copy_ns(4096) + cpu.copy_ns(1908);
+        assert_eq!(sim.now() - start, cpu.syscall + copies);
+        assert_eq!(blocked_since(&sim, &before).stalled_total(), 0);
+    });
+    rig.run_to_end();
+}
+
+#[test]
+fn writers_beyond_the_cores_wait_for_one() {
+    // One core, two tasks copying: each waits for the other's segments (reason `cpu`).
+    let cpu = CpuConfig {
+        cores: 1,
+        ..CpuConfig::default()
+    };
+    let rig = Rig::with_cpu(VmConfig::default(), cpu, NS_PER_MS, 0);
+    let mut writers = Vec::new();
+    for (i, name) in ["a", "b"].into_iter().enumerate() {
+        writers.push(
+            rig.spawn(name, 10_000 + i as u32, move |sim, vfs, p| async move {
+                let fd = vfs.creat(&sim, &p, &format!("/{name}")).await.unwrap();
+                vfs.write(&sim, &p, fd, &vec![0u8; 1 << 20]).await.unwrap();
+            }),
+        );
+    }
+    rig.run_to_end();
+    for writer in writers {
+        let blocked = rig.sim.blocked_times(writer.task());
+        assert!(
+            blocked.get(WaitReason::CpuWait) > blocked.get(WaitReason::OnCpu) / 2,
+            "{blocked:?}"
+        );
+    }
 }

@@ -59,6 +59,9 @@ pub struct StackConfig {
     /// The kernel build: `hz` (`[stack.kernel]`).
     #[serde(default)]
     pub kernel: crate::kernel::KernelConfig,
+    /// The CPU: cores and the cost of syscalls, copies and page allocation (`[stack.cpu]`).
+    #[serde(default)]
+    pub cpu: crate::kernel::CpuConfig,
     /// The toy I/O server of the foundation stack.
     #[serde(default)]
     pub toy: ToyServerConfig,
@@ -76,6 +79,7 @@ impl StackConfig {
         }
         self.block.validate()?;
         self.kernel.validate()?;
+        self.cpu.validate()?;
         self.vm.validate()
     }
 }

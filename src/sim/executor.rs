@@ -84,12 +84,46 @@ pub struct WaitRecord {
     pub ended_ns: Nanos,
 }
 
-/// The waits of a task over an interval (one operation), in the order they ended.
+/// The waits of a task over an interval (one operation): the longest [`MAX_LOGGED_WAITS`] of
+/// them, in the order they ended. Back-to-back waits of the same reason on the same blocker (a
+/// run of CPU segments, one per page copied) are merged into one record.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WaitLog {
     pub records: Vec<WaitRecord>,
-    /// Waits past [`MAX_LOGGED_WAITS`], counted but not kept.
+    /// Waits that were not kept because the log held [`MAX_LOGGED_WAITS`] longer ones.
     pub dropped: u64,
+}
+
+impl WaitLog {
+    fn record(&mut self, record: WaitRecord) {
+        if let Some(last) = self.records.last_mut() {
+            let contiguous = last.ended_ns == record.wait.since_ns
+                && last.wait.reason == record.wait.reason
+                && last.wait.blocker == record.wait.blocker
+                && last.wait.holder == record.wait.holder;
+            if contiguous {
+                last.ended_ns = record.ended_ns;
+                return;
+            }
+        }
+        if self.records.len() < MAX_LOGGED_WAITS {
+            self.records.push(record);
+            return;
+        }
+        // Full: keep the longest waits, an operation is explained by them.
+        let length = |r: &WaitRecord| r.ended_ns - r.wait.since_ns;
+        let (shortest, _) = self
+            .records
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, r)| length(r))
+            .expect("a full log has records");
+        if length(&self.records[shortest]) < length(&record) {
+            self.records.remove(shortest);
+            self.records.push(record);
+        }
+        self.dropped += 1;
+    }
 }
 
 enum EventKind {
@@ -405,14 +439,10 @@ impl Sim {
         let wait = entry.wait.take().expect("a blocked task has a wait");
         entry.blocked.add(wait.reason, now - wait.since_ns);
         if let Some(log) = entry.wait_log.as_mut() {
-            if log.records.len() < MAX_LOGGED_WAITS {
-                log.records.push(WaitRecord {
-                    wait,
-                    ended_ns: now,
-                });
-            } else {
-                log.dropped += 1;
-            }
+            log.record(WaitRecord {
+                wait,
+                ended_ns: now,
+            });
         }
         entry.state = TaskState::Ready;
         entry.woken_token = token.token;

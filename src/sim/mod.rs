@@ -20,6 +20,7 @@
 //! ```
 
 pub mod bench;
+pub mod cpu;
 pub mod executor;
 pub mod rng;
 pub mod sync;

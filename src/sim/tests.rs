@@ -285,19 +285,64 @@ fn a_wait_log_keeps_each_ended_wait_in_order() {
 }
 
 #[test]
-fn wait_logs_are_bounded() {
+fn wait_logs_are_bounded_and_keep_the_longest_waits() {
     let sim = Simulation::new(1);
     let s = sim.handle();
     let task = sim.spawn("sleeper", async move {
         let me = s.current_task().unwrap();
         s.start_wait_log(me);
-        for _ in 0..(MAX_LOGGED_WAITS + 10) {
-            s.sleep(1).await;
+        // Alternating reasons, so no two waits merge; the last wait is the longest.
+        for i in 0..(MAX_LOGGED_WAITS + 10) {
+            let reason = if i % 2 == 0 {
+                WaitReason::Sleep
+            } else {
+                WaitReason::DirtyThrottle
+            };
+            s.sleep_for(1, reason, Blocker::None).await;
         }
+        s.sleep_for(1_000, WaitReason::BufferLock, Blocker::Buffer(7))
+            .await;
         s.take_wait_log(me)
     });
     sim.run_until(u64::MAX, true).unwrap();
     let log = task.result().unwrap();
     assert_eq!(log.records.len(), MAX_LOGGED_WAITS);
-    assert_eq!(log.dropped, 10);
+    assert_eq!(log.dropped, 11);
+    let last = log.records.last().unwrap();
+    assert_eq!(
+        (last.wait.reason, last.ended_ns - last.wait.since_ns),
+        (WaitReason::BufferLock, 1_000),
+        "a long wait after the log filled is kept"
+    );
+}
+
+#[test]
+fn back_to_back_waits_of_one_reason_are_one_record() {
+    let sim = Simulation::new(1);
+    let s = sim.handle();
+    let task = sim.spawn("copier", async move {
+        let me = s.current_task().unwrap();
+        s.start_wait_log(me);
+        for _ in 0..1_000 {
+            s.sleep_for(3, WaitReason::OnCpu, Blocker::None).await;
+        }
+        s.sleep_for(5, WaitReason::PageLock, Blocker::None).await;
+        s.sleep_for(3, WaitReason::OnCpu, Blocker::None).await;
+        s.take_wait_log(me)
+    });
+    sim.run_until(u64::MAX, true).unwrap();
+    let log = task.result().unwrap();
+    let spans: Vec<(WaitReason, u64)> = log
+        .records
+        .iter()
+        .map(|r| (r.wait.reason, r.ended_ns - r.wait.since_ns))
+        .collect();
+    assert_eq!(
+        spans,
+        [
+            (WaitReason::OnCpu, 3_000),
+            (WaitReason::PageLock, 5),
+            (WaitReason::OnCpu, 3)
+        ]
+    );
 }

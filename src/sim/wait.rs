@@ -26,6 +26,12 @@ pub enum WaitReason {
     WaitQueue,
     /// A generic one-shot completion (`wait_for_completion`).
     Completion,
+    // --- CPU ---
+    /// The task runs kernel code on a core (syscall entry and exit, `copy_from_user` /
+    /// `copy_to_user`, page allocation): time that passes, but not a stall.
+    OnCpu,
+    /// The task is runnable and waits for a free core (the run queue).
+    CpuWait,
     // --- device and block layer ---
     /// Waiting for a device to serve an I/O (the toy server, or a raw device request).
     Device,
@@ -59,12 +65,14 @@ pub enum WaitReason {
 
 impl WaitReason {
     /// Every reason, in declaration order; indexes per-task accounting arrays.
-    pub const ALL: [WaitReason; 18] = [
+    pub const ALL: [WaitReason; 20] = [
         WaitReason::Sleep,
         WaitReason::Join,
         WaitReason::Mutex,
         WaitReason::WaitQueue,
         WaitReason::Completion,
+        WaitReason::OnCpu,
+        WaitReason::CpuWait,
         WaitReason::Device,
         WaitReason::RequestAlloc,
         WaitReason::BlockIo,
@@ -93,6 +101,8 @@ impl WaitReason {
             WaitReason::Mutex => "mutex_lock",
             WaitReason::WaitQueue => "wait_event",
             WaitReason::Completion => "wait_for_completion",
+            WaitReason::OnCpu => "on_cpu",
+            WaitReason::CpuWait => "cpu",
             WaitReason::Device => "device",
             WaitReason::RequestAlloc => "get_request",
             WaitReason::BlockIo => "submit_bio_wait",
@@ -117,6 +127,7 @@ impl WaitReason {
             | WaitReason::Mutex
             | WaitReason::WaitQueue
             | WaitReason::Completion => "engine",
+            WaitReason::OnCpu | WaitReason::CpuWait => "cpu",
             WaitReason::Device => "device",
             WaitReason::RequestAlloc | WaitReason::BlockIo => "block",
             WaitReason::PageLock
@@ -136,6 +147,12 @@ impl WaitReason {
     /// "blocked time" totals.
     pub fn is_voluntary(self) -> bool {
         matches!(self, WaitReason::Sleep)
+    }
+
+    /// Whether time in this state keeps the task from progressing: everything but voluntary
+    /// sleeps and running on a core.
+    pub fn is_stall(self) -> bool {
+        !matches!(self, WaitReason::Sleep | WaitReason::OnCpu)
     }
 }
 
@@ -230,11 +247,12 @@ impl BlockedTimes {
         out
     }
 
-    /// Non-voluntary blocked time, summed over reasons.
+    /// Time the task could not make progress, summed over reasons: neither voluntary sleeps
+    /// nor time running on a core count.
     pub fn stalled_total(&self) -> Nanos {
         WaitReason::ALL
             .iter()
-            .filter(|r| !r.is_voluntary())
+            .filter(|r| r.is_stall())
             .map(|r| self.get(*r))
             .sum()
     }
@@ -266,10 +284,15 @@ mod tests {
         let mut later = earlier;
         later.add(WaitReason::Sleep, 10);
         later.add(WaitReason::BufferLock, 7);
+        later.add(WaitReason::OnCpu, 3);
         let delta = later.since(&earlier);
         assert_eq!(delta.get(WaitReason::Sleep), 10);
         assert_eq!(delta.get(WaitReason::BufferLock), 7);
-        assert_eq!(delta.stalled_total(), 7, "sleep is voluntary, not a stall");
-        assert_eq!(delta.nonzero().count(), 2);
+        assert_eq!(
+            delta.stalled_total(),
+            7,
+            "sleeping and running on a core are not stalls"
+        );
+        assert_eq!(delta.nonzero().count(), 3);
     }
 }

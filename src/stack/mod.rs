@@ -94,7 +94,14 @@ impl Stack {
         };
         let fs_size = fs_size.unwrap_or(capacity_bytes).min(capacity_bytes);
         let bdev = crate::mm::bio::QueueSubmit::new(block.layer.clone(), block.next_bio.clone());
-        let vfs = storage_over(sim, vm, bdev, fs_size, Some(activity.clone()))?;
+        let vfs = storage_over(
+            sim,
+            vm,
+            config.cpu.clone(),
+            bdev,
+            fs_size,
+            Some(activity.clone()),
+        )?;
         Ok(Rc::new(Stack {
             activity,
             toy_server,
@@ -203,12 +210,15 @@ impl Stack {
 }
 
 /// The storage layers under the VFS over `device` (tests and examples): a
-/// [`SimpleFs`](crate::fs::simplefs::SimpleFs) of `fs_size` bytes, the page cache, and the block
-/// layer's request queue with `elevator` (`noop`, `deadline`, `cfq`, `mq-deadline`) and its
-/// kernel-default request allocation. Errors name a bad elevator or VM configuration.
+/// [`SimpleFs`](crate::fs::simplefs::SimpleFs) of `fs_size` bytes, the page cache with the CPU
+/// costs of `cpu`, and the block layer's request queue with `elevator` (`noop`, `deadline`,
+/// `cfq`, `mq-deadline`) and its kernel-default request allocation. Errors name a bad elevator,
+/// VM or CPU configuration.
+#[allow(clippy::too_many_arguments)]
 pub fn storage(
     sim: &Sim,
     vm: crate::mm::VmConfig,
+    cpu: crate::kernel::CpuConfig,
     device: Box<dyn crate::dev::BlockDevice>,
     elevator: &str,
     fs_size: u64,
@@ -218,13 +228,14 @@ pub fn storage(
     let queue = build_queue(device, elevator, false)?;
     let layer = BlockLayer::new(sim, queue);
     let bdev = crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)));
-    storage_over(sim, vm, bdev, fs_size, activity)
+    storage_over(sim, vm, cpu, bdev, fs_size, activity)
 }
 
 /// The file system, page cache and VFS over a block path.
 fn storage_over(
     sim: &Sim,
     vm: crate::mm::VmConfig,
+    cpu: crate::kernel::CpuConfig,
     bdev: Rc<dyn crate::mm::BlockSubmit>,
     fs_size: u64,
     activity: Option<Rc<ForegroundState>>,
@@ -240,6 +251,8 @@ fn storage_over(
     let fs: Rc<RefCell<dyn FileSystem>> = Rc::new(RefCell::new(
         crate::fs::simplefs::SimpleFs::new(fs_size, (fs_size / 16384).max(64)),
     ));
-    let mm = crate::mm::Mm::start(sim, vm, fs.clone(), bdev, activity.clone());
+    cpu.validate()?;
+    let cores = Rc::new(crate::sim::cpu::Cpu::new(cpu.cores));
+    let mm = crate::mm::Mm::start(sim, vm, fs.clone(), bdev, activity.clone(), cores, cpu);
     Ok(crate::fs::vfs::Vfs::new(sim, mm, fs, activity))
 }

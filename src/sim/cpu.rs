@@ -1,0 +1,170 @@
+//! CPU time: the cores of the simulated machine, and tasks that spend time on them.
+//!
+//! A task that executes kernel code (a system call's entry, `copy_from_user`, page allocation)
+//! calls [`Cpu::run`]: it takes a core, holds it for the duration (accounted as
+//! [`WaitReason::OnCpu`]) and gives it back. With every core busy it waits in the run queue
+//! (accounted as [`WaitReason::CpuWait`]); a freed core is handed to the longest waiter, so a
+//! newcomer never overtakes a task already waiting.
+//!
+//! Simplifications: one run queue, FIFO, no priorities, no preemption inside a segment (a
+//! segment is a few microseconds: one page's copy, one syscall's entry); user-space
+//! computation is not modelled (workloads' think time is a voluntary sleep, off-CPU); cores
+//! are identical (no big.LITTLE); context switches cost nothing.
+
+use super::sync::WaitQueue;
+use super::{Blocker, Sim, WaitReason};
+use crate::units::Nanos;
+use std::cell::Cell;
+
+/// Bound on cores: more is a configuration mistake.
+pub const MAX_CORES: usize = 1024;
+
+/// Counters of a [`Cpu`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuStats {
+    /// Segments run.
+    pub segments: u64,
+    /// Total time on a core, summed over tasks.
+    pub busy_ns: Nanos,
+    /// Segments that had to wait for a core.
+    pub waits: u64,
+}
+
+/// The cores of one run.
+pub struct Cpu {
+    cores: usize,
+    busy: Cell<usize>,
+    run_queue: WaitQueue,
+    stats: Cell<CpuStats>,
+}
+
+impl Cpu {
+    /// A machine with `cores` cores (at least one).
+    pub fn new(cores: usize) -> Cpu {
+        assert!(
+            (1..=MAX_CORES).contains(&cores),
+            "core count {cores} out of 1..={MAX_CORES}"
+        );
+        Cpu {
+            cores,
+            busy: Cell::new(0),
+            run_queue: WaitQueue::new(),
+            stats: Cell::new(CpuStats::default()),
+        }
+    }
+
+    pub fn cores(&self) -> usize {
+        self.cores
+    }
+
+    /// Cores in use now.
+    pub fn busy(&self) -> usize {
+        self.busy.get()
+    }
+
+    pub fn stats(&self) -> CpuStats {
+        self.stats.get()
+    }
+
+    /// Runs the current task on a core for `duration` (waiting for a core first if all are
+    /// busy). A zero duration costs nothing and never waits.
+    pub async fn run(&self, sim: &Sim, duration: Nanos) {
+        if duration == 0 {
+            return;
+        }
+        let mut stats = self.stats.get();
+        stats.segments += 1;
+        stats.busy_ns += duration;
+        if self.busy.get() < self.cores {
+            self.busy.set(self.busy.get() + 1);
+        } else {
+            stats.waits += 1;
+            self.stats.set(stats);
+            // Woken only by `release`, which hands its core over (busy stays the same).
+            self.run_queue
+                .wait(sim, WaitReason::CpuWait, Blocker::None)
+                .await;
+            stats = self.stats.get();
+        }
+        self.stats.set(stats);
+        assert!(self.busy.get() <= self.cores, "more cores busy than exist");
+        sim.sleep_for(duration, WaitReason::OnCpu, Blocker::None)
+            .await;
+        self.release(sim);
+    }
+
+    /// Gives the core to the first task in the run queue, or frees it.
+    fn release(&self, sim: &Sim) {
+        assert!(self.busy.get() > 0, "release of a core nobody holds");
+        if !self.run_queue.wake_one(sim) {
+            self.busy.set(self.busy.get() - 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Simulation;
+    use std::rc::Rc;
+
+    #[test]
+    fn tasks_beyond_the_cores_wait_in_the_run_queue_in_arrival_order() {
+        let sim = Simulation::new(1);
+        let cpu = Rc::new(Cpu::new(2));
+        let mut handles = Vec::new();
+        for i in 0..5u64 {
+            let (s, c) = (sim.handle(), cpu.clone());
+            handles.push(sim.spawn(&format!("t{i}"), async move {
+                c.run(&s, 10).await;
+                s.now()
+            }));
+        }
+        sim.run_until(u64::MAX, true).unwrap();
+        let done: Vec<u64> = handles.iter().map(|h| h.result().unwrap()).collect();
+        assert_eq!(done, vec![10, 10, 20, 20, 30]);
+        let waited = sim.blocked_times(handles[4].task());
+        assert_eq!(waited.get(WaitReason::CpuWait), 20);
+        assert_eq!(waited.get(WaitReason::OnCpu), 10);
+        assert_eq!(waited.stalled_total(), 20, "running is not a stall");
+        assert_eq!(
+            cpu.stats(),
+            CpuStats {
+                segments: 5,
+                busy_ns: 50,
+                waits: 3
+            }
+        );
+        assert_eq!(cpu.busy(), 0);
+    }
+
+    #[test]
+    fn a_freed_core_goes_to_the_waiter_not_to_a_newcomer() {
+        let sim = Simulation::new(1);
+        let cpu = Rc::new(Cpu::new(1));
+        let order = Rc::new(std::cell::RefCell::new(Vec::new()));
+        for (name, start) in [("first", 0u64), ("waiter", 1), ("newcomer", 10)] {
+            let (s, c, o) = (sim.handle(), cpu.clone(), order.clone());
+            sim.spawn(name, async move {
+                s.sleep(start).await;
+                c.run(&s, 10).await;
+                o.borrow_mut().push((name, s.now()));
+            });
+        }
+        sim.run_until(u64::MAX, true).unwrap();
+        assert_eq!(
+            *order.borrow(),
+            vec![("first", 10), ("waiter", 20), ("newcomer", 30)]
+        );
+    }
+
+    #[test]
+    fn zero_time_costs_nothing() {
+        let sim = Simulation::new(1);
+        let cpu = Rc::new(Cpu::new(1));
+        let (s, c) = (sim.handle(), cpu.clone());
+        sim.spawn("t", async move { c.run(&s, 0).await });
+        sim.run_until(u64::MAX, true).unwrap();
+        assert_eq!((sim.now(), cpu.stats().segments), (0, 0));
+    }
+}
