@@ -27,7 +27,7 @@
 //! the whole page; the page cache keeps no buffer heads (a page is one block).
 
 use super::bio::{BioRequest, PageSpan};
-use super::writeback::{DirtyThrottleState, SyncMode, MAX_BIO_PAGES};
+use super::writeback::{DirtyThrottleState, SyncMode, WbRange, MAX_BIO_PAGES};
 use super::Ino;
 use super::{pg, Issuer, Mm, PageId};
 use crate::dev::{IoFlags, IoOp};
@@ -429,14 +429,18 @@ impl Mm {
             // iov_iter_copy_from_user_atomic, with the page locked (and the caller's i_mutex).
             self.cpu.run(sim, self.cpu_costs.copy_ns(bytes)).await;
             // write_end: block_write_end + set_page_dirty + unlock.
-            let newly_dirty = {
+            let (newly_dirty, first_dirty_inode) = {
                 let mut state = self.state();
                 state.pages[id as usize].flags |= pg::UPTODATE;
                 state.pages[id as usize].uid = issuer.uid;
-                let newly = state.set_page_dirty(id, sim.now());
+                let dirtied = state.set_page_dirty(id, self.hz.jiffies(sim.now()));
                 state.mark_page_accessed(id);
-                newly
+                dirtied
             };
+            if first_dirty_inode {
+                // __mark_inode_dirty: the device's first dirty inode arms the flusher.
+                self.bdi_wakeup_thread_delayed(sim);
+            }
             self.unlock_page(sim, id);
             written += bytes;
             self.balance_dirty_pages_ratelimited(sim, throttle, u64::from(newly_dirty))
@@ -464,8 +468,16 @@ impl Mm {
         };
         if !dirty.is_empty() {
             let count = dirty.len() as u64;
-            self.writepages(sim, ino, SyncMode::All, count, Some(dirty), issuer, true)
-                .await;
+            self.writepages(
+                sim,
+                ino,
+                SyncMode::All,
+                count,
+                WbRange::Pages(dirty),
+                issuer,
+                true,
+            )
+            .await;
         }
         self.wait_range_writeback(sim, ino, start, end).await;
     }

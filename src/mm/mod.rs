@@ -34,7 +34,7 @@ pub mod writeback;
 mod tests;
 
 use crate::errno::Errno;
-use crate::kernel::CpuConfig;
+use crate::kernel::{CpuConfig, Hz};
 use crate::sim::cpu::Cpu;
 use crate::sim::sync::{Mutex, WaitQueue};
 use crate::sim::{Blocker, Sim, TaskId, WaitReason, WakeToken};
@@ -42,7 +42,7 @@ use crate::task::ForegroundState;
 use crate::units::{serde_units, Nanos, NS_PER_MS, NS_PER_SEC, PAGE_SIZE};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
@@ -271,10 +271,27 @@ pub struct Mapping {
     /// Pages locked for a read in flight, with the block request reading each, so a wait on
     /// the locked page can name the request (the kernel finds it through the page's bio).
     pub reading: BTreeMap<u64, u64>,
-    /// `inode->dirtied_when`: when the inode went from clean to dirty.
-    pub dirtied_when: Option<Nanos>,
+    /// `inode->dirtied_when` in jiffies: when the inode went from clean to dirty (valid while
+    /// it is on a writeback list).
+    pub dirtied_when: u64,
+    /// Which writeback list the inode is on (`inode->i_wb_list`).
+    pub wb_list: WbList,
     /// `mapping->writeback_index`: where cyclic writeback resumes.
     pub writeback_index: u64,
+}
+
+/// The writeback list an inode with dirty pages is on (fs/fs-writeback.c): `b_dirty` until the
+/// flusher queues it, `b_io` while queued for this pass, `b_more_io` when its slice was used up
+/// and it waits for its next turn; `Sync` while the flusher writes it (`I_SYNC`: off the lists,
+/// its dirty state only recorded).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WbList {
+    #[default]
+    None,
+    Dirty,
+    Io,
+    MoreIo,
+    Sync,
 }
 
 /// Counters of the memory-management layer.
@@ -312,8 +329,14 @@ pub struct MmState {
     pub nr_free: u64,
     lru: [LruList; 3],
     pub mappings: BTreeMap<Ino, Mapping>,
-    /// `wb->b_dirty`: dirty inodes by (dirtied_when, ino).
-    pub b_dirty: BTreeSet<(Nanos, Ino)>,
+    /// `wb->b_dirty`: dirty inodes by (dirtied_when in jiffies, ino), oldest first.
+    pub b_dirty: BTreeSet<(u64, Ino)>,
+    /// `wb->b_io`: inodes queued for the current writeback pass, next to serve first.
+    pub b_io: VecDeque<Ino>,
+    /// `wb->b_more_io`: inodes that used their slice, in the order they were requeued.
+    pub b_more_io: VecDeque<Ino>,
+    /// The inode the flusher is writing (`I_SYNC`), if any.
+    pub wb_syncing: Option<Ino>,
     /// `NR_FILE_DIRTY`.
     pub nr_dirty: u64,
     /// `NR_WRITEBACK`.
@@ -354,8 +377,10 @@ pub struct Mm {
     pub(crate) free_wait: WaitQueue,
     pub(crate) kswapd_wake: TimedWake,
     pub(crate) flusher_wake: TimedWake,
-    /// Pages reclaim asked the flusher to write (`bdi->work_list`, summed).
-    pub(crate) flusher_work: Cell<u64>,
+    /// The flusher's work list, delayed-work timer and kupdate clock.
+    pub(crate) flusher: writeback::FlusherState,
+    /// `CONFIG_HZ` of the kernel: the page cache's times are jiffies.
+    pub hz: Hz,
     pub(crate) policy: RefCell<Box<dyn vmscan::ReclaimPolicy>>,
     pub(crate) watermarks: vmscan::Watermarks,
     /// The machine's cores, on which copies and allocations spend time.
@@ -369,9 +394,11 @@ pub struct Mm {
 impl Mm {
     /// Builds the page cache over `fs` and `bdev` and starts its kernel threads (the flusher
     /// and kswapd).
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         sim: &Sim,
         config: VmConfig,
+        hz: Hz,
         fs: Rc<RefCell<dyn AddressSpaceOps>>,
         bdev: Rc<dyn BlockSubmit>,
         activity: Option<Rc<ForegroundState>>,
@@ -395,6 +422,9 @@ impl Mm {
                 lru: [LruList::default(); 3],
                 mappings: BTreeMap::new(),
                 b_dirty: BTreeSet::new(),
+                b_io: VecDeque::new(),
+                b_more_io: VecDeque::new(),
+                wb_syncing: None,
                 nr_dirty: 0,
                 nr_writeback: 0,
                 stats: MmStats::default(),
@@ -405,7 +435,8 @@ impl Mm {
             free_wait: WaitQueue::new(),
             kswapd_wake: TimedWake::default(),
             flusher_wake: TimedWake::default(),
-            flusher_work: Cell::new(0),
+            flusher: writeback::FlusherState::default(),
+            hz,
             policy: RefCell::new(policy),
             watermarks,
             config,
@@ -729,7 +760,12 @@ impl MmState {
             .get_mut(&page.ino)
             .expect("page has a mapping");
         assert_eq!(mapping.pages.remove(&page.index), Some(id));
-        if mapping.pages.is_empty() && mapping.dirty.is_empty() && mapping.writeback.is_empty() {
+        // An inode the flusher is writing stays pinned (`I_SYNC`); `requeue_inode` drops it.
+        if mapping.pages.is_empty()
+            && mapping.dirty.is_empty()
+            && mapping.writeback.is_empty()
+            && mapping.wb_list != WbList::Sync
+        {
             self.mappings.remove(&page.ino);
         }
         self.pages[id as usize].flags = 0;
@@ -738,8 +774,11 @@ impl MmState {
     }
 
     /// `__set_page_dirty`: tags the page and, on the inode's first dirty page,
-    /// `__mark_inode_dirty` puts it on `b_dirty` with `dirtied_when = now`.
-    fn set_page_dirty(&mut self, id: PageId, now: Nanos) -> bool {
+    /// `__mark_inode_dirty` puts it on `b_dirty` with `dirtied_when = jiffies` (unless the
+    /// flusher is writing it: `I_SYNC`, only its state changes). Returns whether the page was
+    /// newly dirtied and whether the device had no dirty inode before (`!wb_has_dirty_io`: the
+    /// caller then arms the flusher's timer, `bdi_wakeup_thread_delayed`).
+    fn set_page_dirty(&mut self, id: PageId, jiffies: u64) -> (bool, bool) {
         let page = self.pages[id as usize];
         assert!(
             !page.has(pg::WRITEBACK),
@@ -748,8 +787,9 @@ impl MmState {
             page.index
         );
         if page.has(pg::DIRTY) {
-            return false;
+            return (false, false);
         }
+        let had_dirty_io = self.wb_has_dirty_io();
         self.pages[id as usize].flags |= pg::DIRTY;
         self.nr_dirty += 1;
         self.stats.pages_dirtied += 1;
@@ -758,17 +798,47 @@ impl MmState {
             .get_mut(&page.ino)
             .expect("page has a mapping");
         mapping.dirty.insert(page.index);
-        if mapping.dirtied_when.is_none() {
-            mapping.dirtied_when = Some(now);
-            self.b_dirty.insert((now, page.ino));
+        let mut first_dirty_inode = false;
+        if mapping.wb_list == WbList::None {
+            mapping.dirtied_when = jiffies;
+            mapping.wb_list = WbList::Dirty;
+            self.b_dirty.insert((jiffies, page.ino));
+            first_dirty_inode = !had_dirty_io;
         }
         let total = self.nr_dirty + self.nr_writeback;
         self.stats.max_dirty_writeback = self.stats.max_dirty_writeback.max(total);
-        true
+        (true, first_dirty_inode)
     }
 
-    /// Clears the dirty bit and tag (`clear_page_dirty_for_io` / `cancel_dirty_page`); an inode
-    /// left without dirty pages leaves `b_dirty`.
+    /// `wb_has_dirty_io`: some inode is on a writeback list (or being written by the flusher).
+    pub(crate) fn wb_has_dirty_io(&self) -> bool {
+        !self.b_dirty.is_empty()
+            || !self.b_io.is_empty()
+            || !self.b_more_io.is_empty()
+            || self.wb_syncing.is_some()
+    }
+
+    /// Takes inode `ino` off whichever writeback list it is on (`inode_wb_list_del`).
+    fn wb_list_del(&mut self, ino: Ino) {
+        let Some(mapping) = self.mappings.get_mut(&ino) else {
+            return;
+        };
+        match mapping.wb_list {
+            WbList::None | WbList::Sync => return,
+            WbList::Dirty => {
+                let removed = self.b_dirty.remove(&(mapping.dirtied_when, ino));
+                assert!(removed, "inode {ino} not on b_dirty");
+            }
+            WbList::Io => self.b_io.retain(|&i| i != ino),
+            WbList::MoreIo => self.b_more_io.retain(|&i| i != ino),
+        }
+        mapping.wb_list = WbList::None;
+    }
+
+    /// Clears the dirty bit and tag (`clear_page_dirty_for_io` / `cancel_dirty_page`). An inode
+    /// left without dirty pages leaves its writeback list at once (simplification: Linux leaves
+    /// it until the flusher or `sync_inode_metadata` finds it clean); one the flusher is
+    /// writing stays with the flusher, which requeues it (`requeue_inode`).
     fn clear_page_dirty(&mut self, id: PageId) -> bool {
         let page = self.pages[id as usize];
         if !page.has(pg::DIRTY) {
@@ -782,9 +852,7 @@ impl MmState {
             .expect("page has a mapping");
         mapping.dirty.remove(&page.index);
         if mapping.dirty.is_empty() {
-            if let Some(when) = mapping.dirtied_when.take() {
-                self.b_dirty.remove(&(when, page.ino));
-            }
+            self.wb_list_del(page.ino);
         }
         true
     }

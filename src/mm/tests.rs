@@ -230,9 +230,11 @@ fn fsync_writes_dirty_pages_synchronously_from_the_caller() {
 }
 
 #[test]
-fn flusher_honours_the_expire_interval() {
-    // Linux defaults: expire 30 s, flusher every 5 s. A page dirtied at 1 s is old enough at
-    // 31 s; the flusher's next periodic pass is at 35 s.
+fn kupdates_timer_starts_at_the_first_dirtying() {
+    // Linux defaults: expire 30 s, flusher every 5 s. The first dirty inode arms the flusher's
+    // timer (bdi_wakeup_thread_delayed at 1 s), so its periodic passes run at 6, 11, ... 31 s,
+    // not on a grid from t = 0: the page dirtied at 1 s is old enough at 31 s and written then
+    // (a grid from 0 would write it at 35 s).
     let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
     rig.spawn("app", 10_000, |sim, vfs, p| async move {
         sim.sleep(NS_PER_SEC).await;
@@ -242,35 +244,173 @@ fn flusher_honours_the_expire_interval() {
         let ino = rig.vfs.mm.state().b_dirty.iter().next().map(|&(_, i)| i);
         ino.map(|ino| rig.vfs.mm.page_flags(ino, 0).unwrap())
     };
-    rig.run_until(34_999 * NS_PER_MS);
+    rig.run_until(30_999 * NS_PER_MS);
     assert!(
         flags(&rig).is_some_and(|f| f & pg::DIRTY != 0),
-        "still dirty before 35 s"
+        "still dirty before 31 s"
     );
     assert_eq!(rig.mm().stats().pages_written_async, 0);
-    rig.run_until(35_000 * NS_PER_MS);
+    rig.run_until(31_000 * NS_PER_MS);
     assert_eq!(
         rig.mm().stats().pages_written_async,
         1,
-        "written by kupdate at 35 s"
+        "written by kupdate at 31 s"
     );
     assert!(rig.mm().state().b_dirty.is_empty());
-    rig.run_until(36 * NS_PER_SEC);
+    rig.run_until(32 * NS_PER_SEC);
     assert_eq!(rig.mm().page_counts().3, 0, "write completed");
 }
 
 #[test]
+fn kupdate_leaves_an_inode_dirtied_at_boot_until_it_expires() {
+    // wb_writeback's `older_than_this = jiffies - dirty_expire` never clamps (jiffies compare
+    // with time_after): a page dirtied at t = 0 is not "expired" at 5 s, 10 s, ... but at 30 s.
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        write_file(&sim, &vfs, &p, "/boot-note", 4096).await;
+    });
+    rig.run_until(29_999 * NS_PER_MS);
+    assert_eq!(
+        rig.mm().stats().pages_written_async,
+        0,
+        "not written before dirty_expire"
+    );
+    rig.run_until(30_000 * NS_PER_MS);
+    assert_eq!(rig.mm().stats().pages_written_async, 1, "written at 30 s");
+}
+
+#[test]
 fn android_expire_writes_back_after_two_seconds() {
-    // Android's 2 s expire (QASIO §6) with the 5 s period: a page dirtied at 1 s goes at 5 s.
+    // Android's 2 s expire (QASIO §6) with the 5 s period: a page dirtied at 1 s arms the
+    // flusher's timer for 6 s, when it has expired and is written.
     let rig = Rig::new(VmConfig::android(), NS_PER_MS, 0);
     rig.spawn("app", 10_000, |sim, vfs, p| async move {
         sim.sleep(NS_PER_SEC).await;
         write_file(&sim, &vfs, &p, "/note", 4096).await;
     });
-    rig.run_until(4_999 * NS_PER_MS);
+    rig.run_until(5_999 * NS_PER_MS);
     assert_eq!(rig.mm().stats().pages_written_async, 0);
-    rig.run_until(5_000 * NS_PER_MS);
+    rig.run_until(6_000 * NS_PER_MS);
     assert_eq!(rig.mm().stats().pages_written_async, 1);
+}
+
+/// When page (ino, 0) of the file at `path` was first seen by a 1 ms sampler as no longer
+/// dirty (under writeback, clean, or gone), after `after`.
+fn first_seen_written(rig: &Rig, path: &'static str, after: Nanos) -> Rc<Cell<Option<Nanos>>> {
+    let seen = Rc::new(Cell::new(None));
+    let (s, vfs, out) = (rig.sim.handle(), rig.vfs.clone(), seen.clone());
+    let p = vfs.new_process(0, "sampler");
+    rig.sim.spawn_daemon("sampler", async move {
+        s.sleep(after).await;
+        let ino = loop {
+            if let Ok(stat) = vfs.stat(&s, &p, path).await {
+                break stat.ino;
+            }
+            s.sleep(NS_PER_MS).await;
+        };
+        loop {
+            let dirty = vfs
+                .mm
+                .page_flags(ino, 0)
+                .is_some_and(|f| f & pg::DIRTY != 0);
+            let cached = vfs.mm.page_flags(ino, 0).is_some();
+            if cached && !dirty && out.get().is_none() {
+                out.set(Some(s.now()));
+            }
+            s.sleep(NS_PER_MS).await;
+        }
+    });
+    seen
+}
+
+#[test]
+fn the_flusher_serves_a_small_file_while_a_big_one_streams() {
+    // A background app streams 1 GiB into 512 MiB of RAM (dirty pages stay over the
+    // background threshold, so background writeback runs throughout); at 10 s a messenger
+    // dirties 4 KiB. queue_io puts the small inode on b_io behind the big one, which gets one
+    // chunk (writeback_chunk_size) per turn: the small file is written within about a chunk's
+    // time, not after the big file is clean.
+    let config = VmConfig {
+        ram: 512 << 20,
+        ..VmConfig::android()
+    };
+    let rig = Rig::new(config, 100 * NS_PER_US, 50_000_000);
+    rig.spawn("backup", 10_000, |sim, vfs, p| async move {
+        let fd = vfs.creat(&sim, &p, "/backup").await.unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        for _ in 0..1024 {
+            vfs.write(&sim, &p, fd, &chunk).await.unwrap();
+        }
+    });
+    rig.spawn("messenger", 10_001, |sim, vfs, p| async move {
+        sim.sleep(10 * NS_PER_SEC).await;
+        write_file(&sim, &vfs, &p, "/msg", 4096).await;
+    });
+    let written = first_seen_written(&rig, "/msg", 10 * NS_PER_SEC);
+    rig.run_until(13 * NS_PER_SEC);
+    let at = written.get().expect("the small file was written by 13 s");
+    assert!(at < 12 * NS_PER_SEC, "written at {at} ns");
+}
+
+#[test]
+fn kupdate_gives_each_expired_inode_a_chunk_in_turn() {
+    // Three 64 MiB files dirtied at t = 0, below the background threshold: kupdate writes them
+    // from 30 s in chunks of writeback_chunk_size pages, one inode after the other (requeue_io),
+    // so all three are being written early on, not one after the other to the end.
+    let config = VmConfig {
+        ram: 4 << 30,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, 100 * NS_PER_US, 50_000_000);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        for name in ["/a", "/b", "/c"] {
+            write_file(&sim, &vfs, &p, name, 64 << 20).await;
+        }
+    });
+    rig.run_until(29_999 * NS_PER_MS);
+    assert_eq!(rig.mm().stats().pages_written_async, 0);
+    assert!(!rig.mm().over_bground_thresh());
+    // 192 MiB at 50 MB/s take 4 s; after 2 s every file has pages written.
+    rig.run_until(32 * NS_PER_SEC);
+    let state = rig.mm().state();
+    for (ino, mapping) in &state.mappings {
+        let dirty = mapping.dirty.len();
+        assert!(
+            dirty < 16384,
+            "inode {ino} still has all {dirty} pages dirty at 32 s"
+        );
+    }
+}
+
+#[test]
+fn periodic_writeback_yields_to_queued_work() {
+    // 300 MiB dirtied at t = 0, under the background threshold of 4 GiB: kupdate writes it
+    // from 30 s, which takes 6 s at 50 MB/s. Work queued by reclaim at 31 s
+    // (wakeup_flusher_threads) must not wait for that: wb_writeback stops kupdate and
+    // background work when the work list is not empty, and they resume after it.
+    let config = VmConfig {
+        ram: 4 << 30,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, 100 * NS_PER_US, 50_000_000);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        write_file(&sim, &vfs, &p, "/big", 300 << 20).await;
+        sim.sleep(31 * NS_PER_SEC - sim.now()).await;
+        vfs.mm.wakeup_flusher_threads(&sim, 1024);
+    });
+    rig.run_until(31 * NS_PER_SEC);
+    assert!(rig.mm().stats().flusher_kupdate_pages > 0, "kupdate runs");
+    assert_eq!(rig.mm().stats().flusher_reclaim_pages, 0);
+    rig.run_until(32 * NS_PER_SEC);
+    assert!(
+        rig.mm().stats().flusher_reclaim_pages > 0,
+        "the queued work ran within 1 s: {:?}",
+        rig.mm().stats()
+    );
+    assert!(
+        rig.mm().page_counts().2 > 0,
+        "kupdate had not finished: it yielded"
+    );
 }
 
 #[test]

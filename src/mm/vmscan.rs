@@ -28,7 +28,7 @@
 //! invoking the OOM killer, and panics only if RAM is truly exhausted (a configuration error
 //! the scenario validation prevents by requiring RAM above the watermarks).
 
-use super::writeback::SyncMode;
+use super::writeback::{SyncMode, WbRange};
 use super::{pg, Issuer, Lru, Mm, PageId, ReclaimPolicyKind, VmConfig};
 use crate::sim::{Blocker, Sim, WaitReason};
 use crate::units::{Nanos, NS_PER_MS, PAGE_SIZE};
@@ -360,7 +360,7 @@ impl Mm {
                 ino,
                 SyncMode::None,
                 count,
-                Some(indexes),
+                WbRange::Pages(indexes),
                 issuer,
                 false,
             )

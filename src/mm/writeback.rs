@@ -1,4 +1,5 @@
-//! Writeback and dirty throttling (mm/page-writeback.c, fs/fs-writeback.c of Linux 3.10).
+//! Writeback and dirty throttling (mm/page-writeback.c, fs/fs-writeback.c, mm/backing-dev.c of
+//! Linux 3.10).
 //!
 //! - Dirty limits (`global_dirty_limits`): background and hard thresholds from the ratios (or
 //!   bytes) of dirtyable memory (free + page cache); a background threshold at or above the hard
@@ -11,26 +12,43 @@
 //!   3.10 cubic `1 + ((setpoint - dirty) / (limit - setpoint))^3` (2 at freerun, 1 at the
 //!   setpoint, 0 at the limit); at or over the limit it sleeps `max_pause` and checks again.
 //!   Pauses are at most `max_pause` (200 ms).
-//! - The flusher (one per device, `bdi_writeback_thread` / `wb_do_writeback`): background
-//!   writeback while over the background threshold, then every `dirty_writeback_interval` the
-//!   kupdate pass (`wb_check_old_data_flush`) over inodes dirtied more than `dirty_expire` ago,
-//!   oldest first, in chunks of `MIN_WRITEBACK_PAGES` (4 MiB) per inode. Its bios are
-//!   asynchronous (no REQ_SYNC, `issued_async`), submitted from the flusher's own context.
+//! - The flusher (one per device: `bdi_writeback_workfn`, a delayed work item). Its timer is
+//!   armed `dirty_writeback_interval` ahead when the device gets its first dirty inode
+//!   (`__mark_inode_dirty` -> `bdi_wakeup_thread_delayed`) and re-armed after each run while
+//!   dirty inodes remain; `balance_dirty_pages` and reclaim run it at once
+//!   (`bdi_wakeup_thread`). Each run (`wb_do_writeback`) does the queued work items
+//!   (`wakeup_flusher_threads` from reclaim), then kupdate (`wb_check_old_data_flush`: once
+//!   per interval, the inodes dirtied at least `dirty_expire` ago, compared in jiffies with
+//!   `time_after`, so nothing is old enough before `dirty_expire` has passed), then background
+//!   writeback (`wb_check_background_flush`: while dirty pages exceed the background threshold,
+//!   every dirty inode). `wb_writeback` moves the qualifying inodes to `b_io` (`queue_io`:
+//!   those that used their slice last time first, then the expired ones, oldest first) and
+//!   `writeback_sb_inodes` serves them in turn, each `writeback_chunk_size` pages (half a
+//!   second of bandwidth, at most 1/8 of the dirty limit, plus `MIN_WRITEBACK_PAGES`, rounded
+//!   down to a multiple of it); an inode that used its chunk goes to `b_more_io` for its next
+//!   turn (`requeue_io`), one that stopped short back to `b_dirty` (`redirty_tail`). It
+//!   returns to `wb_writeback` every `HZ / 10` once it wrote something, where background and
+//!   kupdate work stop if work is queued (they run again after it). Bios are asynchronous (no
+//!   REQ_SYNC, `issued_async`), submitted from the flusher's own context.
 //! - `write_cache_pages`: dirty pages of an inode in index order, locked, moved to writeback
 //!   and gathered into bios of up to 512 KiB of consecutive blocks (`mpage_writepages`).
 //!
-//! Simplifications: no per-bdi dirty share (one device); `dirty_ratelimit` moves halfway to
-//! the balanced rate (`task_ratelimit x write_bw / dirty_rate`) every 200 ms, where 3.10 limits
-//! the step with more care (`bdi_update_dirty_ratelimit`); background
-//! writeback visits the oldest dirty inode first rather than round-robin over `b_io`; the
-//! flusher writes no inode metadata (the VFS writes it at fsync).
+//! Simplifications: one device and one super block (`__writeback_inodes_wb` and
+//! `writeback_sb_inodes` are one loop; no per-bdi dirty share); an inode leaves the writeback
+//! lists as soon as it has no dirty page (Linux leaves it there until the flusher or
+//! `sync_inode_metadata` finds it clean) and the flusher writes no inode metadata (the VFS
+//! writes it at fsync), so `I_DIRTY_SYNC` never keeps an inode listed; `dirty_ratelimit`
+//! moves halfway to the balanced rate (`task_ratelimit x write_bw / dirty_rate`) every 200 ms,
+//! where 3.10 limits the step with more care (`bdi_update_dirty_ratelimit`).
 
 use super::bio::{BioRequest, PageSpan};
 use super::Ino;
-use super::{pg, Issuer, Mm, PageId};
+use super::{pg, Issuer, Mm, PageId, WbList};
 use crate::dev::{IoFlags, IoOp};
 use crate::sim::{Blocker, Sim, WaitReason};
 use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC, PAGE_SIZE};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 
 /// Sectors per page.
 pub use crate::block::request::SECTORS_PER_PAGE;
@@ -182,6 +200,44 @@ pub enum SyncMode {
     All,
 }
 
+/// Which pages `writepages` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WbRange {
+    /// `range_cyclic`: from `mapping->writeback_index`, wrapping around.
+    Cyclic,
+    /// The whole file from its first page (`range_start = 0`, not cyclic).
+    Whole,
+    /// Exactly these pages (tagged for `WB_SYNC_ALL`, or reclaim's `pageout`).
+    Pages(Vec<u64>),
+}
+
+/// `DIRTY_SCOPE` = 8 (mm/page-writeback.c): a chunk is at most 1/8 of the dirty limit.
+pub const DIRTY_SCOPE: u64 = 8;
+/// Bound on queued flusher work items; more means a runaway model.
+pub const MAX_FLUSHER_WORK: usize = 4096;
+
+/// One item of the flusher's work list (`struct wb_writeback_work`, `WB_SYNC_NONE`):
+/// `for_background` and `for_kupdate` are the reasons `Background` and `Periodic`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WbWork {
+    pub nr_pages: i64,
+    pub reason: WbReason,
+    pub range_cyclic: bool,
+}
+
+/// The flusher's state in `struct backing_dev_info` / `bdi_writeback`.
+#[derive(Debug, Default)]
+pub(crate) struct FlusherState {
+    /// `bdi->work_list`.
+    pub work_list: RefCell<VecDeque<WbWork>>,
+    /// When the delayed work (`wb->dwork`) is due, if pending.
+    pub dwork_at: Cell<Option<Nanos>>,
+    /// `wb->last_old_flush` in jiffies (0: the device registered at boot).
+    pub last_old_flush: Cell<u64>,
+    /// `BDI_writeback_running`.
+    pub running: Cell<bool>,
+}
+
 /// `bdi_min_pause`: (shortest pause worth sleeping, `nr_dirtied_pause` for the next check).
 /// Targets a 10 ms pause for one dirtier, at least `DIRTY_POLL_THRESH` (32) pages between
 /// checks, and a next pause no longer than `max_pause`.
@@ -281,9 +337,9 @@ impl Mm {
             };
             let dirty = nr_dirty + nr_writeback;
             let (background, limit) = self.dirty_limits();
-            if nr_dirty > background {
+            if nr_dirty > background && !self.writeback_in_progress() {
                 // bdi_start_background_writeback
-                self.flusher_wake.wake(sim);
+                self.bdi_wakeup_thread(sim);
             }
             let freerun = (background + limit) / 2;
             if dirty <= freerun {
@@ -488,11 +544,12 @@ impl Mm {
     }
 
     /// `write_cache_pages` / `mpage_writepages`: writes up to `nr_to_write` dirty pages of
-    /// `ino` (`indexes` when given, as `tag_pages_for_writeback` fixes them for `WB_SYNC_ALL`;
-    /// else from `writeback_index` cyclically) in bios of consecutive blocks. A locked page is
-    /// waited for (`lock_page`); a page found clean was written by someone else and skipped.
-    /// (`WB_SYNC_ALL`'s wait for a page already under writeback cannot arise: a dirty page is
-    /// never under writeback here.) Bios are synchronous when `sync`. Returns pages written.
+    /// `ino` (`range`: from `writeback_index` cyclically, from the start, or the listed pages as
+    /// `tag_pages_for_writeback` fixes them for `WB_SYNC_ALL`) in bios of consecutive blocks. A
+    /// locked page is waited for (`lock_page`); a page found clean was written by someone else
+    /// and skipped. (`WB_SYNC_ALL`'s wait for a page already under writeback cannot arise: a
+    /// dirty page is never under writeback here.) Bios are synchronous when `sync`. Returns
+    /// pages written.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn writepages(
         &self,
@@ -500,24 +557,24 @@ impl Mm {
         ino: Ino,
         mode: SyncMode,
         nr_to_write: u64,
-        indexes: Option<Vec<u64>>,
+        range: WbRange,
         issuer: Issuer,
         sync: bool,
     ) -> u64 {
-        let cyclic = indexes.is_none();
-        let todo: Vec<u64> = match indexes {
-            Some(list) => list,
-            None => {
+        let cyclic = matches!(range, WbRange::Cyclic);
+        let todo: Vec<u64> = match range {
+            WbRange::Pages(list) => list,
+            WbRange::Cyclic | WbRange::Whole => {
                 let state = self.state();
                 let Some(mapping) = state.mappings.get(&ino) else {
                     return 0;
                 };
-                let start = mapping.writeback_index;
+                let start = if cyclic { mapping.writeback_index } else { 0 };
                 mapping
                     .dirty
                     .range(start..)
                     .chain(mapping.dirty.range(..start))
-                    .take(nr_to_write as usize)
+                    .take(usize::try_from(nr_to_write).unwrap_or(usize::MAX))
                     .copied()
                     .collect()
             }
@@ -585,96 +642,353 @@ impl Mm {
         written
     }
 
-    /// The oldest dirty inode dirtied at or before `older_than` (any when `None`).
-    fn oldest_dirty_inode(&self, older_than: Option<Nanos>) -> Option<Ino> {
-        let state = self.state();
-        let &(when, ino) = state.b_dirty.iter().next()?;
-        match older_than {
-            Some(limit) if when > limit => None,
-            _ => Some(ino),
-        }
+    /// `jiffies` now.
+    pub(crate) fn jiffies(&self, sim: &Sim) -> u64 {
+        self.hz.jiffies(sim.now())
     }
 
-    /// `wb_writeback`: writes inodes in chunks until `nr_pages` are written, no inode qualifies,
-    /// or (background work) the dirty count is under the background threshold. Returns pages
-    /// written.
-    async fn wb_writeback(&self, sim: &Sim, mut nr_pages: u64, reason: WbReason) -> u64 {
+    /// `dirty_writeback_centisecs` in jiffies (`msecs_to_jiffies(dirty_writeback_interval *
+    /// 10)`); 0 disables periodic writeback.
+    fn writeback_interval_jiffies(&self) -> u64 {
+        self.hz
+            .msecs_to_jiffies(self.config.dirty_writeback_interval / NS_PER_MS)
+    }
+
+    /// `dirty_expire_centisecs` in jiffies.
+    fn expire_jiffies(&self) -> u64 {
+        self.hz
+            .msecs_to_jiffies(self.config.dirty_expire / NS_PER_MS)
+    }
+
+    /// `bdi_wakeup_thread` (`mod_delayed_work(bdi_wq, &wb->dwork, 0)`): the flusher's work runs
+    /// now, whatever timer was pending.
+    pub(crate) fn bdi_wakeup_thread(&self, sim: &Sim) {
+        self.flusher.dwork_at.set(Some(sim.now()));
+        self.flusher_wake.wake(sim);
+    }
+
+    /// `bdi_wakeup_thread_delayed` (`queue_delayed_work(..., dirty_writeback_interval)`): arms
+    /// the flusher's timer one interval from now, unless it is already pending.
+    pub(crate) fn bdi_wakeup_thread_delayed(&self, sim: &Sim) {
+        if self.flusher.dwork_at.get().is_some() {
+            return;
+        }
+        let expires = self.jiffies(sim) + self.writeback_interval_jiffies();
+        self.flusher
+            .dwork_at
+            .set(Some(self.hz.jiffies_to_ns(expires).max(sim.now())));
+        self.flusher_wake.wake(sim);
+    }
+
+    /// `writeback_in_progress`: the flusher is inside `wb_do_writeback`.
+    pub fn writeback_in_progress(&self) -> bool {
+        self.flusher.running.get()
+    }
+
+    /// `writeback_chunk_size` for `WB_SYNC_NONE` work: half a second of writeback at the
+    /// estimated bandwidth, at most 1/8 of the dirty limit (`DIRTY_SCOPE`), at most the work's
+    /// pages, plus `MIN_WRITEBACK_PAGES` rounded down to a multiple of it.
+    fn writeback_chunk_size(&self, work: &WbWork) -> u64 {
+        let (write_bw, dirty_limit) = {
+            let state = self.state();
+            (state.bandwidth.avg_pages_per_sec, self.dirty_limits().1)
+        };
+        let pages = (write_bw / 2)
+            .min(dirty_limit / DIRTY_SCOPE)
+            .min(u64::try_from(work.nr_pages.max(0)).unwrap_or(u64::MAX));
+        (pages + MIN_WRITEBACK_PAGES) / MIN_WRITEBACK_PAGES * MIN_WRITEBACK_PAGES
+    }
+
+    /// `writeback_sb_inodes` (with `__writeback_inodes_wb`, one super block): serves the
+    /// inodes of `b_io` in turn, each a chunk of `writeback_chunk_size` pages; an inode that
+    /// used its whole chunk goes to `b_more_io` for its next turn (`requeue_io`), one that
+    /// stopped short goes back to `b_dirty` (`redirty_tail`). Returns to `wb_writeback` once it
+    /// wrote something and `HZ / 10` has passed or the work is done. Returns pages written plus
+    /// inodes cleaned (the kernel's "progress").
+    async fn writeback_sb_inodes(&self, sim: &Sim, work: &mut WbWork, issuer: Issuer) -> u64 {
+        let start = self.jiffies(sim);
+        let mut wrote = 0u64;
+        loop {
+            let Some(ino) = self.state().b_io_pop() else {
+                break;
+            };
+            let chunk = self.writeback_chunk_size(work);
+            let range = if work.range_cyclic {
+                WbRange::Cyclic
+            } else {
+                WbRange::Whole
+            };
+            let written = self
+                .writepages(sim, ino, SyncMode::None, chunk, range, issuer, false)
+                .await;
+            work.nr_pages -= i64::try_from(written).expect("pages fit i64");
+            wrote += written;
+            let jiffies = self.jiffies(sim);
+            let mut state = self.state();
+            match work.reason {
+                WbReason::Periodic => state.stats.flusher_kupdate_pages += written,
+                WbReason::Background => state.stats.flusher_background_pages += written,
+                WbReason::TryToFreePages => state.stats.flusher_reclaim_pages += written,
+            }
+            if state.requeue_inode(ino, chunk.saturating_sub(written), jiffies) {
+                wrote += 1;
+            }
+            drop(state);
+            if wrote > 0 {
+                // time_is_before_jiffies(start_time + HZ / 10)
+                if jiffies > start + self.hz.over(10) {
+                    break;
+                }
+                if work.nr_pages <= 0 {
+                    break;
+                }
+            }
+        }
+        wrote
+    }
+
+    /// `wb_writeback`: repeatedly queues inodes (`queue_io`) and writes them
+    /// (`writeback_sb_inodes`) until the work's pages are written or no inode qualifies.
+    /// Background and kupdate work stop when other work is queued (they are restarted after
+    /// it), background work when under the background threshold. Kupdate work writes the
+    /// inodes dirtied at least `dirty_expire` ago (`older_than_this = jiffies - expire`,
+    /// compared with `time_after`: before `dirty_expire` has passed nothing is old enough),
+    /// background work every dirty inode.
+    async fn wb_writeback(&self, sim: &Sim, mut work: WbWork) -> u64 {
         let issuer = Issuer {
             task: sim.current_task(),
             pid: super::FLUSHER_PID,
             uid: 0,
             foreground: false,
         };
-        let mut total = 0;
-        while nr_pages > 0 {
-            if reason == WbReason::Background && !self.over_bground_thresh() {
-                break;
-            }
-            let older_than = (reason == WbReason::Periodic)
-                .then(|| sim.now().saturating_sub(self.config.dirty_expire));
-            let Some(ino) = self.oldest_dirty_inode(older_than) else {
-                break;
-            };
-            let chunk = nr_pages.min(MIN_WRITEBACK_PAGES);
-            let written = self
-                .writepages(sim, ino, SyncMode::None, chunk, None, issuer, false)
-                .await;
-            if written == 0 {
-                // Everything dirty was written by others meanwhile.
-                break;
-            }
-            total += written;
-            nr_pages = nr_pages.saturating_sub(written);
-            let mut state = self.state();
-            match reason {
-                WbReason::Periodic => state.stats.flusher_kupdate_pages += written,
-                WbReason::Background => state.stats.flusher_background_pages += written,
-                WbReason::TryToFreePages => state.stats.flusher_reclaim_pages += written,
-            }
-        }
-        total
-    }
-
-    /// `wakeup_flusher_threads(nr_pages, WB_REASON_TRY_TO_FREE_PAGES)`: reclaim asks the
-    /// flusher to write `nr_pages` dirty pages, whatever the thresholds say.
-    pub(crate) fn wakeup_flusher_threads(&self, sim: &Sim, nr_pages: u64) {
-        self.flusher_work
-            .set(self.flusher_work.get().saturating_add(nr_pages));
-        self.flusher_wake.wake(sim);
-    }
-
-    /// The flusher thread (`bdi_writeback_thread` + `wb_do_writeback`).
-    pub(crate) async fn flusher(&self, sim: &Sim) {
-        let interval = self.config.dirty_writeback_interval;
-        let mut last_old_flush: Nanos = 0;
+        let nr_pages = work.nr_pages;
+        let mut oldest_jif = i128::from(self.jiffies(sim));
         loop {
-            // Queued work (from reclaim) first, as `wb_do_writeback` runs `bdi->work_list`.
-            let work = self.flusher_work.replace(0);
-            if work > 0 {
-                self.wb_writeback(sim, work, WbReason::TryToFreePages).await;
+            if work.nr_pages <= 0 {
+                break;
             }
-            // wb_check_background_flush
-            if self.over_bground_thresh() {
-                self.wb_writeback(sim, u64::MAX, WbReason::Background).await;
+            let background_or_kupdate =
+                matches!(work.reason, WbReason::Background | WbReason::Periodic);
+            if background_or_kupdate && !self.flusher.work_list.borrow().is_empty() {
+                break;
             }
-            // wb_check_old_data_flush
-            if interval > 0 && sim.now() >= last_old_flush + interval {
-                last_old_flush = sim.now();
-                let nr_pages = self.state().nr_dirty;
-                if nr_pages > 0 {
-                    self.wb_writeback(sim, nr_pages, WbReason::Periodic).await;
+            if work.reason == WbReason::Background && !self.over_bground_thresh() {
+                break;
+            }
+            match work.reason {
+                WbReason::Periodic => {
+                    oldest_jif = i128::from(self.jiffies(sim)) - i128::from(self.expire_jiffies());
+                }
+                WbReason::Background => oldest_jif = i128::from(self.jiffies(sim)),
+                WbReason::TryToFreePages => {}
+            }
+            {
+                let mut state = self.state();
+                if state.b_io.is_empty() {
+                    state.queue_io(oldest_jif);
                 }
             }
-            if self.over_bground_thresh() && self.state().nr_writeback > 0 {
-                // Still over: writeback is bound by the device; wait for some of it to finish
-                // (the block queue's congestion wait), then go on.
-                self.free_wait
-                    .wait(sim, WaitReason::WaitQueue, Blocker::None)
-                    .await;
+            let progress = self.writeback_sb_inodes(sim, &mut work, issuer).await;
+            if progress > 0 {
                 continue;
             }
-            let next = (interval > 0).then(|| last_old_flush + interval);
-            self.flusher_wake.wait(sim, next).await;
+            // No progress and nothing requeued: no inode qualifies. (The kernel would wait
+            // for an inode of b_more_io that someone else is writing, `I_SYNC`; only the
+            // flusher writes inodes this way here, so b_more_io is empty.)
+            break;
         }
+        u64::try_from(nr_pages - work.nr_pages).unwrap_or(0)
+    }
+
+    /// `wakeup_flusher_threads(nr_pages, WB_REASON_TRY_TO_FREE_PAGES)`: reclaim queues work for
+    /// the flusher to write `nr_pages` dirty pages, whatever the thresholds say (non-cyclic:
+    /// each inode from its first dirty page).
+    pub(crate) fn wakeup_flusher_threads(&self, sim: &Sim, nr_pages: u64) {
+        if !self.state().wb_has_dirty_io() {
+            return;
+        }
+        {
+            let mut list = self.flusher.work_list.borrow_mut();
+            assert!(list.len() < MAX_FLUSHER_WORK, "flusher work list overflow");
+            list.push_back(WbWork {
+                nr_pages: i64::try_from(nr_pages).unwrap_or(i64::MAX),
+                reason: WbReason::TryToFreePages,
+                range_cyclic: false,
+            });
+        }
+        self.bdi_wakeup_thread(sim);
+    }
+
+    /// `wb_check_old_data_flush` (kupdate): once per `dirty_writeback_interval`, writes the
+    /// inodes that expired.
+    async fn wb_check_old_data_flush(&self, sim: &Sim) -> u64 {
+        let interval = self.writeback_interval_jiffies();
+        if interval == 0 {
+            return 0;
+        }
+        let now = self.jiffies(sim);
+        if now < self.flusher.last_old_flush.get() + interval {
+            return 0;
+        }
+        self.flusher.last_old_flush.set(now);
+        // get_nr_dirty_pages: dirty pages plus dirty inodes.
+        let nr_pages = {
+            let state = self.state();
+            state.nr_dirty
+                + state.b_dirty.len() as u64
+                + state.b_io.len() as u64
+                + state.b_more_io.len() as u64
+        };
+        if nr_pages == 0 {
+            return 0;
+        }
+        let work = WbWork {
+            nr_pages: i64::try_from(nr_pages).unwrap_or(i64::MAX),
+            reason: WbReason::Periodic,
+            range_cyclic: true,
+        };
+        self.wb_writeback(sim, work).await
+    }
+
+    /// `wb_check_background_flush`.
+    async fn wb_check_background_flush(&self, sim: &Sim) -> u64 {
+        if !self.over_bground_thresh() {
+            return 0;
+        }
+        let work = WbWork {
+            nr_pages: i64::MAX,
+            reason: WbReason::Background,
+            range_cyclic: true,
+        };
+        self.wb_writeback(sim, work).await
+    }
+
+    /// `wb_do_writeback`: queued work first, then kupdate, then background writeback.
+    async fn wb_do_writeback(&self, sim: &Sim) {
+        self.flusher.running.set(true);
+        loop {
+            let work = self.flusher.work_list.borrow_mut().pop_front();
+            let Some(work) = work else {
+                break;
+            };
+            self.wb_writeback(sim, work).await;
+        }
+        self.wb_check_old_data_flush(sim).await;
+        self.wb_check_background_flush(sim).await;
+        self.flusher.running.set(false);
+    }
+
+    /// The flusher (`bdi_writeback_workfn`, a delayed work item): runs when its timer expires
+    /// or it is kicked, writes until no work is queued, then re-arms its timer one
+    /// `dirty_writeback_interval` ahead while dirty inodes remain. The timer is first armed
+    /// when the device gets its first dirty inode (`__mark_inode_dirty`), not on a fixed grid.
+    pub(crate) async fn flusher(&self, sim: &Sim) {
+        loop {
+            loop {
+                let due = self.flusher.dwork_at.get();
+                match due {
+                    Some(at) if at <= sim.now() => break,
+                    _ => self.flusher_wake.wait(sim, due).await,
+                }
+            }
+            self.flusher.dwork_at.set(None);
+            loop {
+                self.wb_do_writeback(sim).await;
+                if self.flusher.work_list.borrow().is_empty() {
+                    break;
+                }
+            }
+            if self.state().wb_has_dirty_io() && self.writeback_interval_jiffies() > 0 {
+                self.bdi_wakeup_thread_delayed(sim);
+            }
+        }
+    }
+}
+
+impl super::MmState {
+    /// Pops the next inode of `b_io` for the flusher to write, marking it `I_SYNC`.
+    fn b_io_pop(&mut self) -> Option<Ino> {
+        let ino = self.b_io.pop_front()?;
+        let mapping = self
+            .mappings
+            .get_mut(&ino)
+            .expect("a queued inode is cached");
+        assert_eq!(mapping.wb_list, WbList::Io, "inode {ino} on b_io");
+        assert!(
+            self.wb_syncing.is_none(),
+            "one inode under I_SYNC at a time"
+        );
+        mapping.wb_list = WbList::Sync;
+        self.wb_syncing = Some(ino);
+        Some(ino)
+    }
+
+    /// `queue_io`: the inodes of `b_more_io` (in the order they were requeued), then those of
+    /// `b_dirty` dirtied at or before `older_than` jiffies (`move_expired_inodes`, oldest
+    /// first), go to `b_io`.
+    fn queue_io(&mut self, older_than: i128) {
+        while let Some(ino) = self.b_more_io.pop_front() {
+            self.mappings
+                .get_mut(&ino)
+                .expect("a requeued inode is cached")
+                .wb_list = WbList::Io;
+            self.b_io.push_back(ino);
+        }
+        while let Some(&(when, ino)) = self.b_dirty.first() {
+            // inode_dirtied_after: time_after(dirtied_when, older_than)
+            if i128::from(when) > older_than {
+                break;
+            }
+            self.b_dirty.pop_first();
+            self.mappings
+                .get_mut(&ino)
+                .expect("a dirty inode is cached")
+                .wb_list = WbList::Io;
+            self.b_io.push_back(ino);
+        }
+    }
+
+    /// `redirty_tail`: back to `b_dirty` as its newest inode; its `dirtied_when` becomes now if
+    /// it was older than the newest there.
+    fn redirty_tail(&mut self, ino: Ino, jiffies: u64) {
+        let newest = self.b_dirty.last().map(|&(when, _)| when);
+        let mapping = self
+            .mappings
+            .get_mut(&ino)
+            .expect("a dirty inode is cached");
+        if newest.is_some_and(|newest| mapping.dirtied_when < newest) {
+            mapping.dirtied_when = jiffies;
+        }
+        mapping.wb_list = WbList::Dirty;
+        self.b_dirty.insert((mapping.dirtied_when, ino));
+    }
+
+    /// `requeue_inode` after the flusher wrote `ino` with `nr_to_write` of its chunk left:
+    /// still dirty with the chunk used up, `requeue_io` (`b_more_io`, next turn); still dirty
+    /// otherwise, `redirty_tail`; clean, off the lists. Returns whether it is clean.
+    fn requeue_inode(&mut self, ino: Ino, nr_to_write: u64, jiffies: u64) -> bool {
+        assert_eq!(
+            self.wb_syncing.take(),
+            Some(ino),
+            "requeue of the inode written"
+        );
+        let Some(mapping) = self.mappings.get_mut(&ino) else {
+            return true;
+        };
+        assert_eq!(mapping.wb_list, WbList::Sync);
+        if mapping.dirty.is_empty() {
+            mapping.wb_list = WbList::None;
+            if mapping.pages.is_empty() && mapping.writeback.is_empty() {
+                self.mappings.remove(&ino);
+            }
+            return true;
+        }
+        if nr_to_write == 0 {
+            mapping.wb_list = WbList::MoreIo;
+            self.b_more_io.push_back(ino);
+        } else {
+            self.redirty_tail(ino, jiffies);
+        }
+        false
     }
 }
