@@ -342,7 +342,8 @@ pub struct MmState {
     /// `NR_WRITEBACK`.
     pub nr_writeback: u64,
     pub stats: MmStats,
-    pub bandwidth: writeback::Bandwidth,
+    /// The device's bandwidth estimate and dirty ratelimit (`struct backing_dev_info`).
+    pub bdi: writeback::Bdi,
 }
 
 /// Who performs an operation: the task (for waits and bios), its app and whether that app is in
@@ -381,6 +382,10 @@ pub struct Mm {
     pub(crate) flusher: writeback::FlusherState,
     /// `CONFIG_HZ` of the kernel: the page cache's times are jiffies.
     pub hz: Hz,
+    /// `global_dirty_limit`: follows the dirty threshold, slowly when it falls.
+    pub(crate) global_dirty_limit: Cell<u64>,
+    /// `global_update_bandwidth`'s `update_time` (jiffies).
+    pub(crate) global_update_time: Cell<u64>,
     pub(crate) policy: RefCell<Box<dyn vmscan::ReclaimPolicy>>,
     pub(crate) watermarks: vmscan::Watermarks,
     /// The machine's cores, on which copies and allocations spend time.
@@ -428,7 +433,7 @@ impl Mm {
                 nr_dirty: 0,
                 nr_writeback: 0,
                 stats: MmStats::default(),
-                bandwidth: writeback::Bandwidth::new(),
+                bdi: writeback::Bdi::new(),
             }),
             page_waitqueues: RefCell::new(BTreeMap::new()),
             alloc_lock: Mutex::new(sim, "page_alloc", WaitReason::PageAlloc),
@@ -437,6 +442,8 @@ impl Mm {
             flusher_wake: TimedWake::default(),
             flusher: writeback::FlusherState::default(),
             hz,
+            global_dirty_limit: Cell::new(0),
+            global_update_time: Cell::new(0),
             policy: RefCell::new(policy),
             watermarks,
             config,
@@ -450,6 +457,8 @@ impl Mm {
             sim.spawn_daemon("flush-179:0", async move { m.flusher(&s).await })
         };
         mm.flusher_task.set(Some(flusher.task()));
+        // writeback_set_ratelimit at boot: global_dirty_limit starts at the threshold.
+        mm.global_dirty_limit.set(mm.dirty_limits().1);
         mm.bdev.register_task(FLUSHER_PID, 0, "flush-179:0");
         mm.bdev.register_task(KSWAPD_PID, 0, "kswapd0");
         let kswapd = {

@@ -421,8 +421,9 @@ fn dirty_throttling_holds_dirty_memory_under_the_limit_during_an_8gb_write() {
     let config = VmConfig::default();
     let rig = Rig::new(config.clone(), 100 * NS_PER_US, 50_000_000);
     let (background, limit) = rig.mm().dirty_limits();
-    assert_eq!(limit, config.managed_pages() / 5);
-    assert_eq!(background, config.managed_pages() / 10);
+    let dirtyable = rig.mm().dirtyable_memory();
+    assert_eq!(limit, dirtyable / 5);
+    assert_eq!(background, dirtyable / 10);
     let size: u64 = 8 << 30;
     let throttled = Rc::new(Cell::new(0));
     let out = throttled.clone();
@@ -1116,6 +1117,190 @@ fn writers_beyond_the_cores_wait_for_one() {
         assert!(
             blocked.get(WaitReason::CpuWait) > blocked.get(WaitReason::OnCpu) / 2,
             "{blocked:?}"
+        );
+    }
+}
+
+#[test]
+fn dirtyable_memory_leaves_out_the_reserves_and_follows_memory_use() {
+    // global_dirtyable_memory (3.10.9): free + file LRU - dirty_balance_reserve (the high
+    // watermark) - min_free_kbytes + 1; the thresholds are percentages of it, not of RAM.
+    let config = VmConfig {
+        ram: 512 << 20,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config.clone(), NS_PER_MS, 0);
+    let mm = rig.mm().clone();
+    let w = mm.watermarks;
+    let expected = config.managed_pages() - w.high - w.min + 1;
+    assert_eq!(mm.dirtyable_memory(), expected);
+    assert_eq!(mm.dirty_balance_reserve(), w.high);
+    let (background, thresh) = mm.dirty_limits();
+    assert_eq!((background, thresh), (expected / 10, expected / 5));
+    assert!(thresh < config.managed_pages() / 5, "below 20 % of RAM");
+    // Pages taken off the LRU (here: allocated, not yet in the cache) are not dirtyable.
+    rig.spawn("alloc", 10_000, move |sim, vfs, _p| async move {
+        let issuer = Issuer {
+            task: sim.current_task(),
+            pid: 1,
+            uid: 10_000,
+            foreground: false,
+        };
+        for _ in 0..100 {
+            vfs.mm.alloc_page(&sim, issuer).await;
+        }
+    });
+    rig.run_to_end();
+    assert_eq!(mm.dirtyable_memory(), expected - 100);
+}
+
+/// A writer of `size` bytes in 1 MiB writes to `/path`; returns the bytes it wrote, updated
+/// as it goes.
+fn spawn_streaming_writer(rig: &Rig, name: &str, uid: u32, size: u64) -> Rc<Cell<u64>> {
+    let bytes = Rc::new(Cell::new(0u64));
+    let out = bytes.clone();
+    let path = format!("/{name}");
+    rig.spawn(name, uid, move |sim, vfs, p| async move {
+        let fd = vfs.creat(&sim, &p, &path).await.unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        while out.get() < size {
+            let n = vfs.write(&sim, &p, fd, &chunk).await.unwrap();
+            out.set(out.get() + n as u64);
+        }
+    });
+    bytes
+}
+
+/// Samples every 100 ms in `[from, to)`: (mean dirty + writeback pages, the dirty state at
+/// `to`, the device's state at `to`).
+fn sample_dirty(rig: &Rig, from: Nanos, to: Nanos) -> (u64, writeback::DirtyState, writeback::Bdi) {
+    rig.run_until(from);
+    let (mut sum, mut n) = (0u64, 0u64);
+    let mut at = from;
+    while at < to {
+        let mm = rig.mm();
+        sum += mm.dirty_state(mm.hz.jiffies(at)).dirty;
+        n += 1;
+        at += 100 * NS_PER_MS;
+        rig.run_until(at);
+    }
+    let mm = rig.mm();
+    let d = mm.dirty_state(mm.hz.jiffies(to));
+    let bdi = mm.state().bdi;
+    (sum / n, d, bdi)
+}
+
+#[test]
+fn one_writer_is_balanced_near_the_setpoint_at_the_device_bandwidth() {
+    // 512 MiB of RAM, a 50 MB/s device (12,207 pages/s), one streaming writer. Once the
+    // bandwidth estimate has converged (it starts at INIT_BW, 100 MB/s, and its average moves
+    // by eighths), balance_dirty_pages holds dirty + writeback pages in the control band
+    // around the setpoint, the dirty ratelimit is the device's bandwidth and the writer runs at
+    // that bandwidth.
+    let config = VmConfig {
+        ram: 512 << 20,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, 100 * NS_PER_US, 50_000_000);
+    let bytes = spawn_streaming_writer(&rig, "dd", 10_000, 4 << 30);
+    rig.run_until(25 * NS_PER_SEC);
+    let before = bytes.get();
+    let (mean, d, bdi) = sample_dirty(&rig, 25 * NS_PER_SEC, 40 * NS_PER_SEC);
+    let mbps = (bytes.get() - before) as f64 / 15.0 / 1e6;
+    assert!((45.0..=52.0).contains(&mbps), "writer at {mbps:.1} MB/s");
+    let setpoint = d.setpoint();
+    let low = setpoint - 3 * (setpoint - d.freerun()) / 4;
+    let high = setpoint + 3 * (d.limit - setpoint) / 4;
+    assert!(
+        (low..=high).contains(&mean),
+        "mean dirty {mean} outside {low}..={high} (setpoint {setpoint}, {d:?})"
+    );
+    let device = 50_000_000 / PAGE_SIZE;
+    assert!(
+        (device * 9 / 10..=device * 11 / 10).contains(&bdi.avg_write_bandwidth),
+        "{bdi:?}"
+    );
+    assert!(
+        (device / 2..=device * 2).contains(&bdi.dirty_ratelimit),
+        "dirty ratelimit {} vs bandwidth {device}",
+        bdi.dirty_ratelimit
+    );
+}
+
+#[test]
+fn two_writers_share_the_bandwidth_and_the_ratelimit_halves() {
+    // With N dirtiers the balanced rate is write_bw / N (bdi_update_dirty_ratelimit).
+    let config = VmConfig {
+        ram: 512 << 20,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, 100 * NS_PER_US, 50_000_000);
+    let a = spawn_streaming_writer(&rig, "a", 10_000, 4 << 30);
+    let b = spawn_streaming_writer(&rig, "b", 10_001, 4 << 30);
+    rig.run_until(25 * NS_PER_SEC);
+    let (a0, b0) = (a.get(), b.get());
+    let (mean, d, bdi) = sample_dirty(&rig, 25 * NS_PER_SEC, 40 * NS_PER_SEC);
+    let share = |now: u64, then: u64| (now - then) as f64 / 15.0 / 1e6;
+    let (ma, mb) = (share(a.get(), a0), share(b.get(), b0));
+    assert!(
+        (20.0..=30.0).contains(&ma) && (20.0..=30.0).contains(&mb),
+        "{ma:.1} + {mb:.1} MB/s"
+    );
+    assert!(mean > d.freerun() && mean < d.limit, "{mean} {d:?}");
+    let bw = bdi.avg_write_bandwidth;
+    assert!(
+        (bw / 4..=bw * 3 / 4).contains(&bdi.dirty_ratelimit),
+        "dirty ratelimit {} vs bandwidth {bw}",
+        bdi.dirty_ratelimit
+    );
+}
+
+#[test]
+fn throttle_pauses_are_whole_jiffies() {
+    // balance_dirty_pages sleeps in io_schedule_timeout(pause jiffies): the writer wakes on a
+    // timer tick (10 ms at HZ = 100, 1 ms at HZ = 1000).
+    for hz in [100u32, 1000] {
+        let config = VmConfig {
+            ram: 256 << 20,
+            ..VmConfig::default()
+        };
+        let sim = Simulation::new(1);
+        let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
+        let vfs = crate::stack::storage_with_hz(
+            &sim.handle(),
+            config,
+            crate::kernel::Hz(hz),
+            CpuConfig::zero_cost(),
+            device,
+            "noop",
+            64 << 30,
+            None,
+        )
+        .unwrap();
+        let (s, v) = (sim.handle(), vfs.clone());
+        let p = vfs.new_process(10_000, "dd");
+        let pauses = Rc::new(Cell::new(0u32));
+        let out = pauses.clone();
+        sim.spawn("dd", async move {
+            let fd = v.creat(&s, &p, "/f").await.unwrap();
+            let chunk = vec![0u8; 64 << 10];
+            let tick = crate::kernel::Hz(hz).tick_ns();
+            for _ in 0..4096 {
+                let before = s.blocked_times(s.current_task().unwrap());
+                v.write(&s, &p, fd, &chunk).await.unwrap();
+                let after = s.blocked_times(s.current_task().unwrap());
+                let throttled = after.since(&before).get(WaitReason::DirtyThrottle);
+                if throttled > 0 {
+                    out.set(out.get() + 1);
+                    assert_eq!(s.now() % tick, 0, "HZ={hz}: woke at {} ns", s.now());
+                }
+            }
+        });
+        sim.run_until(u64::MAX, true).unwrap();
+        assert!(
+            pauses.get() > 10,
+            "HZ={hz}: {} throttled writes",
+            pauses.get()
         );
     }
 }

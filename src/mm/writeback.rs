@@ -2,16 +2,30 @@
 //! Linux 3.10).
 //!
 //! - Dirty limits (`global_dirty_limits`): background and hard thresholds from the ratios (or
-//!   bytes) of dirtyable memory (free + page cache); a background threshold at or above the hard
-//!   one is halved, as in the kernel.
-//! - `balance_dirty_pages`: a writer calls [`Mm::balance_dirty_pages_ratelimited`] after each
-//!   page it dirties; every `nr_dirtied_pause` pages it checks the dirty + writeback count.
-//!   Below the freerun ceiling ((background + limit) / 2) it goes on; above the background
-//!   threshold it kicks the flusher; above freerun it sleeps for `pages_dirtied /
-//!   task_ratelimit`, where `task_ratelimit = write_bandwidth x pos_ratio` and `pos_ratio` is the
-//!   3.10 cubic `1 + ((setpoint - dirty) / (limit - setpoint))^3` (2 at freerun, 1 at the
-//!   setpoint, 0 at the limit); at or over the limit it sleeps `max_pause` and checks again.
-//!   Pauses are at most `max_pause` (200 ms).
+//!   bytes) of dirtyable memory (`global_dirtyable_memory` of 3.10.9: free + file LRU pages -
+//!   `dirty_balance_reserve` (the high watermark) - `min_free_kbytes`, so it follows memory
+//!   use); a background threshold at or above the hard one is halved, as in the kernel. The
+//!   hard limit of the control line is `hard_dirty_limit`: `global_dirty_limit` follows the
+//!   threshold up at once and down by 1/32 of the gap per 200 ms (`update_dirty_limit`).
+//! - `balance_dirty_pages`, in jiffies of the run's `[stack.kernel] hz`: a writer calls
+//!   [`Mm::balance_dirty_pages_ratelimited`] after each page it dirties; every
+//!   `nr_dirtied_pause` pages (8 while `dirty_exceeded`) it checks the dirty + writeback count.
+//!   At or below the freerun ceiling ((background + threshold) / 2) it goes on; above it kicks
+//!   the flusher unless writeback is in progress and sleeps `period = HZ x pages_dirtied /
+//!   task_ratelimit` jiffies (less the think time since its last pause; a pause under
+//!   `bdi_min_pause` is skipped and credited), where `task_ratelimit = dirty_ratelimit x
+//!   pos_ratio`. `pos_ratio` (`bdi_position_ratio`) is the cubic `1 + ((setpoint - dirty) /
+//!   (limit - setpoint))^3` (2 at freerun, 1 at the setpoint, 0 at the limit) times the
+//!   device's line (slope -1/(8 x write bandwidth) through its setpoint, at least 1/4) and
+//!   lifted in the device's reserve area. A pause is at most `bdi_max_pause` (`MAX_PAUSE` =
+//!   HZ/5, less on small memory) and ends on a timer tick (`io_schedule_timeout`).
+//! - `__bdi_update_bandwidth`, every `BANDWIDTH_INTERVAL` (HZ/5) from the flusher and from
+//!   throttled writers: the write bandwidth from completed writeback, smoothed over
+//!   `roundup_pow_of_two(3 x HZ)` and once more (`bdi_update_write_bandwidth`); the dirty
+//!   ratelimit towards the balanced rate `task_ratelimit x write_bw / dirty_rate`, only when
+//!   the position error agrees (same-side filter) and by an eighth of a shaped step
+//!   (`bdi_update_dirty_ratelimit`). `bdi_min_pause` targets 10 ms for one dirtier and `N x 10
+//!   ms` when the ratelimit is `2^N` below the bandwidth (concurrent dirtiers).
 //! - The flusher (one per device: `bdi_writeback_workfn`, a delayed work item). Its timer is
 //!   armed `dirty_writeback_interval` ahead when the device gets its first dirty inode
 //!   (`__mark_inode_dirty` -> `bdi_wakeup_thread_delayed`) and re-armed after each run while
@@ -34,19 +48,21 @@
 //!   and gathered into bios of up to 512 KiB of consecutive blocks (`mpage_writepages`).
 //!
 //! Simplifications: one device and one super block (`__writeback_inodes_wb` and
-//! `writeback_sb_inodes` are one loop; no per-bdi dirty share); an inode leaves the writeback
-//! lists as soon as it has no dirty page (Linux leaves it there until the flusher or
+//! `writeback_sb_inodes` are one loop; the device's share of the dirty threshold is all of it
+//! once it has completed writeback recently, `bdi_writeout_fraction`); an inode leaves the
+//! writeback lists as soon as it has no dirty page (Linux leaves it there until the flusher or
 //! `sync_inode_metadata` finds it clean) and the flusher writes no inode metadata (the VFS
-//! writes it at fsync), so `I_DIRTY_SYNC` never keeps an inode listed; `dirty_ratelimit`
-//! moves halfway to the balanced rate (`task_ratelimit x write_bw / dirty_rate`) every 200 ms,
-//! where 3.10 limits the step with more care (`bdi_update_dirty_ratelimit`).
+//! writes it at fsync), so `I_DIRTY_SYNC` never keeps an inode listed; no per-CPU
+//! `bdp_ratelimits` or `dirty_throttle_leaks`, no `PF_LESS_THROTTLE` or real-time boost of the
+//! limits; the counters are exact (no per-CPU drift).
 
 use super::bio::{BioRequest, PageSpan};
 use super::Ino;
 use super::{pg, Issuer, Mm, PageId, WbList};
 use crate::dev::{IoFlags, IoOp};
+use crate::kernel::Hz;
 use crate::sim::{Blocker, Sim, WaitReason};
-use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC, PAGE_SIZE};
+use crate::units::{Nanos, NS_PER_MS, PAGE_SIZE};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
@@ -57,119 +73,269 @@ pub const MAX_BIO_PAGES: u32 = (512 * 1024 / PAGE_SIZE) as u32;
 /// `MIN_WRITEBACK_PAGES` = 4096 KiB worth of pages (fs/fs-writeback.c): the chunk written per
 /// inode before the flusher moves on or re-checks its goal.
 pub const MIN_WRITEBACK_PAGES: u64 = 4096 * 1024 / PAGE_SIZE;
-/// `BANDWIDTH_INTERVAL` = HZ/5 = 200 ms (mm/page-writeback.c).
-pub const BANDWIDTH_INTERVAL_NS: Nanos = 200 * NS_PER_MS;
-/// Smoothing period of the write bandwidth estimate: `roundup_pow_of_two(3 * HZ)`, about 3 s.
-pub const BANDWIDTH_PERIOD_NS: Nanos = 3 * NS_PER_SEC;
-/// `INIT_BW` = 100 MB/s in pages (mm/page-writeback.c): the estimate before any measurement.
+/// `INIT_BW` = `100 << (20 - PAGE_SHIFT)` pages/s (mm/backing-dev.c): the write bandwidth and
+/// dirty ratelimit before any measurement.
 pub const INIT_BW_PAGES_PER_SEC: u64 = 100 * 1024 * 1024 / PAGE_SIZE;
 /// Initial `nr_dirtied_pause`: 128 KiB worth of pages (`current->nr_dirtied_pause = 128 >>
 /// (PAGE_SHIFT - 10)`, kernel/fork.c).
 pub const INITIAL_DIRTIED_PAUSE: u64 = 32;
-/// `bdi_min_pause`'s target pause for a single dirtier: 10 ms (`max(1, HZ / 100)` jiffies).
-pub const TARGET_PAUSE_NS: Nanos = 10 * NS_PER_MS;
 /// Pages between checks while `dirty_exceeded`: `32 >> (PAGE_SHIFT - 10)` = 8
 /// (`balance_dirty_pages_ratelimited`).
 pub const DIRTY_EXCEEDED_RATELIMIT: u64 = 8;
 /// `DIRTY_POLL_THRESH` = 128 KiB worth of pages (mm/page-writeback.c).
 pub const DIRTY_POLL_THRESH: u64 = 32;
+/// `RATELIMIT_CALC_SHIFT` = 10: `pos_ratio` is a fixed-point number in 1/1024 units.
+pub const RATELIMIT_CALC_SHIFT: u32 = 10;
+/// `VM_COMPLETIONS_PERIOD_LEN` = 3 s (in jiffies `3 * HZ`): the writeout-fraction half-life.
+pub const COMPLETIONS_PERIOD_SECS: u64 = 3;
 
-/// Estimate of the device's write bandwidth from completed writeback (`bdi_update_write_bandwidth`).
+/// `roundup_pow_of_two`.
+fn roundup_pow_of_two(n: u64) -> u64 {
+    n.max(1).next_power_of_two()
+}
+
+/// `ilog2`, with the kernel's `fls(0) - 1 = -1` for 0.
+fn ilog2(n: u64) -> i64 {
+    if n == 0 {
+        -1
+    } else {
+        i64::from(n.ilog2())
+    }
+}
+
+/// The device's writeback state of `struct backing_dev_info` (mm/backing-dev.c,
+/// mm/page-writeback.c): the write bandwidth estimate, the dirty ratelimit and the counters
+/// they are computed from. Rates are pages per second, times jiffies.
 #[derive(Debug, Clone, Copy)]
-pub struct Bandwidth {
-    /// Smoothed pages per second.
-    pub avg_pages_per_sec: u64,
-    /// `bdi->dirty_ratelimit`: the rate each dirtier is allowed at the setpoint, pages/s;
-    /// converges to the write bandwidth divided by the number of dirtiers.
+pub struct Bdi {
+    /// `bdi->write_bandwidth`: the last 200 ms estimate, smoothed over 3 s.
+    pub write_bandwidth: u64,
+    /// `bdi->avg_write_bandwidth`: `write_bandwidth` smoothed once more.
+    pub avg_write_bandwidth: u64,
+    /// `bdi->dirty_ratelimit`: the rate each dirtier is allowed at the setpoint; converges to
+    /// the write bandwidth divided by the number of dirtiers.
     pub dirty_ratelimit: u64,
-    /// Start of the current dirty-rate window and pages dirtied (globally) at its start.
-    dirty_window: Option<(Nanos, u64)>,
+    /// `bdi->balanced_dirty_ratelimit`: the last balanced-rate estimate.
+    pub balanced_dirty_ratelimit: u64,
+    /// `bdi->bw_time_stamp` (jiffies).
+    pub bw_time_stamp: u64,
+    /// `bdi->dirtied_stamp`, `bdi->written_stamp`: `BDI_DIRTIED` / `BDI_WRITTEN` then.
+    pub dirtied_stamp: u64,
+    pub written_stamp: u64,
+    /// `BDI_WRITTEN`: pages whose writeback completed (`bdi_writeout_inc`).
+    pub written: u64,
     /// `bdi->dirty_exceeded`: dirty pages are over the limit; dirtiers check more often.
     pub dirty_exceeded: bool,
-    window_start: Option<Nanos>,
-    written_in_window: u64,
+    /// `bdi->completions` with its aging: recent writeout completions, halved every
+    /// `VM_COMPLETIONS_PERIOD_LEN` (`writeout_period`), and the jiffy the current period began.
+    writeout_events: u64,
+    writeout_period_start: u64,
 }
 
-impl Bandwidth {
+impl Bdi {
+    /// `bdi_init`: everything at `INIT_BW`, the clock at boot.
     pub fn new() -> Self {
-        Bandwidth {
-            avg_pages_per_sec: INIT_BW_PAGES_PER_SEC,
+        Bdi {
+            write_bandwidth: INIT_BW_PAGES_PER_SEC,
+            avg_write_bandwidth: INIT_BW_PAGES_PER_SEC,
             dirty_ratelimit: INIT_BW_PAGES_PER_SEC,
-            dirty_window: None,
+            balanced_dirty_ratelimit: INIT_BW_PAGES_PER_SEC,
+            bw_time_stamp: 0,
+            dirtied_stamp: 0,
+            written_stamp: 0,
+            written: 0,
             dirty_exceeded: false,
-            window_start: None,
-            written_in_window: 0,
+            writeout_events: 0,
+            writeout_period_start: 0,
         }
     }
 
-    /// `pages` finished writeback at `now`; `busy` says whether writeback is still in flight.
-    fn on_written(&mut self, now: Nanos, pages: u64, busy: bool) {
-        let Some(start) = self.window_start else {
-            // A window starts when the device is busy with writeback, so idle time is not
-            // counted as slowness.
-            if busy {
-                self.window_start = Some(now);
-                self.written_in_window = 0;
-            }
-            return;
-        };
-        self.written_in_window += pages;
-        let elapsed = now - start;
-        if elapsed < BANDWIDTH_INTERVAL_NS {
-            return;
+    /// Ages the writeout events to the period of `jiffies` (`fprop_new_period` per missed
+    /// period).
+    fn age_writeout(&mut self, jiffies: u64, hz: Hz) {
+        let period = COMPLETIONS_PERIOD_SECS * u64::from(hz.0);
+        let periods = (jiffies - self.writeout_period_start) / period;
+        if periods > 0 {
+            self.writeout_events >>= periods.min(63);
+            self.writeout_period_start += periods * period;
         }
-        let bw = (u128::from(self.written_in_window) * u128::from(NS_PER_SEC) / u128::from(elapsed))
-            as u64;
-        self.avg_pages_per_sec = if elapsed >= BANDWIDTH_PERIOD_NS {
-            bw
+    }
+
+    /// `bdi_writeout_inc` for `pages` completed at `jiffies`.
+    fn writeout_inc(&mut self, pages: u64, jiffies: u64, hz: Hz) {
+        self.written += pages;
+        self.age_writeout(jiffies, hz);
+        self.writeout_events += pages;
+    }
+
+    /// `bdi_writeout_fraction` of the only device: all recent writeout is its own, so 1 once
+    /// anything completed recently, 0 when the aging has zeroed it.
+    fn writeout_fraction_is_whole(&mut self, jiffies: u64, hz: Hz) -> bool {
+        self.age_writeout(jiffies, hz);
+        self.writeout_events > 0
+    }
+
+    /// `bdi_update_write_bandwidth` over `elapsed` jiffies.
+    fn update_write_bandwidth(&mut self, elapsed: u64, hz: Hz) {
+        let period = roundup_pow_of_two(3 * u64::from(hz.0));
+        let avg = self.avg_write_bandwidth;
+        let old = self.write_bandwidth;
+        let mut bw = u128::from(self.written - self.written_stamp) * u128::from(hz.0);
+        let (bw, avg) = if elapsed > period {
+            let bw = (bw / u128::from(elapsed)) as u64;
+            (bw, bw)
         } else {
-            ((u128::from(self.avg_pages_per_sec) * u128::from(BANDWIDTH_PERIOD_NS - elapsed)
-                + u128::from(bw) * u128::from(elapsed))
-                / u128::from(BANDWIDTH_PERIOD_NS)) as u64
-        }
-        .max(1);
-        self.window_start = busy.then_some(now);
-        self.written_in_window = 0;
-    }
-}
-
-impl Bandwidth {
-    /// `bdi_update_dirty_ratelimit`, every `BANDWIDTH_INTERVAL`: the balanced rate is
-    /// `task_ratelimit x write_bw / dirty_rate` (with N dirtiers each at `task_ratelimit`, the
-    /// dirty rate is N times it, so the balanced rate is write_bw / N); `dirty_ratelimit`
-    /// moves halfway towards it (3.10 limits the step more carefully).
-    fn update_dirty_ratelimit(&mut self, now: Nanos, pages_dirtied: u64, pos_ratio: u64) {
-        let Some((start, dirtied_at_start)) = self.dirty_window else {
-            self.dirty_window = Some((now, pages_dirtied));
-            return;
+            bw += u128::from(old) * u128::from(period - elapsed);
+            let bw = (bw >> period.ilog2()) as u64;
+            // One more level of smoothing, for filtering out sudden spikes.
+            let avg = if avg > old && old >= bw {
+                avg - ((avg - old) >> 3)
+            } else if avg < old && old <= bw {
+                avg + ((old - avg) >> 3)
+            } else {
+                avg
+            };
+            (bw, avg)
         };
-        let elapsed = now - start;
-        if elapsed < BANDWIDTH_INTERVAL_NS {
-            return;
-        }
-        let dirty_rate = ((pages_dirtied - dirtied_at_start) * NS_PER_SEC / elapsed).max(1);
-        let task_ratelimit = (self.dirty_ratelimit * pos_ratio / 1024).max(1);
-        let balanced = (u128::from(task_ratelimit) * u128::from(self.avg_pages_per_sec)
-            / u128::from(dirty_rate)) as u64;
-        self.dirty_ratelimit =
-            ((self.dirty_ratelimit + balanced) / 2).clamp(1, self.avg_pages_per_sec.max(1));
-        self.dirty_window = Some((now, pages_dirtied));
+        self.write_bandwidth = bw;
+        self.avg_write_bandwidth = avg;
     }
 }
 
-impl Default for Bandwidth {
+impl Default for Bdi {
     fn default() -> Self {
         Self::new()
     }
 }
 
-/// Dirty-throttling state a task carries (`current->nr_dirtied`, `nr_dirtied_pause`).
+/// The dirty state `balance_dirty_pages` works from, in pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirtyState {
+    /// `background_thresh`, `dirty_thresh` (`global_dirty_limits`).
+    pub background: u64,
+    pub thresh: u64,
+    /// `hard_dirty_limit`: the larger of `thresh` and the slowly following
+    /// `global_dirty_limit`.
+    pub limit: u64,
+    /// `NR_FILE_DIRTY + NR_WRITEBACK`.
+    pub dirty: u64,
+    /// This device's share of `thresh` (`bdi_dirty_limit`) and of `dirty`.
+    pub bdi_thresh: u64,
+    pub bdi_dirty: u64,
+}
+
+impl DirtyState {
+    /// `dirty_freerun_ceiling`.
+    pub fn freerun(&self) -> u64 {
+        (self.thresh + self.background) / 2
+    }
+
+    /// The global setpoint: the balance point, midway between freerun and the limit.
+    pub fn setpoint(&self) -> u64 {
+        (self.freerun() + self.limit) / 2
+    }
+}
+
+/// `bdi_position_ratio` (1024 = 1.0): the global control line, a cubic that is 2 at freerun,
+/// 1 at the setpoint and 0 at the limit, scaled by the device's line (linear through its
+/// setpoint with slope -1/(8 x write bandwidth), not under 1/4) and lifted in the device's
+/// reserve area (below half its threshold).
+pub fn position_ratio(d: &DirtyState, write_bw: u64) -> u64 {
+    let limit = d.limit;
+    if d.dirty >= limit {
+        return 0;
+    }
+    let setpoint = d.setpoint();
+    let x = ((setpoint as i64 - d.dirty as i64) << RATELIMIT_CALC_SHIFT)
+        / (limit as i64 - setpoint as i64 + 1);
+    let mut pos_ratio: i64 = x;
+    pos_ratio = (pos_ratio * x) >> RATELIMIT_CALC_SHIFT;
+    pos_ratio = (pos_ratio * x) >> RATELIMIT_CALC_SHIFT;
+    pos_ratio += 1 << RATELIMIT_CALC_SHIFT;
+    let mut pos_ratio = u64::try_from(pos_ratio.max(0)).expect("non-negative");
+
+    let thresh = d.thresh;
+    let bdi_dirty = d.bdi_dirty;
+    let bdi_thresh = d.bdi_thresh.min(thresh).max((limit - d.dirty) / 8);
+    let x = (u128::from(bdi_thresh) << 16) / u128::from(thresh + 1);
+    let bdi_setpoint = ((u128::from(setpoint) * x) >> 16) as u64;
+    let span = ((u128::from(thresh - bdi_thresh + 8 * write_bw) * x) >> 16) as u64;
+    let x_intercept = bdi_setpoint + span;
+    if bdi_dirty < x_intercept - span / 4 {
+        pos_ratio = (u128::from(pos_ratio) * u128::from(x_intercept - bdi_dirty)
+            / u128::from(x_intercept - bdi_setpoint + 1)) as u64;
+    } else {
+        pos_ratio /= 4;
+    }
+    // The device's reserve area, against dirty pool underrun and disk idle.
+    let x_intercept = bdi_thresh / 2;
+    if bdi_dirty < x_intercept {
+        if bdi_dirty > x_intercept / 8 {
+            pos_ratio =
+                (u128::from(pos_ratio) * u128::from(x_intercept) / u128::from(bdi_dirty)) as u64;
+        } else {
+            pos_ratio *= 8;
+        }
+    }
+    pos_ratio
+}
+
+/// `bdi_update_dirty_ratelimit`: estimates the balanced rate, `task_ratelimit x write_bw /
+/// dirty_rate` (with N dirtiers each at `task_ratelimit` the dirty rate is N times it, so the
+/// balanced rate is write_bw / N), and moves `dirty_ratelimit` towards it only when
+/// `task_ratelimit` lies on the same side (the same-side filter), by an eighth of a step that
+/// shrinks as the rate nears its target.
+fn update_dirty_ratelimit(bdi: &mut Bdi, d: &DirtyState, dirtied: u64, elapsed: u64, hz: Hz) {
+    let setpoint = d.setpoint();
+    let write_bw = bdi.avg_write_bandwidth;
+    let dirty_ratelimit = bdi.dirty_ratelimit;
+    let dirty_rate = (dirtied - bdi.dirtied_stamp) * u64::from(hz.0) / elapsed;
+    let pos_ratio = position_ratio(d, write_bw);
+    let task_ratelimit =
+        ((u128::from(dirty_ratelimit) * u128::from(pos_ratio)) >> RATELIMIT_CALC_SHIFT) as u64 + 1;
+    let balanced =
+        ((u128::from(task_ratelimit) * u128::from(write_bw)) / u128::from(dirty_rate | 1)) as u64;
+    let balanced = balanced.min(write_bw);
+    let mut step = 0u64;
+    if d.dirty < setpoint {
+        let x = bdi
+            .balanced_dirty_ratelimit
+            .min(balanced)
+            .min(task_ratelimit);
+        if dirty_ratelimit < x {
+            step = x - dirty_ratelimit;
+        }
+    } else {
+        let x = bdi
+            .balanced_dirty_ratelimit
+            .max(balanced)
+            .max(task_ratelimit);
+        if dirty_ratelimit > x {
+            step = dirty_ratelimit - x;
+        }
+    }
+    // Slow down when close to the target (`step >>= dirty_ratelimit / (2 * step + 1)`), then
+    // move an eighth of it.
+    let shift = dirty_ratelimit / (2 * step + 1);
+    step = if shift >= 64 { 0 } else { step >> shift };
+    step = step.div_ceil(8);
+    let dirty_ratelimit = if dirty_ratelimit < balanced {
+        dirty_ratelimit + step
+    } else {
+        dirty_ratelimit - step
+    };
+    bdi.dirty_ratelimit = dirty_ratelimit.max(1);
+    bdi.balanced_dirty_ratelimit = balanced;
+}
+
+/// Dirty-throttling state a task carries (`current->nr_dirtied`, `nr_dirtied_pause`,
+/// `dirty_paused_when` in jiffies).
 #[derive(Debug, Clone, Copy)]
 pub struct DirtyThrottleState {
     pub nr_dirtied: u64,
     pub nr_dirtied_pause: u64,
-    /// `current->dirty_paused_when`: end of the last pause (or freerun check).
-    pub dirty_paused_when: Option<Nanos>,
+    /// `current->dirty_paused_when` (jiffies): end of the last pause (or freerun check).
+    pub dirty_paused_when: Option<u64>,
 }
 
 impl Default for DirtyThrottleState {
@@ -180,6 +346,12 @@ impl Default for DirtyThrottleState {
             dirty_paused_when: None,
         }
     }
+}
+
+/// `bdi_update_bandwidth`'s guard: `time_is_after_eq_jiffies(bw_time_stamp +
+/// BANDWIDTH_INTERVAL)` is false, i.e. more than `HZ / 5` jiffies passed since the last update.
+fn jiffies_after_interval(jiffies: u64, bw_time_stamp: u64, hz: Hz) -> bool {
+    jiffies > bw_time_stamp + hz.over(5).max(1)
 }
 
 /// Why the flusher writes (`enum wb_reason`).
@@ -238,32 +410,47 @@ pub(crate) struct FlusherState {
     pub running: Cell<bool>,
 }
 
-/// `bdi_min_pause`: (shortest pause worth sleeping, `nr_dirtied_pause` for the next check).
-/// Targets a 10 ms pause for one dirtier, at least `DIRTY_POLL_THRESH` (32) pages between
-/// checks, and a next pause no longer than `max_pause`.
-fn min_pause(max_pause: Nanos, task_ratelimit: u64, dirty_ratelimit: u64) -> (Nanos, u64) {
-    let dirty_ratelimit = dirty_ratelimit.max(1);
-    let mut t = TARGET_PAUSE_NS.min(1 + max_pause / 2);
-    let mut pages = dirty_ratelimit * t / NS_PER_SEC;
+/// `bdi_min_pause`: (shortest pause worth sleeping, `nr_dirtied_pause` for the next check),
+/// in jiffies and pages. Targets a 10 ms pause for one dirtier, longer for concurrent ones
+/// (`N x 10 ms` when the dirty ratelimit is `2^N` below the bandwidth), at least
+/// `DIRTY_POLL_THRESH` pages between checks, and a next pause no longer than `max_pause`.
+fn bdi_min_pause(
+    hz: Hz,
+    avg_write_bandwidth: u64,
+    max_pause: u64,
+    task_ratelimit: u64,
+    dirty_ratelimit: u64,
+) -> (u64, u64) {
+    let hz_pages = u64::from(hz.0);
+    let round_hz = roundup_pow_of_two(hz_pages);
+    let hi = ilog2(avg_write_bandwidth);
+    let lo = ilog2(dirty_ratelimit);
+    let mut t: u64 = hz.over(100).max(1);
+    if hi > lo {
+        // Scale up pause time for concurrent dirtiers: (N * 10ms) on 2^N tasks.
+        t += u64::try_from(hi - lo).expect("positive") * (10 * hz_pages) / 1024;
+    }
+    t = t.min(1 + max_pause / 2);
+    let mut pages = dirty_ratelimit * t / round_hz;
     if pages < DIRTY_POLL_THRESH {
         t = max_pause;
-        pages = dirty_ratelimit * t / NS_PER_SEC;
+        pages = dirty_ratelimit * t / round_hz;
         if pages > DIRTY_POLL_THRESH {
             pages = DIRTY_POLL_THRESH;
-            t = NS_PER_SEC * DIRTY_POLL_THRESH / dirty_ratelimit;
+            t = hz_pages * DIRTY_POLL_THRESH / dirty_ratelimit.max(1);
         }
     }
-    let pause = NS_PER_SEC * pages / (task_ratelimit + 1);
+    let pause = hz_pages * pages / (task_ratelimit + 1);
     if pause > max_pause {
         t = max_pause;
-        pages = task_ratelimit * t / NS_PER_SEC;
+        pages = task_ratelimit * t / round_hz;
     }
     let min_pause = if pages >= DIRTY_POLL_THRESH {
         1 + t / 2
     } else {
         t
     };
-    (min_pause, pages.max(1))
+    (min_pause, pages)
 }
 
 /// `dirty_poll_interval`: pages a task may dirty before the next check, about the square root
@@ -277,11 +464,32 @@ fn dirty_poll_interval(dirty: u64, thresh: u64) -> u64 {
 }
 
 impl Mm {
+    /// `dirty_balance_reserve` (`calculate_totalreserve_pages`): of one zone with no lower
+    /// zones, its high watermark. Neither it nor `min_free_kbytes` is dirtyable.
+    pub fn dirty_balance_reserve(&self) -> u64 {
+        self.watermarks.high.min(self.config.managed_pages())
+    }
+
+    /// `global_dirtyable_memory` of 3.10.9: free pages plus reclaimable (file LRU) pages, minus
+    /// `dirty_balance_reserve`, minus `min_free_kbytes`, plus 1. It follows memory use: pages
+    /// off the LRU (isolated by reclaim, being added) are not counted.
+    pub fn dirtyable_memory(&self) -> u64 {
+        let (free, lru) = {
+            let state = self.state.borrow();
+            let lru = state.lru[super::Lru::Inactive as usize].len
+                + state.lru[super::Lru::Active as usize].len;
+            (state.nr_free, lru)
+        };
+        let mut x = free + lru;
+        x -= x.min(self.dirty_balance_reserve());
+        x -= x.min(self.watermarks.min);
+        x + 1
+    }
+
     /// `global_dirty_limits`: (background threshold, dirty threshold) in pages.
     pub fn dirty_limits(&self) -> (u64, u64) {
         let config = &self.config;
-        // global_dirtyable_memory: free pages plus the file pages (all of our cache).
-        let available = config.managed_pages();
+        let available = self.dirtyable_memory();
         let thresh = if config.dirty_bytes > 0 {
             config.dirty_bytes.div_ceil(PAGE_SIZE)
         } else {
@@ -295,7 +503,12 @@ impl Mm {
         if background >= thresh {
             background = thresh / 2;
         }
-        (background, thresh.max(1))
+        (background, thresh)
+    }
+
+    /// `hard_dirty_limit`.
+    pub fn hard_dirty_limit(&self, thresh: u64) -> u64 {
+        thresh.max(self.global_dirty_limit.get())
     }
 
     /// `over_bground_thresh`.
@@ -303,6 +516,91 @@ impl Mm {
         let (background, _) = self.dirty_limits();
         let state = self.state();
         state.nr_dirty > background
+    }
+
+    /// `MAX_PAUSE` in jiffies: `[stack.vm] max_pause` (default `HZ / 5`), at least one jiffy.
+    fn max_pause_jiffies(&self) -> u64 {
+        (self.config.max_pause / self.hz.tick_ns()).max(1)
+    }
+
+    /// `bdi_stat_error`: the per-CPU counters' error bound, `nr_cpu_ids x BDI_STAT_BATCH`
+    /// (`8 x (1 + ilog2(nr_cpus))`).
+    fn bdi_stat_error(&self) -> u64 {
+        let cpus = self.cpu.cores() as u64;
+        cpus * 8 * (1 + u64::from(cpus.ilog2()))
+    }
+
+    /// The dirty state now (`global_dirty_limits`, `bdi_dirty_limit`, the counters).
+    pub fn dirty_state(&self, jiffies: u64) -> DirtyState {
+        let (background, thresh) = self.dirty_limits();
+        let (dirty, whole) = {
+            let mut state = self.state();
+            let dirty = state.nr_dirty + state.nr_writeback;
+            (
+                dirty,
+                state.bdi.writeout_fraction_is_whole(jiffies, self.hz),
+            )
+        };
+        DirtyState {
+            background,
+            thresh,
+            limit: self.hard_dirty_limit(thresh),
+            dirty,
+            bdi_thresh: if whole { thresh } else { 0 },
+            bdi_dirty: dirty,
+        }
+    }
+
+    /// `__bdi_update_bandwidth`: every `BANDWIDTH_INTERVAL` (`HZ / 5`) the write bandwidth
+    /// estimate and, from `balance_dirty_pages` (`d` given), the global dirty limit
+    /// (`global_update_bandwidth`) and the dirty ratelimit. A first update after more than a
+    /// second of idleness only takes a snapshot.
+    fn bdi_update_bandwidth(&self, jiffies: u64, d: Option<&DirtyState>, start_time: u64) {
+        let hz = self.hz;
+        let interval = hz.over(5).max(1);
+        let mut state = self.state();
+        let elapsed = jiffies - state.bdi.bw_time_stamp;
+        if elapsed < interval {
+            return;
+        }
+        let dirtied = state.stats.pages_dirtied;
+        let quiet = elapsed > u64::from(hz.0) && state.bdi.bw_time_stamp < start_time;
+        if !quiet {
+            if let Some(d) = d.filter(|d| d.thresh > 0) {
+                // global_update_bandwidth
+                if jiffies >= self.global_update_time.get() + interval {
+                    self.update_dirty_limit(d.thresh, d.dirty);
+                    self.global_update_time.set(jiffies);
+                }
+                update_dirty_ratelimit(&mut state.bdi, d, dirtied, elapsed, hz);
+            }
+            state.bdi.update_write_bandwidth(elapsed, hz);
+        }
+        state.bdi.dirtied_stamp = dirtied;
+        state.bdi.written_stamp = state.bdi.written;
+        state.bdi.bw_time_stamp = jiffies;
+    }
+
+    /// `update_dirty_limit`: `global_dirty_limit` follows a rising threshold at once and a
+    /// falling one by 1/32 of the gap per update, never below the dirty pages.
+    fn update_dirty_limit(&self, thresh: u64, dirty: u64) {
+        let limit = self.global_dirty_limit.get();
+        if limit < thresh {
+            self.global_dirty_limit.set(thresh);
+            return;
+        }
+        let target = thresh.max(dirty);
+        if limit > target {
+            self.global_dirty_limit.set(limit - ((limit - target) >> 5));
+        }
+    }
+
+    /// `bdi_max_pause`: `MAX_PAUSE`, shortened on small memory so that the dirty pool cannot
+    /// drain while the writer sleeps (about 1/8 of the time the device needs to write the
+    /// dirty pages; "8 serves as the safety ratio"). In jiffies.
+    fn bdi_max_pause(&self, bdi_dirty: u64, write_bw: u64) -> u64 {
+        let divisor = 1 + write_bw / roundup_pow_of_two(1 + self.hz.over(8));
+        (bdi_dirty / divisor + 1).min(self.max_pause_jiffies())
     }
 
     /// Called after each page a task dirties (`balance_dirty_pages_ratelimited`).
@@ -314,117 +612,120 @@ impl Mm {
     ) {
         throttle.nr_dirtied += dirtied;
         let mut ratelimit = throttle.nr_dirtied_pause;
-        if self.state().bandwidth.dirty_exceeded {
+        if self.state().bdi.dirty_exceeded {
             // Over the limit: everyone checks every 32 KiB (`32 >> (PAGE_SHIFT - 10)` pages).
             ratelimit = ratelimit.min(DIRTY_EXCEEDED_RATELIMIT);
         }
         if throttle.nr_dirtied >= ratelimit {
-            self.balance_dirty_pages(sim, throttle).await;
+            let pages_dirtied = throttle.nr_dirtied;
+            self.balance_dirty_pages(sim, throttle, pages_dirtied).await;
         }
     }
 
-    /// `balance_dirty_pages`: see the module documentation.
-    pub async fn balance_dirty_pages(&self, sim: &Sim, throttle: &mut DirtyThrottleState) {
+    /// `balance_dirty_pages`, in jiffies as 3.10 computes it: see the module documentation.
+    pub async fn balance_dirty_pages(
+        &self,
+        sim: &Sim,
+        throttle: &mut DirtyThrottleState,
+        pages_dirtied: u64,
+    ) {
+        let hz = self.hz;
+        let start_time = self.jiffies(sim);
+        let mut dirty_exceeded = false;
+        let mut nr_reclaimable;
+        let mut background_thresh;
         loop {
-            let now = sim.now();
-            let (nr_dirty, nr_writeback, write_bw) = {
-                let state = self.state();
-                (
-                    state.nr_dirty,
-                    state.nr_writeback,
-                    state.bandwidth.avg_pages_per_sec,
-                )
-            };
-            let dirty = nr_dirty + nr_writeback;
-            let (background, limit) = self.dirty_limits();
-            if nr_dirty > background && !self.writeback_in_progress() {
+            let mut now = self.jiffies(sim);
+            let d = self.dirty_state(now);
+            nr_reclaimable = self.state().nr_dirty;
+            background_thresh = d.background;
+            if d.dirty <= d.freerun() {
+                throttle.dirty_paused_when = Some(now);
+                throttle.nr_dirtied = 0;
+                throttle.nr_dirtied_pause = dirty_poll_interval(d.dirty, d.thresh);
+                break;
+            }
+            if !self.writeback_in_progress() {
                 // bdi_start_background_writeback
                 self.bdi_wakeup_thread(sim);
             }
-            let freerun = (background + limit) / 2;
-            if dirty <= freerun {
-                self.state().bandwidth.dirty_exceeded = false;
-                throttle.dirty_paused_when = Some(now);
-                throttle.nr_dirtied = 0;
-                throttle.nr_dirtied_pause = dirty_poll_interval(dirty, limit);
-                return;
+            dirty_exceeded = d.bdi_dirty > d.bdi_thresh && d.dirty > d.thresh;
+            if dirty_exceeded {
+                self.state().bdi.dirty_exceeded = true;
             }
-            // bdi_position_ratio, global control line: 2 at freerun, 1 at the setpoint, 0 at
-            // the limit; in 1/1024 units (RATELIMIT_CALC_SHIFT = 10).
-            let setpoint = (freerun + limit) / 2;
-            let pos_ratio: u64 = if dirty >= limit {
-                0
-            } else {
-                let x = (setpoint as f64 - dirty as f64) / ((limit - setpoint) as f64 + 1.0);
-                ((1.0 + x * x * x).clamp(0.0, 2.0) * 1024.0) as u64
+            if jiffies_after_interval(now, self.state().bdi.bw_time_stamp, hz) {
+                self.bdi_update_bandwidth(now, Some(&d), start_time);
+            }
+            let (dirty_ratelimit, write_bw) = {
+                let state = self.state();
+                (state.bdi.dirty_ratelimit, state.bdi.avg_write_bandwidth)
             };
-            let dirty_ratelimit = {
-                let mut state = self.state();
-                let pages_dirtied = state.stats.pages_dirtied;
-                state.bandwidth.dirty_exceeded = dirty > limit;
-                state
-                    .bandwidth
-                    .update_dirty_ratelimit(now, pages_dirtied, pos_ratio);
-                state.bandwidth.dirty_ratelimit
-            };
-            let task_ratelimit = dirty_ratelimit * pos_ratio / 1024;
-            let max_pause = self.max_pause(dirty, write_bw);
+            let pos_ratio = position_ratio(&d, write_bw);
+            let task_ratelimit = ((u128::from(dirty_ratelimit) * u128::from(pos_ratio))
+                >> RATELIMIT_CALC_SHIFT) as u64;
+            let max_pause = self.bdi_max_pause(d.bdi_dirty, write_bw);
             let (min_pause, nr_dirtied_pause) =
-                min_pause(max_pause, task_ratelimit, dirty_ratelimit);
-            // The virtual time the pause is charged up to (`now` in the kernel, moved ahead
-            // when a long pause is cut to `max_pause`).
-            let mut charged_until = now;
-            let pause = match (throttle.nr_dirtied * NS_PER_SEC).checked_div(task_ratelimit) {
+                bdi_min_pause(hz, write_bw, max_pause, task_ratelimit, dirty_ratelimit);
+            let pause: u64 = match (u64::from(hz.0) * pages_dirtied).checked_div(task_ratelimit) {
                 None => max_pause,
                 Some(period) => {
-                    // Think time since the last pause counts towards this one
-                    // (`dirty_paused_when` may lie ahead after a skipped short pause).
-                    let since = throttle
-                        .dirty_paused_when
-                        .map_or(0, |t| now as i128 - t as i128);
-                    let pause = period as i128 - since;
-                    if pause < min_pause as i128 {
-                        if pause < -(NS_PER_SEC as i128) {
+                    let mut pause = period as i64;
+                    if let Some(paused_when) = throttle.dirty_paused_when {
+                        pause -= now as i64 - paused_when as i64;
+                    }
+                    // For less than 1 s of think time, compensate it in future periods (move the
+                    // virtual time); else reset: it may be a light dirtier.
+                    if pause < min_pause as i64 {
+                        if pause < -i64::from(hz.0) {
                             throttle.dirty_paused_when = Some(now);
                             throttle.nr_dirtied = 0;
                         } else if period > 0 {
                             throttle.dirty_paused_when =
-                                Some(throttle.dirty_paused_when.unwrap_or(now) + period);
+                                Some(throttle.dirty_paused_when.unwrap_or(0) + period);
                             throttle.nr_dirtied = 0;
-                        } else if throttle.nr_dirtied_pause <= throttle.nr_dirtied {
-                            throttle.nr_dirtied_pause += throttle.nr_dirtied;
+                        } else if throttle.nr_dirtied_pause <= pages_dirtied {
+                            throttle.nr_dirtied_pause += pages_dirtied;
                         }
-                        return;
+                        break;
                     }
-                    let pause = pause as u64;
+                    let mut pause = pause as u64;
                     if pause > max_pause {
-                        charged_until += (pause - max_pause).min(max_pause);
+                        // For an occasional dropped task_ratelimit.
+                        now += (pause - max_pause).min(max_pause);
+                        pause = max_pause;
                     }
-                    pause.min(max_pause)
+                    pause
                 }
             };
+            // io_schedule_timeout(pause): woken by the timer tick `pause` jiffies on.
+            let wake_at = hz.jiffies_to_ns(self.jiffies(sim) + pause);
+            let slept = wake_at - sim.now();
             {
                 let mut state = self.state();
                 state.stats.throttle_pauses += 1;
-                state.stats.throttle_ns += pause;
+                state.stats.throttle_ns += slept;
             }
-            sim.sleep_for(pause, WaitReason::DirtyThrottle, Blocker::None)
+            sim.sleep_for(slept, WaitReason::DirtyThrottle, Blocker::None)
                 .await;
-            throttle.dirty_paused_when = Some(charged_until + pause);
+            throttle.dirty_paused_when = Some(now + pause);
             throttle.nr_dirtied = 0;
             throttle.nr_dirtied_pause = nr_dirtied_pause;
             if task_ratelimit > 0 {
-                return;
+                break;
+            }
+            if d.bdi_dirty <= self.bdi_stat_error() {
+                break;
             }
         }
-    }
-
-    /// `bdi_max_pause`: the configured `max_pause`, shortened on small memory so that the
-    /// dirty pool cannot drain while the writer sleeps: at most 1/8 of the time the device
-    /// needs to write the dirty pages ("8 serves as the safety ratio").
-    fn max_pause(&self, dirty: u64, write_bw: u64) -> Nanos {
-        let drain = dirty * NS_PER_SEC / (8 * write_bw.max(1));
-        (drain + NS_PER_MS).min(self.config.max_pause)
+        if !dirty_exceeded {
+            self.state().bdi.dirty_exceeded = false;
+        }
+        if self.writeback_in_progress() {
+            return;
+        }
+        if nr_reclaimable > background_thresh {
+            self.bdi_wakeup_thread(sim);
+        }
     }
 
     /// `end_page_writeback` for the pages of a completed write bio.
@@ -459,10 +760,10 @@ impl Mm {
                     state.lru_add_tail(id, super::Lru::Inactive);
                 }
             }
-            let busy = state.nr_writeback > 0;
+            let jiffies = self.hz.jiffies(sim.now());
             state
-                .bandwidth
-                .on_written(sim.now(), u64::from(span.count), busy);
+                .bdi
+                .writeout_inc(u64::from(span.count), jiffies, self.hz);
         }
         for index in span.index..span.index + u64::from(span.count) {
             self.wake_page(sim, span.ino, index);
@@ -689,10 +990,8 @@ impl Mm {
     /// estimated bandwidth, at most 1/8 of the dirty limit (`DIRTY_SCOPE`), at most the work's
     /// pages, plus `MIN_WRITEBACK_PAGES` rounded down to a multiple of it.
     fn writeback_chunk_size(&self, work: &WbWork) -> u64 {
-        let (write_bw, dirty_limit) = {
-            let state = self.state();
-            (state.bandwidth.avg_pages_per_sec, self.dirty_limits().1)
-        };
+        let write_bw = self.state().bdi.avg_write_bandwidth;
+        let dirty_limit = self.global_dirty_limit.get();
         let pages = (write_bw / 2)
             .min(dirty_limit / DIRTY_SCOPE)
             .min(u64::try_from(work.nr_pages.max(0)).unwrap_or(u64::MAX));
@@ -762,7 +1061,8 @@ impl Mm {
             foreground: false,
         };
         let nr_pages = work.nr_pages;
-        let mut oldest_jif = i128::from(self.jiffies(sim));
+        let wb_start = self.jiffies(sim);
+        let mut oldest_jif = i128::from(wb_start);
         loop {
             if work.nr_pages <= 0 {
                 break;
@@ -789,6 +1089,8 @@ impl Mm {
                 }
             }
             let progress = self.writeback_sb_inodes(sim, &mut work, issuer).await;
+            // wb_update_bandwidth: the write bandwidth estimate only.
+            self.bdi_update_bandwidth(self.jiffies(sim), None, wb_start);
             if progress > 0 {
                 continue;
             }
@@ -990,5 +1292,171 @@ impl super::MmState {
             self.redirty_tail(ino, jiffies);
         }
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dirty state of one device whose whole threshold is its own.
+    fn state(background: u64, thresh: u64, dirty: u64) -> DirtyState {
+        DirtyState {
+            background,
+            thresh,
+            limit: thresh,
+            dirty,
+            bdi_thresh: thresh,
+            bdi_dirty: dirty,
+        }
+    }
+
+    #[test]
+    fn the_global_control_line_is_two_at_freerun_one_at_the_setpoint_zero_at_the_limit() {
+        // A fast device (huge write bandwidth) makes the device's line flat: only the cubic.
+        let flat = 1 << 40;
+        let d = state(10_000, 20_000, 0);
+        let at = |dirty: u64| {
+            position_ratio(
+                &DirtyState {
+                    dirty,
+                    bdi_dirty: dirty,
+                    ..d
+                },
+                flat,
+            )
+        };
+        assert_eq!(d.freerun(), 15_000);
+        assert_eq!(d.setpoint(), 17_500);
+        // 1.0, less the device line's rounding (its setpoint is setpoint x thresh/(thresh+1)).
+        assert!((1020..=1024).contains(&at(17_500)), "{}", at(17_500));
+        assert!((2040..=2048).contains(&at(15_000)), "{}", at(15_000));
+        assert!(at(19_999) < 10, "{}", at(19_999));
+        assert_eq!(at(20_000), 0);
+        assert_eq!(at(25_000), 0);
+        // Monotonic: more dirty pages, less rate.
+        let mut last = u64::MAX;
+        for dirty in (15_000..20_000).step_by(250) {
+            assert!(at(dirty) <= last);
+            last = at(dirty);
+        }
+    }
+
+    #[test]
+    fn the_device_line_slows_a_device_above_its_setpoint_and_lifts_one_in_its_reserve() {
+        // write_bw 1,000 pages/s: span = 8,000 pages. At the setpoint the device factor is 1;
+        // 4,000 pages above it (half the span) the rate is about half the global line's.
+        let d = state(10_000, 20_000, 17_500);
+        let at_setpoint = position_ratio(&d, 1_000);
+        assert!((1020..=1024).contains(&at_setpoint), "{at_setpoint}");
+        let above = DirtyState {
+            bdi_dirty: 17_500 + 4_000,
+            ..d
+        };
+        let ratio = position_ratio(&above, 1_000);
+        assert!((500..=530).contains(&ratio), "{ratio}");
+        // Far above: clamped to 1/4 of the global line.
+        let far = DirtyState {
+            bdi_dirty: 17_500 + 7_000,
+            ..d
+        };
+        assert!((254..=256).contains(&position_ratio(&far, 1_000)));
+        // Below half its threshold (the reserve area): lifted by bdi_thresh / 2 / bdi_dirty.
+        let reserve = DirtyState {
+            bdi_thresh: 40_000,
+            thresh: 40_000,
+            limit: 40_000,
+            background: 30_000,
+            dirty: 35_000,
+            bdi_dirty: 10_000,
+        };
+        let lifted = position_ratio(&reserve, 1 << 30);
+        let unlifted = position_ratio(
+            &DirtyState {
+                bdi_dirty: 35_000,
+                ..reserve
+            },
+            1 << 30,
+        );
+        assert!(
+            (unlifted * 2..=unlifted * 2 + 4).contains(&lifted),
+            "x 20,000 / 10,000: {lifted} vs {unlifted}"
+        );
+    }
+
+    #[test]
+    fn min_pause_grows_with_concurrent_dirtiers() {
+        // HZ = 1000, max_pause 200 jiffies. One dirtier (ratelimit = bandwidth): 10 ms target.
+        let hz = Hz(1000);
+        let (pause, pages) = bdi_min_pause(hz, 1 << 14, 200, 1 << 14, 1 << 14);
+        assert_eq!(
+            (pause, pages),
+            (6, 160),
+            "1 + 10/2 jiffies, 2^14 x 10 / 1024 pages"
+        );
+        // Four dirtiers (ratelimit = bandwidth / 4 = 2^N with N = 2): 10 + 2 x 10000/1024.
+        let (pause, pages) = bdi_min_pause(hz, 1 << 14, 200, 1 << 12, 1 << 12);
+        assert_eq!((pause, pages), (15, 116), "t = 29 jiffies");
+        // A slow ratelimit is polled every DIRTY_POLL_THRESH pages at most max_pause apart.
+        let (pause, pages) = bdi_min_pause(hz, 1 << 14, 200, 100, 100);
+        assert_eq!((pause, pages), (200, 19));
+        // HZ = 100: the target is one jiffy.
+        let (pause, pages) = bdi_min_pause(Hz(100), 1 << 14, 20, 1 << 14, 1 << 14);
+        assert_eq!((pause, pages), (1, 128));
+    }
+
+    #[test]
+    fn the_ratelimit_follows_the_balanced_rate_only_from_the_same_side() {
+        let hz = Hz(100);
+        let mut bdi = Bdi {
+            avg_write_bandwidth: 10_000,
+            dirty_ratelimit: 10_000,
+            balanced_dirty_ratelimit: 10_000,
+            ..Bdi::new()
+        };
+        // Below the setpoint, task_ratelimit > dirty_ratelimit, but the dirtiers dirtied twice
+        // the bandwidth: the balanced rate is lower. The position error says "faster", the
+        // rate error "slower": no step.
+        let below = state(10_000, 20_000, 16_000);
+        let dirtied = 20_000 * 20 / 100; // 20,000 pages/s over 20 jiffies
+        update_dirty_ratelimit(&mut bdi, &below, dirtied, 20, hz);
+        assert_eq!(bdi.dirty_ratelimit, 10_000);
+        assert!(bdi.balanced_dirty_ratelimit < 10_000);
+        // Above the setpoint with the same rates, both say "slower": it steps down, by an
+        // eighth of the (shaped) gap, not halfway.
+        let mut bdi = Bdi {
+            avg_write_bandwidth: 10_000,
+            dirty_ratelimit: 10_000,
+            balanced_dirty_ratelimit: 5_000,
+            ..Bdi::new()
+        };
+        let above = state(10_000, 20_000, 19_000);
+        update_dirty_ratelimit(&mut bdi, &above, dirtied, 20, hz);
+        assert!(bdi.dirty_ratelimit < 10_000, "{bdi:?}");
+        assert!(bdi.dirty_ratelimit > 9_000, "a small step: {bdi:?}");
+    }
+
+    #[test]
+    fn write_bandwidth_is_smoothed_over_three_seconds() {
+        // HZ = 100: period = roundup_pow_of_two(300) = 512 jiffies. 20 jiffies at 5,000 pages/s
+        // move the estimate by 20/512 of the difference.
+        let hz = Hz(100);
+        let mut bdi = Bdi::new();
+        bdi.written = 1_000;
+        bdi.update_write_bandwidth(20, hz);
+        let expected = (1_000 * 100 + INIT_BW_PAGES_PER_SEC * (512 - 20)) / 512;
+        assert_eq!(bdi.write_bandwidth, expected);
+        assert_eq!(
+            bdi.avg_write_bandwidth, INIT_BW_PAGES_PER_SEC,
+            "avg follows write_bandwidth's previous value"
+        );
+        // After more than a period the estimate is the plain rate.
+        bdi.written_stamp = bdi.written;
+        bdi.written += 6_000;
+        bdi.update_write_bandwidth(600, hz);
+        assert_eq!(
+            (bdi.write_bandwidth, bdi.avg_write_bandwidth),
+            (1_000, 1_000)
+        );
     }
 }
