@@ -21,7 +21,8 @@
 //!
 //! CPU time (`[stack.cpu]`): each page a read returns costs its `copy_to_user` (no page lock
 //! held), each page a write fills its `copy_from_user` (page locked, under the caller's
-//! `i_mutex`), each new page its allocation.
+//! `i_mutex`), each new page its allocation. Under `page_cache_lock = "global"` (FastTrack
+//! §3.2) the copies and allocations are made holding the global page-cache lock.
 //!
 //! Simplifications: reads never fail; no `PG_error`; a partial-page read before a write reads
 //! the whole page; the page cache keeps no buffer heads (a page is one block).
@@ -326,7 +327,9 @@ impl Mm {
             // page reference (no page lock).
             let page_start = index * PAGE_SIZE;
             let bytes = (pos + len).min(page_start + PAGE_SIZE).min(isize) - pos.max(page_start);
+            let lock = self.page_cache_lock(sim).await;
             self.cpu.run(sim, self.cpu_costs.copy_ns(bytes)).await;
+            drop(lock);
             ra.prev_index = Some(index);
         }
     }
@@ -354,9 +357,8 @@ impl Mm {
         issuer: Issuer,
         flags: u16,
     ) -> Option<PageId> {
+        // The allocation, with its own work and add_to_page_cache_lru on the CPU.
         self.alloc_page(sim, issuer).await;
-        // The allocation's own work and add_to_page_cache_lru.
-        self.cpu.run(sim, self.cpu_costs.page_alloc).await;
         let mut state = self.state();
         if state
             .mappings
@@ -426,8 +428,11 @@ impl Mm {
                     return (written, Some(errno));
                 }
             }
-            // iov_iter_copy_from_user_atomic, with the page locked (and the caller's i_mutex).
+            // iov_iter_copy_from_user_atomic, with the page locked (and the caller's i_mutex;
+            // under FastTrack's model, the global page-cache lock too).
+            let lock = self.page_cache_lock(sim).await;
             self.cpu.run(sim, self.cpu_costs.copy_ns(bytes)).await;
+            drop(lock);
             // write_end: block_write_end + set_page_dirty + unlock.
             let (newly_dirty, first_dirty_inode) = {
                 let mut state = self.state();

@@ -844,6 +844,62 @@ impl Mm {
         block
     }
 
+    /// `writepage` of pages the caller has locked and found dirty (reclaim's `pageout`): each
+    /// goes to writeback and is unlocked; pages of one inode with consecutive indexes and
+    /// blocks share an asynchronous bio, submitted as `issuer`.
+    pub(crate) async fn write_locked_pages(&self, sim: &Sim, pages: &[PageId], issuer: Issuer) {
+        let mut keyed: Vec<(Ino, u64, PageId)> = pages
+            .iter()
+            .map(|&id| {
+                let page = self.page(id);
+                assert!(
+                    page.has(pg::LOCKED) && page.has(pg::DIRTY),
+                    "pageout of page {}:{} that is not locked and dirty",
+                    page.ino,
+                    page.index
+                );
+                (page.ino, page.index, id)
+            })
+            .collect();
+        keyed.sort_unstable();
+        // The bio being built: (inode, first index, first block, pages).
+        let mut current: Option<(Ino, u64, u64, u32)> = None;
+        for (ino, index, id) in keyed {
+            let block = self.page_start_writeback(sim, id);
+            match current {
+                Some((cur_ino, first, first_block, count))
+                    if cur_ino == ino
+                        && first + u64::from(count) == index
+                        && first_block + u64::from(count) == block
+                        && count < MAX_BIO_PAGES =>
+                {
+                    current = Some((ino, first, first_block, count + 1));
+                }
+                _ => {
+                    if let Some((cur_ino, first, first_block, count)) = current.take() {
+                        let span = PageSpan {
+                            ino: cur_ino,
+                            index: first,
+                            count,
+                        };
+                        self.submit_write_span(sim, span, first_block, issuer, false)
+                            .await;
+                    }
+                    current = Some((ino, index, block, 1));
+                }
+            }
+        }
+        if let Some((ino, first, first_block, count)) = current {
+            let span = PageSpan {
+                ino,
+                index: first,
+                count,
+            };
+            self.submit_write_span(sim, span, first_block, issuer, false)
+                .await;
+        }
+    }
+
     /// `write_cache_pages` / `mpage_writepages`: writes up to `nr_to_write` dirty pages of
     /// `ino` (`range`: from `writeback_index` cyclically, from the start, or the listed pages as
     /// `tag_pages_for_writeback` fixes them for `WB_SYNC_ALL`) in bios of consecutive blocks. A
