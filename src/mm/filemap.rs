@@ -9,8 +9,11 @@
 //!   (x4 when small) on each sequential step (`get_next_ra_size`) up to `read_ahead_kb`; a
 //!   random read reads just the requested pages.
 //! - Writes (`generic_perform_write`): per page, `grab_cache_page_write_begin` (find and lock,
-//!   or allocate and add), `wait_for_stable_page` (waits in `wait_on_page_writeback` when the
-//!   page is being written: QASIO D_data), `block_write_begin` (a partial write to a page that
+//!   or allocate and add), `wait_on_page_writeback` when the page is being written (QASIO
+//!   D_data; unconditional, as 3.10.9's `ext4_da_write_begin` does after `ext4_journal_start`:
+//!   "In case writeback began while the page was unlocked". Not `wait_for_stable_page`, which
+//!   waits only on devices with `BDI_CAP_STABLE_WRITES`; the ext4 issue moves the wait inside
+//!   the journal handle), `block_write_begin` (a partial write to a page that
 //!   is not uptodate reads it first, synchronously, unless it is a hole or past EOF; a block is
 //!   allocated with `get_block(create)`), then `write_end` (uptodate, dirty, unlock) and
 //!   `balance_dirty_pages_ratelimited`.
@@ -391,7 +394,8 @@ impl Mm {
             let offset = at % PAGE_SIZE;
             let bytes = (PAGE_SIZE - offset).min(len - written);
             let id = self.grab_cache_page(sim, ino, index, issuer).await;
-            // wait_for_stable_page (QASIO D_data).
+            // ext4_da_write_begin (3.10.9): wait_on_page_writeback, unconditionally (QASIO
+            // D_data). Not wait_for_stable_page: that waits only with BDI_CAP_STABLE_WRITES.
             if self.page(id).has(pg::WRITEBACK) {
                 self.state().stats.write_stable_waits += 1;
                 self.wait_on_page_writeback(sim, ino, index).await;

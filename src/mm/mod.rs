@@ -23,8 +23,9 @@
 //! - One memory zone, page-cache pages only: anonymous memory, slab and the kernel are a fixed
 //!   `reserved` amount of RAM; no swap, no mmap, so no mapped pages and no page-table references.
 //! - Invariant kept: a page is never dirty and under writeback at once. Linux allows it (a page
-//!   redirtied while written); here every writer waits for writeback first (stable pages,
-//!   `wait_for_stable_page`), so the case cannot arise and is asserted against.
+//!   redirtied while written); here every writer waits for writeback first (3.10.9 ext4's
+//!   `ext4_da_write_begin` calls `wait_on_page_writeback` unconditionally), so the case cannot
+//!   arise and is asserted against.
 
 pub mod bio;
 pub mod filemap;
@@ -845,7 +846,7 @@ impl MmState {
         let page = self.pages[id as usize];
         assert!(
             !page.has(pg::WRITEBACK),
-            "page {}:{} dirtied under writeback (stable pages violated)",
+            "page {}:{} dirtied under writeback (write_begin must wait_on_page_writeback)",
             page.ino,
             page.index
         );
