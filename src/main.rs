@@ -79,6 +79,10 @@ enum Command {
         /// the scenario has several runs).
         #[arg(long, value_name = "FILE")]
         blktrace: Option<std::path::PathBuf>,
+        /// Check the page cache's invariants as the runs go (always on in debug builds); a
+        /// violation ends the run with an error.
+        #[arg(long)]
+        check: bool,
     },
     /// List the built-in scenarios.
     List {
@@ -180,6 +184,7 @@ fn main() -> ExitCode {
             threads,
             breakdown,
             blktrace,
+            check,
         } => cmd_run(
             &scenario,
             RunArgs {
@@ -190,6 +195,7 @@ fn main() -> ExitCode {
                 threads,
                 breakdown,
                 blktrace,
+                check,
             },
         ),
         Command::List { json } => cmd_list(json),
@@ -373,6 +379,7 @@ struct RunArgs {
     threads: usize,
     breakdown: bool,
     blktrace: Option<std::path::PathBuf>,
+    check: bool,
 }
 
 /// Writes each run's blktrace: to `path` for a single run, else to `path.<variant>.<seed>`.
@@ -416,6 +423,7 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         threads,
         breakdown,
         blktrace,
+        check,
     } = args;
     let mut scenario = match load_or_report(name) {
         Ok(s) => s,
@@ -436,6 +444,7 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         seeds: (!seeds.is_empty()).then_some(seeds),
         threads,
         progress: None,
+        check,
     };
     let progress = Progress::new(run::jobs(&scenario, &options).len(), scenario.duration);
     let hook = progress.clone();

@@ -52,6 +52,9 @@ pub struct RunOptions {
     /// Worker threads for independent runs; 0 = one per core.
     pub threads: usize,
     pub progress: Option<ProgressFn>,
+    /// Check the page cache's invariants as the runs go (always on in debug builds; `mobistack
+    /// run --check` in release): a violation ends the run with an error.
+    pub check: bool,
 }
 
 /// The (variant, seed) pairs a scenario runs, in result order.
@@ -90,7 +93,13 @@ pub fn run_scenario(
                         p(index, now)
                     }
                 };
-                let result = run_one(scenario, &scenario.variants[variant], seed, hook);
+                let result = run_one_checked(
+                    scenario,
+                    &scenario.variants[variant],
+                    seed,
+                    options.check,
+                    hook,
+                );
                 slots.lock().expect("no worker panicked")[index] = Some(result);
             });
         }
@@ -163,6 +172,18 @@ pub fn run_one(
     seed: u64,
     progress: impl FnMut(Nanos) + 'static,
 ) -> Result<RunResult, RunError> {
+    run_one_checked(scenario, variant, seed, false, progress)
+}
+
+/// [`run_one`], checking the page cache's invariants when `check` (they are always checked in
+/// debug builds).
+pub fn run_one_checked(
+    scenario: &Scenario,
+    variant: &Variant,
+    seed: u64,
+    check: bool,
+    progress: impl FnMut(Nanos) + 'static,
+) -> Result<RunResult, RunError> {
     let simulation = Simulation::new(seed);
     let sim = simulation.handle();
     sim.set_progress_hook(progress);
@@ -192,6 +213,9 @@ pub fn run_one(
         Stack::new(&sim, &variant.stack, activity.clone(), with_block)
     }
     .map_err(run_error)?;
+    if let Some(vfs) = stack.vfs.as_ref().filter(|_| check) {
+        vfs.mm.enable_checks();
+    }
     if let Some(block) = &stack.block {
         // Jobs must fit the device: checked here, where its capacity is known, with the checks
         // the job itself makes when it starts.
@@ -273,6 +297,9 @@ pub fn run_one(
     let end = sim
         .run_until(scenario.duration, end_when_done)
         .map_err(|deadlock| run_error(deadlock.to_string()))?;
+    if let Some(violation) = stack.vfs.as_ref().and_then(|vfs| vfs.mm.violation()) {
+        return Err(run_error(violation));
+    }
 
     let mut app_results = BTreeMap::new();
     for (i, app) in apps.iter().enumerate() {

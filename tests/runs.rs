@@ -8,7 +8,7 @@ fn results_json(name: &str, seed: u64, threads: usize) -> String {
     let options = RunOptions {
         seeds: Some(vec![seed]),
         threads,
-        progress: None,
+        ..RunOptions::default()
     };
     run_scenario(&s, &options).unwrap().to_json()
 }

@@ -335,6 +335,7 @@ impl Mm {
             drop(lock);
             ra.prev_index = Some(index);
         }
+        self.check(sim, "do_generic_file_read");
     }
 
     /// `grab_cache_page_write_begin`: the page locked, created (not uptodate) if missing.
@@ -362,16 +363,22 @@ impl Mm {
     ) -> Option<PageId> {
         // The allocation, with its own work and add_to_page_cache_lru on the CPU.
         self.alloc_page(sim, issuer).await;
-        let mut state = self.state();
-        if state
-            .mappings
-            .get(&ino)
-            .is_some_and(|m| m.pages.contains_key(&index))
-        {
-            state.nr_free += 1;
-            return None;
-        }
-        Some(state.add_to_page_cache(ino, index, issuer.uid, flags))
+        let id = {
+            let mut state = self.state();
+            state.nr_allocating -= 1;
+            if state
+                .mappings
+                .get(&ino)
+                .is_some_and(|m| m.pages.contains_key(&index))
+            {
+                state.nr_free += 1;
+                None
+            } else {
+                Some(state.add_to_page_cache(ino, index, issuer.uid, flags))
+            }
+        };
+        self.check(sim, "add_to_page_cache");
+        id
     }
 
     /// `generic_perform_write` of bytes `[pos, pos + len)` to a file of size `isize` (before the
@@ -451,6 +458,7 @@ impl Mm {
                 self.bdi_wakeup_thread_delayed(sim);
             }
             self.unlock_page(sim, id);
+            self.check(sim, "generic_perform_write");
             written += bytes;
             self.balance_dirty_pages_ratelimited(sim, throttle, u64::from(newly_dirty))
                 .await;
@@ -528,6 +536,7 @@ impl Mm {
             drop(state);
             self.wake_page(sim, ino, index);
         }
+        self.check(sim, "truncate_inode_pages_range");
     }
 
     /// Direct I/O of whole pages `[first, first + count)` (`__blockdev_direct_IO`): cached

@@ -28,6 +28,7 @@
 //!   arise and is asserted against.
 
 pub mod bio;
+pub mod check;
 pub mod filemap;
 pub mod vmscan;
 pub mod writeback;
@@ -368,6 +369,8 @@ pub struct MmState {
     free_ids: Vec<PageId>,
     /// Free pages of RAM (managed pages minus cached pages).
     pub nr_free: u64,
+    /// Pages taken from the free pool and not yet in the cache (an allocation in progress).
+    pub nr_allocating: u64,
     lru: [LruList; 3],
     pub mappings: BTreeMap<Ino, Mapping>,
     /// `wb->b_dirty`: dirty inodes by (dirtied_when in jiffies, ino), oldest first.
@@ -440,6 +443,11 @@ pub struct Mm {
     pub cpu_costs: CpuConfig,
     flusher_task: Cell<Option<TaskId>>,
     kswapd_task: Cell<Option<TaskId>>,
+    /// Whether invariants are checked ([`check`]): debug builds, or `--check`.
+    checks: Cell<bool>,
+    check_count: Cell<u64>,
+    violation: RefCell<Option<String>>,
+    panic_on_violation: Cell<bool>,
 }
 
 impl Mm {
@@ -470,6 +478,7 @@ impl Mm {
                 pages: Vec::new(),
                 free_ids: Vec::new(),
                 nr_free: managed,
+                nr_allocating: 0,
                 lru: [LruList::default(); 3],
                 mappings: BTreeMap::new(),
                 b_dirty: BTreeSet::new(),
@@ -499,6 +508,10 @@ impl Mm {
             cpu_costs,
             flusher_task: Cell::new(None),
             kswapd_task: Cell::new(None),
+            checks: Cell::new(cfg!(debug_assertions)),
+            check_count: Cell::new(0),
+            violation: RefCell::new(None),
+            panic_on_violation: Cell::new(cfg!(test)),
         });
         let flusher = {
             let (s, m) = (sim.clone(), mm.clone());

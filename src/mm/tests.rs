@@ -38,8 +38,12 @@ impl Rig {
         self.sim.run_until(at, false).expect("no deadlock");
     }
 
+    /// Runs until every task is done, then scans the page-state invariants.
     fn run_to_end(&self) {
         self.sim.run_until(u64::MAX, true).expect("no deadlock");
+        self.mm()
+            .scan_invariants()
+            .expect("page-state invariants hold at the end");
     }
 
     /// Spawns `body(sim, vfs, process)` as task `name`.
@@ -1424,5 +1428,65 @@ fn kswapd_writes_dirty_pages_asynchronously_under_pressure_and_frees_them_when_w
         blocked.get(WaitReason::PageWriteback),
         0,
         "kswapd never waits for its writes"
+    );
+}
+
+#[test]
+fn a_broken_page_count_stops_the_run_naming_the_task_the_time_and_the_state() {
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.mm().set_panic_on_violation(false);
+    let done = Rc::new(Cell::new(false));
+    let out = done.clone();
+    rig.spawn("writer", 10_000, move |sim, vfs, p| async move {
+        let fd = vfs.creat(&sim, &p, "/f").await.unwrap();
+        vfs.write(&sim, &p, fd, &[0u8; 8192]).await.unwrap();
+        sim.sleep(NS_PER_MS).await;
+        // A lost page: free + cached no longer adds up to RAM.
+        vfs.mm.state().nr_free += 1;
+        vfs.write(&sim, &p, fd, &[0u8; 4096]).await.unwrap();
+        sim.sleep(NS_PER_MS).await;
+        out.set(true);
+    });
+    rig.sim
+        .run_until(u64::MAX, true)
+        .expect("stopped, not deadlocked");
+    assert!(!done.get(), "the run stopped at the violation");
+    let message = rig.mm().violation().expect("a violation");
+    for part in [
+        "page-cache invariant violated after add_to_page_cache",
+        "free",
+        "!= managed RAM",
+        "task writer (T",
+        "t = 0.001000 s",
+        "state: free",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+}
+
+#[test]
+fn the_full_scan_recounts_flags_tags_lists_and_lru() {
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("writer", 10_000, |sim, vfs, p| async move {
+        write_file(&sim, &vfs, &p, "/f", 64 << 10).await;
+    });
+    rig.run_to_end();
+    let mm = rig.mm();
+    assert_eq!(mm.scan_invariants(), Ok(()));
+    // A page whose flag was lost: the counter and the tag still say dirty.
+    let id = mm.state().mappings.values().next().unwrap().pages[&3];
+    mm.state().pages[id as usize].flags &= !pg::DIRTY;
+    let error = mm.scan_invariants().unwrap_err();
+    assert!(
+        error.contains("nr_dirty 16 / nr_writeback 0 but 15 / 0"),
+        "{error}"
+    );
+    mm.state().pages[id as usize].flags |= pg::DIRTY;
+    let ino = *mm.state().mappings.keys().next().unwrap();
+    mm.state().b_dirty.clear();
+    let error = mm.scan_invariants().unwrap_err();
+    assert!(
+        error.contains(&format!("inode {ino} records writeback list Dirty")),
+        "{error}"
     );
 }

@@ -213,6 +213,7 @@ impl Mm {
         let mut state = self.state();
         assert!(state.nr_free > 0, "allocation with no free page");
         state.nr_free -= 1;
+        state.nr_allocating += 1;
     }
 
     /// `wakeup_kswapd`: only when the zone is not above its low watermark.
@@ -470,6 +471,7 @@ impl Mm {
             .shrink_page_list(sim, &candidates, priority, reclaimer, issuer)
             .await;
         self.state().zone.nr_isolated -= taken;
+        self.check(sim, "shrink_inactive_list");
         if result.nr_writeback > 0
             && result.nr_writeback >= taken >> (DEF_PRIORITY - priority).min(63)
         {
@@ -853,6 +855,7 @@ impl Mm {
                 reclaimed += self.pageout_and_free(sim, &to_write, issuer).await;
             }
             self.state().zone.nr_isolated -= taken;
+            self.check(sim, "shrink_zone (global)");
         }
         if reclaimed > 0 {
             self.free_wait.wake_all(sim);

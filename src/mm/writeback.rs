@@ -769,6 +769,7 @@ impl Mm {
             self.wake_page(sim, span.ino, index);
         }
         self.free_wait.wake_all(sim);
+        self.check(sim, "end_page_writeback");
     }
 
     /// Submits a write bio for `count` pages of `ino` from `index`, already under writeback,
@@ -1089,6 +1090,7 @@ impl Mm {
                 wrote += 1;
             }
             drop(state);
+            self.check(sim, "writeback_sb_inodes");
             if wrote > 0 {
                 // time_is_before_jiffies(start_time + HZ / 10)
                 if jiffies > start + self.hz.over(10) {
