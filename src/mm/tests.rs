@@ -1490,3 +1490,233 @@ fn the_full_scan_recounts_flags_tags_lists_and_lru() {
         "{error}"
     );
 }
+
+/// Property tests: random mixes of writes, reads, fsyncs, truncates and unlinks from several
+/// tasks over several files, on a RAM small enough that reclaim, throttling and the flusher all
+/// run, driven through the VFS system calls. Each file belongs to one task (so what a read must
+/// return is known), the tasks share the memory, the flusher and the device. Checked: every
+/// system call returns what a file of that content must return (the bytes written, with
+/// `O_STORE_CONTENTS`, and zeroes in holes); an fsync leaves the file with no dirty page and
+/// none under writeback; an unlinked file leaves no page behind; and the page-state invariants
+/// (`src/mm/check.rs`) hold after every call and at the end, under both allocation models.
+///
+/// Case counts are kept small (each case simulates seconds of I/O) so the suite stays fast.
+mod properties {
+    use super::super::*;
+    use crate::dev::fixed::FixedLatencyDevice;
+    use crate::fs::vfs::{Vfs, O_CREAT, O_RDWR, O_STORE_CONTENTS};
+    use crate::kernel::CpuConfig;
+    use crate::sim::Simulation;
+    use crate::units::{NS_PER_MS, NS_PER_US};
+    use proptest::prelude::*;
+
+    /// Files each task owns.
+    const FILES_PER_TASK: usize = 2;
+    /// Largest file offset an operation touches: 4 MiB, so two tasks' four files outgrow the
+    /// 8 MiB of page cache.
+    const MAX_OFFSET: u64 = 4 << 20;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Write { file: usize, offset: u64, len: u64 },
+        Read { file: usize, offset: u64, len: u64 },
+        Fsync { file: usize },
+        Truncate { file: usize, size: u64 },
+        Unlink { file: usize },
+        Think { ms: u64 },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let file = 0..FILES_PER_TASK;
+        prop_oneof![
+            5 => (file.clone(), 0..MAX_OFFSET, 1..(1u64 << 20))
+                .prop_map(|(file, offset, len)| Op::Write { file, offset, len }),
+            3 => (file.clone(), 0..MAX_OFFSET, 1..(1u64 << 20))
+                .prop_map(|(file, offset, len)| Op::Read { file, offset, len }),
+            1 => file.clone().prop_map(|file| Op::Fsync { file }),
+            1 => (file.clone(), 0..MAX_OFFSET).prop_map(|(file, size)| Op::Truncate { file, size }),
+            1 => file.prop_map(|file| Op::Unlink { file }),
+            1 => (1..200u64).prop_map(|ms| Op::Think { ms }),
+        ]
+    }
+
+    /// Asserts inside a simulated task: the page-state invariants hold now.
+    fn assert_invariants(vfs: &Vfs, after: &str) {
+        if let Err(error) = vfs.mm.scan_invariants() {
+            panic!("after {after}: {error}");
+        }
+    }
+
+    /// Runs one task's operations on its own files, checking each result against a model of the
+    /// files' contents.
+    async fn run_task(sim: Sim, vfs: Rc<Vfs>, task: usize, ops: Vec<Op>) {
+        let process = vfs.new_process(10_000 + task as u32, &format!("t{task}"));
+        let mut model: Vec<Option<Vec<u8>>> = vec![None; FILES_PER_TASK];
+        let path = |file: usize| format!("/t{task}f{file}");
+        for (step, op) in ops.into_iter().enumerate() {
+            let what = format!("task {task} step {step} {op:?}");
+            match op {
+                Op::Write { file, offset, len } => {
+                    let fd = vfs
+                        .open(
+                            &sim,
+                            &process,
+                            &path(file),
+                            O_CREAT | O_RDWR | O_STORE_CONTENTS,
+                        )
+                        .await
+                        .expect(&what);
+                    let tag = (step % 251) as u8 + 1;
+                    let data = vec![tag; len as usize];
+                    assert_eq!(
+                        vfs.pwrite(&sim, &process, fd, &data, offset).await,
+                        Ok(len as usize),
+                        "{what}"
+                    );
+                    vfs.close(&sim, &process, fd).await.expect(&what);
+                    let contents = model[file].get_or_insert_with(Vec::new);
+                    let end = (offset + len) as usize;
+                    if contents.len() < end {
+                        contents.resize(end, 0);
+                    }
+                    contents[offset as usize..end].fill(tag);
+                }
+                Op::Read { file, offset, len } => {
+                    let Some(contents) = &model[file] else {
+                        continue;
+                    };
+                    let fd = vfs
+                        .open(&sim, &process, &path(file), O_RDWR)
+                        .await
+                        .expect(&what);
+                    let mut buf = vec![0xEEu8; len as usize];
+                    let n = vfs
+                        .pread(&sim, &process, fd, &mut buf, offset)
+                        .await
+                        .expect(&what);
+                    let size = contents.len() as u64;
+                    let expected = len.min(size.saturating_sub(offset));
+                    assert_eq!(n as u64, expected, "{what}: bytes read");
+                    if n > 0 {
+                        let at = offset as usize;
+                        assert!(
+                            buf[..n] == contents[at..at + n],
+                            "{what}: the bytes read are not the bytes written"
+                        );
+                    }
+                    vfs.close(&sim, &process, fd).await.expect(&what);
+                }
+                Op::Fsync { file } => {
+                    if model[file].is_none() {
+                        continue;
+                    }
+                    let fd = vfs
+                        .open(&sim, &process, &path(file), O_RDWR)
+                        .await
+                        .expect(&what);
+                    vfs.fsync(&sim, &process, fd).await.expect(&what);
+                    let ino = vfs
+                        .stat(&sim, &process, &path(file))
+                        .await
+                        .expect(&what)
+                        .ino;
+                    {
+                        let state = vfs.mm.state();
+                        if let Some(mapping) = state.mappings.get(&ino) {
+                            assert!(mapping.dirty.is_empty(), "{what}: dirty after fsync");
+                            assert!(
+                                mapping.writeback.is_empty(),
+                                "{what}: under writeback after fsync"
+                            );
+                        }
+                    }
+                    vfs.close(&sim, &process, fd).await.expect(&what);
+                }
+                Op::Truncate { file, size } => {
+                    let Some(contents) = &mut model[file] else {
+                        continue;
+                    };
+                    vfs.truncate(&sim, &process, &path(file), size)
+                        .await
+                        .expect(&what);
+                    contents.resize(size as usize, 0);
+                    let stat = vfs.stat(&sim, &process, &path(file)).await.expect(&what);
+                    assert_eq!(stat.size, size, "{what}");
+                    assert!(
+                        stat.cached_pages <= size.div_ceil(PAGE_SIZE),
+                        "{what}: pages beyond the new size"
+                    );
+                }
+                Op::Unlink { file } => {
+                    if model[file].take().is_none() {
+                        continue;
+                    }
+                    let ino = vfs
+                        .stat(&sim, &process, &path(file))
+                        .await
+                        .expect(&what)
+                        .ino;
+                    vfs.unlink(&sim, &process, &path(file)).await.expect(&what);
+                    assert_eq!(vfs.mm.nr_pages(ino), 0, "{what}: pages left behind");
+                    assert_eq!(
+                        vfs.stat(&sim, &process, &path(file)).await.err(),
+                        Some(crate::errno::Errno::ENOENT)
+                    );
+                }
+                Op::Think { ms } => sim.sleep(ms * NS_PER_MS).await,
+            }
+            assert_invariants(&vfs, &what);
+        }
+    }
+
+    /// One case: `tasks` lists each task's operations, run on `cores` cores.
+    fn run_case(tasks: Vec<Vec<Op>>, lock: PageCacheLock, cores: usize) {
+        // 16 MiB of RAM of which 8 MiB are taken (apps, kernel): 8 MiB of page cache, so reclaim
+        // runs; Android's writeback knobs.
+        let config = VmConfig {
+            ram: 16 << 20,
+            reserved: 8 << 20,
+            page_cache_lock: lock,
+            ..VmConfig::android()
+        };
+        let sim = Simulation::new(1);
+        let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
+        let vfs = crate::stack::storage(
+            &sim.handle(),
+            config,
+            CpuConfig {
+                cores,
+                ..CpuConfig::default()
+            },
+            device,
+            "noop",
+            1 << 30,
+            None,
+        )
+        .expect("valid storage");
+        for (task, ops) in tasks.into_iter().enumerate() {
+            let (s, v) = (sim.handle(), vfs.clone());
+            sim.spawn(&format!("t{task}"), run_task(s, v, task, ops));
+        }
+        sim.run_until(u64::MAX, true).expect("no deadlock");
+        vfs.mm.scan_invariants().expect("invariants at the end");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 24,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn random_file_io_keeps_contents_and_page_state(
+            tasks in prop::collection::vec(prop::collection::vec(op(), 1..60), 2..=3),
+            global in any::<bool>(),
+            cores in 1..=2usize,
+        ) {
+            let lock = if global { PageCacheLock::Global } else { PageCacheLock::Linux };
+            run_case(tasks, lock, cores);
+        }
+    }
+}
