@@ -113,3 +113,26 @@ fn file_workload_mistakes_are_located_errors() {
     let err = edit("think = \"500ms\"", "thinkk = \"500ms\"");
     assert!(err.message.contains("unknown field `thinkk`"), "{err}");
 }
+
+#[test]
+fn the_desktop_scenarios_are_valid() {
+    for (name, source) in [
+        (
+            "desktop-fsync",
+            include_str!("../scenarios/desktop-fsync.toml"),
+        ),
+        (
+            "desktop-fsync-bg",
+            include_str!("../scenarios/desktop-fsync-bg.toml"),
+        ),
+    ] {
+        let s = scenario::parse(name, source).unwrap();
+        assert_eq!(s.name, name);
+        let names: Vec<&str> = s.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["mq-deadline", "none"]);
+        for variant in &s.variants {
+            assert_eq!(variant.stack.vm.ram, 24 << 30);
+            assert_eq!(variant.stack.kernel.hz.0, 250);
+        }
+    }
+}
