@@ -1720,3 +1720,62 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn allocations_take_pages_above_low_wake_kswapd_below_it_and_reclaim_at_min() {
+    // __alloc_pages: above the low watermark a page is taken at once; at or below it kswapd
+    // is woken and a page taken while above min; at min the task reclaims directly (nothing
+    // is reclaimable here: the pages are allocated, not cached), and, with no OOM killer,
+    // takes a reserve page.
+    let config = VmConfig {
+        ram: 16 << 20,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, NS_PER_MS, 0);
+    let w = rig.mm().watermarks;
+    let free = rig.mm().page_counts().0;
+    let issuer = Issuer {
+        task: None,
+        pid: 1,
+        uid: 10_000,
+        foreground: false,
+    };
+    let steps: Rc<RefCell<Vec<MmStats>>> = Rc::default();
+    let out = steps.clone();
+    rig.spawn("alloc", 10_000, move |sim, vfs, _p| async move {
+        let issuer = Issuer {
+            task: sim.current_task(),
+            ..issuer
+        };
+        // Down to low + 1 free pages: no kswapd.
+        for _ in 0..free - w.low - 1 {
+            vfs.mm.alloc_page(&sim, issuer).await;
+        }
+        sim.sleep(NS_PER_MS).await;
+        out.borrow_mut().push(vfs.mm.stats());
+        // Down to min + 1: kswapd woken, no direct reclaim.
+        for _ in 0..w.low - w.min {
+            vfs.mm.alloc_page(&sim, issuer).await;
+        }
+        sim.sleep(NS_PER_MS).await;
+        out.borrow_mut().push(vfs.mm.stats());
+        // The last page above min, then at min: direct reclaim, then the reserve.
+        vfs.mm.alloc_page(&sim, issuer).await;
+        assert_eq!(vfs.mm.stats().direct_reclaims, 0);
+        vfs.mm.alloc_page(&sim, issuer).await;
+        out.borrow_mut().push(vfs.mm.stats());
+    });
+    rig.run_to_end();
+    let steps = steps.borrow();
+    assert_eq!(
+        (steps[0].kswapd_runs, steps[0].direct_reclaims),
+        (0, 0),
+        "{:?}",
+        steps[0]
+    );
+    assert!(steps[1].kswapd_runs > 0, "{:?}", steps[1]);
+    assert_eq!(steps[1].direct_reclaims, 0, "{:?}", steps[1]);
+    assert!(steps[2].direct_reclaims > 0, "{:?}", steps[2]);
+    assert_eq!(steps[2].reserve_allocs, 1, "{:?}", steps[2]);
+    assert_eq!(rig.mm().page_counts().0, w.min - 1);
+}

@@ -1517,4 +1517,130 @@ mod tests {
             (1_000, 1_000)
         );
     }
+    /// A page cache over a fast fixed-latency device, for tests of `Mm`'s own arithmetic.
+    fn mm(config: super::super::VmConfig) -> (crate::sim::Simulation, std::rc::Rc<Mm>) {
+        let sim = crate::sim::Simulation::new(1);
+        let device = Box::new(crate::dev::fixed::FixedLatencyDevice::new(1, 0, 0));
+        let vfs = crate::stack::storage(
+            &sim.handle(),
+            config,
+            crate::kernel::CpuConfig::zero_cost(),
+            device,
+            "noop",
+            1 << 30,
+            None,
+        )
+        .unwrap();
+        (sim, vfs.mm.clone())
+    }
+
+    #[test]
+    fn the_writeout_fraction_ages_away_after_idle_periods() {
+        // VM_COMPLETIONS_PERIOD_LEN = 3 s: at HZ = 100, 300 jiffies; events halve each period.
+        let hz = Hz(100);
+        let mut bdi = Bdi::new();
+        assert!(
+            !bdi.writeout_fraction_is_whole(0, hz),
+            "nothing written yet"
+        );
+        bdi.writeout_inc(100, 10, hz);
+        assert_eq!(bdi.written, 100);
+        assert!(bdi.writeout_fraction_is_whole(299, hz));
+        assert!(bdi.writeout_fraction_is_whole(300 * 6, hz), "100 >> 6 = 1");
+        assert!(!bdi.writeout_fraction_is_whole(300 * 7, hz), "100 >> 7 = 0");
+        bdi.writeout_inc(1, 300 * 7 + 5, hz);
+        assert!(bdi.writeout_fraction_is_whole(300 * 7 + 5, hz));
+    }
+
+    #[test]
+    fn the_global_dirty_limit_rises_at_once_and_falls_by_a_32nd() {
+        let (_sim, mm) = mm(super::super::VmConfig::default());
+        let (_, thresh) = mm.dirty_limits();
+        assert_eq!(
+            mm.global_dirty_limit.get(),
+            thresh,
+            "writeback_set_ratelimit at boot"
+        );
+        mm.update_dirty_limit(thresh + 3_200, 0);
+        assert_eq!(mm.global_dirty_limit.get(), thresh + 3_200);
+        assert_eq!(mm.hard_dirty_limit(thresh), thresh + 3_200);
+        mm.update_dirty_limit(thresh, 0);
+        assert_eq!(mm.global_dirty_limit.get(), thresh + 3_200 - 100);
+        // Never below the dirty pages.
+        mm.update_dirty_limit(thresh, thresh + 3_100);
+        assert_eq!(mm.global_dirty_limit.get(), thresh + 3_100);
+    }
+
+    #[test]
+    fn writeback_chunks_are_half_a_second_of_bandwidth_at_most_an_eighth_of_the_limit() {
+        let (_sim, mm) = mm(super::super::VmConfig::default());
+        let work = |nr_pages| WbWork {
+            nr_pages,
+            reason: WbReason::Background,
+            range_cyclic: true,
+        };
+        mm.global_dirty_limit.set(1 << 20);
+        mm.state().bdi.avg_write_bandwidth = 12_800;
+        // min(6,400, 131,072) + 1,024, rounded down to 1,024s.
+        assert_eq!(mm.writeback_chunk_size(&work(i64::MAX)), 7_168);
+        mm.global_dirty_limit.set(16_000);
+        // min(6,400, 2,000) + 1,024 = 3,024 -> 2,048.
+        assert_eq!(mm.writeback_chunk_size(&work(i64::MAX)), 2_048);
+        // A small work: its own size + 1,024, rounded down.
+        assert_eq!(mm.writeback_chunk_size(&work(100)), 1_024);
+        assert_eq!(mm.writeback_chunk_size(&work(1_500)), 2_048);
+    }
+
+    #[test]
+    fn max_pause_shrinks_with_the_dirty_pool_and_stat_error_scales_with_cpus() {
+        let (_sim, mm) = mm(super::super::VmConfig::default());
+        // HZ = 100: MAX_PAUSE = 20 jiffies; bw 12,800 pages/s / roundup_pow_of_two(1 + 12) =
+        // 800, so t = dirty / 801 + 1.
+        assert_eq!(mm.max_pause_jiffies(), 20);
+        assert_eq!(mm.bdi_max_pause(8_010, 12_800), 11);
+        assert_eq!(mm.bdi_max_pause(1 << 20, 12_800), 20);
+        assert_eq!(mm.bdi_max_pause(0, 12_800), 1);
+        // 64 zero-cost cores: 64 x 8 x (1 + 6).
+        assert_eq!(mm.bdi_stat_error(), 64 * 8 * 7);
+    }
+
+    #[test]
+    fn requeue_sends_a_used_up_inode_to_more_io_and_a_short_one_back_to_b_dirty() {
+        let (_sim, mm) = mm(super::super::VmConfig::default());
+        let mut state = mm.state();
+        // Three inodes dirtied at jiffies 5, 7 and 9, each with one dirty page.
+        for (ino, when) in [(10u64, 5u64), (11, 7), (12, 9)] {
+            let mapping = state.mappings.entry(ino).or_default();
+            mapping.dirty.insert(0);
+            mapping.dirtied_when = when;
+            mapping.wb_list = WbList::Dirty;
+            state.b_dirty.insert((when, ino));
+        }
+        // Kupdate at jiffy 8 with a 0 expiry: the two oldest are expired.
+        state.queue_io(8);
+        assert_eq!(state.b_io, [10, 11]);
+        assert_eq!(state.b_dirty.len(), 1);
+        // Inode 10 used its chunk: next turn, on b_more_io.
+        assert_eq!(state.b_io_pop(), Some(10));
+        assert!(!state.requeue_inode(10, 0, 20));
+        assert_eq!(state.b_more_io, [10]);
+        // Inode 11 stopped short: back to b_dirty, as the newest (dirtied_when now, as it was
+        // older than inode 12).
+        assert_eq!(state.b_io_pop(), Some(11));
+        assert!(!state.requeue_inode(11, 5, 20));
+        assert_eq!(state.mappings[&11].dirtied_when, 20);
+        assert_eq!(state.b_dirty.last(), Some(&(20, 11)));
+        // The next queue_io: b_more_io first, then the expired ones, oldest first.
+        state.queue_io(30);
+        assert_eq!(state.b_io, [10, 12, 11]);
+        // A written-out inode leaves the lists.
+        assert_eq!(state.b_io_pop(), Some(10));
+        state.mappings.get_mut(&10).unwrap().dirty.clear();
+        assert!(state.requeue_inode(10, 3, 40));
+        assert_eq!(
+            state.mappings.get(&10).map(|m| m.wb_list),
+            None,
+            "no pages: dropped"
+        );
+    }
 }
