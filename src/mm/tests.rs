@@ -1779,3 +1779,48 @@ fn allocations_take_pages_above_low_wake_kswapd_below_it_and_reclaim_at_min() {
     assert_eq!(steps[2].reserve_allocs, 1, "{:?}", steps[2]);
     assert_eq!(rig.mm().page_counts().0, w.min - 1);
 }
+
+#[test]
+fn direct_reclaim_under_dirty_pressure_backs_off_in_congestion_wait() {
+    // Sixteen writers on two cores fill 16 MiB of RAM with dirty pages (thresholds above RAM:
+    // only reclaim gets them cleaned). Direct reclaim meets dirty pages it may not write: it
+    // marks them PG_reclaim, wakes the flusher and rescans; with the other reclaimers holding
+    // their batches isolated, it backs off in congestion_wait (too_many_isolated), and the
+    // wait names its reason.
+    let config = VmConfig {
+        ram: 16 << 20,
+        dirty_bytes: 64 << 20,
+        dirty_background_bytes: 64 << 20,
+        dirty_expire: 3600 * NS_PER_SEC,
+        ..VmConfig::default()
+    };
+    let cpu = CpuConfig {
+        cores: 2,
+        ..CpuConfig::default()
+    };
+    let rig = Rig::with_cpu(config, cpu, NS_PER_MS, 50_000_000);
+    let mut writers = Vec::new();
+    for i in 0..16u32 {
+        writers.push(rig.spawn(
+            &format!("w{i}"),
+            10_000 + i,
+            move |sim, vfs, p| async move {
+                write_file(&sim, &vfs, &p, &format!("/w{i}"), 4 << 20).await;
+            },
+        ));
+    }
+    rig.run_to_end();
+    let stats = rig.mm().stats();
+    assert!(stats.direct_reclaims > 0, "{stats:?}");
+    assert_eq!(stats.pageout_direct, 0, "{stats:?}");
+    assert!(stats.flusher_reclaim_pages > 0, "{stats:?}");
+    let waited: Nanos = writers
+        .iter()
+        .map(|w| {
+            rig.sim
+                .blocked_times(w.task())
+                .get(WaitReason::CongestionWait)
+        })
+        .sum();
+    assert!(waited > 0, "{stats:?}");
+}

@@ -385,7 +385,9 @@ pub enum WbRange {
 
 /// `DIRTY_SCOPE` = 8 (mm/page-writeback.c): a chunk is at most 1/8 of the dirty limit.
 pub const DIRTY_SCOPE: u64 = 8;
-/// Bound on queued flusher work items; more means a runaway model.
+/// Bound on queued flusher work items (the kernel allocates one per `wakeup_flusher_threads`
+/// with `GFP_ATOMIC` and only wakes the flusher when that fails; here the bound plays the
+/// failed allocation).
 pub const MAX_FLUSHER_WORK: usize = 4096;
 
 /// One item of the flusher's work list (`struct wb_writeback_work`, `WB_SYNC_NONE`):
@@ -1168,13 +1170,16 @@ impl Mm {
             return;
         }
         {
+            // __bdi_start_writeback: a work item per call; when it cannot be allocated (here:
+            // the list is at its bound) the flusher is only woken.
             let mut list = self.flusher.work_list.borrow_mut();
-            assert!(list.len() < MAX_FLUSHER_WORK, "flusher work list overflow");
-            list.push_back(WbWork {
-                nr_pages: i64::try_from(nr_pages).unwrap_or(i64::MAX),
-                reason: WbReason::TryToFreePages,
-                range_cyclic: false,
-            });
+            if list.len() < MAX_FLUSHER_WORK {
+                list.push_back(WbWork {
+                    nr_pages: i64::try_from(nr_pages).unwrap_or(i64::MAX),
+                    reason: WbReason::TryToFreePages,
+                    range_cyclic: false,
+                });
+            }
         }
         self.bdi_wakeup_thread(sim);
     }
