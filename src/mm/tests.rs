@@ -1244,8 +1244,11 @@ fn one_writer_is_balanced_near_the_setpoint_at_the_device_bandwidth() {
     let (mean, d, bdi) = sample_dirty(&rig, 25 * NS_PER_SEC, 40 * NS_PER_SEC);
     let mbps = (bytes.get() - before) as f64 / 15.0 / 1e6;
     assert!((45.0..=52.0).contains(&mbps), "writer at {mbps:.1} MB/s");
-    let setpoint = d.setpoint();
-    let low = setpoint - 3 * (setpoint - d.freerun()) / 4;
+    // The kernel's balance point, computed here from the thresholds (not by the code under
+    // test): midway between the freerun ceiling and the limit.
+    let freerun = (d.thresh + d.background) / 2;
+    let setpoint = (freerun + d.limit) / 2;
+    let low = setpoint - 3 * (setpoint - freerun) / 4;
     let high = setpoint + 3 * (d.limit - setpoint) / 4;
     assert!(
         (low..=high).contains(&mean),
@@ -1823,4 +1826,31 @@ fn direct_reclaim_under_dirty_pressure_backs_off_in_congestion_wait() {
         })
         .sum();
     assert!(waited > 0, "{stats:?}");
+}
+
+#[test]
+fn throttle_vm_writeout_waits_in_congestion_wait_while_writeback_exceeds_the_limit() {
+    // throttle_vm_writeout: while NR_WRITEBACK is above 110 % of the hard dirty limit,
+    // congestion_wait(HZ/10). The count is forced up for 250 ms (a stand-in for a device that
+    // cannot keep up); the reclaimer waits three 100 ms rounds (HZ = 100, no congested queue
+    // to wake it early).
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    let mm = rig.mm().clone();
+    let (_, thresh) = mm.dirty_limits();
+    let excess = mm.hard_dirty_limit(thresh) * 11 / 10 + 1;
+    let reclaimer = {
+        let (s, m) = (rig.sim.handle(), mm.clone());
+        rig.sim.spawn("reclaimer", async move {
+            m.state().nr_writeback += excess;
+            let m2 = m.clone();
+            s.schedule(250 * NS_PER_MS, move |_| m2.state().nr_writeback -= excess);
+            m.throttle_vm_writeout(&s).await;
+            s.now()
+        })
+    };
+    rig.run_to_end();
+    assert_eq!(reclaimer.result(), Some(300 * NS_PER_MS));
+    let blocked = rig.sim.blocked_times(reclaimer.task());
+    assert_eq!(blocked.get(WaitReason::CongestionWait), 300 * NS_PER_MS);
+    assert_eq!(mm.stats().congestion_waits, 3);
 }

@@ -591,7 +591,7 @@ impl Mm {
 
     /// `throttle_vm_writeout`: while pages under writeback exceed 110 % of the hard dirty
     /// limit, `congestion_wait(HZ/10)`.
-    async fn throttle_vm_writeout(&self, sim: &Sim) {
+    pub(crate) async fn throttle_vm_writeout(&self, sim: &Sim) {
         loop {
             let (_, thresh) = self.dirty_limits();
             let limit = self.hard_dirty_limit(thresh);
