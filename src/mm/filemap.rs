@@ -597,3 +597,36 @@ const SYNC: IoFlags = IoFlags {
 fn direct_bio(op: IoOp, run: (u64, u32), issuer: Issuer) -> BioRequest {
     BioRequest::for_pages(op, run.0, run.1, SYNC, issuer, None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readahead_windows_grow_as_the_kernel_sizes_them() {
+        // get_init_ra_size with read_ahead_kb = 128 (32 pages): x4 up to max/32, x2 up to
+        // max/4, else max; requests are rounded up to a power of two first.
+        let max = 32;
+        assert_eq!(init_ra_size(1, max), 4);
+        assert_eq!(init_ra_size(2, max), 4);
+        assert_eq!(init_ra_size(3, max), 8);
+        assert_eq!(init_ra_size(8, max), 16);
+        assert_eq!(init_ra_size(9, max), 32);
+        assert_eq!(init_ra_size(100, max), 32);
+        assert_eq!(
+            init_ra_size(0, max),
+            4,
+            "an empty request counts as one page"
+        );
+        // get_next_ra_size: x4 below max/16, else x2, capped at max.
+        assert_eq!(next_ra_size(1, max), 4);
+        assert_eq!(next_ra_size(2, max), 4);
+        assert_eq!(next_ra_size(4, max), 8);
+        assert_eq!(next_ra_size(16, max), 32);
+        assert_eq!(next_ra_size(32, max), 32);
+        // A 2 MiB window (512 pages).
+        assert_eq!(init_ra_size(16, 512), 64);
+        assert_eq!(next_ra_size(31, 512), 124);
+        assert_eq!(next_ra_size(32, 512), 64);
+    }
+}
