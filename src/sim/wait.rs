@@ -59,13 +59,23 @@ pub enum WaitReason {
     JournalCommit,
     /// Waiting for discards of freed blocks (QASIO D_discard).
     Discard,
+    /// The commit thread waits for the handles of the locked transaction to stop
+    /// (`jbd2_journal_commit_transaction` on `j_wait_updates`): whoever holds one holds the
+    /// commit, and every task in `start_this_handle` behind it (QASIO I_jhandle).
+    JournalUpdates,
+    /// `do_get_write_access` waits while the buffer is being written to the journal by the
+    /// committing transaction (`BJ_Shadow`).
+    JournalShadow,
+    /// `__jbd2_log_wait_for_space`: the journal is full; the task checkpoints (writes
+    /// journaled metadata home) or waits for whoever does.
+    JournalSpace,
     /// `inode_lock` (i_mutex / i_rwsem).
     InodeLock,
 }
 
 impl WaitReason {
     /// Every reason, in declaration order; indexes per-task accounting arrays.
-    pub const ALL: [WaitReason; 20] = [
+    pub const ALL: [WaitReason; 23] = [
         WaitReason::Sleep,
         WaitReason::Join,
         WaitReason::Mutex,
@@ -85,6 +95,9 @@ impl WaitReason {
         WaitReason::JournalHandle,
         WaitReason::JournalCommit,
         WaitReason::Discard,
+        WaitReason::JournalUpdates,
+        WaitReason::JournalShadow,
+        WaitReason::JournalSpace,
         WaitReason::InodeLock,
     ];
     pub const COUNT: usize = Self::ALL.len();
@@ -115,6 +128,9 @@ impl WaitReason {
             WaitReason::JournalHandle => "start_this_handle",
             WaitReason::JournalCommit => "jbd2_log_wait_commit",
             WaitReason::Discard => "discard",
+            WaitReason::JournalUpdates => "j_wait_updates",
+            WaitReason::JournalShadow => "do_get_write_access",
+            WaitReason::JournalSpace => "jbd2_log_wait_for_space",
             WaitReason::InodeLock => "inode_lock",
         }
     }
@@ -139,6 +155,9 @@ impl WaitReason {
             | WaitReason::JournalHandle
             | WaitReason::JournalCommit
             | WaitReason::Discard
+            | WaitReason::JournalUpdates
+            | WaitReason::JournalShadow
+            | WaitReason::JournalSpace
             | WaitReason::InodeLock => "fs",
         }
     }
