@@ -13,7 +13,7 @@ use crate::sim::{BlockedTimes, Rng, RunEnd, Sim, Simulation, TaskId};
 use crate::stack::Stack;
 use crate::task::ForegroundState;
 use crate::units::Nanos;
-use crate::workload::{file, toy};
+use crate::workload::{file, ops, toy};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -151,6 +151,10 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
         }
         WorkloadConfig::FsyncWrite(config) => {
             let handle = sim.spawn(&ctx.name, file::fsync_write(ctx.clone(), config.clone()));
+            tasks.push(handle.task());
+        }
+        WorkloadConfig::Ops(config) => {
+            let handle = sim.spawn(&ctx.name, ops::ops(ctx.clone(), config.clone()));
             tasks.push(handle.task());
         }
     }

@@ -182,6 +182,20 @@ pub mod serde_units {
         }
     }
 
+    /// An optional size (`None` when the field is absent; pair with `#[serde(default)]`).
+    pub mod option_size {
+        use super::*;
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+            super::size::deserialize(d).map(Some)
+        }
+        pub fn serialize<S: Serializer>(value: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+            match value {
+                Some(v) => s.serialize_u64(*v),
+                None => s.serialize_none(),
+            }
+        }
+    }
+
     pub mod bandwidth {
         use super::*;
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {

@@ -167,6 +167,8 @@ pub enum WorkloadConfig {
     FileRead(crate::workload::file::FileReadConfig),
     /// Small writes each followed by fsync or fdatasync (a database commit, a messenger).
     FsyncWrite(crate::workload::file::FsyncWriteConfig),
+    /// A loop of system calls written step by step (QASIO's microbenchmarks, app launches).
+    Ops(crate::workload::ops::OpsConfig),
 }
 
 /// A timeline entry as written: `{ at = "5s", foreground = "camera" }`, with exactly one action.
@@ -522,6 +524,7 @@ impl WorkloadConfig {
             WorkloadConfig::SeqWrite(_)
                 | WorkloadConfig::FileRead(_)
                 | WorkloadConfig::FsyncWrite(_)
+                | WorkloadConfig::Ops(_)
         )
     }
 
@@ -533,6 +536,7 @@ impl WorkloadConfig {
             WorkloadConfig::SeqWrite(config) => config.validate(),
             WorkloadConfig::FileRead(config) => config.validate(),
             WorkloadConfig::FsyncWrite(config) => config.validate(),
+            WorkloadConfig::Ops(config) => config.validate(),
         }
     }
 }

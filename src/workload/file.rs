@@ -229,7 +229,7 @@ fn vfs_of(ctx: &AppContext, path: &str) -> Option<Rc<Vfs>> {
 }
 
 /// Records an errno of the app; returns whether the call succeeded.
-fn note<T>(ctx: &AppContext, result: &Result<T, Errno>) -> bool {
+pub(crate) fn note<T>(ctx: &AppContext, result: &Result<T, Errno>) -> bool {
     match result {
         Ok(_) => true,
         Err(errno) => {
@@ -240,7 +240,7 @@ fn note<T>(ctx: &AppContext, result: &Result<T, Errno>) -> bool {
 }
 
 /// Times one system call as operation `op` of the app and notes its errno; `None` on error.
-async fn syscall<T>(
+pub(crate) async fn syscall<T>(
     ctx: &AppContext,
     op: &'static str,
     call: impl std::future::Future<Output = Result<T, Errno>>,
