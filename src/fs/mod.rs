@@ -10,6 +10,7 @@
 //! A workload mistake (a bad fd, a missing file) is an [`Errno`] returned to the workload and
 //! counted in the results, never a panic.
 
+pub mod ext4;
 pub mod simplefs;
 pub mod vfs;
 
