@@ -13,6 +13,7 @@
 //! its own.
 
 pub mod layout;
+pub mod mballoc;
 
 /// A jbd2 transaction id (`tid_t`; widened to 64 bits so that it never wraps in a run).
 pub type Tid = u64;
