@@ -12,7 +12,9 @@
 //! Simplifications common to all submodules are listed in `docs/ext4.md`; each submodule lists
 //! its own.
 
+pub mod dir;
 pub mod extents;
+pub mod ialloc;
 pub mod layout;
 pub mod mballoc;
 
