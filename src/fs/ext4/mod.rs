@@ -12,6 +12,7 @@
 //! Simplifications common to all submodules are listed in `docs/ext4.md`; each submodule lists
 //! its own.
 
+pub mod alloc;
 pub mod dir;
 pub mod extents;
 pub mod ialloc;
