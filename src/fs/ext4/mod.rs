@@ -5,6 +5,12 @@
 //!
 //! - [`layout`]: geometry (groups, flex_bg packing, GDT and reserved GDT, sparse superblock
 //!   backups, the journal's place and size).
+//! - [`mballoc`]: the block allocator (goal, normalization, inode and locality-group
+//!   preallocation, group scan criteria, frees held until their transaction commits).
+//! - [`ialloc`]: inode placement (Orlov for directories, the parent's flex group for files).
+//! - [`extents`]: each inode's extent tree (in-inode root, leaves, index blocks).
+//! - [`dir`]: directory entries in blocks, linear then htree (`dir_index`).
+//! - [`alloc`]: [`alloc::Ext4Alloc`], the façade the operations layer calls.
 //!
 //! Every mutating call returns the metadata blocks it dirtied as a [`Touched`] set, in the
 //! order Linux calls `ext4_journal_get_write_access` on them, each block once: the caller takes
