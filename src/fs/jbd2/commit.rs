@@ -119,7 +119,7 @@ impl Journal {
             }
             offset
         };
-        let block = self.config.first_block + offset;
+        let block = self.config.log_block(offset);
         let bio = BioRequest::for_pages(IoOp::Write, block, 1, flags, issuer, None);
         let done: Completion<()> = Completion::new();
         let signal = done.clone();
