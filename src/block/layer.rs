@@ -427,7 +427,7 @@ mod tests {
         let sim = Simulation::new(1);
         let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
         let queue = RequestQueue::new(
-            Box::new(MqDeadline::new()),
+            Box::new(MqDeadline::new(crate::kernel::Hz(100))),
             Box::new(device),
             AllocModel::Mq { nr_requests: 8 },
         );

@@ -33,15 +33,17 @@ use super::blktrace::{Action, BlkTrace};
 use super::elevator::Elevator;
 use super::request::{Bio, BioId, MergeKind, Request, RequestId, MAX_REQUEST_SECTORS};
 use crate::dev::{BlockDevice, DevCompletion};
-use crate::units::{Nanos, NS_PER_MS};
+use crate::kernel::Hz;
+use crate::units::Nanos;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// `BLKDEV_MAX_RQ = 128`: default `nr_requests` (include/linux/blkdev.h).
 pub const BLKDEV_MAX_RQ: usize = 128;
 /// `BLK_BATCH_REQ = 32`: requests a batching process may allocate past the limit (blk-core.c).
 pub const BLK_BATCH_REQ: u32 = 32;
-/// `BLK_BATCH_TIME = HZ / 50` -> 20 ms (blk-core.c).
-pub const BLK_BATCH_TIME_NS: Nanos = 20 * NS_PER_MS;
+/// `BLK_BATCH_TIME = HZ / 50` jiffies (blk-core.c): 2 jiffies = 20 ms at HZ = 100, 4 = 20 ms at
+/// HZ = 200.
+pub const BLK_BATCH_TIME_DIVISOR: u32 = 50;
 /// `BLK_MAX_REQUEST_COUNT = 16`: a plug list this long is flushed (blk-core.c, 3.10).
 pub const BLK_MAX_REQUEST_COUNT: usize = 16;
 /// Bound on plugged requests per task, above the flush point: exceeding it is a model bug.
@@ -135,11 +137,11 @@ pub struct AdvanceReport {
     pub freed: [usize; 2],
 }
 
-/// Per-task batching state (`ioc->nr_batch_requests`, `ioc->last_waited`).
+/// Per-task batching state (`ioc->nr_batch_requests`, `ioc->last_waited` in jiffies).
 #[derive(Debug, Clone, Copy)]
 struct Batching {
     nr_batch_requests: u32,
-    last_waited: Nanos,
+    last_waited: u64,
 }
 
 /// Splits a bio larger than `max_sectors` into pieces (`blk_queue_split` / `bio_split`). Pieces
@@ -189,6 +191,8 @@ pub struct RequestQueue {
     stats: QueueStats,
     trace: Option<BlkTrace>,
     last_now: Nanos,
+    /// The kernel's tick rate: `BLK_BATCH_TIME` and `ioc->last_waited` are jiffies.
+    hz: Hz,
 }
 
 impl RequestQueue {
@@ -218,7 +222,47 @@ impl RequestQueue {
             stats: QueueStats::default(),
             trace: None,
             last_now: 0,
+            hz: crate::kernel::KernelConfig::default().hz,
         }
+    }
+
+    /// Sets the tick rate (`[stack.kernel] hz`); default: the `[stack.kernel]` default.
+    pub fn set_hz(&mut self, hz: Hz) {
+        self.hz = hz;
+    }
+
+    /// The request queue `[stack.block]` asks for over `device` at tick rate `hz`: the elevator
+    /// with its tunables, `nr_requests` (or the kernel default for the elevator), and a blktrace
+    /// when asked for. Errors name an invalid field.
+    pub fn from_config(
+        device: Box<dyn BlockDevice>,
+        config: &super::BlockConfig,
+        hz: Hz,
+    ) -> Result<RequestQueue, String> {
+        config.validate()?;
+        let traits = super::elevator::QueueTraits {
+            nonrot: true,
+            queue_depth: device.queue_depth(),
+        };
+        let elevator = super::elevator::build_elevator(&config.elevator, traits, hz, config)?;
+        let alloc = match (
+            AllocModel::default_for(&config.elevator, tag_set_depth(traits.queue_depth)),
+            config.nr_requests,
+        ) {
+            (AllocModel::Legacy { .. }, Some(nr)) => AllocModel::Legacy {
+                nr_requests: nr as usize,
+            },
+            (AllocModel::Mq { .. }, Some(nr)) => AllocModel::Mq {
+                nr_requests: nr as usize,
+            },
+            (default, None) => default,
+        };
+        let mut queue = RequestQueue::new(elevator, device, alloc);
+        queue.set_hz(hz);
+        if config.blktrace {
+            queue.enable_trace(BlkTrace::new(179, 0, super::blktrace::DEFAULT_CAPACITY));
+        }
+        Ok(queue)
     }
 
     /// Starts recording a blktrace log.
@@ -349,11 +393,14 @@ impl RequestQueue {
         !sync || write
     }
 
-    /// `ioc_batching`.
+    /// `ioc_batching`: a fresh batcher, or one with requests left within `BLK_BATCH_TIME`
+    /// jiffies of becoming one (`time_before(jiffies, ioc->last_waited + BLK_BATCH_TIME)`).
     fn is_batching(&self, pid: u32, now: Nanos) -> bool {
+        let jiffies = self.hz.jiffies(now);
+        let batch_time = self.hz.over(BLK_BATCH_TIME_DIVISOR);
         self.batching.get(&pid).is_some_and(|batch| {
             batch.nr_batch_requests == BLK_BATCH_REQ
-                || (batch.nr_batch_requests > 0 && now < batch.last_waited + BLK_BATCH_TIME_NS)
+                || (batch.nr_batch_requests > 0 && jiffies < batch.last_waited + batch_time)
         })
     }
 
@@ -363,7 +410,7 @@ impl RequestQueue {
             pid,
             Batching {
                 nr_batch_requests: BLK_BATCH_REQ,
-                last_waited: now,
+                last_waited: self.hz.jiffies(now),
             },
         );
     }
@@ -644,6 +691,7 @@ mod tests {
     use crate::block::request::test_support::bio;
     use crate::dev::fixed::FixedLatencyDevice;
     use crate::dev::IoOp;
+    use crate::units::NS_PER_MS;
 
     fn queue(alloc: AllocModel, depth: usize) -> RequestQueue {
         let device = FixedLatencyDevice::new(depth, NS_PER_MS, 0);
@@ -785,7 +833,7 @@ mod tests {
     fn blk_mq_tags_limit_writes_to_async_depth_but_not_sync_reads() {
         let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
         let mut queue = RequestQueue::new(
-            Box::new(MqDeadline::new()),
+            Box::new(MqDeadline::new(crate::kernel::Hz(100))),
             Box::new(device),
             AllocModel::Mq { nr_requests: 8 },
         );
@@ -842,12 +890,13 @@ mod tests {
             nonrot: true,
             queue_depth: 1,
         };
+        let hz = crate::kernel::Hz(1000);
         let tunables = CfqTunables {
-            slice_idle_ns: 0,
-            ..CfqTunables::default()
+            slice_idle: 0,
+            ..CfqTunables::defaults(hz)
         };
         let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
-        let cfq = Cfq::with_tunables(traits, tunables);
+        let cfq = Cfq::with_tunables(traits, hz, tunables);
         let mut queue = RequestQueue::new(Box::new(cfq), Box::new(device), legacy(BLKDEV_MAX_RQ));
         const FLUSHER: u32 = 1;
         const READER: u32 = 2;

@@ -7,6 +7,7 @@ pub mod toy;
 
 use crate::block::fio::build_queue;
 use crate::block::layer::BlockLayer;
+use crate::block::queue::RequestQueue;
 use crate::scenario::StackConfig;
 use crate::sim::sync::Mutex;
 use crate::sim::{Sim, WaitReason};
@@ -51,7 +52,7 @@ impl Stack {
         let block = if with_block {
             let device = crate::dev::build_device(&config.device, sim.seed())?;
             let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-            let queue = build_queue(device, &config.block.elevator, config.block.blktrace)?;
+            let queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
             Some(BlockStack {
                 layer: BlockLayer::new(sim, queue),
                 next_bio: Rc::new(Cell::new(1)),
@@ -86,7 +87,7 @@ impl Stack {
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
         let device = crate::dev::build_device(&config.device, sim.seed())?;
         let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-        let queue = build_queue(device, &config.block.elevator, config.block.blktrace)?;
+        let queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
         let block = BlockStack {
             layer: BlockLayer::new(sim, queue),
             next_bio: Rc::new(Cell::new(1)),

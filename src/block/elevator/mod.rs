@@ -29,6 +29,7 @@ pub mod mq_deadline;
 pub mod noop;
 
 use super::request::{Bio, MergeKind, Request, RequestId};
+use crate::kernel::Hz;
 use crate::units::Nanos;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -106,13 +107,36 @@ pub struct QueueTraits {
     pub queue_depth: usize,
 }
 
-/// Builds an elevator by name with its kernel defaults.
+/// Builds an elevator by name with its kernel defaults at the default tick rate
+/// (`[stack.kernel]`'s default HZ).
 pub fn new_elevator(name: &str, traits: QueueTraits) -> Result<Box<dyn Elevator>, String> {
+    let hz = crate::kernel::KernelConfig::default().hz;
+    build_elevator(name, traits, hz, &super::BlockConfig::default())
+}
+
+/// Builds the elevator `name` at tick rate `hz` with the tunables of `config` (its
+/// `[stack.block.<elevator>]` table; the kernel defaults where a value is not given).
+pub fn build_elevator(
+    name: &str,
+    traits: QueueTraits,
+    hz: Hz,
+    config: &super::BlockConfig,
+) -> Result<Box<dyn Elevator>, String> {
     match name {
         "noop" | "none" => Ok(Box::new(noop::Noop::new())),
-        "deadline" => Ok(Box::new(deadline::Deadline::new())),
-        "cfq" => Ok(Box::new(cfq::Cfq::new(traits))),
-        "mq-deadline" => Ok(Box::new(mq_deadline::MqDeadline::new())),
+        "deadline" => Ok(Box::new(deadline::Deadline::with_tunables(
+            hz,
+            config.deadline.tunables(hz),
+        ))),
+        "cfq" => Ok(Box::new(cfq::Cfq::with_tunables(
+            traits,
+            hz,
+            config.cfq.tunables(hz),
+        ))),
+        "mq-deadline" => Ok(Box::new(mq_deadline::MqDeadline::with_tunables(
+            hz,
+            config.mq_deadline.tunables(hz),
+        ))),
         _ => Err(format!(
             "unknown elevator `{name}`: expected one of {}",
             ELEVATOR_NAMES.join(", ")
