@@ -25,8 +25,10 @@
 //! - Bios must already fit `max_sectors` (use [`split_bio`], like `blk_queue_split`).
 //! - The flush state machine (`blk_insert_flush`: preflush, data, postflush steps) is one request
 //!   carrying the flags to the device, which models the cost.
-//! - No `ELV_MQUEUE_MUST` from CFQ's `may_queue`, no `rl->starved` cross-direction wakeups, no
-//!   congestion thresholds (only the hard limits), no request-to-request merges.
+//! - No `ELV_MQUEUE_MUST` from CFQ's `may_queue`, no `rl->starved` cross-direction wakeups (a
+//!   direction is starved only when an allocation fails with none of its requests allocated,
+//!   which needs a mempool failure or `ELV_MQUEUE_NO`), no request-to-request merges. The
+//!   congestion bits are kept ([`RequestQueue::is_congested`]) but nothing above reads them yet.
 //! - One hardware queue for blk-mq; tags are not split per CPU.
 
 use super::blktrace::{Action, BlkTrace};
@@ -44,6 +46,20 @@ pub const BLK_BATCH_REQ: u32 = 32;
 /// `BLK_BATCH_TIME = HZ / 50` jiffies (blk-core.c): 2 jiffies = 20 ms at HZ = 100, 4 = 20 ms at
 /// HZ = 200.
 pub const BLK_BATCH_TIME_DIVISOR: u32 = 50;
+/// `queue_congestion_on_threshold` (`blk_queue_congestion_threshold`, blk-core.c 3.10):
+/// `nr_requests - nr_requests / 8 + 1`, at most `nr_requests` (113 of 128).
+pub fn congestion_on_threshold(nr_requests: usize) -> usize {
+    (nr_requests - nr_requests / 8 + 1).min(nr_requests)
+}
+
+/// `queue_congestion_off_threshold`: `nr_requests - nr_requests / 8 - nr_requests / 16 - 1`, at
+/// least 1 (103 of 128).
+pub fn congestion_off_threshold(nr_requests: usize) -> usize {
+    (nr_requests - nr_requests / 8 - nr_requests / 16)
+        .saturating_sub(1)
+        .max(1)
+}
+
 /// `BLK_MAX_REQUEST_COUNT = 16`: a plug list this long is flushed (blk-core.c, 3.10).
 pub const BLK_MAX_REQUEST_COUNT: usize = 16;
 /// Bound on plugged requests per task, above the flush point: exceeding it is a model bug.
@@ -133,7 +149,8 @@ impl QueueStats {
 pub struct AdvanceReport {
     /// Requests that completed, in completion order, with their completion time.
     pub completed: Vec<(Nanos, Request)>,
-    /// Requests freed per allocation class: wake that many sleepers of each class.
+    /// Wake-ups per allocation class (`wake_up(&rl->wait[sync])` in `__freed_request`): wake
+    /// that many sleepers of each class.
     pub freed: [usize; 2],
 }
 
@@ -180,6 +197,8 @@ pub struct RequestQueue {
     allocated_limited: usize,
     /// `blk_rl_full(rl, sync)`.
     rl_full: [bool; 2],
+    /// `blk_queue_congested(q, sync)` (the bdi's congestion bits, legacy lists only).
+    congested: [bool; 2],
     batching: BTreeMap<u32, Batching>,
     /// Per task: the plug list (`current->plug->list`).
     plugs: BTreeMap<u32, Vec<Request>>,
@@ -213,6 +232,7 @@ impl RequestQueue {
             allocated: [0; 2],
             allocated_limited: 0,
             rl_full: [false; 2],
+            congested: [false; 2],
             batching: BTreeMap::new(),
             plugs: BTreeMap::new(),
             dispatch_list: VecDeque::new(),
@@ -404,8 +424,11 @@ impl RequestQueue {
         })
     }
 
-    /// `ioc_set_batching`.
+    /// `ioc_set_batching`: makes the task a batcher unless it already is one.
     fn set_batching(&mut self, pid: u32, now: Nanos) {
+        if self.is_batching(pid, now) {
+            return;
+        }
         self.batching.insert(
             pid,
             Batching {
@@ -421,13 +444,16 @@ impl RequestQueue {
         match self.alloc {
             AllocModel::Legacy { nr_requests } => {
                 let count = self.allocated[class];
-                if count + 1 >= nr_requests {
-                    if !self.rl_full[class] {
-                        self.set_batching(bio.task.pid, now);
-                        self.rl_full[class] = true;
-                    } else if !self.is_batching(bio.task.pid, now) {
-                        return false;
+                if count + 1 >= congestion_on_threshold(nr_requests) {
+                    if count + 1 >= nr_requests {
+                        if !self.rl_full[class] {
+                            self.set_batching(bio.task.pid, now);
+                            self.rl_full[class] = true;
+                        } else if !self.is_batching(bio.task.pid, now) {
+                            return false;
+                        }
                     }
+                    self.congested[class] = true;
                 }
                 count < 3 * nr_requests / 2
             }
@@ -463,8 +489,11 @@ impl RequestQueue {
         Request::from_bio(id, bio, now)
     }
 
-    /// `__freed_request`: returns whether sleepers of the class may retry.
-    fn free_request(&mut self, rq: &Request) -> AllocClass {
+    /// `freed_request` / `__freed_request`: returns the class whose wait queue gets a
+    /// `wake_up` (one exclusive sleeper), if any. With legacy lists that is only when the count
+    /// drops below `nr_requests`, which also clears `rl_full`; the congestion bit clears below
+    /// the off threshold.
+    fn free_request(&mut self, rq: &Request) -> Option<AllocClass> {
         let class = if rq.is_sync() {
             ALLOC_SYNC
         } else {
@@ -478,12 +507,28 @@ impl RequestQueue {
         if Self::depth_limited(rq.is_sync(), rq.is_write()) {
             self.allocated_limited -= 1;
         }
-        if let AllocModel::Legacy { nr_requests } = self.alloc {
-            if self.allocated[class] < nr_requests {
-                self.rl_full[class] = false;
+        match self.alloc {
+            AllocModel::Legacy { nr_requests } => {
+                let count = self.allocated[class];
+                if count < congestion_off_threshold(nr_requests) {
+                    self.congested[class] = false;
+                }
+                if count < nr_requests {
+                    self.rl_full[class] = false;
+                    Some(class)
+                } else {
+                    None
+                }
             }
+            AllocModel::Mq { .. } => Some(class),
         }
-        class
+    }
+
+    /// `blk_queue_congested`: whether the request list of the class (sync or async) is above
+    /// the congestion-on threshold and has not yet dropped below the off threshold (what
+    /// `bdi_write_congested` reads; legacy lists only).
+    pub fn is_congested(&self, class: AllocClass) -> bool {
+        self.congested[class]
     }
 
     // ---- submission -------------------------------------------------------------------------
@@ -632,9 +677,13 @@ impl RequestQueue {
             }
             self.trace_request(completion.completed_ns, Action::Complete, &rq);
             self.stats.completed += 1;
-            let class = self.free_request(&rq);
+            let wake = self.free_request(&rq);
             match self.alloc {
-                AllocModel::Legacy { .. } => report.freed[class] += 1,
+                AllocModel::Legacy { .. } => {
+                    if let Some(class) = wake {
+                        report.freed[class] += 1;
+                    }
+                }
                 // One tag pool: a freed tag may serve a sleeper of either class (sync readers
                 // need any tag, the others one under `async_depth`).
                 AllocModel::Mq { .. } => {
@@ -801,10 +850,14 @@ mod tests {
             queue.submit_bio(0, &bio(8, IoOp::Read, 5, 8, 2)),
             SubmitOutcome::Queued(_)
         ));
-        let report = queue.advance(NS_PER_MS);
-        assert_eq!(report.freed, [1, 0]);
+        // A completion leaves 5 async requests, still at or above nr_requests: nobody is woken
+        // (`__freed_request` wakes only below nr_requests), nor at 4.
+        assert_eq!(queue.advance(NS_PER_MS).freed, [0, 0]);
+        assert_eq!(queue.advance(2 * NS_PER_MS).freed, [0, 0]);
+        // At 3, below nr_requests, a sleeper is woken; it retries as a batcher.
+        assert_eq!(queue.advance(3 * NS_PER_MS).freed, [1, 0]);
         assert!(matches!(
-            queue.retry_get_request(NS_PER_MS, &other),
+            queue.retry_get_request(3 * NS_PER_MS, &other),
             SubmitOutcome::Queued(_)
         ));
         assert_eq!(queue.stats().alloc_sleeps, 2);
@@ -813,7 +866,51 @@ mod tests {
             .unwrap()
             .to_blkparse()
             .contains("  S   W 70000 + 8 [task2]"));
-        assert_eq!(drain(&mut queue).len(), 7);
+        assert_eq!(drain(&mut queue).len(), 5);
+    }
+
+    #[test]
+    fn an_async_writer_oscillates_between_nr_requests_and_one_batch_above() {
+        // A flusher keeps submitting far-apart async writes to a one-slot device and retries
+        // whenever it is woken. It fills the list to nr_requests, becomes a batcher (32 more,
+        // `BLK_BATCH_REQ`), sleeps at 159, and is woken only once the count drops below 128
+        // (`__freed_request`); it then gets a fresh batch (it is no longer batching, so
+        // `ioc_set_batching` applies). It never reaches the 3/2 cap (192), which it did while
+        // every free woke it and renewed its batch.
+        let mut queue = queue(legacy(BLKDEV_MAX_RQ), 1);
+        let mut next = 0u64;
+        let mut pending: Option<Bio> = None;
+        let mut now = 0;
+        let (mut max, mut min_after_fill) = (0, usize::MAX);
+        for _ in 0..2_000 {
+            loop {
+                let bio = pending
+                    .take()
+                    .unwrap_or_else(|| bio(next, IoOp::Write, 10_000 * next, 8, 1));
+                let outcome = if bio.id < next {
+                    queue.retry_get_request(now, &bio)
+                } else {
+                    next += 1;
+                    queue.submit_bio(now, &bio)
+                };
+                if outcome == SubmitOutcome::MustWait(ALLOC_ASYNC) {
+                    pending = Some(bio);
+                    break;
+                }
+                max = max.max(queue.allocated());
+            }
+            // Completions until the sleeper is woken.
+            loop {
+                now = queue.next_event().expect("requests in flight");
+                if queue.advance(now).freed[ALLOC_ASYNC] > 0 {
+                    break;
+                }
+            }
+            min_after_fill = min_after_fill.min(queue.allocated());
+        }
+        assert_eq!(max, BLKDEV_MAX_RQ + BLK_BATCH_REQ as usize - 1);
+        assert_eq!(min_after_fill, BLKDEV_MAX_RQ - 1);
+        assert!(queue.is_congested(ALLOC_ASYNC));
     }
 
     #[test]
