@@ -51,6 +51,10 @@ pub struct IoFlags {
     pub fua: bool,
     /// REQ_PREFLUSH: flush the volatile cache before this request.
     pub preflush: bool,
+    /// REQ_NOIDLE (3.x): the submitter will not issue more I/O right after this one, so CFQ
+    /// should not idle for it. `WRITE_SYNC`, `WRITE_FLUSH`, `WRITE_FUA` and `WRITE_FLUSH_FUA`
+    /// carry it; `WRITE_ODIRECT` and reads do not (include/linux/fs.h, 3.10).
+    pub noidle: bool,
 }
 
 /// A request as the device sees it.

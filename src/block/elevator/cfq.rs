@@ -25,7 +25,8 @@
 //!   back seeks up to `back_seek_max` costing `back_seek_penalty`).
 //! - Idling (`cfq_should_idle`, `cfq_arm_slice_timer`, `cfq_idle_slice_timer`,
 //!   `cfq_should_wait_busy`), think time and seekiness (`cfq_update_io_thinktime`,
-//!   `cfq_update_io_seektime`, `cfq_update_idle_window`), and preemption
+//!   `cfq_update_io_seektime`, `cfq_update_idle_window`, which turns idling off for a queue
+//!   whose next request carries REQ_NOIDLE: fsync's `WRITE_SYNC` writes), and preemption
 //!   (`cfq_should_preempt`, `cfq_preempt_queue`) including "a sync request preempts an async
 //!   queue" and REQ_PRIO preemption.
 //!
@@ -46,7 +47,6 @@
 //! - `hw_tag` is taken from the device queue depth (>= `CFQ_HW_QUEUE_MIN`) instead of being
 //!   estimated from 50 samples of the driver depth.
 //! - A process's io_context is its pid (threads do not share one), and it is never exited.
-//! - REQ_NOIDLE is not modelled.
 //! - When the device is full, `dispatch_blocked` runs `cfq_select_queue` without taking a
 //!   request (Linux would also move one to the dispatch list).
 //!
@@ -1112,7 +1112,10 @@ impl Cfq {
             queue.deep = true;
         }
         let old_idle = queue.idle_window;
-        let enable_idle = if slice_idle == 0 || (!queue.deep && queue.seeky()) {
+        let next_noidle = queue
+            .next_rq
+            .is_some_and(|next| self.store.get(next).flags.noidle);
+        let enable_idle = if next_noidle || slice_idle == 0 || (!queue.deep && queue.seeky()) {
             false
         } else if queue.ttime.valid() {
             queue.ttime.mean <= slice_idle
@@ -2053,5 +2056,28 @@ mod tests {
             );
             now += 9 * NS_PER_MS;
         }
+    }
+
+    #[test]
+    fn write_sync_requests_carry_noidle_and_cfq_does_not_idle_for_their_queue() {
+        // Two fsync writers, each with one WRITE_SYNC (REQ_SYNC | REQ_NOIDLE) write queued, on
+        // a one-slot flash device. When the first completes, its queue has no idle window
+        // (`cfq_update_idle_window`: next_rq has REQ_NOIDLE) and shares its tree with the other
+        // writer, so CFQ does not idle on it: the second write is dispatched at once. Without
+        // REQ_NOIDLE CFQ would idle a slice_idle on the first writer's empty queue.
+        let mut cfq = cfq_at_default_hz();
+        for (id, pid) in [(1, WRITER), (2, WRITER + 1)] {
+            let mut rq = request(id, IoOp::Write, 1_000 * id, 8, pid);
+            rq.flags.sync = true;
+            rq.flags.noidle = true;
+            cfq.add_request(0, rq);
+        }
+        let first = cfq.dispatch_request(0).unwrap();
+        cfq.completed_request(NS_PER_MS, &first);
+        assert_eq!(cfq.next_timer(), None, "CFQ idled on an fsync writer");
+        let second = cfq
+            .dispatch_request(NS_PER_MS)
+            .expect("the other writer is served");
+        assert_ne!(second.task.pid, first.task.pid);
     }
 }
