@@ -18,8 +18,10 @@
 //!    schedule), and it retries when a request is freed; after sleeping it becomes a batcher.
 //! 4. With a plug, the request waits on the task's plug list (flushed at `finish_plug`, when the
 //!    task sleeps, or at `BLK_MAX_REQUEST_COUNT` requests), else it is inserted now.
-//! 5. I: inserted into the elevator; D: issued when the device has a free slot; C: completed,
-//!    the request is freed and waiters are woken.
+//! 5. I: inserted into the elevator; D: taken by the driver: with SCSI/UFS when the device has a
+//!    free slot, with the mmc block driver of an eMMC or SD card without command queueing when
+//!    one of the driver's two slots is free ([`MmcHost`]: one request on the card, one fetched
+//!    and waiting for it); C: completed, the request is freed and waiters are woken.
 //!
 //! Simplifications:
 //! - Bios must already fit `max_sectors` (use [`split_bio`], like `blk_queue_split`).
@@ -185,6 +187,34 @@ pub fn split_bio(bio: Bio, max_sectors: u32, next_id: &mut BioId) -> Vec<Bio> {
     pieces
 }
 
+/// The mmc block driver's request slots (drivers/mmc/card/queue.c and block.c, 3.10):
+/// `mmc_queue_thread` fetches a request (`blk_fetch_request`: the elevator dispatches it, blktrace
+/// D) and hands it to `mmc_start_req`, which prepares it while the previous one is on the card
+/// (`mqrq_cur` / `mqrq_prev`) and starts it when the card is done. The fetch is binding: the
+/// request waits in the driver, not in the elevator, so the queue sees two requests in the driver
+/// on a card that takes one. Discards and flushes (`MMC_REQ_SPECIAL_MASK`) run synchronously:
+/// the thread waits for the card, issues them and fetches nothing until they complete.
+#[derive(Debug, Default)]
+pub struct MmcHost {
+    /// The fetched request waiting for the card (`mqrq_cur` while `mqrq_prev` is on the card).
+    prepared: Option<Request>,
+    /// A special request is on the card: the thread blocks on it.
+    special_on_card: bool,
+}
+
+impl MmcHost {
+    /// `MMC_REQ_SPECIAL_MASK` (REQ_DISCARD | REQ_FLUSH).
+    fn is_special(rq: &Request) -> bool {
+        matches!(rq.op, crate::dev::IoOp::Discard | crate::dev::IoOp::Flush) || rq.flags.preflush
+    }
+
+    /// The thread fetches when its current slot is empty and it is not blocked on a special
+    /// request; a fetched special request also blocks further fetches.
+    fn can_fetch(&self) -> bool {
+        self.prepared.is_none() && !self.special_on_card
+    }
+}
+
 /// The request queue of one block device.
 pub struct RequestQueue {
     elevator: Box<dyn Elevator>,
@@ -210,6 +240,8 @@ pub struct RequestQueue {
     stats: QueueStats,
     trace: Option<BlkTrace>,
     last_now: Nanos,
+    /// The mmc block driver's two request slots, when the device sits behind it.
+    mmc: Option<MmcHost>,
     /// The kernel's tick rate: `BLK_BATCH_TIME` and `ioc->last_waited` are jiffies.
     hz: Hz,
 }
@@ -224,6 +256,7 @@ impl RequestQueue {
             AllocModel::Legacy { nr_requests } | AllocModel::Mq { nr_requests } => nr_requests,
         };
         assert!(limit > 0, "nr_requests must be positive");
+        let mmc = device.mmc_host().then(MmcHost::default);
         RequestQueue {
             elevator,
             device,
@@ -242,6 +275,7 @@ impl RequestQueue {
             stats: QueueStats::default(),
             trace: None,
             last_now: 0,
+            mmc,
             hz: crate::kernel::KernelConfig::default().hz,
         }
     }
@@ -619,10 +653,16 @@ impl RequestQueue {
 
     // ---- dispatch and completion -------------------------------------------------------------
 
-    /// `__blk_run_queue`: issues requests while the device has free slots.
+    /// `__blk_run_queue`: the driver takes requests while it can.
+    ///
+    /// SCSI/UFS (`scsi_request_fn`): issue while the device has a free slot; the elevator is
+    /// still consulted when the device is full (it peeks before checking the device,
+    /// [`Elevator::dispatch_blocked`]). The mmc driver (`mmc_request_fn` waking
+    /// `mmc_queue_thread`): fetch while one of its two slots is free ([`MmcHost`]); with both
+    /// full nothing asks the elevator.
     pub fn run_queue(&mut self, now: Nanos) {
         self.tick(now);
-        while self.device.in_flight() < self.device.queue_depth() {
+        while self.driver_can_fetch() {
             let rq = match self.dispatch_list.pop_front() {
                 Some(rq) => rq,
                 None => match self.elevator.dispatch_request(now) {
@@ -632,11 +672,21 @@ impl RequestQueue {
             };
             self.issue(now, rq);
         }
-        if self.device.in_flight() >= self.device.queue_depth() && self.elevator.has_work() {
+        if self.mmc.is_none() && !self.driver_can_fetch() && self.elevator.has_work() {
             self.elevator.dispatch_blocked(now);
         }
     }
 
+    /// Whether the driver would fetch a request now.
+    fn driver_can_fetch(&self) -> bool {
+        match &self.mmc {
+            None => self.device.in_flight() < self.device.queue_depth(),
+            Some(mmc) => mmc.can_fetch(),
+        }
+    }
+
+    /// D: the driver takes the request (`blk_start_request`); it goes to the device at once,
+    /// or, in the mmc driver's second slot, when the card is free.
     fn issue(&mut self, now: Nanos, mut rq: Request) {
         assert!(
             rq.issued_ns.is_none(),
@@ -646,9 +696,55 @@ impl RequestQueue {
         rq.issued_ns = Some(now);
         self.trace_request(now, Action::Issue, &rq);
         self.stats.dispatched += 1;
+        let card_busy = self.device.in_flight() > 0;
+        match self.mmc.as_mut() {
+            Some(mmc) if card_busy => {
+                assert!(
+                    mmc.prepared.is_none(),
+                    "mmc driver fetched into a full slot"
+                );
+                mmc.prepared = Some(rq);
+            }
+            Some(mmc) => {
+                mmc.special_on_card = MmcHost::is_special(&rq);
+                self.submit_to_device(now, rq);
+            }
+            None => self.submit_to_device(now, rq),
+        }
+    }
+
+    fn submit_to_device(&mut self, now: Nanos, rq: Request) {
         self.device.submit(now, rq.dev_request());
         let previous = self.in_flight.insert(rq.id, rq);
         assert!(previous.is_none(), "two requests in flight with one tag");
+    }
+
+    /// `mmc_start_req`: the card finished a request; the driver starts its prepared one.
+    fn mmc_card_done(&mut self, now: Nanos) {
+        let Some(mmc) = self.mmc.as_mut() else {
+            return;
+        };
+        mmc.special_on_card = false;
+        if let Some(next) = mmc.prepared.take() {
+            mmc.special_on_card = MmcHost::is_special(&next);
+            self.submit_to_device(now, next);
+        }
+    }
+
+    /// Requests the driver holds: on the device, and the mmc driver's prepared one.
+    pub fn in_driver(&self) -> usize {
+        self.in_flight.len()
+            + self
+                .mmc
+                .as_ref()
+                .map_or(0, |mmc| usize::from(mmc.prepared.is_some()))
+    }
+
+    /// Uses the mmc block driver between the queue and the device (or not). Default: when the
+    /// device says it sits behind one ([`BlockDevice::mmc_host`]).
+    pub fn set_mmc_host(&mut self, mmc: bool) {
+        assert_eq!(self.in_driver(), 0, "driver changed with requests in it");
+        self.mmc = mmc.then(MmcHost::default);
     }
 
     /// The earliest time at which [`advance`](Self::advance) has something to do.
@@ -671,6 +767,9 @@ impl RequestQueue {
                 .in_flight
                 .remove(&completion.tag)
                 .unwrap_or_else(|| panic!("device completed unknown request R#{}", completion.tag));
+            // The card is free: the mmc thread starts its prepared request before it completes
+            // this one (`mmc_start_req` returns the finished request after issuing the next).
+            self.mmc_card_done(now);
             if !self.bypass.remove(&rq.id) {
                 self.elevator
                     .completed_request(completion.completed_ns, &rq);
@@ -705,14 +804,14 @@ impl RequestQueue {
     fn check_invariants(&self) {
         let plugged: usize = self.plugs.values().map(Vec::len).sum();
         let accounted =
-            plugged + self.elevator.queued() + self.dispatch_list.len() + self.in_flight.len();
+            plugged + self.elevator.queued() + self.dispatch_list.len() + self.in_driver();
         assert_eq!(
             accounted,
             self.allocated(),
-            "requests lost: {plugged} plugged + {} queued + {} on dispatch list + {} in flight != {} allocated",
+            "requests lost: {plugged} plugged + {} queued + {} on dispatch list + {} in the driver != {} allocated",
             self.elevator.queued(),
             self.dispatch_list.len(),
-            self.in_flight.len(),
+            self.in_driver(),
             self.allocated()
         );
         assert_eq!(self.in_flight.len(), self.device.in_flight());
@@ -740,7 +839,7 @@ mod tests {
     use crate::block::request::test_support::bio;
     use crate::dev::fixed::FixedLatencyDevice;
     use crate::dev::IoOp;
-    use crate::units::NS_PER_MS;
+    use crate::units::{NS_PER_MS, NS_PER_SEC};
 
     fn queue(alloc: AllocModel, depth: usize) -> RequestQueue {
         let device = FixedLatencyDevice::new(depth, NS_PER_MS, 0);
@@ -1029,5 +1128,211 @@ mod tests {
         assert_eq!(issued(READER), vec![NS_PER_MS]);
         assert_eq!(issued(MESSENGER), vec![2 * NS_PER_MS]);
         assert_eq!(issued(FLUSHER).len(), 21);
+    }
+
+    /// A one-slot card behind the mmc driver (two requests in the driver), 1 ms per request.
+    fn mmc_queue(elevator: Box<dyn Elevator>, latency_ns: Nanos) -> RequestQueue {
+        let device = FixedLatencyDevice::new(1, latency_ns, 0);
+        let mut queue = RequestQueue::new(elevator, Box::new(device), legacy(BLKDEV_MAX_RQ));
+        queue.set_mmc_host(true);
+        queue.enable_trace(BlkTrace::new(179, 0, 1024));
+        queue
+    }
+
+    /// CFQ at HZ = 1000 (a jiffy is a millisecond) with `tune` applied to its defaults.
+    fn cfq(tune: impl FnOnce(&mut crate::block::elevator::cfq::CfqTunables)) -> Box<dyn Elevator> {
+        use crate::block::elevator::cfq::{Cfq, CfqTunables};
+        use crate::block::elevator::QueueTraits;
+        let hz = crate::kernel::Hz(1000);
+        let mut tunables = CfqTunables::defaults(hz);
+        tune(&mut tunables);
+        let traits = QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        };
+        Box::new(Cfq::with_tunables(traits, hz, tunables))
+    }
+
+    const WRITER: u32 = 10;
+    const READER: u32 = 20;
+
+    #[test]
+    fn the_mmc_driver_fetches_one_request_ahead_of_the_card() {
+        // Three far-apart writes: the first goes on the card, the second is fetched (D) and
+        // waits in the driver, the third stays in the elevator until the card finishes the
+        // first and the driver starts the second.
+        let mut queue = mmc_queue(Box::new(Noop::new()), NS_PER_MS);
+        for i in 0..3 {
+            queue.submit_bio(0, &bio(i, IoOp::Write, 10_000 * i, 8, WRITER));
+        }
+        assert_eq!((queue.device().in_flight(), queue.in_driver()), (1, 2));
+        assert_eq!(queue.elevator().queued(), 1);
+        let done = drain(&mut queue);
+        let issued: Vec<Nanos> = done.iter().map(|rq| rq.issued_ns.unwrap()).collect();
+        assert_eq!(issued, vec![0, 0, NS_PER_MS], "D when the driver fetches");
+        let trace = queue.trace().unwrap().to_blkparse();
+        assert_eq!(trace.matches("  D   W").count(), 3, "{trace}");
+        // A flush is special: the thread waits for the card, runs it, and fetches nothing
+        // meanwhile.
+        let now = 10 * NS_PER_MS;
+        let mut flush = bio(10, IoOp::Flush, 0, 0, WRITER);
+        flush.flags.preflush = true;
+        queue.submit_bio(now, &bio(9, IoOp::Write, 0, 8, WRITER));
+        queue.submit_bio(now, &flush);
+        queue.submit_bio(now, &bio(11, IoOp::Write, 50_000, 8, WRITER));
+        assert_eq!(
+            queue.in_driver(),
+            2,
+            "the write on the card, the flush fetched"
+        );
+        queue.advance(now + NS_PER_MS);
+        assert_eq!(
+            queue.in_driver(),
+            1,
+            "nothing fetched behind the running flush"
+        );
+        queue.advance(now + 2 * NS_PER_MS);
+        assert_eq!(queue.in_driver(), 1);
+        assert_eq!(drain(&mut queue).len(), 1);
+    }
+
+    #[test]
+    fn a_foreground_read_waits_behind_a_prefetched_async_write() {
+        // Under CFQ a read preempts the async queue, but on a phone's eMMC the driver already
+        // holds a second write, fetched while the first was on the card: the read waits for
+        // both (and CFQ drains async requests before its idling sync queue dispatches). With a
+        // host that takes one request at a time it would wait for the first only.
+        let read_done = |mmc: bool| {
+            let mut queue = mmc_queue(cfq(|_| {}), NS_PER_MS);
+            queue.set_mmc_host(mmc);
+            let start = NS_PER_SEC;
+            for i in 0..4 {
+                queue.submit_bio(
+                    start,
+                    &bio(i, IoOp::Write, 1_000_000 + 10_000 * i, 8, WRITER),
+                );
+            }
+            queue.advance(start + NS_PER_MS / 2);
+            queue.submit_bio(start + NS_PER_MS / 2, &bio(100, IoOp::Read, 0, 8, READER));
+            let mut done_at = None;
+            while let Some(next) = queue.next_event() {
+                for (at, rq) in queue.advance(next).completed {
+                    if rq.task.pid == READER {
+                        done_at = Some(at - start);
+                    }
+                }
+            }
+            done_at.unwrap()
+        };
+        assert_eq!(read_done(true), 3 * NS_PER_MS);
+        assert_eq!(read_done(false), 2 * NS_PER_MS);
+    }
+
+    // cfq_may_dispatch's rules at two requests in the driver. Each test fails if
+    // `Cfq::may_dispatch` always allowed a dispatch.
+
+    #[test]
+    fn cfq_fetches_no_async_request_while_a_sync_request_is_in_the_driver() {
+        // slice_idle = 0: the reader's queue does not idle, so once its read is fetched CFQ
+        // turns to the async queue, which may not dispatch while the read is in flight.
+        let mut queue = mmc_queue(cfq(|t| t.slice_idle = 0), NS_PER_MS);
+        let start = NS_PER_SEC;
+        queue.submit_bio(start, &bio(100, IoOp::Read, 0, 8, READER));
+        for i in 0..4 {
+            queue.submit_bio(
+                start,
+                &bio(i, IoOp::Write, 1_000_000 + 10_000 * i, 8, WRITER),
+            );
+        }
+        assert_eq!(queue.in_driver(), 1, "an async write joined the sync read");
+        let done = drain(&mut queue);
+        let first_write = done
+            .iter()
+            .filter(|rq| rq.task.pid == WRITER)
+            .map(|rq| rq.issued_ns.unwrap())
+            .min()
+            .unwrap();
+        assert_eq!(first_write, start + NS_PER_MS);
+    }
+
+    #[test]
+    fn cfq_drains_async_requests_before_an_idling_sync_queue_dispatches() {
+        // Two async writes fill the driver. A read preempts the async queue; its queue idles
+        // (no hw_tag), so it waits until no async request is in flight, although the driver
+        // has a free slot after the first write.
+        let mut queue = mmc_queue(cfq(|_| {}), NS_PER_MS);
+        let start = NS_PER_SEC;
+        for i in 0..4 {
+            queue.submit_bio(
+                start,
+                &bio(i, IoOp::Write, 1_000_000 + 10_000 * i, 8, WRITER),
+            );
+        }
+        assert_eq!(queue.in_driver(), 2);
+        queue.advance(start + NS_PER_MS / 2);
+        queue.submit_bio(start + NS_PER_MS / 2, &bio(100, IoOp::Read, 0, 8, READER));
+        let done = drain(&mut queue);
+        let read = done.iter().find(|rq| rq.task.pid == READER).unwrap();
+        assert_eq!(read.issued_ns, Some(start + 2 * NS_PER_MS));
+    }
+
+    #[test]
+    fn cfq_quantum_keeps_a_queue_to_its_share_of_the_driver() {
+        // quantum = 2: max_dispatch = quantum / 2 = 1 while the active queue's slice is new
+        // (cfq_slice_used_soon) and other queues are busy. An async write holds the card; two
+        // sync readers queue up, the first preempts and waits for the write to drain; then it
+        // may have one request in the driver, not two.
+        let mut queue = mmc_queue(cfq(|t| t.quantum = 2), NS_PER_MS);
+        queue.submit_bio(0, &bio(1000, IoOp::Write, 1 << 30, 8, WRITER));
+        for i in 0..8 {
+            queue.submit_bio(0, &bio(i, IoOp::Read, 1000 * i, 64, READER));
+            let far = (1 << 20) + 1000 * i;
+            queue.submit_bio(0, &bio(100 + i, IoOp::Read, far, 8, READER + 1));
+        }
+        assert_eq!(queue.in_driver(), 1, "the write only");
+        queue.advance(NS_PER_MS);
+        assert_eq!(queue.in_driver(), 1, "the reader's first request only");
+        assert_eq!(drain(&mut queue).len(), 16);
+    }
+
+    #[test]
+    fn cfq_keeps_an_idle_class_queue_to_one_request_in_the_driver() {
+        let mut queue = mmc_queue(cfq(|_| {}), NS_PER_MS);
+        for i in 0..4 {
+            let mut read = bio(i, IoOp::Read, 10_000 * i, 8, READER);
+            read.ioprio =
+                crate::block::request::IoPrio::new(crate::block::request::IoPrioClass::Idle, 7);
+            queue.submit_bio(0, &read);
+        }
+        assert_eq!(queue.in_driver(), 1);
+        assert_eq!(drain(&mut queue).len(), 4);
+    }
+
+    #[test]
+    fn cfq_ramps_async_depth_up_after_a_delayed_sync_request() {
+        // A read waits 200 ms on a slow card (longer than fifo_expire_sync, 125 ms): at its
+        // completion last_delayed_sync = now, and the async queue may have
+        // (now - last_delayed_sync) / slice_sync requests in flight, at least one: one.
+        let mut queue = mmc_queue(cfq(|t| t.slice_idle = 0), 200 * NS_PER_MS);
+        let start = NS_PER_SEC;
+        queue.submit_bio(start, &bio(100, IoOp::Read, 0, 8, READER));
+        let done_at = start + 200 * NS_PER_MS;
+        for i in 0..4 {
+            queue.submit_bio(
+                start,
+                &bio(i, IoOp::Write, 1_000_000 + 10_000 * i, 8, WRITER),
+            );
+        }
+        // The read's completion: async writes may go now, one at a time.
+        let mut read_start = start;
+        let report = queue.advance(done_at);
+        for (_, rq) in &report.completed {
+            if rq.task.pid == READER {
+                read_start = rq.start_ns;
+            }
+        }
+        assert_eq!(read_start, start);
+        assert_eq!(queue.in_driver(), 1, "the async depth did not ramp");
+        assert_eq!(drain(&mut queue).len(), 4);
     }
 }

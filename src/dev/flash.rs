@@ -515,6 +515,13 @@ impl BlockDevice for FlashDevice {
         self.capacity_sectors
     }
 
+    /// eMMC and SD cards without a command queue sit behind the mmc block driver.
+    fn mmc_host(&self) -> bool {
+        matches!(
+            self.profile.interface,
+            super::profile::Interface::Emmc | super::profile::Interface::Sd
+        ) && self.profile.queue_depth == 1
+    }
     fn queue_depth(&self) -> usize {
         self.profile.queue_depth
     }

@@ -91,6 +91,13 @@ pub trait BlockDevice {
     fn queue_depth(&self) -> usize;
     /// Requests submitted and not yet completed.
     fn in_flight(&self) -> usize;
+    /// Whether the host reaches the device through Linux's mmc block driver without command
+    /// queueing (eMMC before 5.1, SD): its queue thread double-buffers requests
+    /// (`mmc_queue_thread`, see `crate::block::queue`). SCSI/UFS and CMDQ hosts issue while the
+    /// device has a free slot. Default: false.
+    fn mmc_host(&self) -> bool {
+        false
+    }
     /// Hands a request to the device at time `now`. Precondition: `in_flight() < queue_depth()`.
     fn submit(&mut self, now: Nanos, request: DevRequest);
     /// The earliest time at which the device's state changes by itself (a completion or an

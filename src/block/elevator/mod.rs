@@ -15,10 +15,12 @@
 //! - There is no separate dispatch list between the elevator and the driver: the request queue
 //!   asks `dispatch_request` only when the device has a free slot, so "moved to the dispatch list"
 //!   and "issued to the device" are the same instant. (Flush requests, which Linux also puts on
-//!   the dispatch list, are handled by the request queue.) Linux still runs the elevator when
-//!   the device is full (`scsi_request_fn` peeks first; the mmc thread fetches one ahead), and
-//!   schedulers whose queue selection has effects (CFQ) get that call as
-//!   [`Elevator::dispatch_blocked`]; the request itself waits in the elevator.
+//!   the dispatch list, are handled by the request queue.) The driver decides when it can take
+//!   a request: a SCSI host while the device has a free slot, the mmc driver while one of its
+//!   two slots is free (the second request waits in the driver for the card). SCSI still runs
+//!   the elevator when the device is full (`scsi_request_fn` peeks first), and schedulers whose
+//!   queue selection has effects (CFQ) get that call as [`Elevator::dispatch_blocked`]; the
+//!   request itself waits in the elevator.
 //! - Request-to-request merges after a bio merge (`elv_attempt_back_merge`/`attempt_merge`) and
 //!   insert-time merges of plugged requests are not modelled; bio merges are.
 //! - The `last_merge` one-entry cache is not modelled (it only speeds the lookup up).
@@ -54,10 +56,10 @@ pub trait Elevator {
     /// has nothing or chooses to wait (idling). Called only when the device can take a request.
     fn dispatch_request(&mut self, now: Nanos) -> Option<Request>;
 
-    /// `elevator_dispatch_fn` called while the device has no free slot. Linux consults the
-    /// elevator whenever the queue runs, not only when the driver can take a request:
-    /// `scsi_request_fn` peeks the next request before it checks that the device is ready, and
-    /// the mmc queue thread fetches its next request right after issuing one. A scheduler may
+    /// `elevator_dispatch_fn` called while a SCSI device has no free slot: `scsi_request_fn`
+    /// peeks the next request before it checks that the device is ready. (The mmc queue thread
+    /// fetches its next request right after starting one, which the queue models as the
+    /// driver's second slot, and does not peek when both are full.) A scheduler may
     /// expire and select queues here (CFQ's `cfq_select_queue`); nothing is issued, the request
     /// is taken by `dispatch_request` when a slot frees. Default: nothing.
     fn dispatch_blocked(&mut self, _now: Nanos) {}
