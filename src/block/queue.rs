@@ -1335,4 +1335,17 @@ mod tests {
         assert_eq!(queue.in_driver(), 1, "the async depth did not ramp");
         assert_eq!(drain(&mut queue).len(), 4);
     }
+
+    #[test]
+    fn cfq_starts_as_if_no_sync_request_was_delayed_in_the_last_second() {
+        // cfq_init_queue sets last_delayed_sync = jiffies - HZ: at boot the async ramp already
+        // allows HZ / slice_sync = 10 requests, so an async writer alone fills both driver
+        // slots at once.
+        let mut queue = mmc_queue(cfq(|_| {}), NS_PER_MS);
+        for i in 0..4 {
+            queue.submit_bio(0, &bio(i, IoOp::Write, 1_000_000 + 10_000 * i, 8, WRITER));
+        }
+        assert_eq!(queue.in_driver(), 2);
+        assert_eq!(drain(&mut queue).len(), 4);
+    }
 }

@@ -346,7 +346,8 @@ pub struct Cfq {
     last_position: u64,
     /// `idle_slice_timer` expiry (jiffies), when armed.
     idle_slice_timer: Option<Jiffies>,
-    last_delayed_sync: Jiffies,
+    /// Signed: it starts a second before boot (`jiffies - HZ`).
+    last_delayed_sync: i64,
     /// `cfqg->ttime` of the root group.
     group_ttime: Ttime,
     nonrot: bool,
@@ -387,8 +388,10 @@ impl Cfq {
             rq_queued: 0,
             last_position: 0,
             idle_slice_timer: None,
-            // `cfqd->last_delayed_sync = jiffies - HZ` at init; time starts at 0 here.
-            last_delayed_sync: 0,
+            // `cfqd->last_delayed_sync = jiffies - HZ` (cfq_init_queue): "we optimistically start
+            // assuming sync ops weren't delayed in last second, in order to have larger depth
+            // for async operations". The queue is created at jiffy 0.
+            last_delayed_sync: -i64::from(hz.0),
             group_ttime: Ttime::default(),
             nonrot: traits.nonrot,
             hw_tag: traits.queue_depth >= HW_QUEUE_MIN,
@@ -1020,7 +1023,7 @@ impl Cfq {
         }
         // Async depth ramps up with the time since the last delayed sync request.
         if !queue.sync && self.tunables.low_latency {
-            let since_sync = now.saturating_sub(self.last_delayed_sync);
+            let since_sync = (now as i64 - self.last_delayed_sync).max(0) as Jiffies;
             let mut depth = (since_sync / self.tunables.slice[SYNC]) as u32;
             if depth == 0 && queue.dispatched == 0 {
                 depth = 1;
@@ -1332,7 +1335,7 @@ impl Elevator for Cfq {
             self.tree_mut(class, wl_type).ttime.last_end_request = now;
             // `!time_after(rq->start_time + cfq_fifo_expire[1], now)`.
             if self.hz.jiffies(rq.start_ns) + self.tunables.fifo_expire[SYNC] <= now {
-                self.last_delayed_sync = now;
+                self.last_delayed_sync = now as i64;
             }
         }
         self.group_ttime.last_end_request = now;
