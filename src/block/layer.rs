@@ -156,6 +156,12 @@ impl BlockLayer {
         value
     }
 
+    /// A process was created: the queue's task table learns its uid and comm (and its app's
+    /// nice value).
+    pub fn register_task(&self, pid: u32, uid: u32, comm: &str) {
+        self.shared.queue.borrow().register_task(pid, uid, comm);
+    }
+
     /// `submit_bio`: may sleep in `get_request`; returns once the bio is in a request.
     pub async fn submit_bio(&self, bio: Bio) -> BioHandle {
         let done = Completion::new();

@@ -38,8 +38,11 @@ use super::elevator::Elevator;
 use super::request::{Bio, BioId, MergeKind, Request, RequestId, MAX_REQUEST_SECTORS};
 use crate::dev::{BlockDevice, DevCompletion};
 use crate::kernel::Hz;
+use crate::task::TaskTable;
 use crate::units::Nanos;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
 
 /// `BLKDEV_MAX_RQ = 128`: default `nr_requests` (include/linux/blkdev.h).
 pub const BLKDEV_MAX_RQ: usize = 128;
@@ -242,6 +245,8 @@ pub struct RequestQueue {
     last_now: Nanos,
     /// The mmc block driver's two request slots, when the device sits behind it.
     mmc: Option<MmcHost>,
+    /// The stack's task table: the allocating task's nice value and `ioprio`.
+    tasks: Option<Rc<TaskTable>>,
     /// The kernel's tick rate: `BLK_BATCH_TIME` and `ioc->last_waited` are jiffies.
     hz: Hz,
 }
@@ -276,8 +281,41 @@ impl RequestQueue {
             trace: None,
             last_now: 0,
             mmc,
+            tasks: None,
             hz: crate::kernel::KernelConfig::default().hz,
         }
+    }
+
+    /// Reads tasks' nice values and I/O priorities from `tasks` when allocating requests.
+    /// Without a table every task is nice 0, I/O class NONE.
+    pub fn set_task_table(&mut self, tasks: Rc<TaskTable>) {
+        self.tasks = Some(tasks);
+    }
+
+    /// A process was created (`comm`, app `uid`): registers it in the task table, if any.
+    pub fn register_task(&self, pid: u32, uid: u32, comm: &str) {
+        if let Some(tasks) = &self.tasks {
+            tasks.register(pid, uid, comm);
+        }
+    }
+
+    /// The bio as the allocating task issues it: a task that set an I/O priority
+    /// (`ioprio_set`) issues its bios at that priority (`cic->ioprio`); a bio that carries its
+    /// own (a fio job's `prio` / `prioclass`) keeps it.
+    fn with_task_ioprio<'b>(&self, bio: &'b Bio) -> Cow<'b, Bio> {
+        let Some(tasks) = &self.tasks else {
+            return Cow::Borrowed(bio);
+        };
+        let (ioprio, _) = tasks.io_context(bio.task.pid, bio.task.uid);
+        if ioprio.class == crate::task::IoPrioClass::None
+            || bio.ioprio.class != crate::task::IoPrioClass::None
+        {
+            return Cow::Borrowed(bio);
+        }
+        Cow::Owned(Bio {
+            ioprio,
+            ..bio.clone()
+        })
     }
 
     /// Sets the tick rate (`[stack.kernel] hz`); default: the `[stack.kernel]` default.
@@ -520,7 +558,11 @@ impl RequestQueue {
         self.next_request_id += 1;
         self.stats.requests += 1;
         self.trace_bio(now, Action::GetRequest, bio);
-        Request::from_bio(id, bio, now)
+        let mut rq = Request::from_bio(id, bio, now);
+        if let Some(tasks) = &self.tasks {
+            rq.nice = tasks.io_context(bio.task.pid, bio.task.uid).1;
+        }
+        rq
     }
 
     /// `freed_request` / `__freed_request`: returns the class whose wait queue gets a
@@ -570,6 +612,7 @@ impl RequestQueue {
     /// `submit_bio` -> `blk_queue_bio`.
     pub fn submit_bio(&mut self, now: Nanos, bio: &Bio) -> SubmitOutcome {
         self.tick(now);
+        let bio = &*self.with_task_ioprio(bio);
         assert!(
             bio.nr_sectors <= self.max_sectors,
             "bio of {} sectors exceeds max_sectors {}: split it first",
@@ -609,6 +652,7 @@ impl RequestQueue {
     /// The retry in `get_request` after the submitter slept: it is now a batcher.
     pub fn retry_get_request(&mut self, now: Nanos, bio: &Bio) -> SubmitOutcome {
         self.tick(now);
+        let bio = &*self.with_task_ioprio(bio);
         self.set_batching(bio.task.pid, now);
         self.get_request(now, bio)
     }
@@ -1347,5 +1391,82 @@ mod tests {
         }
         assert_eq!(queue.in_driver(), 2);
         assert_eq!(drain(&mut queue).len(), 4);
+    }
+
+    #[test]
+    fn cfq_serves_a_nice_10_task_at_best_effort_level_6() {
+        // Two sync readers; the second is an Android background thread at nice 10. With no
+        // ioprio set (class NONE) CFQ takes the level from the allocating task's nice value
+        // (task_nice_ioprio: (10 + 20) / 5 = 6): its slices are cfq_prio_slice(sync, 6) =
+        // 100 - 2 * 20 = 60 ms against 100 ms (HZ = 1000, 1 ms per read).
+        let tasks = Rc::new(TaskTable::new());
+        tasks.set_app_nice(10_001, 10);
+        tasks.register(READER, 10_000, "gallery");
+        tasks.register(READER + 1, 10_001, "backup");
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut queue = RequestQueue::new(cfq(|_| {}), Box::new(device), legacy(1024));
+        queue.set_task_table(tasks);
+        for i in 0..300 {
+            let mut read = bio(i, IoOp::Read, 1000 * i, 8, READER);
+            read.task.uid = 10_000;
+            queue.submit_bio(0, &read);
+            let mut background = bio(1000 + i, IoOp::Read, 1 << 30 | (1000 * i), 8, READER + 1);
+            background.task.uid = 10_001;
+            queue.submit_bio(0, &background);
+        }
+        let done = drain(&mut queue);
+        let mut runs: Vec<(u32, usize)> = Vec::new();
+        for rq in &done {
+            match runs.last_mut() {
+                Some((pid, count)) if *pid == rq.task.pid => *count += 1,
+                _ => runs.push((rq.task.pid, 1)),
+            }
+        }
+        // The last two runs are cut short by the readers running out of requests.
+        let whole = &runs[..runs.len() - 2];
+        let background: Vec<usize> = whole
+            .iter()
+            .filter(|&&(pid, _)| pid == READER + 1)
+            .map(|&(_, n)| n)
+            .collect();
+        let foreground: Vec<usize> = whole
+            .iter()
+            .filter(|&&(pid, _)| pid == READER)
+            .map(|&(_, n)| n)
+            .collect();
+        assert!(!background.is_empty() && !foreground.is_empty(), "{runs:?}");
+        assert!(background.iter().all(|n| (60..=62).contains(n)), "{runs:?}");
+        assert!(
+            foreground.iter().all(|n| (100..=102).contains(n)),
+            "{runs:?}"
+        );
+    }
+
+    #[test]
+    fn a_task_that_set_the_idle_class_is_served_last() {
+        // ioprio_set(IOPRIO_CLASS_IDLE) on one reader: its requests go to an idle-class queue,
+        // served only when no other queue has work.
+        let tasks = Rc::new(TaskTable::new());
+        tasks.register(READER, 10_000, "gallery");
+        tasks.register(READER + 1, 10_000, "indexer");
+        tasks.ioprio_set(
+            READER + 1,
+            crate::task::IoPrio::new(crate::task::IoPrioClass::Idle, 0),
+        );
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut queue = RequestQueue::new(cfq(|_| {}), Box::new(device), legacy(BLKDEV_MAX_RQ));
+        queue.set_task_table(tasks);
+        for i in 0..10 {
+            queue.submit_bio(
+                0,
+                &bio(100 + i, IoOp::Read, (1 << 30) + 1000 * i, 8, READER + 1),
+            );
+        }
+        for i in 0..10 {
+            queue.submit_bio(0, &bio(i, IoOp::Read, 1000 * i, 8, READER));
+        }
+        let order: Vec<u32> = drain(&mut queue).iter().map(|rq| rq.task.pid).collect();
+        // The idle reader's first request was on the device before the other arrived.
+        assert!(order[1..11].iter().all(|&pid| pid == READER), "{order:?}");
     }
 }

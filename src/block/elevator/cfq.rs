@@ -46,7 +46,11 @@
 //! - No close-cooperator detection or queue merging (`cfq_close_cooperator`, `cfq_setup_merge`).
 //! - `hw_tag` is taken from the device queue depth (>= `CFQ_HW_QUEUE_MIN`) instead of being
 //!   estimated from 50 samples of the driver depth.
-//! - A process's io_context is its pid (threads do not share one), and it is never exited.
+//! - A process's io_context is its pid (threads do not share one), and it is never exited. Its
+//!   `ioprio` and nice value come from the stack's task table when the request is allocated
+//!   (`cfq_set_request`), carried in `Request::ioprio` / `Request::nice`; a fio job's own
+//!   `prio` stands for the `ioprio_set` of its thread. No scheduling policies: class NONE maps
+//!   to best effort (`task_nice_ioclass` of SCHED_NORMAL).
 //! - When the device is full, `dispatch_blocked` runs `cfq_select_queue` without taking a
 //!   request (Linux would also move one to the dispatch list).
 //!
@@ -153,9 +157,30 @@ impl Ttime {
     }
 }
 
+/// The workload class of an I/O priority class (`cfqq_class`; NONE is best effort).
+fn wl_class(class: IoPrioClass) -> WlClass {
+    match class {
+        IoPrioClass::Rt => WlClass::Rt,
+        IoPrioClass::Idle => WlClass::Idle,
+        IoPrioClass::Be | IoPrioClass::None => WlClass::Be,
+    }
+}
+
+/// `cfq_async_queue_prio`: the async queue slot of a `cic->ioprio`: `async_cfqq[class][level]`,
+/// class NONE in the BE slot of `IOPRIO_NORM`, one `async_idle_cfqq`.
+fn async_slot(cic_ioprio: IoPrio) -> (WlClass, u8) {
+    match cic_ioprio.class {
+        IoPrioClass::None => (WlClass::Be, IOPRIO_NORM),
+        IoPrioClass::Idle => (WlClass::Idle, IOPRIO_BE_NR - 1),
+        class => (wl_class(class), cic_ioprio.level),
+    }
+}
+
 /// `struct cfq_queue`.
 #[derive(Debug)]
 struct CfqQueue {
+    /// The `cic->ioprio` the queue's priority was set from.
+    cic_ioprio: IoPrio,
     sync: bool,
     class: WlClass,
     /// `ioprio`: level 0..=7.
@@ -191,14 +216,12 @@ struct CfqQueue {
 
 impl CfqQueue {
     /// `cfq_init_cfqq` + `cfq_init_prio_data`.
+    /// `prio` is the resolved class and level (`IoPrio::for_task`).
     fn new(sync: bool, prio: IoPrio, pid: u32, now: Jiffies) -> CfqQueue {
         let prio = prio.effective();
-        let class = match prio.class {
-            IoPrioClass::Rt => WlClass::Rt,
-            IoPrioClass::Idle => WlClass::Idle,
-            IoPrioClass::Be | IoPrioClass::None => WlClass::Be,
-        };
+        let class = wl_class(prio.class);
         CfqQueue {
+            cic_ioprio: prio,
             sync,
             class,
             level: prio.level,
@@ -404,18 +427,45 @@ impl Cfq {
     // ---- queues and service trees -------------------------------------------------------
 
     /// `cfq_get_queue`: the sync queue of the process, or the shared async queue of its priority.
-    fn get_queue(&mut self, sync: bool, prio: IoPrio, pid: u32, now: Jiffies) -> CfqqId {
+    ///
+    /// `cic_ioprio` is the allocating task's `cic->ioprio` and `nice` its nice value: a new queue
+    /// takes its class and level from them (`cfq_init_prio_data`: class NONE inherits the nice
+    /// value, `task_nice_ioprio`). The shared async queues are indexed by `cic->ioprio`
+    /// (`cfq_async_queue_prio`: class NONE uses the BE slot of `IOPRIO_NORM`), so the async
+    /// queue of slot BE4 has the level of the nice value of the task that created it. A sync
+    /// queue whose task changed its `ioprio` is re-initialised (`check_ioprio_changed` ->
+    /// `cfq_init_prio_data`); a nice change alone does not, as in 3.10.
+    fn get_queue(
+        &mut self,
+        sync: bool,
+        cic_ioprio: IoPrio,
+        nice: i8,
+        pid: u32,
+        now: Jiffies,
+    ) -> CfqqId {
         let next_id = self.queues.len();
         let id = if sync {
             *self.sync_queues.entry(pid).or_insert(next_id)
         } else {
-            let queue = CfqQueue::new(false, prio, 0, now);
-            let key = (queue.class, queue.level);
-            *self.async_queues.entry(key).or_insert(next_id)
+            *self
+                .async_queues
+                .entry(async_slot(cic_ioprio))
+                .or_insert(next_id)
         };
         if id == next_id {
             let pid = if sync { pid } else { 0 };
-            self.queues.push(CfqQueue::new(sync, prio, pid, now));
+            let mut queue = CfqQueue::new(sync, cic_ioprio.for_task(nice), pid, now);
+            queue.cic_ioprio = cic_ioprio;
+            self.queues.push(queue);
+        } else if sync && self.queues[id].cic_ioprio != cic_ioprio {
+            let prio = cic_ioprio.for_task(nice);
+            let queue = &mut self.queues[id];
+            queue.cic_ioprio = cic_ioprio;
+            queue.class = wl_class(prio.class);
+            queue.level = prio.level;
+            if queue.class == WlClass::Idle {
+                queue.idle_window = false;
+            }
         }
         id
     }
@@ -1248,18 +1298,7 @@ impl Elevator for Cfq {
         let target = if bio.is_sync() {
             self.sync_queues.get(&bio.task.pid).copied()
         } else {
-            let prio = bio.ioprio.effective();
-            let class = match prio.class {
-                IoPrioClass::Rt => WlClass::Rt,
-                IoPrioClass::Idle => WlClass::Idle,
-                _ => WlClass::Be,
-            };
-            let level = if class == WlClass::Idle {
-                IOPRIO_BE_NR - 1
-            } else {
-                prio.level
-            };
-            self.async_queues.get(&(class, level)).copied()
+            self.async_queues.get(&async_slot(bio.ioprio)).copied()
         }?;
         let rq_cfqq = &self.rq_cfqq;
         let queued = |rq: &Request| rq_cfqq.get(&rq.id) == Some(&target);
@@ -1281,7 +1320,7 @@ impl Elevator for Cfq {
     fn add_request(&mut self, now_ns: Nanos, mut rq: Request) {
         let now = self.hz.jiffies(now_ns);
         let sync = rq.is_sync();
-        let cfqq = self.get_queue(sync, rq.ioprio, rq.task.pid, now);
+        let cfqq = self.get_queue(sync, rq.ioprio, rq.nice, rq.task.pid, now);
         let id = rq.id;
         rq.inserted_ns = now_ns;
         // `rq_set_fifo_time(rq, jiffies + cfq_fifo_expire[sync])`, kept as the time of that tick.
@@ -1682,7 +1721,7 @@ mod tests {
             queue_depth: 1,
         });
         let mut cfq = cfq;
-        let id = cfq.get_queue(false, IoPrio::NONE, 1, 0);
+        let id = cfq.get_queue(false, IoPrio::NONE, 0, 1, 0);
         assert_eq!(cfq.prio_to_maxrq(id), 16);
         let mut harness = Harness::new(NS_PER_MS);
         for i in 0..100 {
