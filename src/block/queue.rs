@@ -1469,4 +1469,75 @@ mod tests {
         // The idle reader's first request was on the device before the other arrived.
         assert!(order[1..11].iter().all(|&pid| pid == READER), "{order:?}");
     }
+
+    #[test]
+    fn blk_mq_async_depth_counts_every_request_but_sync_reads() {
+        // dd_limit_depth: sync reads are exempt from async_depth and do not use it up. Two
+        // sync reads hold tags; the writes still get async_depth = 6 of the 8.
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut queue = RequestQueue::new(
+            Box::new(MqDeadline::new(crate::kernel::Hz(100))),
+            Box::new(device),
+            AllocModel::Mq { nr_requests: 8 },
+        );
+        for i in 0..2 {
+            let read = bio(100 + i, IoOp::Read, 500_000 + 10_000 * i, 8, 2);
+            assert!(matches!(
+                queue.submit_bio(0, &read),
+                SubmitOutcome::Queued(_)
+            ));
+        }
+        let writes = (0..10)
+            .take_while(|&i| {
+                let write = bio(i, IoOp::Write, 10_000 * i, 8, 1);
+                matches!(queue.submit_bio(0, &write), SubmitOutcome::Queued(_))
+            })
+            .count();
+        assert_eq!(writes, 6);
+    }
+
+    #[test]
+    #[should_panic(expected = "time went backwards")]
+    fn the_queue_refuses_time_going_backwards() {
+        let mut queue = queue(legacy(BLKDEV_MAX_RQ), 1);
+        queue.submit_bio(10, &bio(1, IoOp::Read, 0, 8, 1));
+        queue.submit_bio(5, &bio(2, IoOp::Read, 100, 8, 1));
+    }
+
+    #[test]
+    fn cfq_low_latency_shrinks_slices_to_fit_the_target_latency() {
+        // Four busy sync readers (HZ = 1000): 4 x slice_sync (400 ms) exceeds target_latency
+        // (300 ms), so cfq_scaled_cfqq_slice gives each 100 * 300 / 400 = 75 ms once the busy
+        // queue average has caught up (the first slice still sees an average of 3).
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut queue = RequestQueue::new(cfq(|_| {}), Box::new(device), legacy(4096));
+        for i in 0..400u64 {
+            for reader in 0..4u32 {
+                let sector = (u64::from(reader) << 30) + 1000 * i;
+                queue.submit_bio(
+                    0,
+                    &bio(
+                        10_000 * u64::from(reader) + i,
+                        IoOp::Read,
+                        sector,
+                        8,
+                        READER + reader,
+                    ),
+                );
+            }
+        }
+        let done = drain(&mut queue);
+        let mut runs: Vec<(u32, usize)> = Vec::new();
+        for rq in &done {
+            match runs.last_mut() {
+                Some((pid, count)) if *pid == rq.task.pid => *count += 1,
+                _ => runs.push((rq.task.pid, 1)),
+            }
+        }
+        assert!((100..=102).contains(&runs[0].1), "{runs:?}");
+        assert!(
+            runs[1..8].iter().all(|&(_, n)| (75..=77).contains(&n)),
+            "{runs:?}"
+        );
+    }
 }

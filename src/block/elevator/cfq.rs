@@ -2122,4 +2122,33 @@ mod tests {
             .expect("the other writer is served");
         assert_ne!(second.task.pid, first.task.pid);
     }
+
+    #[test]
+    fn cfq_stops_idling_for_a_reader_that_thinks_longer_than_slice_idle() {
+        // A reader thinks 30 ms (3 jiffies at HZ = 100) between reads: once its think time is
+        // sampled enough (sample_valid: more than 80, after 3 requests), its mean exceeds
+        // slice_idle (1 jiffy): the idle window closes and, being alone on its tree with a big
+        // tree think time too, CFQ stops idling for it.
+        let mut cfq = cfq_at_default_hz();
+        let mut now = 0;
+        let mut armed = Vec::new();
+        for id in 1..=10u64 {
+            cfq.add_request(now, request(id, IoOp::Read, 64 * id, 64, READER));
+            let rq = cfq.dispatch_request(now).expect("the reader is served");
+            now += NS_PER_MS;
+            cfq.completed_request(now, &rq);
+            armed.push(cfq.next_timer().is_some());
+            if let Some(timer) = cfq.next_timer() {
+                cfq.timer_fired(timer);
+            }
+            now += 30 * NS_PER_MS;
+        }
+        // Its third request closes the window; after its queue expired it is re-sorted onto
+        // the SYNC_NOIDLE tree, whose own think-time samples (cfq_should_idle's "last queue on
+        // its tree" rule) need three requests to count too.
+        assert_eq!(
+            armed,
+            vec![true, true, false, false, false, false, true, true, true, false]
+        );
+    }
 }
