@@ -95,15 +95,24 @@ fn describe_completed(rq: &super::request::Request, elevator: &str, now: Nanos) 
     if rq.flags.meta {
         rwbs.push('M');
     }
+    let on_device = rq.device_start_ns.unwrap_or(issued);
+    let in_driver = if on_device > issued {
+        format!(
+            ", {} ms in the driver",
+            format_ms((on_device - issued) as f64)
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "request R#{} ({rwbs} {} sectors of {}[{}]{}, {} ms queued in {elevator}, {} ms on the device)",
+        "request R#{} ({rwbs} {} sectors of {}[{}]{}, {} ms queued in {elevator}{in_driver}, {} ms on the device)",
         rq.id,
         rq.nr_sectors,
         rq.task.comm,
         rq.task.pid,
         if rq.issued_async { ", async writeback" } else { "" },
         format_ms((issued - rq.start_ns) as f64),
-        format_ms((now - issued) as f64),
+        format_ms((now - on_device) as f64),
     )
 }
 

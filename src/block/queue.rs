@@ -757,7 +757,8 @@ impl RequestQueue {
         }
     }
 
-    fn submit_to_device(&mut self, now: Nanos, rq: Request) {
+    fn submit_to_device(&mut self, now: Nanos, mut rq: Request) {
+        rq.device_start_ns = Some(now);
         self.device.submit(now, rq.dev_request());
         let previous = self.in_flight.insert(rq.id, rq);
         assert!(previous.is_none(), "two requests in flight with one tag");
@@ -1214,6 +1215,12 @@ mod tests {
         let done = drain(&mut queue);
         let issued: Vec<Nanos> = done.iter().map(|rq| rq.issued_ns.unwrap()).collect();
         assert_eq!(issued, vec![0, 0, NS_PER_MS], "D when the driver fetches");
+        let on_card: Vec<Option<Nanos>> = done.iter().map(|rq| rq.device_start_ns).collect();
+        assert_eq!(
+            on_card,
+            vec![Some(0), Some(NS_PER_MS), Some(2 * NS_PER_MS)],
+            "on the card when it is free"
+        );
         let trace = queue.trace().unwrap().to_blkparse();
         assert_eq!(trace.matches("  D   W").count(), 3, "{trace}");
         // A flush is special: the thread waits for the card, runs it, and fetches nothing

@@ -129,8 +129,11 @@ pub struct Request {
     pub inserted_ns: Nanos,
     /// `rq->fifo_time`: the elevator's deadline for it (set by the elevator at insertion).
     pub fifo_time_ns: Nanos,
-    /// When it was issued to the device (`rq->io_start_time_ns`), once issued.
+    /// When the driver took it (blktrace D, `blk_start_request`), once issued.
     pub issued_ns: Option<Nanos>,
+    /// When it reached the device: at D, or later for a request the mmc driver fetched ahead
+    /// while the card was busy.
+    pub device_start_ns: Option<Nanos>,
 }
 
 impl Request {
@@ -165,6 +168,7 @@ impl Request {
             inserted_ns: now,
             fifo_time_ns: 0,
             issued_ns: None,
+            device_start_ns: None,
         }
     }
 
