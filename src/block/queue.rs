@@ -1343,7 +1343,11 @@ mod tests {
         assert_eq!(queue.in_driver(), 1, "the write only");
         queue.advance(NS_PER_MS);
         assert_eq!(queue.in_driver(), 1, "the reader's first request only");
-        assert_eq!(drain(&mut queue).len(), 16);
+        // Once its first request completed its slice has started and is far from used
+        // (jiffies + slice_idle * dispatched <= slice_end): it may go up to quantum (2).
+        queue.advance(2 * NS_PER_MS);
+        assert_eq!(queue.in_driver(), 2, "the reader's slice started");
+        assert_eq!(drain(&mut queue).len(), 15);
     }
 
     #[test]
@@ -1546,5 +1550,34 @@ mod tests {
             runs[1..8].iter().all(|&(_, n)| (75..=77).contains(&n)),
             "{runs:?}"
         );
+    }
+
+    #[test]
+    fn the_queue_is_congested_between_the_congestion_thresholds() {
+        // nr_requests 128: congested from the allocation that reaches 113 requests
+        // (nr_requests - nr_requests / 8 + 1), until fewer than 103 remain
+        // (nr_requests - nr_requests / 8 - nr_requests / 16 - 1).
+        assert_eq!(
+            (congestion_on_threshold(128), congestion_off_threshold(128)),
+            (113, 103)
+        );
+        let mut queue = queue(legacy(BLKDEV_MAX_RQ), 1);
+        for i in 0..112 {
+            queue.submit_bio(0, &bio(i, IoOp::Write, 10_000 * i, 8, WRITER));
+        }
+        assert!(!queue.is_congested(ALLOC_ASYNC));
+        queue.submit_bio(0, &bio(112, IoOp::Write, 10_000 * 112, 8, WRITER));
+        assert!(queue.is_congested(ALLOC_ASYNC));
+        assert!(!queue.is_congested(ALLOC_SYNC));
+        let mut now = 0;
+        while queue.allocated() > 103 {
+            now += NS_PER_MS;
+            queue.advance(now);
+            assert!(queue.is_congested(ALLOC_ASYNC), "{}", queue.allocated());
+        }
+        now += NS_PER_MS;
+        queue.advance(now);
+        assert_eq!(queue.allocated(), 102);
+        assert!(!queue.is_congested(ALLOC_ASYNC));
     }
 }

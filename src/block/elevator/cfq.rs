@@ -2151,4 +2151,31 @@ mod tests {
             vec![true, true, false, false, false, false, true, true, true, false]
         );
     }
+
+    #[test]
+    fn choose_req_weighs_back_seeks_by_the_penalty_within_back_seek_max() {
+        // cfq_choose_req from head position 100_000: a backward seek counts twice
+        // (back_seek_penalty) and only within back_seek_max (16 MiB = 32768 sectors).
+        let mut cfq = Cfq::new_for_test(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        let head = 100_000;
+        for (id, sector) in [
+            (1, head + 100),
+            (2, head - 60),
+            (3, head - 1_000),
+            (4, head + 5_000),
+        ] {
+            cfq.add_request(0, request(id, IoOp::Read, sector, 8, READER));
+        }
+        cfq.add_request(0, request(5, IoOp::Read, head - 40_000, 8, READER));
+        cfq.add_request(0, request(6, IoOp::Read, head + 50_000, 8, READER));
+        // 60 back = 120 > 100 forward.
+        assert_eq!(cfq.choose_req(Some(1), Some(2), head), Some(1));
+        // 1000 back = 2000 < 5000 forward.
+        assert_eq!(cfq.choose_req(Some(4), Some(3), head), Some(3));
+        // 40000 back is beyond back_seek_max: any forward request wins.
+        assert_eq!(cfq.choose_req(Some(5), Some(6), head), Some(6));
+    }
 }
