@@ -197,13 +197,27 @@ pub fn split_bio(bio: Bio, max_sectors: u32, next_id: &mut BioId) -> Vec<Bio> {
 /// request waits in the driver, not in the elevator, so the queue sees two requests in the driver
 /// on a card that takes one. Discards and flushes (`MMC_REQ_SPECIAL_MASK`) run synchronously:
 /// the thread waits for the card, issues them and fetches nothing until they complete.
+///
+/// Packed writes (eMMC 4.5, `mmc_blk_prep_packed_list` of drivers/mmc/card/block.c, 3.7+), when
+/// the card accepts them ([`BlockDevice::packed_write_max`]): a fetched write takes the writes
+/// the elevator dispatches right after it into one command, up to the card's maximum and
+/// `0xffff` sectors; the first request that does not fit (a read, a discard or flush, a FUA
+/// write) is put back at the head of the dispatch queue (`blk_requeue_request`).
 #[derive(Debug, Default)]
 pub struct MmcHost {
-    /// The fetched request waiting for the card (`mqrq_cur` while `mqrq_prev` is on the card).
-    prepared: Option<Request>,
+    /// The fetched request (or packed group) waiting for the card (`mqrq_cur` while
+    /// `mqrq_prev` is on the card).
+    prepared: Option<Vec<Request>>,
     /// A special request is on the card: the thread blocks on it.
     special_on_card: bool,
+    /// Writes per packed command; 0 or 1: no packing.
+    packed_write_max: u32,
+    /// Packed commands issued.
+    packed_commands: u64,
 }
+
+/// `mmc_blk_prep_packed_list`: a packed command carries at most `0xffff` sectors.
+const MMC_PACKED_MAX_SECTORS: u32 = 0xffff;
 
 impl MmcHost {
     /// `MMC_REQ_SPECIAL_MASK` (REQ_DISCARD | REQ_FLUSH).
@@ -215,6 +229,12 @@ impl MmcHost {
     /// request; a fetched special request also blocks further fetches.
     fn can_fetch(&self) -> bool {
         self.prepared.is_none() && !self.special_on_card
+    }
+
+    /// A write the packed command may carry: no flush or discard, not FUA (a reliable write
+    /// ends the list, `mmc_req_rel_wr`).
+    fn packable(rq: &Request) -> bool {
+        rq.op == crate::dev::IoOp::Write && !rq.flags.preflush && !rq.flags.fua
     }
 }
 
@@ -261,7 +281,10 @@ impl RequestQueue {
             AllocModel::Legacy { nr_requests } | AllocModel::Mq { nr_requests } => nr_requests,
         };
         assert!(limit > 0, "nr_requests must be positive");
-        let mmc = device.mmc_host().then(MmcHost::default);
+        let mmc = device.mmc_host().then(|| MmcHost {
+            packed_write_max: device.packed_write_max(),
+            ..MmcHost::default()
+        });
         RequestQueue {
             elevator,
             device,
@@ -730,8 +753,49 @@ impl RequestQueue {
     }
 
     /// D: the driver takes the request (`blk_start_request`); it goes to the device at once,
-    /// or, in the mmc driver's second slot, when the card is free.
-    fn issue(&mut self, now: Nanos, mut rq: Request) {
+    /// or, in the mmc driver's second slot, when the card is free. The mmc driver may pack
+    /// the writes dispatched after a write into one command.
+    fn issue(&mut self, now: Nanos, rq: Request) {
+        let mut group = vec![self.start_request(now, rq)];
+        let packed_max = self.mmc.as_ref().map_or(0, |mmc| mmc.packed_write_max);
+        if packed_max > 1 && MmcHost::packable(&group[0]) {
+            let mut sectors = group[0].nr_sectors;
+            while group.len() < packed_max as usize {
+                let next = match self.dispatch_list.pop_front() {
+                    Some(rq) => rq,
+                    None => match self.elevator.dispatch_request(now) {
+                        Some(rq) => rq,
+                        None => break,
+                    },
+                };
+                if !MmcHost::packable(&next) || sectors + next.nr_sectors > MMC_PACKED_MAX_SECTORS {
+                    // `blk_requeue_request`: back to the head of the dispatch queue.
+                    self.dispatch_list.push_front(next);
+                    break;
+                }
+                sectors += next.nr_sectors;
+                group.push(self.start_request(now, next));
+            }
+        }
+        let card_busy = self.device.in_flight() > 0;
+        match self.mmc.as_mut() {
+            Some(mmc) if card_busy => {
+                assert!(
+                    mmc.prepared.is_none(),
+                    "mmc driver fetched into a full slot"
+                );
+                mmc.prepared = Some(group);
+            }
+            Some(mmc) => {
+                mmc.special_on_card = group.len() == 1 && MmcHost::is_special(&group[0]);
+                self.submit_to_device(now, group);
+            }
+            None => self.submit_to_device(now, group),
+        }
+    }
+
+    /// `blk_start_request`: D.
+    fn start_request(&mut self, now: Nanos, mut rq: Request) -> Request {
         assert!(
             rq.issued_ns.is_none(),
             "request R#{} dispatched twice",
@@ -740,56 +804,70 @@ impl RequestQueue {
         rq.issued_ns = Some(now);
         self.trace_request(now, Action::Issue, &rq);
         self.stats.dispatched += 1;
-        let card_busy = self.device.in_flight() > 0;
-        match self.mmc.as_mut() {
-            Some(mmc) if card_busy => {
-                assert!(
-                    mmc.prepared.is_none(),
-                    "mmc driver fetched into a full slot"
-                );
-                mmc.prepared = Some(rq);
+        rq
+    }
+
+    /// One command to the device: a request, or a packed group of writes.
+    fn submit_to_device(&mut self, now: Nanos, group: Vec<Request>) {
+        if group.len() == 1 {
+            let rq = &group[0];
+            self.device.submit(now, rq.dev_request());
+        } else {
+            let commands: Vec<crate::dev::DevRequest> =
+                group.iter().map(Request::dev_request).collect();
+            self.device.submit_packed(now, &commands);
+            if let Some(mmc) = self.mmc.as_mut() {
+                mmc.packed_commands += 1;
             }
-            Some(mmc) => {
-                mmc.special_on_card = MmcHost::is_special(&rq);
-                self.submit_to_device(now, rq);
-            }
-            None => self.submit_to_device(now, rq),
+        }
+        for mut rq in group {
+            rq.device_start_ns = Some(now);
+            let previous = self.in_flight.insert(rq.id, rq);
+            assert!(previous.is_none(), "two requests in flight with one tag");
         }
     }
 
-    fn submit_to_device(&mut self, now: Nanos, mut rq: Request) {
-        rq.device_start_ns = Some(now);
-        self.device.submit(now, rq.dev_request());
-        let previous = self.in_flight.insert(rq.id, rq);
-        assert!(previous.is_none(), "two requests in flight with one tag");
-    }
-
-    /// `mmc_start_req`: the card finished a request; the driver starts its prepared one.
+    /// `mmc_start_req`: the card finished its command; the driver starts its prepared one.
+    /// (A packed command completes all its requests at once: the first completion starts the
+    /// next command, the others find the card busy again.)
     fn mmc_card_done(&mut self, now: Nanos) {
+        if self.device.in_flight() > 0 {
+            return;
+        }
         let Some(mmc) = self.mmc.as_mut() else {
             return;
         };
         mmc.special_on_card = false;
         if let Some(next) = mmc.prepared.take() {
-            mmc.special_on_card = MmcHost::is_special(&next);
+            mmc.special_on_card = next.len() == 1 && MmcHost::is_special(&next[0]);
             self.submit_to_device(now, next);
         }
     }
 
-    /// Requests the driver holds: on the device, and the mmc driver's prepared one.
+    /// Requests the driver holds: on the device, and the mmc driver's prepared ones.
     pub fn in_driver(&self) -> usize {
         self.in_flight.len()
             + self
                 .mmc
                 .as_ref()
-                .map_or(0, |mmc| usize::from(mmc.prepared.is_some()))
+                .and_then(|mmc| mmc.prepared.as_ref())
+                .map_or(0, Vec::len)
+    }
+
+    /// Packed write commands the mmc driver issued.
+    pub fn packed_commands(&self) -> u64 {
+        self.mmc.as_ref().map_or(0, |mmc| mmc.packed_commands)
     }
 
     /// Uses the mmc block driver between the queue and the device (or not). Default: when the
     /// device says it sits behind one ([`BlockDevice::mmc_host`]).
     pub fn set_mmc_host(&mut self, mmc: bool) {
         assert_eq!(self.in_driver(), 0, "driver changed with requests in it");
-        self.mmc = mmc.then(MmcHost::default);
+        let packed_write_max = self.device.packed_write_max();
+        self.mmc = mmc.then(|| MmcHost {
+            packed_write_max,
+            ..MmcHost::default()
+        });
     }
 
     /// The earliest time at which [`advance`](Self::advance) has something to do.
@@ -1579,5 +1657,43 @@ mod tests {
         queue.advance(now);
         assert_eq!(queue.allocated(), 102);
         assert!(!queue.is_congested(ALLOC_ASYNC));
+    }
+
+    #[test]
+    fn the_mmc_driver_packs_consecutive_writes_into_one_command() {
+        // An eMMC 5.0 card that accepts 8 writes per packed command, behind the mmc driver
+        // (noop). The first write goes on the card alone; the second is fetched while it is
+        // there; the writes queued after them are packed when the driver fetches again, up to
+        // the read, which is put back at the head of the dispatch queue and comes next.
+        let config = crate::dev::DeviceConfig {
+            profile: "emmc-5.0".into(),
+            capacity: Some(1 << 30),
+            packed_write_max: Some(8),
+            fill: 0.0,
+            ..crate::dev::DeviceConfig::default()
+        };
+        let device = crate::dev::build_device(&config, 1).unwrap();
+        assert!(device.mmc_host());
+        let mut queue = RequestQueue::new(Box::new(Noop::new()), device, legacy(BLKDEV_MAX_RQ));
+        for i in 0..6 {
+            queue.submit_bio(0, &bio(i, IoOp::Write, 100_000 * i, 8, WRITER));
+        }
+        queue.submit_bio(0, &bio(100, IoOp::Read, 50_000, 8, READER));
+        queue.submit_bio(0, &bio(6, IoOp::Write, 600_000, 8, WRITER));
+        assert_eq!(queue.in_driver(), 2);
+        let done = drain(&mut queue);
+        assert_eq!(queue.packed_commands(), 1);
+        let finished = |id: u64| {
+            done.iter()
+                .find(|rq| rq.bios[0] == id)
+                .map(|rq| rq.device_start_ns.unwrap())
+                .unwrap()
+        };
+        // Writes 2..=5 went on the card together, the read after them, then write 6.
+        let packed = finished(2);
+        assert!((3..=5).all(|id| finished(id) == packed));
+        assert!(finished(100) > packed && finished(6) > finished(100));
+        let order: Vec<u64> = done.iter().map(|rq| rq.bios[0]).collect();
+        assert_eq!(order, vec![0, 1, 2, 3, 4, 5, 100, 6]);
     }
 }

@@ -98,6 +98,18 @@ pub trait BlockDevice {
     fn mmc_host(&self) -> bool {
         false
     }
+    /// Writes the card accepts in one eMMC 4.5 packed command (`EXT_CSD_MAX_PACKED_WRITES`, used
+    /// by the mmc driver when the host has `MMC_CAP2_PACKED_WR`); 0 or 1: no packed commands.
+    fn packed_write_max(&self) -> u32 {
+        0
+    }
+    /// Hands a packed write command to an idle device at `now`: one command (one firmware
+    /// overhead) carrying every write of `requests` in order; they complete together.
+    /// Precondition: `in_flight() == 0` and `requests.len() <= packed_write_max()`.
+    fn submit_packed(&mut self, now: Nanos, requests: &[DevRequest]) {
+        let _ = (now, requests);
+        panic!("{} takes no packed commands", self.name());
+    }
     /// Hands a request to the device at time `now`. Precondition: `in_flight() < queue_depth()`.
     fn submit(&mut self, now: Nanos, request: DevRequest);
     /// The earliest time at which the device's state changes by itself (a completion or an
