@@ -2178,4 +2178,27 @@ mod tests {
         // 40000 back is beyond back_seek_max: any forward request wins.
         assert_eq!(cfq.choose_req(Some(5), Some(6), head), Some(6));
     }
+
+    #[test]
+    fn a_small_request_on_an_idling_queue_waits_for_merges_a_large_one_cancels_the_idle_timer() {
+        // cfq_rq_enqueued on the active queue while CFQ idles on it: a request larger than a
+        // page (or another busy queue) cancels the idle timer at once; a single page with no
+        // other queue busy only marks the queue must_dispatch and leaves the timer running.
+        let mut cfq = Cfq::new_for_test(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        cfq.add_request(0, request(1, IoOp::Read, 0, 64, READER));
+        let rq = cfq.dispatch_request(0).unwrap();
+        cfq.completed_request(NS_PER_MS, &rq);
+        assert!(cfq.idle_slice_timer.is_some());
+        cfq.add_request(2 * NS_PER_MS, request(2, IoOp::Read, 64, 8, READER));
+        let reader = cfq.sync_queues[&READER];
+        assert!(cfq.idle_slice_timer.is_some() && cfq.queues[reader].must_dispatch);
+        let rq = cfq.dispatch_request(2 * NS_PER_MS).unwrap();
+        cfq.completed_request(3 * NS_PER_MS, &rq);
+        assert!(cfq.idle_slice_timer.is_some());
+        cfq.add_request(4 * NS_PER_MS, request(3, IoOp::Read, 72, 64, READER));
+        assert!(cfq.idle_slice_timer.is_none() && !cfq.queues[reader].wait_request);
+    }
 }
