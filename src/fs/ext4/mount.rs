@@ -436,6 +436,7 @@ impl Ext4 {
     pub(crate) async fn issue_flush(&self, sim: &Sim, issuer: Issuer) {
         let flags = IoFlags {
             sync: true,
+            noidle: true,
             preflush: true,
             ..IoFlags::default()
         };
