@@ -271,7 +271,7 @@ pub fn run_one(
     let end_when_done = scenario.end == EndCondition::AppsDone;
     let end = sim
         .run_until(scenario.duration, end_when_done)
-        .map_err(|deadlock| run_error(deadlock.to_string()))?;
+        .map_err(|error| run_error(error.to_string()))?;
 
     let mut app_results = BTreeMap::new();
     for (i, app) in apps.iter().enumerate() {

@@ -155,3 +155,36 @@ fn fio_runs_a_job_file_and_writes_a_blkparse_trace() {
     assert_eq!(code, 2);
     assert!(err.contains("bfq"), "{err}");
 }
+
+/// Writes `text` to a scenario file in the temporary directory; returns its path.
+fn scenario_file(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("mobistack-{}-{name}.toml", std::process::id()));
+    std::fs::write(&path, text).expect("temp file");
+    path
+}
+
+#[test]
+fn a_zero_time_loop_ends_with_a_livelock_naming_the_task_not_a_hang() {
+    // A random reader of a small cached file with the default think = "0": once the file is in
+    // the page cache a read costs no virtual time, and the run used to hang with no output.
+    let path = scenario_file(
+        "hang",
+        r#"name = "hang"
+duration = "1s"
+
+[[app]]
+name = "reader"
+role = "foreground"
+[app.workload.file-read]
+path = "/sdcard/small.db"
+file_size = "64KiB"
+pattern = "random"
+"#,
+    );
+    let (code, out, err) = mobistack(&["run", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("zero-time livelock"), "{err}");
+    assert!(err.contains("task `reader`"), "{err}");
+    assert!(err.contains("`read` system calls"), "{err}");
+}

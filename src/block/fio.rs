@@ -732,7 +732,7 @@ pub fn run_fio(
         }
     });
     sim.run_until(u64::MAX, true)
-        .map_err(|deadlock| format!("fio run deadlocked: {deadlock}"))?;
+        .map_err(|error| format!("fio run could not finish: {error}"))?;
     assert_eq!(
         layer.pending_bios(),
         0,
