@@ -188,3 +188,47 @@ pattern = "random"
     assert!(err.contains("task `reader`"), "{err}");
     assert!(err.contains("`read` system calls"), "{err}");
 }
+
+#[test]
+fn a_lock_listed_twice_exits_2_with_file_and_line_at_validate_and_run() {
+    // It used to trip an engine assertion during the run (exit 101).
+    let path = scenario_file(
+        "dup-lock",
+        "name = \"dup\"\nduration = \"1s\"\n\n[[app]]\nname = \"locker\"\n[app.workload.toy-locks]\nlocks = [\"inode\", \"inode\"]\nhold = \"1ms\"\n",
+    );
+    let file = path.to_str().unwrap();
+    for command in ["validate", "run"] {
+        let (code, _, err) = mobistack(&[command, file]);
+        assert_eq!(code, 2, "{command}: {err}");
+        assert!(err.contains(&format!("{file}:7:")), "{command}: {err}");
+        assert!(err.contains("names `inode` twice"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
+fn validate_rejects_what_run_would_reject_with_file_and_line() {
+    let source = include_str!("../scenarios/fg-read-bg-write.toml");
+    for (from, to, line_needle) in [
+        // A job smaller than one block.
+        ("size = \"256m\"", "size = \"1k\"", "size = \"1k\""),
+        // A region past the device's end.
+        ("size = \"4g\"", "size = \"64g\"", "offset = \"1g\""),
+        // A capacity beyond what the model can map.
+        ("capacity = \"8GiB\"", "capacity = \"64TiB\"", "capacity ="),
+    ] {
+        let edited = source.replacen(from, to, 1);
+        let line = edited
+            .lines()
+            .position(|l| l.contains(line_needle))
+            .unwrap()
+            + 1;
+        let path = scenario_file("validate-run", &edited);
+        let file = path.to_str().unwrap();
+        let (code, out, err) = mobistack(&["validate", file]);
+        std::fs::remove_file(&path).ok();
+        assert_eq!(code, 2, "{to}: {out}{err}");
+        assert!(err.contains(&format!("{file}:{line}:")), "{to}: {err}");
+    }
+}

@@ -90,7 +90,7 @@ pub struct FioJob {
     pub rwmixread: u32,
     pub bs: u64,
     pub iodepth: u32,
-    /// Region size; `None` = the whole device.
+    /// Region size; required (`None` only until the job file gives it).
     pub size: Option<u64>,
     pub offset: u64,
     pub numjobs: u32,
@@ -125,6 +125,35 @@ impl Default for FioJob {
 }
 
 impl FioJob {
+    /// The region the job works on, `(offset, size)` in bytes, checked against a device of
+    /// `capacity_bytes`: fio's "you need to specify size=" when there is none, a region past
+    /// the device's end, a region smaller than one block. Errors name the job and the fields.
+    pub fn check_region(&self, capacity_bytes: u64) -> Result<(u64, u64), String> {
+        let name = &self.name;
+        let Some(size) = self.size else {
+            return Err(format!(
+                "job `{name}`: `size` is required (fio: \"you need to specify size=\"), e.g. size=256m"
+            ));
+        };
+        let end = self.offset.saturating_add(size);
+        if end > capacity_bytes {
+            return Err(format!(
+                "job `{name}`: `offset` + `size` ({} + {} = {end} bytes) exceeds the device capacity ({capacity_bytes} bytes)",
+                self.offset, size
+            ));
+        }
+        if size < self.bs {
+            return Err(format!(
+                "job `{name}`: `size` ({size} bytes) is smaller than `bs` ({} bytes)",
+                self.bs
+            ));
+        }
+        if self.time_based && self.runtime.is_none() {
+            return Err(format!("job `{name}`: `time_based` needs `runtime`"));
+        }
+        Ok((self.offset, size))
+    }
+
     /// `iodepth` as the engine honours it.
     pub fn effective_iodepth(&self) -> u32 {
         if matches!(self.ioengine.as_str(), "libaio" | "io_uring" | "posixaio") {
@@ -326,7 +355,7 @@ pub fn parse_job_file(text: &str) -> Result<Vec<FioJob>, String> {
                 .ok_or_else(|| format!("line {line_number}: option `{option}` outside a section"))?
         };
         apply_option(target, option, value)
-            .map_err(|error| format!("line {line_number}: {error}"))?;
+            .map_err(|error| format!("line {line_number}: {}", crate::units::cut_words(&error)))?;
     }
     if let Some(job) = current.take() {
         jobs.push(job);
@@ -456,24 +485,7 @@ impl JobState {
         capacity_bytes: u64,
         rng: Rng,
     ) -> Result<JobState, String> {
-        let region_start = job.offset;
-        let region_bytes = match job.size {
-            Some(size) => size,
-            None => capacity_bytes.saturating_sub(region_start),
-        };
-        if region_start + region_bytes > capacity_bytes {
-            return Err(format!(
-                "job `{}`: offset + size ({} bytes) exceeds the device capacity ({capacity_bytes} bytes)",
-                job.name,
-                region_start + region_bytes
-            ));
-        }
-        if region_bytes < job.bs {
-            return Err(format!("job `{}`: size is smaller than bs", job.name));
-        }
-        if job.time_based && job.runtime.is_none() {
-            return Err(format!("job `{}`: time_based needs runtime", job.name));
-        }
+        let (region_start, region_bytes) = job.check_region(capacity_bytes)?;
         Ok(JobState {
             job,
             pid,
@@ -662,7 +674,8 @@ pub fn job_from_options(
                 "fio option `{option}` is not available in an app workload (one app is one job)"
             ));
         }
-        apply_option(&mut job, option, value.as_deref())?;
+        apply_option(&mut job, option, value.as_deref())
+            .map_err(|e| crate::units::cut_words(&e))?;
     }
     if job.time_based && job.runtime.is_none() {
         return Err("time_based needs runtime".to_string());

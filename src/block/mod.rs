@@ -46,7 +46,7 @@ impl BlockConfig {
             Ok(())
         } else {
             Err(format!(
-                "unknown elevator `{}`: expected one of {}",
+                "unknown `elevator` `{}`: expected one of {}",
                 self.elevator,
                 elevator::ELEVATOR_NAMES.join(", ")
             ))

@@ -125,21 +125,21 @@ impl DeviceProfile {
         let fail = |what: String| Err(format!("device profile `{name}`: {what}"));
         if self.queue_depth == 0 || self.queue_depth > 256 {
             return fail(format!(
-                "queue_depth {} must be between 1 and 256",
+                "`queue_depth` {} must be between 1 and 256",
                 self.queue_depth
             ));
         }
         if self.controller_slots == 0 || self.controller_slots > self.queue_depth {
             return fail(format!(
-                "controller_slots {} must be between 1 and queue_depth ({})",
+                "`controller_slots` {} must be between 1 and `queue_depth` ({})",
                 self.controller_slots, self.queue_depth
             ));
         }
         if self.bus_bandwidth == 0 || self.channel_bandwidth == 0 {
-            return fail("bus_bandwidth and channel_bandwidth must be positive".into());
+            return fail("`bus_bandwidth` and `channel_bandwidth` must be positive".into());
         }
         if self.page_size > u64::from(u32::MAX) {
-            return fail("page_size is too large".into());
+            return fail("`page_size` is too large".into());
         }
         let geometry = super::nand::Geometry {
             channels: self.channels,
@@ -152,12 +152,14 @@ impl DeviceProfile {
             return fail(error);
         }
         if self.read_time == 0 || self.program_time == 0 || self.slc_program_time == 0 {
-            return fail("read_time, program_time and slc_program_time must be positive".into());
+            return fail(
+                "`read_time`, `program_time` and `slc_program_time` must be positive".into(),
+            );
         }
         let unit = geometry.program_unit_bytes();
         if self.write_cache != 0 && self.write_cache < 2 * unit * u64::from(geometry.dies()) {
             return fail(format!(
-                "write_cache {} B must be 0 (write-through) or at least two program units per die ({} B)",
+                "`write_cache` {} B must be 0 (write-through) or at least two program units per die ({} B)",
                 self.write_cache,
                 2 * unit * u64::from(geometry.dies())
             ));
@@ -165,13 +167,20 @@ impl DeviceProfile {
         let blocks_min = 8 * unit * u64::from(self.pages_per_block) * u64::from(geometry.dies());
         if self.capacity < blocks_min {
             return fail(format!(
-                "capacity {} B is below 8 blocks per die ({blocks_min} B)",
+                "`capacity` {} B is below 8 blocks per die ({blocks_min} B)",
                 self.capacity
+            ));
+        }
+        if self.capacity > MAX_CAPACITY {
+            return fail(format!(
+                "`capacity` {} is beyond the model's limit of {} (its page map costs about 2.2 MiB of memory per GiB of capacity); a smaller capacity, e.g. \"8GiB\", behaves the same for most workloads",
+                crate::units::format_size(self.capacity),
+                crate::units::format_size(MAX_CAPACITY)
             ));
         }
         if !SCHEDULER_NAMES.contains(&self.scheduler.as_str()) {
             return fail(format!(
-                "unknown scheduler `{}`; known: {}",
+                "unknown `scheduler` `{}`; known: {}",
                 self.scheduler,
                 SCHEDULER_NAMES.join(", ")
             ));
@@ -179,6 +188,11 @@ impl DeviceProfile {
         Ok(())
     }
 }
+
+/// Largest device capacity a profile may have: 4 TiB (phones ship up to 1 TB). The FTL keeps a
+/// 4-byte entry per 4 KiB page both ways plus per-block state, about 2.2 MiB of memory per GiB
+/// (9 GiB at this limit), and its 32-bit page map could not go past ~15 TiB at all.
+pub const MAX_CAPACITY: u64 = 4 << 40;
 
 const US: Nanos = NS_PER_US;
 const MIB: u64 = 1024 * 1024;
