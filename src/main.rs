@@ -79,6 +79,10 @@ enum Command {
         /// the scenario has several runs).
         #[arg(long, value_name = "FILE")]
         blktrace: Option<std::path::PathBuf>,
+        /// Latency columns of the table: a comma-separated list of min, mean, p50, p90, p99,
+        /// p99.9, p99.99, max; alone, every one of them. Default: mean,p50,p90,p99,max.
+        #[arg(long, value_name = "LIST", num_args = 0..=1, default_missing_value = "all")]
+        percentiles: Option<String>,
     },
     /// List the built-in scenarios.
     List {
@@ -180,6 +184,7 @@ fn main() -> ExitCode {
             threads,
             breakdown,
             blktrace,
+            percentiles,
         } => cmd_run(
             &scenario,
             RunArgs {
@@ -190,6 +195,7 @@ fn main() -> ExitCode {
                 threads,
                 breakdown,
                 blktrace,
+                percentiles,
             },
         ),
         Command::List { json } => cmd_list(json),
@@ -373,6 +379,7 @@ struct RunArgs {
     threads: usize,
     breakdown: bool,
     blktrace: Option<std::path::PathBuf>,
+    percentiles: Option<String>,
 }
 
 /// Writes each run's blktrace: to `path` for a single run, else to `path.<variant>.<seed>`.
@@ -416,7 +423,16 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         threads,
         breakdown,
         blktrace,
+        percentiles,
     } = args;
+    let table_options = match percentiles.as_deref().map(table::Stat::parse_list) {
+        None => table::TableOptions::default(),
+        Some(Ok(stats)) => table::TableOptions { stats },
+        Some(Err(message)) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let mut scenario = match load_or_report(name) {
         Ok(s) => s,
         Err(code) => return code,
@@ -465,7 +481,7 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
     if json {
         out!("{json_text}");
     } else {
-        out!("{}", table::render(&results));
+        out!("{}", table::render_with(&results, &table_options));
         if breakdown {
             out!("\n{}", table::render_breakdown(&results));
         }

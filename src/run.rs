@@ -272,6 +272,8 @@ pub fn run_one(
     let end = sim
         .run_until(scenario.duration, end_when_done)
         .map_err(|error| run_error(error.to_string()))?;
+    // Operations still blocked (or running) now are results: at their time so far.
+    recorder.finish(&sim);
 
     let mut app_results = BTreeMap::new();
     for (i, app) in apps.iter().enumerate() {

@@ -232,3 +232,46 @@ fn validate_rejects_what_run_would_reject_with_file_and_line() {
         assert!(err.contains(&format!("{file}:{line}:")), "{to}: {err}");
     }
 }
+
+#[test]
+fn percentiles_adds_min_and_the_far_tail_on_request() {
+    let header = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with("variant"))
+            .unwrap()
+            .to_string()
+    };
+    let (code, out, _) = mobistack(&["run", "demo", "--variant", "fg-first"]);
+    assert_eq!(code, 0);
+    assert!(!header(&out).contains("p99.9"), "{out}");
+    let (code, out, _) = mobistack(&["run", "demo", "--variant", "fg-first", "--percentiles"]);
+    assert_eq!(code, 0);
+    let all = header(&out);
+    for column in [
+        "min ms",
+        "mean ms",
+        "p99 ms",
+        "p99.9 ms",
+        "p99.99 ms",
+        "max ms",
+    ] {
+        assert!(all.contains(column), "{all}");
+    }
+    let (code, out, _) = mobistack(&[
+        "run",
+        "demo",
+        "--variant",
+        "fg-first",
+        "--percentiles",
+        "p99.99,min",
+    ]);
+    assert_eq!(code, 0);
+    let chosen = header(&out);
+    assert!(
+        chosen.contains("min ms  p99.99 ms") && !chosen.contains("mean"),
+        "{chosen}"
+    );
+    let (code, _, err) = mobistack(&["run", "demo", "--percentiles", "p42"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown statistic `p42`"), "{err}");
+}

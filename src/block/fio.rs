@@ -448,8 +448,8 @@ pub trait IoHooks {
     fn foreground(&self) -> bool {
         false
     }
-    /// Just before an I/O is submitted.
-    fn started(&self) {}
+    /// Just before an I/O of direction `op` is submitted.
+    fn started(&self, _op: IoOp) {}
     /// Just after the I/O completed.
     fn finished(&self, _op: IoOp, _bytes: u64) {}
 }
@@ -589,7 +589,7 @@ async fn submitter(
         let Some((op, offset)) = state.next_io(sim.now()) else {
             break;
         };
-        hooks.started();
+        hooks.started(op);
         let started = sim.now();
         let bio = Bio {
             id: next_bio.get(),

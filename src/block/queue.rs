@@ -626,6 +626,11 @@ impl RequestQueue {
         );
     }
 
+    /// A request on the device (issued, not completed), for describing waits on it.
+    pub fn in_flight_request(&self, id: RequestId) -> Option<&Request> {
+        self.in_flight.get(&id)
+    }
+
     /// Nothing queued, plugged or in flight.
     pub fn is_idle(&self) -> bool {
         self.allocated() == 0

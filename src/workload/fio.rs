@@ -56,19 +56,23 @@ impl IoHooks for AppHooks {
     fn foreground(&self) -> bool {
         self.ctx.stack.activity.is_foreground(self.ctx.uid)
     }
-    fn started(&self) {
-        *self.timer.borrow_mut() = Some(self.ctx.begin_op("io"));
+    fn started(&self, op: IoOp) {
+        *self.timer.borrow_mut() = Some(self.ctx.begin_op(op_name(op)));
     }
-    fn finished(&self, op: IoOp, bytes: u64) {
+    fn finished(&self, _op: IoOp, bytes: u64) {
         let timer = self.timer.borrow_mut().take().expect("an I/O was started");
-        let name = match op {
-            IoOp::Read => "read",
-            IoOp::Write => "write",
-            IoOp::Discard => "trim",
-            IoOp::Flush => "flush",
-        };
-        self.ctx.end_op(timer.renamed(name));
+        self.ctx.end_op(timer);
         self.ctx.add_counter("bytes", bytes);
+    }
+}
+
+/// The operation an I/O is recorded as.
+fn op_name(op: IoOp) -> &'static str {
+    match op {
+        IoOp::Read => "read",
+        IoOp::Write => "write",
+        IoOp::Discard => "trim",
+        IoOp::Flush => "flush",
     }
 }
 
