@@ -240,6 +240,18 @@ fn cmd_fio(
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
+    let mut outputs = OutputFiles::default();
+    let targets = match blktrace
+        .as_deref()
+        .map(|path| create_trace_files(&mut outputs, path))
+        .transpose()
+    {
+        Ok(targets) => targets,
+        Err(message) => {
+            eprintln!("error: --blktrace: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let options = FioOptions {
         seed,
         trace: blktrace.is_some(),
@@ -251,25 +263,17 @@ fn cmd_fio(
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
-    if let (Some(path), Some(trace)) = (&blktrace, &report.trace) {
-        let written =
-            std::fs::File::create(path).and_then(|mut file| trace.write_blkparse(&mut file));
-        if let Err(e) = written {
-            eprintln!("error: cannot write {}: {e}", path.display());
+    if let (Some(path), Some(targets), Some(trace)) = (&blktrace, &targets, &report.trace) {
+        if let Err(message) = write_trace(&mut outputs, targets, trace, path) {
+            eprintln!("error: {message}");
             return ExitCode::from(EXIT_RUN_FAILED);
         }
     }
+    outputs.keep();
     if json {
         outln!("{}", report.json());
     } else {
         out!("{}", report.table());
-        if let (Some(path), Some(trace)) = (&blktrace, &report.trace) {
-            outln!(
-                "blktrace: {} events written to {}",
-                trace.events().len(),
-                path.display()
-            );
-        }
     }
     ExitCode::SUCCESS
 }
@@ -382,36 +386,105 @@ struct RunArgs {
     percentiles: Option<String>,
 }
 
-/// Writes each run's blktrace: to `path` for a single run, else to `path.<variant>.<seed>`.
-fn write_blktraces(
-    path: &std::path::Path,
-    results: &mobistack::report::ScenarioResults,
-) -> ExitCode {
-    let single = results.runs.len() == 1;
-    for run in &results.runs {
-        let Some(trace) = &run.blktrace else {
-            continue;
-        };
-        let target = if single {
-            path.to_path_buf()
-        } else {
-            let mut name = path.as_os_str().to_owned();
-            name.push(format!(".{}.{}", run.variant, run.seed));
-            std::path::PathBuf::from(name)
-        };
-        let written =
-            std::fs::File::create(&target).and_then(|mut file| trace.write_blkparse(&mut file));
-        if let Err(e) = written {
-            eprintln!("error: cannot write {}: {e}", target.display());
-            return ExitCode::from(EXIT_RUN_FAILED);
-        }
-        eprintln!(
-            "blktrace: {} events written to {}",
-            trace.events().len(),
-            target.display()
-        );
+/// Files a command will write, created before the simulation so that an unwritable path is
+/// reported at once, not after minutes of simulating; removed again if the command fails
+/// before filling them.
+#[derive(Default)]
+struct OutputFiles {
+    files: Vec<(std::path::PathBuf, Option<std::fs::File>)>,
+    done: bool,
+}
+
+impl OutputFiles {
+    /// Creates (truncates) `path`; the error names it.
+    fn create(&mut self, path: &std::path::Path) -> Result<usize, String> {
+        let file = std::fs::File::create(path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        self.files.push((path.to_path_buf(), Some(file)));
+        Ok(self.files.len() - 1)
     }
-    ExitCode::SUCCESS
+
+    /// Writes into file `index` (created by [`OutputFiles::create`]).
+    fn write(
+        &mut self,
+        index: usize,
+        fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+    ) -> Result<(), String> {
+        let (path, file) = &mut self.files[index];
+        let file = file.take().expect("each output file is written once");
+        let mut writer = std::io::BufWriter::new(file);
+        fill(&mut writer)
+            .and_then(|()| writer.flush())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    /// The command succeeded: keep the files.
+    fn keep(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for OutputFiles {
+    fn drop(&mut self) {
+        if !self.done {
+            for (path, _) in &self.files {
+                std::fs::remove_file(path).ok();
+            }
+        }
+    }
+}
+
+use std::io::Write as _;
+
+/// The blktrace outputs of one run: blkparse text at `text`, blktrace binary at
+/// `text.blktrace.0` (so `blkparse -i <text>` reads it).
+struct TraceTargets {
+    text: usize,
+    binary: usize,
+}
+
+/// `path` for a single run, else `path.<variant>.<seed>`.
+fn trace_name(
+    path: &std::path::Path,
+    single: bool,
+    variant: &str,
+    seed: u64,
+) -> std::path::PathBuf {
+    if single {
+        return path.to_path_buf();
+    }
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{variant}.{seed}"));
+    std::path::PathBuf::from(name)
+}
+
+/// Creates the text and binary trace files of a trace named `name`.
+fn create_trace_files(
+    outputs: &mut OutputFiles,
+    name: &std::path::Path,
+) -> Result<TraceTargets, String> {
+    let text = outputs.create(name)?;
+    let mut binary = name.as_os_str().to_owned();
+    binary.push(".blktrace.0");
+    let binary = outputs.create(std::path::Path::new(&binary))?;
+    Ok(TraceTargets { text, binary })
+}
+
+/// Writes a trace into its two files and says where.
+fn write_trace(
+    outputs: &mut OutputFiles,
+    targets: &TraceTargets,
+    trace: &mobistack::block::blktrace::BlkTrace,
+    name: &std::path::Path,
+) -> Result<(), String> {
+    outputs.write(targets.text, |w| trace.write_blkparse(w))?;
+    outputs.write(targets.binary, |w| trace.write_binary(w))?;
+    let name = name.display();
+    eprintln!(
+        "blktrace: {} events written to {name} (blkparse text) and {name}.blktrace.0 (binary: blkparse -i {name}; btt -i {name}.blktrace.0)",
+        trace.events().len(),
+    );
+    Ok(())
 }
 
 fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
@@ -438,6 +511,13 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         Err(code) => return code,
     };
     if blktrace.is_some() {
+        if !scenario.apps.iter().any(|a| a.workload.needs_block()) {
+            eprintln!(
+                "error: --blktrace: scenario `{}` has no block layer to trace (no app does block or file I/O; toy workloads use the toy server)",
+                scenario.name
+            );
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
         for variant in &mut scenario.variants {
             variant.stack.block.blktrace = true;
         }
@@ -453,7 +533,33 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         threads,
         progress: None,
     };
-    let progress = Progress::new(run::jobs(&scenario, &options).len(), scenario.duration);
+    let jobs = run::jobs(&scenario, &options);
+    // Every output file exists before the simulation starts.
+    let mut outputs = OutputFiles::default();
+    let out_file = match out.as_deref().map(|path| outputs.create(path)).transpose() {
+        Ok(index) => index,
+        Err(message) => {
+            eprintln!("error: --out: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let mut traces = std::collections::BTreeMap::new();
+    if let Some(path) = &blktrace {
+        for &(variant, seed) in &jobs {
+            let variant = scenario.variants[variant].name.clone();
+            let trace_path = trace_name(path, jobs.len() == 1, &variant, seed);
+            match create_trace_files(&mut outputs, &trace_path) {
+                Ok(targets) => {
+                    traces.insert((variant, seed), (trace_path, targets));
+                }
+                Err(message) => {
+                    eprintln!("error: --blktrace: {message}");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            }
+        }
+    }
+    let progress = Progress::new(jobs.len(), scenario.duration);
     let hook = progress.clone();
     options.progress = Some(Arc::new(move |job, now| hook.update(job, now)));
     let results = run::run_scenario(&scenario, &options);
@@ -465,19 +571,25 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_RUN_FAILED);
         }
     };
-    if let Some(path) = &blktrace {
-        let code = write_blktraces(path, &results);
-        if code != ExitCode::SUCCESS {
-            return code;
-        }
-    }
-    let json_text = results.to_json();
-    if let Some(path) = out {
-        if let Err(e) = std::fs::write(&path, &json_text) {
-            eprintln!("error: cannot write {}: {e}", path.display());
+    for run in &results.runs {
+        let (Some(trace), Some((path, targets))) =
+            (&run.blktrace, traces.get(&(run.variant.clone(), run.seed)))
+        else {
+            continue;
+        };
+        if let Err(message) = write_trace(&mut outputs, targets, trace, path) {
+            eprintln!("error: {message}");
             return ExitCode::from(EXIT_RUN_FAILED);
         }
     }
+    let json_text = results.to_json();
+    if let Some(index) = out_file {
+        if let Err(message) = outputs.write(index, |w| w.write_all(json_text.as_bytes())) {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+    }
+    outputs.keep();
     if json {
         out!("{json_text}");
     } else {

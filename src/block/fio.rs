@@ -638,8 +638,8 @@ async fn submitter(
 }
 
 /// The request queue of a device under `elevator`, with its allocation model, optionally tracing
-/// (as `179,0`: mmcblk0, the eMMC of the papers' phones). Shared by `mobistack fio` and the
-/// scenario stack.
+/// under the device's numbers (`179,0` mmcblk0 for eMMC and SD, `8,0` sda for UFS and SATA).
+/// Shared by `mobistack fio` and the scenario stack.
 pub fn build_queue(
     device: Box<dyn BlockDevice>,
     elevator: &str,
@@ -651,9 +651,14 @@ pub fn build_queue(
     };
     let elevator_box = new_elevator(elevator, traits)?;
     let alloc = AllocModel::default_for(elevator, tag_set_depth(traits.queue_depth));
+    let (major, minor) = device.device_numbers();
     let mut queue = RequestQueue::new(elevator_box, device, alloc);
     if trace {
-        queue.enable_trace(BlkTrace::new(179, 0, super::blktrace::DEFAULT_CAPACITY));
+        queue.enable_trace(BlkTrace::new(
+            major,
+            minor,
+            super::blktrace::DEFAULT_CAPACITY,
+        ));
     }
     Ok(queue)
 }
