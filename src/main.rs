@@ -7,9 +7,9 @@ use mobistack::run::{self, RunOptions};
 use mobistack::scenario;
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Writes to stdout; a closed pipe (`mobistack ... | head`) ends the program quietly instead of
 /// panicking the way `print!` does.
@@ -117,7 +117,11 @@ enum Command {
         blktrace: Option<std::path::PathBuf>,
         #[arg(long, default_value_t = 1, value_name = "N")]
         seed: u64,
-        /// Print the report as JSON.
+        /// Output format, as fio's: normal (fio's text), json (fio's JSON schema) or json+
+        /// (with latency histogram bins, for fio_jsonplus_clat2csv).
+        #[arg(long, default_value = "normal", value_name = "FORMAT")]
+        output_format: String,
+        /// Same as --output-format=json.
         #[arg(long)]
         json: bool,
     },
@@ -208,8 +212,16 @@ fn main() -> ExitCode {
             elevator,
             blktrace,
             seed,
+            output_format,
             json,
-        } => cmd_fio(&jobfile, &device, &elevator, blktrace, seed, json),
+        } => {
+            let format = if json {
+                "json".to_string()
+            } else {
+                output_format
+            };
+            cmd_fio(&jobfile, &device, &elevator, blktrace, seed, &format)
+        }
     }
 }
 
@@ -219,9 +231,20 @@ fn cmd_fio(
     elevator: &str,
     blktrace: Option<std::path::PathBuf>,
     seed: u64,
-    json: bool,
+    format: &str,
 ) -> ExitCode {
-    use mobistack::block::fio::{run_fio_file, FioOptions};
+    use mobistack::workload::fio::{run_fio_file, FioOptions};
+    let plus = match format {
+        "normal" | "json" => false,
+        "json+" => true,
+        other => {
+            eprintln!(
+                "error: --output-format `{}`: expected normal, json or json+",
+                mobistack::units::cut(other)
+            );
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let text = match std::fs::read_to_string(jobfile) {
         Ok(text) => text,
         Err(e) => {
@@ -252,11 +275,17 @@ fn cmd_fio(
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
+    let progress = Progress::new(1, None, &format!("fio {}", jobfile.display()));
+    let hook = progress.clone();
     let options = FioOptions {
         seed,
         trace: blktrace.is_some(),
+        progress: Some(Arc::new(move |now| hook.update(0, now))),
+        ..FioOptions::default()
     };
-    let report = match run_fio_file(&text, device, elevator, options) {
+    let report = run_fio_file(&text, device, elevator, options);
+    progress.finish();
+    let report = match report {
         Ok(report) => report,
         Err(e) => {
             eprintln!("error: {}: {e}", jobfile.display());
@@ -270,10 +299,11 @@ fn cmd_fio(
         }
     }
     outputs.keep();
-    if json {
-        outln!("{}", report.json());
+    if format == "normal" {
+        out!("{}", report.text());
     } else {
-        out!("{}", report.table());
+        let json = serde_json::to_string_pretty(&report.json(plus)).expect("JSON");
+        outln!("{json}");
     }
     ExitCode::SUCCESS
 }
@@ -303,7 +333,12 @@ fn cmd_device(command: DeviceCommand) -> ExitCode {
     use mobistack::dev::bench;
     match command {
         DeviceCommand::List { json } => print_report(Ok(bench::list_report()), json),
-        DeviceCommand::Bench { profile, json } => print_report(bench::bench_report(&profile), json),
+        DeviceCommand::Bench { profile, json } => print_report(
+            with_spinner(&format!("device bench {profile}"), || {
+                bench::bench_report(&profile)
+            }),
+            json,
+        ),
         DeviceCommand::Fit {
             seq_read,
             seq_write,
@@ -311,10 +346,15 @@ fn cmd_device(command: DeviceCommand) -> ExitCode {
             rand_write,
             json,
         } => print_report(
-            bench::fit_command(&seq_read, &seq_write, &rand_read, &rand_write),
+            with_spinner("device fit", || {
+                bench::fit_command(&seq_read, &seq_write, &rand_read, &rand_write)
+            }),
             json,
         ),
-        DeviceCommand::Latencies { json } => print_report(bench::flush_discard_report(), json),
+        DeviceCommand::Latencies { json } => print_report(
+            with_spinner("device latencies", bench::flush_discard_report),
+            json,
+        ),
     }
 }
 
@@ -330,48 +370,102 @@ fn load_or_report(name: &str) -> Result<scenario::Scenario, ExitCode> {
     })
 }
 
-/// A progress bar over virtual time on stderr, shown only on a terminal and only once the run
-/// has taken more than a second.
+/// Wall time after which a progress bar appears (shorter commands print nothing extra).
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+/// How often the bar is redrawn once shown.
+const PROGRESS_TICK: Duration = Duration::from_millis(100);
+
+/// Whether a progress bar should be on screen: only on a terminal, and only once the command
+/// has run for [`PROGRESS_AFTER`].
+fn progress_visible(elapsed: Duration, is_terminal: bool) -> bool {
+    is_terminal && elapsed >= PROGRESS_AFTER
+}
+
+/// A progress bar on stderr, driven by wall time: a thread shows it once the command has run
+/// for a second (on a terminal only) and redraws it every 100 ms from what the simulation last
+/// reported (virtual time per run, which the engine reports every 1,024 events), so it moves
+/// for every long command, however rarely the simulation reports.
 struct Progress {
     bar: ProgressBar,
-    started: Instant,
-    shown: Mutex<bool>,
+    /// Virtual time reached per run, in ms.
     per_job: Vec<AtomicU64>,
+    stop: AtomicBool,
 }
 
 impl Progress {
-    fn new(jobs: usize, duration_ns: u64) -> Arc<Self> {
-        let bar = ProgressBar::with_draw_target(
-            Some(jobs as u64 * duration_ns / 1_000_000),
-            ProgressDrawTarget::hidden(),
-        );
-        bar.set_style(
-            ProgressStyle::with_template(
+    /// A bar over `jobs` runs of `total_ns` virtual time each, or (None) a spinner with the
+    /// virtual time reached.
+    fn new(jobs: usize, total_ns: Option<u64>, what: &str) -> Arc<Self> {
+        let (bar, template) = match total_ns {
+            Some(total) => (
+                ProgressBar::with_draw_target(
+                    Some(jobs as u64 * total / 1_000_000),
+                    ProgressDrawTarget::hidden(),
+                ),
                 "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% of virtual time ({msg})",
-            )
-            .expect("valid template"),
-        );
-        bar.set_message(format!("{jobs} run(s)"));
-        Arc::new(Progress {
+            ),
+            None => (
+                ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden()),
+                "{spinner} [{elapsed_precise}] {msg}",
+            ),
+        };
+        bar.set_style(ProgressStyle::with_template(template).expect("valid template"));
+        bar.set_message(what.to_string());
+        let progress = Arc::new(Progress {
             bar,
-            started: Instant::now(),
-            shown: Mutex::new(false),
-            per_job: (0..jobs).map(|_| AtomicU64::new(0)).collect(),
-        })
+            per_job: (0..jobs.max(1)).map(|_| AtomicU64::new(0)).collect(),
+            stop: AtomicBool::new(false),
+        });
+        let watcher = progress.clone();
+        let what = what.to_string();
+        let unknown_total = total_ns.is_none();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut shown = false;
+            while !watcher.stop.load(Ordering::Relaxed) {
+                std::thread::sleep(PROGRESS_TICK);
+                if watcher.stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                if !shown && progress_visible(started.elapsed(), std::io::stderr().is_terminal()) {
+                    watcher.bar.set_draw_target(ProgressDrawTarget::stderr());
+                    shown = true;
+                }
+                let done: u64 = watcher
+                    .per_job
+                    .iter()
+                    .map(|a| a.load(Ordering::Relaxed))
+                    .sum();
+                watcher.bar.set_position(done);
+                if unknown_total {
+                    watcher.bar.set_message(format!(
+                        "{what}: {:.3} s of virtual time",
+                        done as f64 / 1e3
+                    ));
+                }
+                watcher.bar.tick();
+            }
+        });
+        progress
     }
 
+    /// From any worker: run `job` reached virtual time `now_ns`.
     fn update(&self, job: usize, now_ns: u64) {
         self.per_job[job].store(now_ns / 1_000_000, Ordering::Relaxed);
-        let mut shown = self.shown.lock().expect("progress lock");
-        if !*shown && self.started.elapsed().as_secs_f64() > 1.0 && std::io::stderr().is_terminal()
-        {
-            self.bar.set_draw_target(ProgressDrawTarget::stderr());
-            *shown = true;
-        }
-        drop(shown);
-        let done: u64 = self.per_job.iter().map(|a| a.load(Ordering::Relaxed)).sum();
-        self.bar.set_position(done);
     }
+
+    fn finish(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Runs `work` with a spinner for commands without virtual time to report (device benchmarks).
+fn with_spinner<T>(what: &str, work: impl FnOnce() -> T) -> T {
+    let progress = Progress::new(1, None, what);
+    let value = work();
+    progress.finish();
+    value
 }
 
 /// The options of `mobistack run`.
@@ -559,11 +653,15 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             }
         }
     }
-    let progress = Progress::new(jobs.len(), scenario.duration);
+    let progress = Progress::new(
+        jobs.len(),
+        Some(scenario.duration),
+        &format!("{} run(s)", jobs.len()),
+    );
     let hook = progress.clone();
     options.progress = Some(Arc::new(move |job, now| hook.update(job, now)));
     let results = run::run_scenario(&scenario, &options);
-    progress.bar.finish_and_clear();
+    progress.finish();
     let results = match results {
         Ok(r) => r,
         Err(e) => {
@@ -666,9 +764,12 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
     if cfg!(debug_assertions) {
         eprintln!("note: this is a debug build; benchmark with `cargo run --release -- bench`");
     }
-    let mut results = mobistack::sim::bench::run_all(scale);
-    // 8 GiB written in the background over 240 s of virtual time through the whole stack.
-    results.push(mobistack::run::bench_stack(8, 240));
+    let results = with_spinner("bench", || {
+        let mut results = mobistack::sim::bench::run_all(scale);
+        // 8 GiB written in the background over 240 s of virtual time through the whole stack.
+        results.push(mobistack::run::bench_stack(8, 240));
+        results
+    });
     if json {
         outln!("{}", serde_json::json!({ "bench": results }));
     } else {
@@ -691,4 +792,16 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
         out!("{}", table::align(&rows));
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_bar_shows_only_on_a_terminal_after_a_second() {
+        assert!(!progress_visible(Duration::from_millis(999), true));
+        assert!(progress_visible(Duration::from_millis(1000), true));
+        assert!(!progress_visible(Duration::from_secs(60), false));
+    }
 }

@@ -136,9 +136,12 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
             tasks.push(handle.task());
         }
         WorkloadConfig::Fio(config) => {
-            // Validated against the device before the run started.
-            let started = crate::workload::fio::start(&ctx, config).expect("validated fio job");
-            tasks.extend(started);
+            // The job was validated against the device; laying out a buffered job's file can
+            // still fail (the file system is full): counted, like a file workload's errno.
+            match crate::workload::fio::start(&ctx, config) {
+                Ok(started) => tasks.extend(started),
+                Err(_) => ctx.add_counter("errno.fio-setup", 1),
+            }
         }
         WorkloadConfig::SeqWrite(config) => {
             let handle = sim.spawn(&ctx.name, file::seq_write(ctx.clone(), config.clone()));

@@ -143,3 +143,41 @@ fn the_slowest_read_is_explained_by_where_its_request_waited() {
     assert!(cfq.waits[0].on.contains("queued in cfq"));
     assert!(cfq.latency_ns > noop.latency_ns);
 }
+
+#[test]
+fn a_buffered_fio_app_reads_through_the_page_cache() {
+    // fio's default, direct=0: the job reads a file through the VFS and the page cache (its
+    // reads wait on pages, readahead makes large requests), beside an O_DIRECT job.
+    let source = r#"name = "buffered-fio"
+duration = "2s"
+[stack.device]
+profile = "emmc-5.1"
+capacity = "2GiB"
+[[app]]
+name = "reader"
+role = "foreground"
+[app.workload.fio]
+rw = "read"
+bs = "4k"
+size = "8m"
+[[app]]
+name = "raw"
+[app.workload.fio]
+direct = 1
+rw = "randread"
+bs = "4k"
+size = "8m"
+offset = "1g"
+"#;
+    let s = scenario::parse("buffered.toml", source).unwrap();
+    let results = run_scenario(&s, &RunOptions::default()).unwrap();
+    let run = &results.runs[0];
+    let reader = &run.apps["reader"];
+    assert_eq!(reader.ops["read"].count, 2048);
+    assert!(reader.blocked_ns.contains_key("lock_page"), "{reader:?}");
+    assert!(!run.apps["raw"].blocked_ns.contains_key("lock_page"));
+    assert!(run.counters["mm.pages_read"] >= 2048, "{:?}", run.counters);
+    // 8 MiB in 4 KiB reads, but readahead asks for larger requests.
+    let requests = run.counters["block.requests"];
+    assert!(requests < 2048 + 2048 / 4, "{requests}");
+}

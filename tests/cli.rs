@@ -136,7 +136,7 @@ fn fio_runs_a_job_file_and_writes_a_blkparse_trace() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("fg-randread") && out.contains("merges:"),
+        out.contains("fg-randread: (groupid=0") && out.contains("back merges"),
         "{out}"
     );
     let text = std::fs::read_to_string(&trace).unwrap();

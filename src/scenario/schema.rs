@@ -673,12 +673,14 @@ impl WorkloadConfig {
 
     /// Whether the workload uses files (so the stack needs the page cache and a file system).
     pub fn needs_storage(&self) -> bool {
-        matches!(
-            self,
+        match self {
             WorkloadConfig::SeqWrite(_)
-                | WorkloadConfig::FileRead(_)
-                | WorkloadConfig::FsyncWrite(_)
-        )
+            | WorkloadConfig::FileRead(_)
+            | WorkloadConfig::FsyncWrite(_) => true,
+            // fio's default is buffered I/O, through the page cache.
+            WorkloadConfig::Fio(config) => config.is_buffered(),
+            WorkloadConfig::ToyIo(_) | WorkloadConfig::ToyLocks(_) => false,
+        }
     }
 
     fn validate(&self) -> Result<(), String> {
