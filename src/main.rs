@@ -628,6 +628,14 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         progress: None,
     };
     let jobs = run::jobs(&scenario, &options);
+    // Enough memory for the runs held at once, checked before building anything.
+    if let Some(available) = run::available_memory() {
+        let estimate = run::memory_estimate(&scenario, &options);
+        if let Err(message) = run::check_memory(&estimate, available) {
+            eprintln!("error: scenario `{}`: {message}", scenario.name);
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+    }
     // Every output file exists before the simulation starts.
     let mut outputs = OutputFiles::default();
     let out_file = match out.as_deref().map(|path| outputs.create(path)).transpose() {

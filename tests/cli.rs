@@ -421,3 +421,17 @@ fn an_unwritable_output_is_reported_before_the_simulation() {
     assert!(err.contains("cannot write /nonexistent-dir/trace"), "{err}");
     std::fs::remove_file(&path).ok();
 }
+
+#[test]
+fn a_run_that_would_not_fit_in_memory_stops_before_it_starts() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mobistack"))
+        .args(["run", "bg-write-fg-read", "--threads", "2"])
+        .env("MOBISTACK_MEMORY_LIMIT", "40MiB")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("these runs need about"), "{err}");
+    assert!(err.contains("has 40.00 MiB available"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing ran");
+}
