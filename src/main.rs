@@ -345,12 +345,25 @@ fn cmd_device(command: DeviceCommand) -> ExitCode {
             rand_read,
             rand_write,
             json,
-        } => print_report(
-            with_spinner("device fit", || {
+        } => {
+            let fitted = with_spinner("device fit", || {
                 bench::fit_command(&seq_read, &seq_write, &rand_read, &rand_write)
-            }),
-            json,
-        ),
+            });
+            match fitted {
+                Ok((report, unreached)) => {
+                    let code = print_report(Ok(report), json);
+                    if unreached.is_empty() {
+                        code
+                    } else {
+                        for miss in &unreached {
+                            eprintln!("error: device fit could not reach a target: {miss}");
+                        }
+                        ExitCode::from(EXIT_RUN_FAILED)
+                    }
+                }
+                Err(message) => print_report(Err(message), json),
+            }
+        }
         DeviceCommand::Latencies { json } => print_report(
             with_spinner("device latencies", bench::flush_discard_report),
             json,

@@ -435,3 +435,60 @@ fn a_run_that_would_not_fit_in_memory_stops_before_it_starts() {
     assert!(err.contains("has 40.00 MiB available"), "{err}");
     assert!(out.stdout.is_empty(), "nothing ran");
 }
+
+#[test]
+fn device_outputs_cite_sources_in_the_repository_and_mark_assumptions() {
+    let (code, out, _) = mobistack(&["device", "list", "--json"]);
+    assert_eq!(code, 0);
+    let profiles: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for profile in profiles.as_array().unwrap() {
+        let file = profile["sources"].as_str().unwrap();
+        assert!(root.join(file).exists(), "{file} is in the repository");
+        let cited = profile["published"]["source"].as_str().unwrap_or("");
+        for word in cited.split([' ', ',', '(', ')']) {
+            if word.ends_with(".md") {
+                assert!(
+                    root.join(word).exists(),
+                    "{}: cites {word}",
+                    profile["name"]
+                );
+            }
+        }
+        assert!(profile["assumptions"]["flush_overhead"].is_string());
+    }
+    let (code, out, _) = mobistack(&["device", "latencies"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("assumptions (no public figure"), "{out}");
+    assert!(out.contains("flush_overhead 50 us"), "{out}");
+}
+
+#[test]
+fn device_fit_fails_when_it_cannot_reach_a_target() {
+    let fit = |seq_read: &str| {
+        mobistack(&[
+            "device",
+            "fit",
+            "--seq-read",
+            seq_read,
+            "--seq-write",
+            "100MB/s",
+            "--rand-read",
+            "9000",
+            "--rand-write",
+            "10000",
+        ])
+    };
+    let (code, out, err) = fit("5GB/s");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("could not reach a target: seq read 512KiB"),
+        "{err}"
+    );
+    assert!(
+        out.contains("[stack.device.custom]"),
+        "the best fit is still printed"
+    );
+    let (code, _, err) = fit("200MB/s");
+    assert_eq!(code, 0, "{err}");
+}

@@ -21,7 +21,7 @@ pub type BioId = u64;
 pub type RequestId = u64;
 
 /// Largest request the queue builds by merging: 512 KiB = 1024 sectors (`max_sectors_kb` 512, the
-/// usual `BLK_DEF_MAX_SECTORS`-era value for eMMC/UFS hosts; REFERENCES.md "max request size").
+/// usual `BLK_DEF_MAX_SECTORS`-era value for eMMC/UFS hosts; docs/references.md "max request size").
 pub const MAX_REQUEST_SECTORS: u32 = (512 * 1024 / SECTOR_SIZE) as u32;
 
 /// Sectors per page.

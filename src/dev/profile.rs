@@ -5,12 +5,12 @@
 //! [`super::bench::fit`]):
 //! - Fixed from public sources: host bus bandwidth and duplex (eMMC HS200 200 MB/s, HS400 400 MB/s,
 //!   half duplex; UFS HS-G3 2 lanes 5.8 Gbit/s x 2 x 8b/10b = 1160 MB/s, HS-G4 2320 MB/s, full
-//!   duplex; REFERENCES.md "Interfaces and queues"), host queue depth (eMMC < 5.1: 1, eMMC 5.1 CMDQ
+//!   duplex; docs/references.md "Interfaces and queues"), host queue depth (eMMC < 5.1: 1, eMMC 5.1 CMDQ
 //!   32, UFS 32 per LU), NAND array read / program / erase times per cell type (SimpleSSD/FEMU
-//!   figures in REFERENCES.md: MLC read 48/64 us -> 56 us mean, program 850/2300 us, erase 3 ms;
+//!   figures in docs/references.md: MLC read 48/64 us -> 56 us mean, program 850/2300 us, erase 3 ms;
 //!   TLC read 56.5/77.5/106 us -> 80 us mean, erase 3 ms; SLC read 40 us, program 800 us), die
 //!   count of the part where known ("512 GB UFS 3.0 = 8 dies").
-//! - Calibrated against the vendor figures of REFERENCES.md, one parameter per figure, each the
+//! - Calibrated against the vendor figures of docs/references.md, one parameter per figure, each the
 //!   mechanism that bounds that figure: `channel_bandwidth` (effective NAND bus rate incl. ECC and
 //!   command cycles) from sequential read; `program_time` (or `slc_program_time` when the part has
 //!   an SLC buffer, because vendor write figures are measured in it) from sequential write;
@@ -189,6 +189,34 @@ impl DeviceProfile {
     }
 }
 
+/// Where the built-in profiles' parameters come from: the file every `source` cites.
+pub const SOURCES_FILE: &str = "docs/references.md";
+
+/// Parameters of every built-in profile that have no public figure (marked `asm:` below):
+/// what each is, for the outputs that print costs depending on them.
+pub const ASSUMED_PARAMETERS: [(&str, &str); 5] = [
+    (
+        "flush_overhead",
+        "firmware time to start a cache flush (50 us, every profile)",
+    ),
+    (
+        "discard_overhead",
+        "UNMAP/ERASE command decode (100 us, every profile)",
+    ),
+    (
+        "discard_per_page",
+        "mapping-table update per unmapped 4 KiB page (1 us, every profile)",
+    ),
+    (
+        "write_cache",
+        "size of the volatile write cache (controller RAM)",
+    ),
+    (
+        "controller_slots",
+        "commands the controller works on at once",
+    ),
+];
+
 /// Largest device capacity a profile may have: 4 TiB (phones ship up to 1 TB). The FTL keeps a
 /// 4-byte entry per 4 KiB page both ways plus per-block state, about 2.2 MiB of memory per GiB
 /// (9 GiB at this limit), and its 32-bit page map could not go past ~15 TiB at all.
@@ -199,7 +227,7 @@ const MIB: u64 = 1024 * 1024;
 const GIB: u64 = 1024 * MIB;
 const MB: u64 = 1_000_000;
 
-// NAND timings (REFERENCES.md, SimpleSSD/FEMU).
+// NAND timings (docs/references.md, SimpleSSD/FEMU).
 /// MLC read: mean of LSB/MSB 48/64 us.
 const MLC_READ: Nanos = 56 * US;
 /// TLC read: mean of LSB/CSB/MSB 56.5/77.5/106 us.
@@ -229,7 +257,7 @@ fn base(name: &str, interface: Interface) -> DeviceProfile {
         // asm: the controller works on half of its queue at once, so the internal order matters
         // (FastTrack §3.4: "modern flash storage maintains its own internal queue").
         controller_slots: 16,
-        // eMMC is half duplex; HS400 400 MB/s (REFERENCES.md).
+        // eMMC is half duplex; HS400 400 MB/s (docs/references.md).
         full_duplex: false,
         bus_bandwidth: 400 * MB,
         // Placeholders: every profile calibrates its own.
@@ -273,7 +301,9 @@ fn samsung(seq_read: f64, seq_write: f64, rand_read: f64, rand_write: f64) -> Pu
         seq_write_mbps: Some(seq_write),
         rand_read_iops: Some(rand_read),
         rand_write_iops: Some(rand_write),
-        source: Some("Samsung lineup table (cdrinfo.com, liliputing.com), REFERENCES.md".into()),
+        source: Some(
+            "Samsung lineup table (cdrinfo.com, liliputing.com), docs/references.md".into(),
+        ),
     }
 }
 
@@ -290,7 +320,7 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             // eMMC before 5.1 has no command queue: one command at a time.
             queue_depth: 1,
             controller_slots: 1,
-            // HS200: 200 MB/s, half duplex (REFERENCES.md).
+            // HS200: 200 MB/s, half duplex (docs/references.md).
             bus_bandwidth: 200 * MB,
             // asm: one channel, four 32 Gb MLC dies with 8 KiB pages (2013 MLC).
             channels: 1,
@@ -368,7 +398,9 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             // cal: rand write 14,000 IOPS at QD32.
             write_overhead: 71 * US,
             published: Published {
-                source: Some("Samsung lineup table, UFS 2.0 128 GB (2015), REFERENCES.md".into()),
+                source: Some(
+                    "Samsung lineup table, UFS 2.0 128 GB (2015), docs/references.md".into(),
+                ),
                 ..samsung(350.0, 150.0, 19000.0, 14000.0)
             },
             ..base("ufs-2.0", Interface::Ufs)
@@ -398,7 +430,9 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             // asm: 8 MiB cache.
             write_cache: 8 * MIB,
             published: Published {
-                source: Some("Samsung lineup table, UFS 2.1 512 GB (2017), REFERENCES.md".into()),
+                source: Some(
+                    "Samsung lineup table, UFS 2.1 512 GB (2017), docs/references.md".into(),
+                ),
                 ..samsung(860.0, 255.0, 42000.0, 40000.0)
             },
             ..base("ufs-2.1", Interface::Ufs)
@@ -409,7 +443,7 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             full_duplex: true,
             // HS-G4 2 lanes: 2 x 11.6 Gbit/s x 8b/10b = 2320 MB/s.
             bus_bandwidth: 2320 * MB,
-            // 8 dies of 512 Gb (REFERENCES.md: 512 GB = 8 dies), each with independent
+            // 8 dies of 512 Gb (docs/references.md: 512 GB = 8 dies), each with independent
             // multi-plane reads on 2 plane groups; the model's unit of parallelism is the die, so
             // each plane group is a die here: 16 single-plane "dies".
             channels: 2,
@@ -418,7 +452,7 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             // SimpleSSD TLC read time.
             read_time: TLC_READ,
             // cal: native (one-shot 3D TLC) program = WriteBooster program x 1568/556, the ratio
-            // of 1 MiB QD32 writes with and without WriteBooster on UFS 4.0 (REFERENCES.md);
+            // of 1 MiB QD32 writes with and without WriteBooster on UFS 4.0 (docs/references.md);
             // SimpleSSD's planar-TLC mean (2926 us) would make the post-buffer rate 4x too slow.
             program_time: 612 * US,
             pages_per_block: 192,
@@ -435,7 +469,9 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             // asm: 16 MiB cache.
             write_cache: 16 * MIB,
             published: Published {
-                source: Some("Samsung lineup table, UFS 3.1 512 GB (2020), REFERENCES.md".into()),
+                source: Some(
+                    "Samsung lineup table, UFS 3.1 512 GB (2020), docs/references.md".into(),
+                ),
                 ..samsung(2100.0, 1200.0, 100000.0, 70000.0)
             },
             ..base("ufs-3.1", Interface::Ufs)
@@ -487,7 +523,8 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             published: Published {
                 rand_write_iops: Some(100.0),
                 source: Some(
-                    "Samsung microSD random write ~100 IOPS (cdrinfo.com), REFERENCES.md".into(),
+                    "Samsung microSD random write ~100 IOPS (cdrinfo.com), docs/references.md"
+                        .into(),
                 ),
                 ..Published::default()
             },

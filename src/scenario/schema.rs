@@ -130,7 +130,7 @@ pub struct ToyServerConfig {
 }
 
 /// 1 ms per request: about an eMMC 4 KiB random write (2,000 IOPS at QD1 would be 0.5 ms;
-/// REFERENCES.md, eMMC 4.5) - a round number for a toy, not a calibrated device.
+/// docs/references.md, eMMC 4.5) - a round number for a toy, not a calibrated device.
 fn default_toy_service_time() -> Nanos {
     crate::units::NS_PER_MS
 }
