@@ -233,3 +233,23 @@ fn more_runs_than_the_limit_is_an_error_at_the_seeds() {
     assert!(err.message.contains("more than the limit of 1000"), "{err}");
     assert_eq!(err.position.unwrap().0, line_of(BG, "seeds = [1]"));
 }
+
+#[test]
+fn more_workload_tasks_than_the_limit_is_an_error_not_an_engine_assertion() {
+    let mut source = String::from("name = \"many\"\nduration = \"1s\"\n");
+    for i in 0..5 {
+        source.push_str(&format!(
+            "[[app]]\nname = \"a{i}\"\n[app.workload.fio]\ndirect = 1\nrw = \"randread\"\nsize = \"1m\"\nioengine = \"libaio\"\niodepth = 256\nnumjobs = 256\n"
+        ));
+    }
+    let err = scenario::parse("many.toml", &source).unwrap_err();
+    assert!(
+        err.message.contains("more than the limit of 262144"),
+        "{err}"
+    );
+    assert!(err.message.contains("`a4`"), "{err}");
+    assert_eq!(
+        err.position.unwrap().0,
+        line_of(&source, "name = \"a4\"") + 1
+    );
+}

@@ -43,6 +43,11 @@ use std::rc::Rc;
 pub const MAX_JOBS: usize = 256;
 /// Bound on `iodepth`.
 const MAX_IODEPTH: u32 = 4096;
+/// Bound on `bs`: 64 MiB (a buffered job holds one buffer of `bs` bytes per job).
+pub const MAX_BS: u64 = 64 << 20;
+/// Bound on the submitter tasks of a job file (`numjobs` x `iodepth`, summed): 65,536, far
+/// below the engine's task limit.
+pub const MAX_SUBMITTERS: u64 = 1 << 16;
 /// First pid given to fio processes.
 pub const FIRST_PID: u32 = 1000;
 
@@ -243,10 +248,12 @@ fn parse_fio_size(option: &str, value: &str) -> Result<u64, String> {
 fn parse_fio_time(option: &str, value: &str) -> Result<Nanos, String> {
     let text = value.trim();
     if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit()) {
-        let seconds: u64 = text
-            .parse()
-            .map_err(|_| format!("{option}={value}: too large"))?;
-        return Ok(seconds * NS_PER_SEC);
+        let too_long = || format!("{option}={value}: too long: at most 365 days (31536000)");
+        let seconds: u64 = text.parse().map_err(|_| too_long())?;
+        return seconds
+            .checked_mul(NS_PER_SEC)
+            .filter(|&ns| ns <= crate::units::MAX_DURATION)
+            .ok_or_else(too_long);
     }
     let normalized = match text.strip_suffix('m') {
         Some(minutes) if !text.ends_with("ms") => format!("{minutes}min"),
@@ -307,9 +314,9 @@ fn apply_option(job: &mut FioJob, option: &str, value: Option<&str>) -> Result<(
                 ));
             }
             let bs = parse_fio_size(option, value)?;
-            if bs == 0 || bs % SECTOR_SIZE != 0 {
+            if bs == 0 || bs % SECTOR_SIZE != 0 || bs > MAX_BS {
                 return Err(format!(
-                    "{option}={value}: must be a positive multiple of 512"
+                    "{option}={value}: must be a positive multiple of 512, at most 64m"
                 ));
             }
             job.bs = bs;
@@ -417,6 +424,7 @@ pub fn parse_job_file(text: &str) -> Result<Vec<FioJob>, String> {
     if jobs.is_empty() {
         return Err("the job file defines no job (only [global] or nothing)".to_string());
     }
+    check_submitters(&jobs)?;
     Ok(jobs)
 }
 
@@ -832,7 +840,22 @@ pub fn job_from_options(
     if job.time_based && job.runtime.is_none() {
         return Err("time_based needs runtime".to_string());
     }
+    check_submitters(std::slice::from_ref(&job))?;
     Ok(job)
+}
+
+/// The jobs' submitter tasks (`numjobs` x `iodepth`, summed) stay under [`MAX_SUBMITTERS`].
+fn check_submitters(jobs: &[FioJob]) -> Result<(), String> {
+    let total: u64 = jobs
+        .iter()
+        .map(|job| u64::from(job.numjobs) * u64::from(job.iodepth))
+        .sum();
+    if total > MAX_SUBMITTERS {
+        return Err(format!(
+            "`numjobs` x `iodepth` adds up to {total} I/Os in flight, more than the {MAX_SUBMITTERS} mobistack runs"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -877,6 +900,11 @@ prioclass=3
         assert_eq!(parse_fio_time("runtime", "30").unwrap(), 30 * NS_PER_SEC);
         assert_eq!(parse_fio_time("runtime", "2m").unwrap(), 120 * NS_PER_SEC);
         assert_eq!(parse_fio_time("runtime", "500ms").unwrap(), 500 * NS_PER_MS);
+        // Seconds that would overflow (or pass the documented limit) are an error.
+        for huge in ["18446744073709551615", "18446744074", "31536001"] {
+            let error = parse_fio_time("runtime", huge).unwrap_err();
+            assert!(error.contains("at most 365 days"), "{error}");
+        }
     }
 
     #[test]
@@ -890,6 +918,11 @@ prioclass=3
             .unwrap_err()
             .contains("bs=4k,64k"));
         assert!(parse_job_file("[global]\nbs=4k\n").is_err());
+        assert!(parse_job_file("[a]\nbs=1t\n")
+            .unwrap_err()
+            .contains("at most 64m"));
+        let error = parse_job_file("[a]\nnumjobs=256\niodepth=4096\n").unwrap_err();
+        assert!(error.contains("more than the 65536"), "{error}");
         assert!(parse_job_file("[a]\nioengine=mmap\n")
             .unwrap_err()
             .contains("mmap"));

@@ -262,6 +262,9 @@ pub struct Scenario {
 
 /// Bound on apps in one scenario (Android keeps far fewer processes cached).
 pub const MAX_APPS: usize = 256;
+/// Bound on the tasks a scenario's workloads start (toy-io streams, fio submitters): 2^18,
+/// a quarter of the engine's task limit, leaving room for the kernel's.
+pub const MAX_WORKLOAD_TASKS: u64 = 1 << 18;
 /// Bound on variants x seeds of one scenario: 1,000 runs. A paper-sized run takes seconds to
 /// a minute of wall time and holds its own stack (device map, page cache) in memory per worker
 /// thread; a thousand is an afternoon's sweep. Larger sweeps are split into several scenarios.
@@ -393,6 +396,20 @@ impl Scenario {
             if let Err(message) = app.workload.validate() {
                 let (table, header) = workload_table(spans, i);
                 return Err(blame(message, &[table], header.unwrap_or(app.name.span())));
+            }
+        }
+        let mut tasks = 0u64;
+        for (i, app) in document.apps.iter().enumerate() {
+            tasks += app.workload.tasks();
+            if tasks > MAX_WORKLOAD_TASKS {
+                let (_, header) = workload_table(spans, i);
+                return Err(error(
+                    header.unwrap_or(app.name.span()),
+                    format!(
+                        "the apps up to `{}` start {tasks} tasks, more than the limit of {MAX_WORKLOAD_TASKS}: lower `depth`, `iodepth` or `numjobs`",
+                        app.name.get_ref()
+                    ),
+                ));
             }
         }
         let foreground: Vec<usize> = (0..document.apps.len())
@@ -680,6 +697,17 @@ impl WorkloadConfig {
             // fio's default is buffered I/O, through the page cache.
             WorkloadConfig::Fio(config) => config.is_buffered(),
             WorkloadConfig::ToyIo(_) | WorkloadConfig::ToyLocks(_) => false,
+        }
+    }
+
+    /// The tasks the workload starts.
+    fn tasks(&self) -> u64 {
+        match self {
+            WorkloadConfig::ToyIo(config) => u64::from(config.depth),
+            WorkloadConfig::Fio(config) => config.job("app").map_or(1, |job| {
+                u64::from(job.numjobs) * u64::from(job.effective_iodepth())
+            }),
+            _ => 1,
         }
     }
 
