@@ -70,6 +70,22 @@ pub fn cut_words(message: &str) -> String {
     out
 }
 
+/// Longest error message shown, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 1000;
+
+/// `message` as shown to a user: long words cut ([`cut_words`]), then the whole cut to
+/// [`MAX_MESSAGE_CHARS`] (a value with spaces or backticks in it is echoed in pieces that no
+/// single cut catches).
+pub fn cut_message(message: &str) -> String {
+    let message = cut_words(message);
+    let length = message.chars().count();
+    if length <= MAX_MESSAGE_CHARS {
+        return message;
+    }
+    let head: String = message.chars().take(MAX_MESSAGE_CHARS).collect();
+    format!("{head}... (message of {length} characters cut)")
+}
+
 /// Error from parsing a human-unit string; the message says what was expected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnitError(pub String);
@@ -348,6 +364,15 @@ mod tests {
         assert!(error.len() < 300, "{} bytes", error.len());
         assert!(error.contains("... (100001 characters)"), "{error}");
         assert_eq!(cut("short"), "short");
+        // A value with spaces and backticks in it: no word is long, the message is.
+        let spaced = format!("unknown profile `{}`", "a` b ".repeat(5_000));
+        let shown = cut_message(&spaced);
+        assert!(
+            shown.chars().count() < MAX_MESSAGE_CHARS + 60,
+            "{}",
+            shown.len()
+        );
+        assert!(shown.ends_with("characters cut)"));
     }
 
     #[test]

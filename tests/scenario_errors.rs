@@ -253,3 +253,22 @@ fn more_workload_tasks_than_the_limit_is_an_error_not_an_engine_assertion() {
         line_of(&source, "name = \"a4\"") + 1
     );
 }
+
+#[test]
+fn a_long_value_with_spaces_and_backticks_is_cut_too() {
+    // Found by fuzzing: a profile name with a backtick and runs of spaces was echoed in pieces.
+    let value = format!("x`{}", "cc c   ".repeat(1_000));
+    let source = DEMO.replacen(
+        "[stack.toy]",
+        &format!("[stack.device]\nprofile = \"{value}\"\n\n[stack.toy]"),
+        1,
+    );
+    let err = scenario::parse("long.toml", &source).unwrap_err();
+    let text = err.to_string();
+    assert!(text.len() < 1_400, "a {}-byte error", text.len());
+    assert_eq!(
+        err.position.unwrap().0,
+        line_of(&source, "profile = "),
+        "{err}"
+    );
+}

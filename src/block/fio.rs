@@ -372,8 +372,12 @@ fn apply_option(job: &mut FioJob, option: &str, value: Option<&str>) -> Result<(
     Ok(())
 }
 
-/// Parses a job file. Errors name the line and the option.
+/// Parses a job file. Errors name the line and the option, and cut long values.
 pub fn parse_job_file(text: &str) -> Result<Vec<FioJob>, String> {
+    parse_jobs(text).map_err(|e| crate::units::cut_message(&e))
+}
+
+fn parse_jobs(text: &str) -> Result<Vec<FioJob>, String> {
     let mut global = FioJob::default();
     let mut jobs: Vec<FioJob> = Vec::new();
     let mut current: Option<FioJob> = None;
@@ -824,6 +828,10 @@ pub fn job_from_options(
     name: &str,
     options: &[(String, Option<String>)],
 ) -> Result<FioJob, String> {
+    job_from_pairs(name, options).map_err(|e| crate::units::cut_message(&e))
+}
+
+fn job_from_pairs(name: &str, options: &[(String, Option<String>)]) -> Result<FioJob, String> {
     let mut job = FioJob {
         name: name.to_string(),
         ..FioJob::default()
@@ -921,6 +929,10 @@ prioclass=3
         assert!(parse_job_file("[a]\nbs=1t\n")
             .unwrap_err()
             .contains("at most 64m"));
+        // Found by fuzzing: a long line with spaces was echoed whole.
+        let long = format!("[a]\n{} x\n", "word ".repeat(2_000));
+        let error = parse_job_file(&long).unwrap_err();
+        assert!(error.len() < 1_200, "a {}-byte error", error.len());
         let error = parse_job_file("[a]\nnumjobs=256\niodepth=4096\n").unwrap_err();
         assert!(error.contains("more than the 65536"), "{error}");
         assert!(parse_job_file("[a]\nioengine=mmap\n")

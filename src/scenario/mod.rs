@@ -83,7 +83,7 @@ impl ScenarioError {
         ScenarioError {
             file: file.to_string(),
             position,
-            message: crate::units::cut_words(&shorten_quoted(&message)),
+            message: crate::units::cut_message(&shorten_quoted(&message)),
             source_line,
         }
     }
