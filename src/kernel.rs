@@ -93,7 +93,7 @@ impl KernelConfig {
     pub fn validate(&self) -> Result<(), String> {
         if !HZ_CHOICES.contains(&self.hz.0) {
             return Err(format!(
-                "[stack.kernel] hz = {} is not a kernel tick rate: expected one of 100, 200, 250, 300, 500, 1000 (or 128)",
+                "`hz` {} is not a kernel tick rate: expected one of 100, 200, 250, 300, 500, 1000 (or 128)",
                 self.hz.0
             ));
         }
@@ -167,13 +167,13 @@ impl CpuConfig {
     pub fn validate(&self) -> Result<(), String> {
         if !(1..=crate::sim::cpu::MAX_CORES).contains(&self.cores) {
             return Err(format!(
-                "[stack.cpu] cores = {} must be 1..={}",
+                "`cores` {} must be 1..={}",
                 self.cores,
                 crate::sim::cpu::MAX_CORES
             ));
         }
         if self.copy_bandwidth == 0 {
-            return Err("[stack.cpu] copy_bandwidth must be positive (e.g. \"1.2GB/s\")".into());
+            return Err("`copy_bandwidth` must be positive (e.g. \"1.2GB/s\")".into());
         }
         Ok(())
     }
@@ -241,6 +241,6 @@ mod tests {
     fn an_unusual_tick_rate_is_an_input_error() {
         assert!(KernelConfig::default().validate().is_ok());
         let bad = KernelConfig { hz: Hz(0) };
-        assert!(bad.validate().unwrap_err().contains("hz = 0"));
+        assert!(bad.validate().unwrap_err().contains("`hz` 0"));
     }
 }

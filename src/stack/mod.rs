@@ -241,6 +241,23 @@ pub fn storage(
     storage_over(sim, vm, cpu, bdev, fs_size, activity)
 }
 
+/// The storage layers under the VFS over an existing block layer (`mobistack fio`'s buffered
+/// jobs): a [`SimpleFs`](crate::fs::simplefs::SimpleFs) of `fs_size` bytes and the page cache
+/// configured by `vm` with the default CPU costs, submitting through `layer` with bio ids from
+/// `next_bio`.
+pub fn storage_on_layer(
+    sim: &Sim,
+    vm: crate::mm::VmConfig,
+    layer: &BlockLayer,
+    next_bio: Rc<Cell<u64>>,
+    fs_size: u64,
+) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
+    vm.validate()?;
+    let bdev = crate::mm::bio::QueueSubmit::new(layer.clone(), next_bio);
+    let cpu = crate::kernel::CpuConfig::default();
+    storage_over(sim, vm, cpu, bdev, fs_size, None)
+}
+
 /// The file system, page cache and VFS over a block path.
 fn storage_over(
     sim: &Sim,
