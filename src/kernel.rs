@@ -6,9 +6,11 @@
 //! Linux measures many of the intervals the papers' stalls depend on in jiffies: CFQ's
 //! `slice_idle = HZ / 125`, `CFQ_MIN_TT = 2` jiffies, `BLK_BATCH_TIME = HZ / 50`,
 //! `congestion_wait(HZ / 10)`, the dirty-throttling pauses. With HZ = 100 a jiffy is 10 ms and
-//! the kernel's integer division makes `HZ / 125` zero jiffies ([`Hz::over`]); think times are
-//! whole jiffies. The helpers here do the kernel's integer arithmetic so models reproduce those
-//! effects instead of idealised millisecond values.
+//! the kernel's integer division makes `HZ / 125` zero jiffies ([`Hz::over`]), which CFQ's
+//! `cfq_init` then raises to one jiffy ("could be 0 on HZ < 1000 setups"): `slice_idle` is
+//! 10 ms at HZ = 100, not 0. Think times are whole jiffies. The helpers here do the kernel's
+//! integer arithmetic so models reproduce those effects instead of idealised millisecond values;
+//! where the kernel clamps a result, the model does too.
 //!
 //! Simplifications: the clock is virtual and exact; `jiffies` is `now / tick` (no boot offset,
 //! no `INITIAL_JIFFIES` wrap); timers fire on the tick after their expiry as `mod_timer` does only
@@ -91,7 +93,7 @@ impl KernelConfig {
     pub fn validate(&self) -> Result<(), String> {
         if !HZ_CHOICES.contains(&self.hz.0) {
             return Err(format!(
-                "[stack.kernel] hz = {} is not a kernel tick rate: expected one of 100, 200, 250, 300, 500, 1000 (or 128)",
+                "`hz` {} is not a kernel tick rate: expected one of 100, 200, 250, 300, 500, 1000 (or 128)",
                 self.hz.0
             ));
         }
@@ -175,13 +177,13 @@ impl CpuConfig {
     pub fn validate(&self) -> Result<(), String> {
         if !(1..=crate::sim::cpu::MAX_CORES).contains(&self.cores) {
             return Err(format!(
-                "[stack.cpu] cores = {} must be 1..={}",
+                "`cores` {} must be 1..={}",
                 self.cores,
                 crate::sim::cpu::MAX_CORES
             ));
         }
         if self.copy_bandwidth == 0 {
-            return Err("[stack.cpu] copy_bandwidth must be positive (e.g. \"1.2GB/s\")".into());
+            return Err("`copy_bandwidth` must be positive (e.g. \"1.2GB/s\")".into());
         }
         Ok(())
     }
@@ -250,6 +252,6 @@ mod tests {
     fn an_unusual_tick_rate_is_an_input_error() {
         assert!(KernelConfig::default().validate().is_ok());
         let bad = KernelConfig { hz: Hz(0) };
-        assert!(bad.validate().unwrap_err().contains("hz = 0"));
+        assert!(bad.validate().unwrap_err().contains("`hz` 0"));
     }
 }

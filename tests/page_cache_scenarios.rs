@@ -109,7 +109,12 @@ fn file_workload_mistakes_are_located_errors() {
     let err = edit("pattern = \"random\"", "pattern = \"zigzag\"");
     assert!(err.message.contains("unknown variant `zigzag`"), "{err}");
     let err = edit("dirty_background_ratio = 5", "dirty_background_ratio = 500");
-    assert!(err.message.contains("percentages"), "{err}");
+    assert!(err.message.contains("must be a percentage"), "{err}");
+    let line = 1 + source
+        .lines()
+        .position(|l| l.starts_with("dirty_background_ratio"))
+        .unwrap();
+    assert_eq!(err.position.unwrap().0, line, "{err}");
     let err = edit("think = \"500ms\"", "thinkk = \"500ms\"");
     assert!(err.message.contains("unknown field `thinkk`"), "{err}");
 }

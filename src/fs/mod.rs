@@ -4,12 +4,15 @@
 //!   fdatasync, truncate/ftruncate, unlink, rename, mkdir, stat, close), per-task fd tables and
 //!   the name space, over the page cache of [`crate::mm`].
 //! - [`FileSystem`]: what the VFS and the page cache need from the on-disk file system (block
-//!   mapping and allocation, inode numbers and where inodes live on disk). ext4/jbd2 will implement
-//!   it in its own issue; until then [`simplefs`] (no journal) lets everything above run.
+//!   mapping and allocation, inode numbers and where inodes live on disk). [`simplefs`] (no
+//!   journal) lets everything above run; [`ext4`] holds ext4's on-disk structures and
+//!   allocators (pure state; jbd2 and the ext4 operations are issue 10's other half).
 //!
 //! A workload mistake (a bad fd, a missing file) is an [`Errno`] returned to the workload and
 //! counted in the results, never a panic.
 
+pub mod ext4;
+pub mod jbd2;
 pub mod simplefs;
 pub mod vfs;
 

@@ -66,13 +66,23 @@ pub enum WaitReason {
     JournalCommit,
     /// Waiting for discards of freed blocks (QASIO D_discard).
     Discard,
+    /// The commit thread waits for the handles of the locked transaction to stop
+    /// (`jbd2_journal_commit_transaction` on `j_wait_updates`): whoever holds one holds the
+    /// commit, and every task in `start_this_handle` behind it (QASIO I_jhandle).
+    JournalUpdates,
+    /// `do_get_write_access` waits while the buffer is being written to the journal by the
+    /// committing transaction (`BJ_Shadow`).
+    JournalShadow,
+    /// `__jbd2_log_wait_for_space`: the journal is full; the task checkpoints (writes
+    /// journaled metadata home) or waits for whoever does.
+    JournalSpace,
     /// `inode_lock` (i_mutex / i_rwsem).
     InodeLock,
 }
 
 impl WaitReason {
     /// Every reason, in declaration order; indexes per-task accounting arrays.
-    pub const ALL: [WaitReason; 22] = [
+    pub const ALL: [WaitReason; 25] = [
         WaitReason::Sleep,
         WaitReason::Join,
         WaitReason::Mutex,
@@ -94,6 +104,9 @@ impl WaitReason {
         WaitReason::JournalHandle,
         WaitReason::JournalCommit,
         WaitReason::Discard,
+        WaitReason::JournalUpdates,
+        WaitReason::JournalShadow,
+        WaitReason::JournalSpace,
         WaitReason::InodeLock,
     ];
     pub const COUNT: usize = Self::ALL.len();
@@ -126,6 +139,9 @@ impl WaitReason {
             WaitReason::JournalHandle => "start_this_handle",
             WaitReason::JournalCommit => "jbd2_log_wait_commit",
             WaitReason::Discard => "discard",
+            WaitReason::JournalUpdates => "j_wait_updates",
+            WaitReason::JournalShadow => "do_get_write_access",
+            WaitReason::JournalSpace => "jbd2_log_wait_for_space",
             WaitReason::InodeLock => "inode_lock",
         }
     }
@@ -152,6 +168,9 @@ impl WaitReason {
             | WaitReason::JournalHandle
             | WaitReason::JournalCommit
             | WaitReason::Discard
+            | WaitReason::JournalUpdates
+            | WaitReason::JournalShadow
+            | WaitReason::JournalSpace
             | WaitReason::InodeLock => "fs",
         }
     }

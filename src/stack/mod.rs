@@ -7,10 +7,11 @@ pub mod toy;
 
 use crate::block::fio::build_queue;
 use crate::block::layer::BlockLayer;
+use crate::block::queue::RequestQueue;
 use crate::scenario::StackConfig;
 use crate::sim::sync::Mutex;
 use crate::sim::{Sim, WaitReason};
-use crate::task::ForegroundState;
+use crate::task::{ForegroundState, TaskTable};
 use crate::units::SECTOR_SIZE;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -26,6 +27,8 @@ pub struct BlockStack {
 
 pub struct Stack {
     pub activity: Rc<ForegroundState>,
+    /// Every process's nice value and I/O priority (the block layer reads it).
+    pub tasks: Rc<TaskTable>,
     pub toy_server: Rc<toy::ToyServer>,
     /// Present when some app issues block I/O.
     pub block: Option<BlockStack>,
@@ -48,10 +51,12 @@ impl Stack {
         with_block: bool,
     ) -> Result<Rc<Stack>, String> {
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
+        let tasks = Rc::new(TaskTable::new());
         let block = if with_block {
             let device = crate::dev::build_device(&config.device, sim.seed())?;
             let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-            let queue = build_queue(device, &config.block.elevator, config.block.blktrace)?;
+            let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
+            queue.set_task_table(tasks.clone());
             Some(BlockStack {
                 layer: BlockLayer::new(sim, queue),
                 next_bio: Rc::new(Cell::new(1)),
@@ -62,6 +67,7 @@ impl Stack {
         };
         Ok(Rc::new(Stack {
             activity,
+            tasks,
             toy_server,
             block,
             vfs: None,
@@ -84,9 +90,11 @@ impl Stack {
     ) -> Result<Rc<Stack>, String> {
         vm.validate()?;
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
+        let tasks = Rc::new(TaskTable::new());
         let device = crate::dev::build_device(&config.device, sim.seed())?;
         let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-        let queue = build_queue(device, &config.block.elevator, config.block.blktrace)?;
+        let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
+        queue.set_task_table(tasks.clone());
         let block = BlockStack {
             layer: BlockLayer::new(sim, queue),
             next_bio: Rc::new(Cell::new(1)),
@@ -105,6 +113,7 @@ impl Stack {
         )?;
         Ok(Rc::new(Stack {
             activity,
+            tasks,
             toy_server,
             block: Some(block),
             vfs: Some(vfs),
@@ -124,6 +133,7 @@ impl Stack {
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
         Rc::new(Stack {
             activity,
+            tasks: Rc::new(TaskTable::new()),
             toy_server,
             block: None,
             vfs: Some(vfs),
@@ -246,6 +256,24 @@ pub fn storage_with_hz(
     let layer = BlockLayer::new(sim, queue);
     let bdev = crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)));
     storage_over(sim, vm, hz, cpu, bdev, fs_size, activity)
+}
+
+/// The storage layers under the VFS over an existing block layer (`mobistack fio`'s buffered
+/// jobs): a [`SimpleFs`](crate::fs::simplefs::SimpleFs) of `fs_size` bytes and the page cache
+/// configured by `vm` with the default CPU costs and tick rate, submitting through `layer` with bio ids from
+/// `next_bio`.
+pub fn storage_on_layer(
+    sim: &Sim,
+    vm: crate::mm::VmConfig,
+    layer: &BlockLayer,
+    next_bio: Rc<Cell<u64>>,
+    fs_size: u64,
+) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
+    vm.validate()?;
+    let bdev = crate::mm::bio::QueueSubmit::new(layer.clone(), next_bio);
+    let cpu = crate::kernel::CpuConfig::default();
+    let hz = crate::kernel::KernelConfig::default().hz;
+    storage_over(sim, vm, hz, cpu, bdev, fs_size, None)
 }
 
 /// The file system, page cache and VFS over a block path.

@@ -3,4 +3,5 @@
 
 pub mod file;
 pub mod fio;
+pub mod ops;
 pub mod toy;

@@ -1,0 +1,346 @@
+//! The commit thread (`kjournald2`, fs/jbd2/journal.c) and `jbd2_journal_commit_transaction`
+//! (fs/jbd2/commit.c, 3.10).
+//!
+//! A commit, in order:
+//! 1. `T_LOCKED`: no new handle may join; wait until every open handle stops (`t_updates`,
+//!    reason `j_wait_updates`: a handle holder asleep on an asynchronous write holds every task
+//!    in `start_this_handle` behind it, QASIO's I_jhandle).
+//! 2. `T_FLUSH`: the transaction becomes the committing one and a new running transaction may
+//!    start (`j_wait_transaction_locked` is woken). Ordered mode: the data of the inodes it
+//!    filed is submitted (`journal_submit_data_buffers`, `WB_SYNC_ALL` from the journal thread).
+//! 3. `T_COMMIT`: descriptor blocks and copies of the metadata buffers are written to the log
+//!    (`WRITE_SYNC`, plugged; the buffers are `BJ_Shadow` meanwhile); then the journal waits for
+//!    the data (`journal_finish_inode_data_buffers`: every page under writeback, the flusher's
+//!    asynchronous writes included) and for the log blocks; then the commit block:
+//!    `WRITE_FLUSH_FUA` with barriers (a cache flush, then the block with FUA), a plain
+//!    `WRITE_SYNC` without; `journal_async_commit` does not wait for the log blocks first.
+//! 4. The metadata buffers are refiled for checkpoint (`__jbd2_journal_insert_checkpoint`,
+//!    `__jbd2_journal_refile_buffer`): each becomes dirty in the block device's page cache and
+//!    writeback writes it home as asynchronous I/O. A buffer frozen for the next transaction
+//!    moves to it.
+//! 5. The file system's callback runs (`j_commit_callback`: ext4 frees the transaction's
+//!    blocks and, with `-o discard`, issues and waits for their discards: QASIO D_discard).
+//! 6. `j_commit_sequence` = tid; the waiters of the tid wake (`j_wait_done_commit`).
+//!
+//! Simplifications: the log wraps as a ring of `blocks` blocks with no gaps; the journal
+//! superblock is written only when the tail moves; log blocks of one commit are one plugged
+//! batch (the block layer merges the consecutive ones).
+
+use super::{Journal, LogBlock, TState, Tid, JBD2_PID, TAGS_PER_DESCRIPTOR};
+use crate::dev::{IoFlags, IoOp};
+use crate::mm::bio::BioRequest;
+use crate::mm::Issuer;
+use crate::sim::sync::Completion;
+use crate::sim::{Blocker, Sim, WaitReason};
+use crate::units::Nanos;
+use serde::Serialize;
+
+/// What one commit wrote and how long it took.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommitRecord {
+    pub tid: Tid,
+    /// When the transaction opened (its first handle).
+    pub opened_ns: Nanos,
+    /// When the commit started.
+    pub started_ns: Nanos,
+    pub locked_ns: Nanos,
+    pub finished_ns: Nanos,
+    /// Metadata blocks (home block numbers) whose copies went to the log.
+    pub buffers: Vec<u64>,
+    pub descriptor_blocks: u64,
+    pub inodes: Vec<u64>,
+    /// A waiter asked for it (fsync), rather than the timer or a full transaction.
+    pub requested: bool,
+    /// The commit block went with a preceding flush and FUA.
+    pub barrier: bool,
+}
+
+impl Journal {
+    /// The issuer of the journal thread's I/O.
+    pub(crate) fn jbd2_issuer(&self, sim: &Sim) -> Issuer {
+        Issuer {
+            task: sim.current_task(),
+            pid: JBD2_PID,
+            uid: 0,
+            foreground: false,
+        }
+    }
+
+    /// `kjournald2`: commits when asked (`j_commit_request`) or when the running transaction's
+    /// commit time passes (`j_commit_timer`), else sleeps until one of those.
+    pub(crate) async fn kjournald2(&self, sim: &Sim) {
+        loop {
+            let (commit, next_timer) = {
+                let mut state = self.state.borrow_mut();
+                let (tid, expires) = match state.running.as_ref() {
+                    Some(running) => (Some(running.tid), Some(running.expires_ns)),
+                    None => (None, None),
+                };
+                if let (Some(tid), Some(expires)) = (tid, expires) {
+                    if sim.now() >= expires && state.commit_request < tid {
+                        state.commit_request = tid;
+                    }
+                }
+                let requested = state.commit_request > state.commit_sequence
+                    && tid.is_some_and(|t| t <= state.commit_request);
+                (requested, expires)
+            };
+            if commit {
+                self.commit_transaction(sim).await;
+                continue;
+            }
+            self.commit_wake.wait(sim, next_timer).await;
+        }
+    }
+
+    /// Submits one log block write; returns its completion.
+    async fn write_log_block(
+        &self,
+        sim: &Sim,
+        kind: LogBlock,
+        flags: IoFlags,
+        issuer: Issuer,
+    ) -> Completion<()> {
+        let offset = {
+            let mut state = self.state.borrow_mut();
+            let offset = state.head;
+            state.head = if offset + 1 == self.config.blocks {
+                1
+            } else {
+                offset + 1
+            };
+            assert!(state.free > 0, "the log overflowed: no free journal block");
+            state.free -= 1;
+            match kind {
+                LogBlock::Descriptor => state.stats.log_descriptor_blocks += 1,
+                LogBlock::Metadata => state.stats.log_metadata_blocks += 1,
+                LogBlock::Commit => state.stats.log_commit_blocks += 1,
+                LogBlock::Superblock => {}
+            }
+            offset
+        };
+        let block = self.config.log_block(offset);
+        let bio = BioRequest::for_pages(IoOp::Write, block, 1, flags, issuer, None);
+        let done: Completion<()> = Completion::new();
+        let signal = done.clone();
+        self.log_device
+            .submit_bio(sim, bio, Box::new(move |s, _| signal.complete(s, ())))
+            .await;
+        done
+    }
+
+    /// Waits for the log copies; each buffer leaves `BJ_Shadow` once its copy is written, and
+    /// writers waiting in `do_get_write_access` go on.
+    async fn wait_log_writes(
+        &self,
+        sim: &Sim,
+        tid: Tid,
+        writes: &[Completion<()>],
+        buffers: &[u64],
+    ) {
+        for write in writes {
+            write
+                .wait(sim, WaitReason::BlockIo, Blocker::Transaction(tid))
+                .await;
+        }
+        let mut state = self.state.borrow_mut();
+        for &block in buffers {
+            state.heads.entry(block).or_default().shadow = false;
+        }
+        drop(state);
+        self.wait_shadow.wake_all(sim);
+    }
+
+    /// `jbd2_journal_commit_transaction` of the running transaction.
+    pub(crate) async fn commit_transaction(&self, sim: &Sim) {
+        let issuer = self.jbd2_issuer(sim);
+        let started_ns = sim.now();
+        // Drop checkpointed buffers already written home (`__jbd2_journal_clean_checkpoint_list`).
+        self.clean_checkpoint_list();
+        // 1. T_LOCKED: wait for the handles.
+        let tid = {
+            let mut state = self.state.borrow_mut();
+            assert!(state.committing.is_none(), "two commits at once");
+            let running = state.running.as_mut().expect("a transaction to commit");
+            running.state = TState::Locked;
+            running.tid
+        };
+        loop {
+            let holder = {
+                let state = self.state.borrow();
+                let running = state.running.as_ref().expect("locked transaction");
+                if running.updates == 0 {
+                    break;
+                }
+                running.holders.keys().next().copied()
+            };
+            self.wait_updates
+                .wait_on_holder(
+                    sim,
+                    WaitReason::JournalUpdates,
+                    Blocker::Transaction(tid),
+                    holder,
+                )
+                .await;
+        }
+        let locked_ns = sim.now();
+        // 2. T_FLUSH: switch transactions; new handles may start.
+        let (inodes, buffers, requested, opened_ns) = {
+            let mut state = self.state.borrow_mut();
+            let mut transaction = state.running.take().expect("locked transaction");
+            let opened_ns = transaction.started_ns;
+            transaction.state = TState::Committing;
+            let inodes: Vec<u64> = transaction.inodes.iter().copied().collect();
+            let buffers = transaction.buffers.clone();
+            let requested = transaction.requested_ns.is_some();
+            state.committing = Some(transaction);
+            state.stats.commits += 1;
+            if requested {
+                state.stats.requested_commits += 1;
+            }
+            state.stats.committed_buffers += buffers.len() as u64;
+            for &block in &buffers {
+                state.heads.entry(block).or_default().shadow = true;
+            }
+            (inodes, buffers, requested, opened_ns)
+        };
+        self.wait_transaction_locked.wake_all(sim);
+        for &ino in &inodes {
+            self.data.submit(sim, ino).await;
+        }
+        // 3. T_COMMIT: descriptor blocks and metadata copies.
+        let log_flags = IoFlags {
+            sync: true,
+            noidle: true,
+            meta: true,
+            ..IoFlags::default()
+        };
+        let mut log_writes = Vec::with_capacity(buffers.len() + buffers.len() / 64 + 1);
+        let mut descriptors = 0u64;
+        for (i, _) in buffers.iter().enumerate() {
+            if (i as u64).is_multiple_of(TAGS_PER_DESCRIPTOR) {
+                descriptors += 1;
+                log_writes.push(
+                    self.write_log_block(sim, LogBlock::Descriptor, log_flags, issuer)
+                        .await,
+                );
+            }
+            log_writes.push(
+                self.write_log_block(sim, LogBlock::Metadata, log_flags, issuer)
+                    .await,
+            );
+        }
+        // journal_finish_inode_data_buffers: the ordered data must be on disk.
+        for &ino in &inodes {
+            self.data.wait(sim, ino).await;
+        }
+        let log_blocks = log_writes.len() as u64 + 1;
+        let commit_flags = if self.config.barrier {
+            IoFlags {
+                sync: true,
+                noidle: true,
+                meta: true,
+                fua: true,
+                preflush: true,
+                ..IoFlags::default()
+            }
+        } else {
+            log_flags
+        };
+        if self.config.async_commit {
+            // journal_async_commit: the commit block goes out with the log blocks.
+            let commit = self
+                .write_log_block(sim, LogBlock::Commit, commit_flags, issuer)
+                .await;
+            self.wait_log_writes(sim, tid, &log_writes, &buffers).await;
+            commit
+                .wait(sim, WaitReason::BlockIo, Blocker::Transaction(tid))
+                .await;
+        } else {
+            self.wait_log_writes(sim, tid, &log_writes, &buffers).await;
+            let commit = self
+                .write_log_block(sim, LogBlock::Commit, commit_flags, issuer)
+                .await;
+            commit
+                .wait(sim, WaitReason::BlockIo, Blocker::Transaction(tid))
+                .await;
+        }
+        // The tail may move now that the commit record is out.
+        self.maybe_update_tail_after_commit(sim).await;
+        // 4. Refile for checkpoint: the buffers may now be written home.
+        let mut to_dirty = Vec::with_capacity(buffers.len());
+        {
+            let mut state = self.state.borrow_mut();
+            let running_tid = state.running.as_ref().map(|t| t.tid);
+            let mut list = super::checkpoint::CheckpointList {
+                log_blocks,
+                buffers: Default::default(),
+            };
+            for &block in &buffers {
+                let previous_cp = state.heads.get(&block).and_then(|h| h.cp_transaction);
+                if let Some(old) = previous_cp {
+                    // __jbd2_journal_remove_checkpoint: our copy supersedes the older one.
+                    if let Some(old_list) = state.checkpoint.get_mut(&old) {
+                        old_list.buffers.remove(&block);
+                    }
+                }
+                let head = state.heads.entry(block).or_default();
+                head.cp_transaction = Some(tid);
+                list.buffers.insert(block);
+                match head.next_transaction.take() {
+                    Some(next) => {
+                        assert_eq!(
+                            Some(next),
+                            running_tid,
+                            "a frozen buffer waits for the running transaction"
+                        );
+                        head.transaction = Some(next);
+                    }
+                    None => {
+                        head.transaction = None;
+                        to_dirty.push(block);
+                    }
+                }
+            }
+            let previous = state.checkpoint.insert(tid, list);
+            assert!(previous.is_none(), "transaction {tid} checkpointed twice");
+        }
+        for block in to_dirty {
+            self.buffers.mark_dirty(sim, block);
+        }
+        // 5. The file system's commit callback (ext4_free_data_callback: discards).
+        let callback = self.callback.borrow().as_ref().map(|cb| cb(sim, tid));
+        if let Some(callback) = callback {
+            callback.await;
+        }
+        // 6. Done: wake the waiters of this tid.
+        {
+            let mut state = self.state.borrow_mut();
+            let committing = state.committing.take().expect("the committing transaction");
+            assert_eq!(committing.tid, tid);
+            assert_eq!(
+                state.commit_sequence + 1,
+                tid,
+                "transactions commit in order"
+            );
+            state.commit_sequence = tid;
+            let record = CommitRecord {
+                tid,
+                opened_ns,
+                started_ns,
+                locked_ns,
+                finished_ns: sim.now(),
+                buffers: buffers.clone(),
+                descriptor_blocks: descriptors,
+                inodes: inodes.clone(),
+                requested,
+                barrier: self.config.barrier,
+            };
+            if state.records.len() == super::MAX_COMMIT_RECORDS {
+                state.records.pop_front();
+            }
+            state.records.push_back(record);
+        }
+        self.wait_done_commit.wake_all(sim);
+    }
+}

@@ -1,0 +1,437 @@
+//! jbd2: the journaling layer under ext4 (fs/jbd2 of Linux 3.10.9, the Galaxy S5's kernel).
+//!
+//! - [`transaction`]: handles and the running transaction (`transaction.c`):
+//!   `jbd2_journal_start` / `start_this_handle` (a task waits while the running transaction is
+//!   locked for commit: QASIO's I_jhandle; while it is too big; while the log has no room),
+//!   `jbd2_journal_get_write_access` / `do_get_write_access` (`lock_buffer` on the metadata
+//!   buffer: QASIO's D_meta when the buffer is under asynchronous write; waits on a buffer
+//!   being written to the log, `BJ_Shadow`; a buffer of the committing transaction not yet
+//!   written is frozen and passes), `jbd2_journal_dirty_metadata`, `jbd2_journal_file_inode`
+//!   (ordered mode), `jbd2_journal_stop`.
+//! - [`commit`]: the commit thread `kjournald2` and `jbd2_journal_commit_transaction`: lock the
+//!   transaction and wait for its handles (`t_updates`), switch to a new running transaction,
+//!   write the ordered-mode data, the descriptor blocks and the metadata copies, wait for data
+//!   and log, write the commit block (`WRITE_FLUSH_FUA` with barriers), refile the buffers for
+//!   checkpoint (they become dirty in the block device's page cache and are written home as
+//!   asynchronous I/O), run the file system's commit callback (ext4's
+//!   `ext4_free_data_callback`: discards, QASIO's D_discard), and wake the waiters of the tid
+//!   (`jbd2_log_wait_commit`: QASIO's I_jcommit for fsync).
+//! - [`checkpoint`]: log space (`__jbd2_log_space_left`, `jbd_space_needed`), the checkpoint
+//!   lists, `__jbd2_journal_clean_checkpoint_list` and `jbd2_log_do_checkpoint` (a task that
+//!   finds the log full writes the oldest transaction's buffers home with `WRITE_SYNC` and
+//!   waits).
+//!
+//! The journal reaches the rest of the stack through three seams, so it can be tested alone and
+//! driven by ext4 over the page cache: [`MetaBuffers`] (the metadata buffers: `lock_buffer`,
+//! dirty state, `write_dirty_buffer`), [`OrderedData`] (ordered-mode data of an inode) and the
+//! block device ([`crate::mm::BlockSubmit`]) for log writes.
+//!
+//! Simplifications: no revoke records and no `jbd2_journal_forget` (a freed metadata block stays
+//! on its checkpoint list until written home); no `journal_async_commit` checksumming (the
+//! option only drops the wait for the log before the commit block); no journal superblock
+//! updates except when the tail moves after a checkpoint; no recovery (the records are kept
+//! so replay could be written: each commit knows its log blocks and home blocks); descriptor
+//! blocks hold [`TAGS_PER_DESCRIPTOR`] tags; one handle per task at a time (no nesting);
+//! credits are counted per buffer and unused credits are returned at `jbd2_journal_stop`.
+
+pub mod checkpoint;
+pub mod commit;
+pub mod transaction;
+
+pub use commit::CommitRecord;
+pub use transaction::Handle;
+
+use crate::mm::bio::{LocalBoxFuture, PageSpan};
+use crate::mm::{BlockSubmit, Ino, TimedWake};
+use crate::sim::sync::WaitQueue;
+use crate::sim::{Sim, TaskId};
+use crate::units::{serde_units, Nanos, NS_PER_SEC};
+use serde::{Deserialize, Serialize};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+/// Transaction id (`tid_t`).
+pub type Tid = u64;
+
+/// `JBD2_DEFAULT_MAX_COMMIT_AGE` = 5 s (include/linux/jbd2.h): the commit interval, ext4's
+/// `commit=` mount option.
+pub const DEFAULT_COMMIT_INTERVAL_NS: Nanos = 5 * NS_PER_SEC;
+/// `JBD2_MIN_JOURNAL_BLOCKS` = 1024 (include/linux/jbd2.h).
+pub const MIN_JOURNAL_BLOCKS: u64 = 1024;
+/// `MIN_LOG_RESERVED_BLOCKS` = 32 (include/linux/jbd2.h): never handed to transactions.
+pub const MIN_LOG_RESERVED_BLOCKS: u64 = 32;
+/// Tags per descriptor block: (4096 - 12-byte header) / 16-byte tags (64-bit block numbers,
+/// `journal_tag_bytes` = 12 rounded with flags), less the 16-byte UUID of the first tag.
+pub const TAGS_PER_DESCRIPTOR: u64 = (4096 - 12 - 16) / 16;
+/// Process id of the journal thread in bios (`jbd2/mmcblk0p…`).
+pub const JBD2_PID: u32 = 102;
+
+/// The journal's part of the mount options (ext4's `journal_*`, `commit=`, `barrier`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JournalConfig {
+    /// Journal size in 4 KiB blocks (mke2fs: 32768 = 128 MiB for file systems of 32 GiB and up).
+    pub blocks: u64,
+    /// First block of the journal on its device (when `extents` is empty: one contiguous run).
+    pub first_block: u64,
+    /// The journal's blocks on its device as `(start, len)` runs, in log order (`bmap` of the
+    /// journal inode); empty for one run from `first_block`.
+    #[serde(skip)]
+    pub extents: Vec<(u64, u64)>,
+    /// `commit=`: a running transaction commits this long after it started.
+    #[serde(with = "serde_units::duration")]
+    pub commit_interval: Nanos,
+    /// `barrier` (default on): flush the device cache before the commit block and write it
+    /// with FUA (`WRITE_FLUSH_FUA`); without it the commit block is a plain `WRITE_SYNC`.
+    pub barrier: bool,
+    /// `journal_async_commit`: the commit block is written without waiting for the log blocks
+    /// (checksums make that safe in the kernel; here it only changes the ordering).
+    pub async_commit: bool,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        JournalConfig {
+            blocks: 32_768,
+            first_block: 0,
+            extents: Vec::new(),
+            commit_interval: DEFAULT_COMMIT_INTERVAL_NS,
+            barrier: true,
+            async_commit: false,
+        }
+    }
+}
+
+impl JournalConfig {
+    /// `j_max_transaction_buffers` = journal size / 4 (`journal_reset`, 3.10).
+    pub fn max_transaction_buffers(&self) -> u64 {
+        self.blocks / 4
+    }
+
+    /// The device block of log offset `offset` (`jbd2_journal_bmap`).
+    pub fn log_block(&self, offset: u64) -> u64 {
+        assert!(offset < self.blocks, "log offset {offset} past the journal");
+        if self.extents.is_empty() {
+            return self.first_block + offset;
+        }
+        let mut at = offset;
+        for &(start, len) in &self.extents {
+            if at < len {
+                return start + at;
+            }
+            at -= len;
+        }
+        panic!("journal extents cover fewer than {} blocks", self.blocks)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.extents.is_empty() {
+            let covered: u64 = self.extents.iter().map(|&(_, len)| len).sum();
+            if covered != self.blocks {
+                return Err(format!(
+                    "journal extents cover {covered} blocks, not the journal's {}",
+                    self.blocks
+                ));
+            }
+        }
+        if self.blocks < MIN_JOURNAL_BLOCKS {
+            return Err(format!(
+                "journal of {} blocks is below jbd2's minimum of {MIN_JOURNAL_BLOCKS}",
+                self.blocks
+            ));
+        }
+        if self.commit_interval == 0 {
+            return Err("journal commit interval must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// What a log write is, for the block I/O account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogBlock {
+    /// A descriptor block (tags naming the home blocks of the copies that follow).
+    Descriptor,
+    /// A copy of a metadata block.
+    Metadata,
+    /// The commit block.
+    Commit,
+    /// The journal superblock (tail updates after a checkpoint).
+    Superblock,
+}
+
+/// The metadata buffers as jbd2 sees them: buffer heads of the block device's page cache,
+/// one per 4 KiB block. Implemented over the page cache by ext4; tests use a fake.
+pub trait MetaBuffers {
+    /// `lock_buffer`: waits while the buffer is locked (by another task, or for I/O: a write
+    /// submitted asynchronously by the flusher is QASIO's D_meta), then locks it. Reads the
+    /// block first if it is not cached (`__ext4_get_inode_loc` / `sb_bread`).
+    fn lock_buffer<'a>(&'a self, sim: &'a Sim, block: u64) -> LocalBoxFuture<'a, ()>;
+    /// `unlock_buffer`.
+    fn unlock_buffer(&self, sim: &Sim, block: u64);
+    /// `test_clear_buffer_dirty`: the buffer was dirty (waiting to be written home) and is not
+    /// any more; jbd2 takes it over (`do_get_write_access`).
+    fn test_clear_dirty(&self, block: u64) -> bool;
+    /// `mark_buffer_dirty` after commit: the buffer may now be written home by writeback.
+    fn mark_dirty(&self, sim: &Sim, block: u64);
+    /// Neither dirty nor under write: its home copy is current (checkpoint may drop it).
+    fn is_clean(&self, block: u64) -> bool;
+    /// `write_dirty_buffer(bh, WRITE_SYNC)` + `wait_on_buffer` for checkpointing: writes the
+    /// buffer home if dirty (waits for a write in flight otherwise).
+    fn write_home<'a>(&'a self, sim: &'a Sim, block: u64) -> LocalBoxFuture<'a, ()>;
+    /// The journal holds (or releases) a reference: the buffer may not be reclaimed.
+    fn pin(&self, block: u64, pinned: bool);
+}
+
+/// Ordered-mode data: before a transaction commits, the data of the inodes it filed must be on
+/// disk (`journal_submit_data_buffers` / `journal_finish_inode_data_buffers`).
+pub trait OrderedData {
+    /// Starts writing the inode's dirty pages (`filemap_fdatawrite_range`, `WB_SYNC_ALL`,
+    /// from the journal thread).
+    fn submit<'a>(&'a self, sim: &'a Sim, ino: Ino) -> LocalBoxFuture<'a, ()>;
+    /// Waits for every page of the inode under writeback (`filemap_fdatawait`), including
+    /// the flusher's asynchronous writes (a D_sync for the journal thread).
+    fn wait<'a>(&'a self, sim: &'a Sim, ino: Ino) -> LocalBoxFuture<'a, ()>;
+}
+
+/// Called at the end of each commit (`j_commit_callback`, ext4's
+/// `ext4_journal_commit_callback` -> `ext4_free_data_callback`), on the journal thread,
+/// before the commit's waiters are woken.
+pub type CommitCallback = Box<dyn Fn(&Sim, Tid) -> LocalBoxFuture<'static, ()>>;
+
+/// Where a transaction is in its life (`t_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TState {
+    /// `T_RUNNING`: accepts handles.
+    Running,
+    /// `T_LOCKED`: the commit waits for the open handles; new handles wait.
+    Locked,
+    /// `T_FLUSH` / `T_COMMIT`: being written; a new transaction runs.
+    Committing,
+}
+
+/// One transaction (`transaction_t`).
+#[derive(Debug)]
+pub(crate) struct Transaction {
+    pub tid: Tid,
+    pub state: TState,
+    pub started_ns: Nanos,
+    /// `t_expires`: when the commit timer fires.
+    pub expires_ns: Nanos,
+    /// `t_updates`: open handles.
+    pub updates: u32,
+    /// Tasks holding those handles, for wait chains.
+    pub holders: BTreeMap<TaskId, u32>,
+    /// `t_outstanding_credits`.
+    pub outstanding_credits: u64,
+    /// `t_buffers`: metadata blocks journaled, in the order they joined.
+    pub buffers: Vec<u64>,
+    pub buffer_set: BTreeSet<u64>,
+    /// `t_inode_list`: inodes whose data must precede the commit (ordered mode).
+    pub inodes: BTreeSet<Ino>,
+    /// A commit was asked for by someone waiting (fsync), not by the timer.
+    pub requested_ns: Option<Nanos>,
+}
+
+impl Transaction {
+    fn new(tid: Tid, now: Nanos, interval: Nanos) -> Transaction {
+        Transaction {
+            tid,
+            state: TState::Running,
+            started_ns: now,
+            expires_ns: now + interval,
+            updates: 0,
+            holders: BTreeMap::new(),
+            outstanding_credits: 0,
+            buffers: Vec::new(),
+            buffer_set: BTreeSet::new(),
+            inodes: BTreeSet::new(),
+            requested_ns: None,
+        }
+    }
+}
+
+/// jbd2's view of one buffer (`struct journal_head`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct JournalHead {
+    /// `b_transaction`: the transaction whose metadata list holds it.
+    pub transaction: Option<Tid>,
+    /// `b_next_transaction`: the running transaction wants it once the committing one is done
+    /// with it (the committing transaction wrote a frozen copy).
+    pub next_transaction: Option<Tid>,
+    /// `b_cp_transaction`: the newest committed transaction whose copy is the one to write home.
+    pub cp_transaction: Option<Tid>,
+    /// `BJ_Shadow`: its copy is being written to the log right now.
+    pub shadow: bool,
+}
+
+/// Counters of the journal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct JournalStats {
+    pub handles: u64,
+    pub commits: u64,
+    /// Commits asked for by a waiter (fsync) rather than by the timer or a full transaction.
+    pub requested_commits: u64,
+    pub log_descriptor_blocks: u64,
+    pub log_metadata_blocks: u64,
+    pub log_commit_blocks: u64,
+    pub checkpoints: u64,
+    pub checkpoint_writes: u64,
+    /// Buffers written home by writeback before a checkpoint needed them.
+    pub checkpoint_cleaned: u64,
+    /// Handles that waited for a locked transaction.
+    pub handle_waits: u64,
+    pub frozen_copies: u64,
+    pub shadow_waits: u64,
+    /// Metadata blocks per commit, summed (with `commits`, the mean).
+    pub committed_buffers: u64,
+    /// Tail moves (each writes the journal superblock).
+    pub tail_updates: u64,
+}
+
+pub(crate) struct JournalState {
+    pub running: Option<Transaction>,
+    pub committing: Option<Transaction>,
+    pub next_tid: Tid,
+    /// `j_commit_sequence`: the last committed tid.
+    pub commit_sequence: Tid,
+    /// `j_commit_request`: the highest tid someone asked to commit.
+    pub commit_request: Tid,
+    pub heads: BTreeMap<u64, JournalHead>,
+    /// `j_free`: log blocks free.
+    pub free: u64,
+    /// `j_head`: next log block to write, as an offset into the journal (1.., block 0 is the
+    /// journal superblock).
+    pub head: u64,
+    /// Committed transactions not yet checkpointed: their home blocks and log blocks used.
+    pub checkpoint: BTreeMap<Tid, checkpoint::CheckpointList>,
+    pub stats: JournalStats,
+    /// Commits, newest last, bounded (for tests and the account of what each wrote).
+    pub records: std::collections::VecDeque<CommitRecord>,
+}
+
+/// Bound on commit records kept.
+pub const MAX_COMMIT_RECORDS: usize = 4096;
+
+/// One journal (`journal_t`).
+pub struct Journal {
+    pub config: JournalConfig,
+    pub(crate) state: RefCell<JournalState>,
+    pub(crate) buffers: Rc<dyn MetaBuffers>,
+    pub(crate) data: Rc<dyn OrderedData>,
+    /// The device the log lives on (the file system's own, or an external journal device).
+    pub(crate) log_device: Rc<dyn BlockSubmit>,
+    pub(crate) callback: RefCell<Option<CommitCallback>>,
+    /// `j_wait_transaction_locked`.
+    pub(crate) wait_transaction_locked: WaitQueue,
+    /// `j_wait_updates`.
+    pub(crate) wait_updates: WaitQueue,
+    /// `j_wait_done_commit`.
+    pub(crate) wait_done_commit: WaitQueue,
+    /// Waiters for a buffer's `BJ_Shadow` to clear.
+    pub(crate) wait_shadow: WaitQueue,
+    /// `j_wait_commit`: wakes the commit thread.
+    pub(crate) commit_wake: TimedWake,
+    /// `j_checkpoint_mutex`: one checkpointer at a time.
+    pub(crate) checkpoint_mutex: crate::sim::sync::Mutex,
+    pub(crate) thread: Cell<Option<TaskId>>,
+}
+
+impl Journal {
+    /// A journal with an empty log; starts its commit thread (`kjournald2`).
+    pub fn load(
+        sim: &Sim,
+        config: JournalConfig,
+        buffers: Rc<dyn MetaBuffers>,
+        data: Rc<dyn OrderedData>,
+        log_device: Rc<dyn BlockSubmit>,
+    ) -> Rc<Journal> {
+        config
+            .validate()
+            .expect("a validated journal configuration");
+        // Block 0 of the journal is its superblock; the log is the ring of the others.
+        let free = config.blocks - 1;
+        let journal = Rc::new(Journal {
+            state: RefCell::new(JournalState {
+                running: None,
+                committing: None,
+                next_tid: 1,
+                commit_sequence: 0,
+                commit_request: 0,
+                heads: BTreeMap::new(),
+                free,
+                head: 1,
+                checkpoint: BTreeMap::new(),
+                stats: JournalStats::default(),
+                records: std::collections::VecDeque::new(),
+            }),
+            buffers,
+            data,
+            log_device,
+            callback: RefCell::new(None),
+            wait_transaction_locked: WaitQueue::new(),
+            wait_updates: WaitQueue::new(),
+            wait_done_commit: WaitQueue::new(),
+            wait_shadow: WaitQueue::new(),
+            commit_wake: TimedWake::default(),
+            checkpoint_mutex: crate::sim::sync::Mutex::new(
+                sim,
+                "j_checkpoint_mutex",
+                crate::sim::WaitReason::JournalSpace,
+            ),
+            thread: Cell::new(None),
+            config,
+        });
+        journal
+            .log_device
+            .register_task(JBD2_PID, 0, "jbd2/mmcblk0p1-8");
+        let (s, j) = (sim.clone(), journal.clone());
+        let handle = sim.spawn_daemon("jbd2/mmcblk0p1-8", async move { j.kjournald2(&s).await });
+        journal.thread.set(Some(handle.task()));
+        journal
+    }
+
+    /// Installs the file system's commit callback (`j_commit_callback`).
+    pub fn set_commit_callback(&self, callback: CommitCallback) {
+        *self.callback.borrow_mut() = Some(callback);
+    }
+
+    pub fn stats(&self) -> JournalStats {
+        self.state.borrow().stats
+    }
+
+    /// The journal thread's task.
+    pub fn thread(&self) -> Option<TaskId> {
+        self.thread.get()
+    }
+
+    /// `j_commit_sequence`.
+    pub fn commit_sequence(&self) -> Tid {
+        self.state.borrow().commit_sequence
+    }
+
+    /// The running transaction's tid, if one runs.
+    pub fn running_tid(&self) -> Option<Tid> {
+        self.state.borrow().running.as_ref().map(|t| t.tid)
+    }
+
+    /// The last commits, oldest first.
+    pub fn commit_records(&self) -> Vec<CommitRecord> {
+        self.state.borrow().records.iter().cloned().collect()
+    }
+
+    /// Free log blocks (`j_free`).
+    pub fn free_blocks(&self) -> u64 {
+        self.state.borrow().free
+    }
+}
+
+/// A span of pages, re-exported for the ordered-data seam's implementers.
+pub type DataSpan = PageSpan;
+
+#[cfg(test)]
+pub(crate) mod test_support;
+#[cfg(test)]
+mod tests;

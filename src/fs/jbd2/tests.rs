@@ -1,0 +1,290 @@
+//! jbd2 behaviour tests over fake metadata buffers and ordered data, and the real block layer
+//! (noop) over a fixed-latency device for the log.
+
+use super::test_support::*;
+use super::*;
+use crate::sim::{Blocker, WaitReason};
+use crate::units::NS_PER_MS;
+
+fn default_rig() -> Rig {
+    rig(JournalConfig::default())
+}
+
+#[test]
+fn a_commit_writes_descriptor_copies_and_a_flushed_fua_commit_block() {
+    let rig = default_rig();
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    let app = rig.sim.spawn("app", async move {
+        let mut handle = j.start(&s, 8).await;
+        for block in [100, 101, 102] {
+            j.get_write_access(&s, &handle, block).await;
+            j.dirty_metadata(&mut handle, block);
+        }
+        j.file_inode(&handle, 12);
+        let tid = handle.tid;
+        j.stop(&s, handle).await;
+        let start = s.now();
+        assert!(j.complete_transaction(&s, tid).await);
+        (tid, s.now() - start)
+    });
+    rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+    let (tid, waited) = app.result().unwrap();
+    let stats = rig.journal.stats();
+    assert_eq!(
+        (
+            stats.log_descriptor_blocks,
+            stats.log_metadata_blocks,
+            stats.log_commit_blocks
+        ),
+        (1, 3, 1)
+    );
+    assert_eq!(rig.journal.commit_sequence(), tid);
+    // Ordered data first: the inode's data was submitted and waited for before the commit
+    // block. The descriptor goes to the idle device at once and the three copies (consecutive
+    // log blocks) merge behind it: 2 ms of log writes, overlapped by the 3 ms data wait; then
+    // the commit block (flush + FUA, one 1 ms request on the fixed-latency device).
+    let calls = rig.data.calls.borrow();
+    assert_eq!(calls[0].0, "submit");
+    assert_eq!(calls[1].0, "waited");
+    assert_eq!(waited, 4 * NS_PER_MS);
+    // After the commit the buffers are dirty for writeback home, and pinned by the journal.
+    let dirtied = rig.buffers.dirtied.borrow();
+    assert_eq!(
+        dirtied.iter().map(|&(b, _)| b).collect::<Vec<_>>(),
+        vec![100, 101, 102]
+    );
+    assert!(rig.buffers.get(100).pinned);
+    let record = rig.journal.commit_records().pop().unwrap();
+    assert_eq!(record.buffers, vec![100, 101, 102]);
+    assert!(record.requested && record.barrier);
+    let queue = rig.layer.with_queue(|q| q.stats());
+    assert_eq!((queue.bios, queue.requests), (5, 3), "{queue:?}");
+}
+
+#[test]
+fn a_handle_waits_while_a_holder_asleep_keeps_the_transaction_locked() {
+    // QASIO I_jhandle: A holds a handle and sleeps 100 ms (as on an asynchronous write); C asks
+    // for a commit at 10 ms; B wants a handle at 20 ms and waits until A stops.
+    let rig = default_rig();
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("holder", async move {
+        let handle = j.start(&s, 2).await;
+        s.sleep_for(100 * NS_PER_MS, WaitReason::PageWriteback, Blocker::None)
+            .await;
+        j.stop(&s, handle).await;
+    });
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("fsync", async move {
+        s.sleep(10 * NS_PER_MS).await;
+        let tid = j.running_tid().unwrap();
+        j.complete_transaction(&s, tid).await;
+    });
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    let late = rig.sim.spawn("late", async move {
+        s.sleep(20 * NS_PER_MS).await;
+        let start = s.now();
+        let handle = j.start(&s, 2).await;
+        let waited = s.now() - start;
+        j.stop(&s, handle).await;
+        waited
+    });
+    rig.sim.run_until(50 * NS_PER_MS, true).unwrap();
+    let chain = rig.sim.explain_wait(late.task());
+    assert!(
+        chain.contains("start_this_handle on transaction tid 1 held by jbd2")
+            && chain.contains("j_wait_updates on transaction tid 1 held by holder"),
+        "{chain}"
+    );
+    rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+    assert_eq!(late.result().unwrap(), 80 * NS_PER_MS);
+    assert_eq!(rig.journal.stats().handle_waits, 1);
+}
+
+#[test]
+fn get_write_access_waits_for_an_asynchronous_write_of_the_buffer() {
+    // QASIO D_meta: the flusher is writing buffer 7 home until 50 ms.
+    let rig = default_rig();
+    rig.buffers
+        .async_write(&rig.sim.handle(), 7, 50 * NS_PER_MS);
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    let app = rig.sim.spawn("app", async move {
+        s.sleep(10 * NS_PER_MS).await;
+        let mut handle = j.start(&s, 1).await;
+        let before = s.blocked_times(s.current_task().unwrap());
+        j.get_write_access(&s, &handle, 7).await;
+        j.dirty_metadata(&mut handle, 7);
+        j.stop(&s, handle).await;
+        s.blocked_times(s.current_task().unwrap())
+            .since(&before)
+            .get(WaitReason::BufferLock)
+    });
+    rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+    assert_eq!(app.result().unwrap(), 40 * NS_PER_MS);
+}
+
+#[test]
+fn a_buffer_being_committed_is_frozen_before_its_log_write_and_waited_for_during_it() {
+    // Transaction 1 journals buffer 5 and commits at 1 ms; its log writes are on the device
+    // from then. A writer wanting buffer 5 during the log write waits (BJ_Shadow); the buffer
+    // then belongs to transaction 2 and is not marked dirty by commit 1.
+    let rig = default_rig();
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("first", async move {
+        let mut handle = j.start(&s, 1).await;
+        j.get_write_access(&s, &handle, 5).await;
+        j.dirty_metadata(&mut handle, 5);
+        let tid = handle.tid;
+        j.stop(&s, handle).await;
+        s.sleep(NS_PER_MS).await;
+        j.log_start_commit(&s, tid);
+    });
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    let second = rig.sim.spawn("second", async move {
+        s.sleep(NS_PER_MS + NS_PER_MS / 2).await;
+        let mut handle = j.start(&s, 1).await;
+        let start = s.now();
+        j.get_write_access(&s, &handle, 5).await;
+        let waited = s.now() - start;
+        j.dirty_metadata(&mut handle, 5);
+        let tid = handle.tid;
+        j.stop(&s, handle).await;
+        (tid, waited)
+    });
+    rig.sim.run_until(10 * NS_PER_SEC, false).unwrap();
+    let (tid, waited) = second.result().unwrap();
+    assert_eq!(tid, 2);
+    assert!(waited > 0, "waited for the shadow write");
+    assert_eq!(rig.journal.stats().shadow_waits, 1);
+    assert_eq!(
+        rig.journal.commit_sequence(),
+        2,
+        "the timer committed tid 2"
+    );
+    // Buffer 5 was dirtied for writeback only after commit 2 (commit 1's copy was superseded).
+    let dirtied = rig.buffers.dirtied.borrow();
+    assert_eq!(dirtied.len(), 1, "{dirtied:?}");
+}
+
+#[test]
+fn fsync_waits_through_the_commit_callback() {
+    // QASIO I_jcommit: the callback (ext4's discards) takes 200 ms; the waiter of the tid wakes
+    // only after it.
+    let rig = default_rig();
+    rig.journal.set_commit_callback(Box::new(|sim: &Sim, _tid| {
+        let sim = sim.clone();
+        Box::pin(async move {
+            sim.sleep_for(200 * NS_PER_MS, WaitReason::Discard, Blocker::None)
+                .await;
+        })
+    }));
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    let app = rig.sim.spawn("app", async move {
+        let mut handle = j.start(&s, 1).await;
+        j.get_write_access(&s, &handle, 9).await;
+        j.dirty_metadata(&mut handle, 9);
+        let tid = handle.tid;
+        j.stop(&s, handle).await;
+        let start = s.now();
+        j.complete_transaction(&s, tid).await;
+        s.now() - start
+    });
+    rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+    assert!(app.result().unwrap() >= 200 * NS_PER_MS);
+    let jbd2 = rig.journal.thread().unwrap();
+    assert_eq!(
+        rig.sim.blocked_times(jbd2).get(WaitReason::Discard),
+        200 * NS_PER_MS
+    );
+}
+
+#[test]
+fn the_timer_commits_a_transaction_at_the_commit_interval() {
+    let rig = default_rig();
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("app", async move {
+        s.sleep(NS_PER_SEC).await;
+        let mut handle = j.start(&s, 1).await;
+        j.get_write_access(&s, &handle, 3).await;
+        j.dirty_metadata(&mut handle, 3);
+        j.stop(&s, handle).await;
+    });
+    rig.sim.run_until(5_999 * NS_PER_MS, false).unwrap();
+    assert_eq!(rig.journal.commit_sequence(), 0);
+    rig.sim.run_until(6_100 * NS_PER_MS, false).unwrap();
+    assert_eq!(rig.journal.commit_sequence(), 1);
+    let record = rig.journal.commit_records().pop().unwrap();
+    assert_eq!(record.started_ns, 6 * NS_PER_SEC, "1 s + commit=5 s");
+    assert!(!record.requested);
+}
+
+#[test]
+fn a_full_log_makes_the_starting_task_checkpoint() {
+    // A 1,024-block log (256 buffers per transaction) and buffers never written home by
+    // writeback: after a few full transactions, a new handle must checkpoint (write the oldest
+    // transaction's buffers home) before it may start.
+    let config = JournalConfig {
+        blocks: MIN_JOURNAL_BLOCKS,
+        ..JournalConfig::default()
+    };
+    let rig = rig(config);
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    let app = rig.sim.spawn("app", async move {
+        let mut block = 10_000u64;
+        for _ in 0..12 {
+            let mut handle = j.start(&s, 200).await;
+            for _ in 0..200 {
+                j.get_write_access(&s, &handle, block).await;
+                j.dirty_metadata(&mut handle, block);
+                block += 1;
+            }
+            let tid = handle.tid;
+            j.stop(&s, handle).await;
+            j.complete_transaction(&s, tid).await;
+        }
+    });
+    rig.sim.run_until(100 * NS_PER_SEC, true).unwrap();
+    assert!(app.result().is_some());
+    let stats = rig.journal.stats();
+    assert!(stats.checkpoints > 0, "{stats:?}");
+    assert!(stats.checkpoint_writes >= 200, "{stats:?}");
+    assert!(stats.tail_updates > 0);
+    assert_eq!(stats.commits, 12);
+    assert!(!rig.buffers.homes_written.borrow().is_empty());
+    assert!(rig.journal.free_blocks() < MIN_JOURNAL_BLOCKS);
+    let blocked = rig.sim.blocked_times(app.task());
+    assert!(blocked.get(WaitReason::BlockIo) > 0);
+}
+
+#[test]
+fn an_oversized_transaction_commits_before_another_handle_joins() {
+    // max 256 buffers per transaction: a handle asking for 200 credits while 100 are
+    // outstanding must wait for a new transaction.
+    let config = JournalConfig {
+        blocks: MIN_JOURNAL_BLOCKS,
+        ..JournalConfig::default()
+    };
+    let rig = rig(config);
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    let first = rig.sim.spawn("first", async move {
+        let handle = j.start(&s, 100).await;
+        let tid = handle.tid;
+        s.sleep(10 * NS_PER_MS).await;
+        j.stop(&s, handle).await;
+        tid
+    });
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    let second = rig.sim.spawn("second", async move {
+        s.sleep(NS_PER_MS).await;
+        let handle = j.start(&s, 200).await;
+        let tid = handle.tid;
+        j.stop(&s, handle).await;
+        (tid, s.now())
+    });
+    rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+    let (tid, at) = second.result().unwrap();
+    assert_eq!(tid, first.result().unwrap() + 1);
+    assert!(
+        at >= 10 * NS_PER_MS,
+        "it waited for the first handle's stop"
+    );
+}

@@ -1,0 +1,367 @@
+//! Handles and the running transaction (fs/jbd2/transaction.c, 3.10): `start_this_handle`,
+//! `do_get_write_access`, `jbd2_journal_dirty_metadata`, `jbd2_journal_file_inode`,
+//! `jbd2_journal_stop`, `jbd2_log_start_commit`, `jbd2_complete_transaction`.
+//!
+//! Simplifications: credits are per buffer and returned at stop as in 3.10, but
+//! `jbd2_journal_extend`/`restart` do not exist (an operation asks for what it needs up front);
+//! `get_create_access` is `get_write_access` of a block that is cached and uptodate; the
+//! `b_committed_data` undo copies of bitmaps (`get_undo_access`) are not modelled.
+
+use super::{Journal, JournalHead, TState, Tid, Transaction};
+use crate::mm::Ino;
+use crate::sim::{Blocker, Sim, TaskId, WaitReason};
+
+/// An open handle (`handle_t`): the task may dirty up to `credits` more buffers in transaction
+/// `tid`. Must be given back with [`Journal::stop`].
+#[derive(Debug)]
+#[must_use = "a handle must be stopped with Journal::stop"]
+pub struct Handle {
+    pub tid: Tid,
+    /// `h_buffer_credits`: buffers it may still add.
+    pub credits: u64,
+    /// `h_sync`: stopping it commits the transaction and waits (`O_SYNC`, `ext4_handle_sync`).
+    pub sync: bool,
+    task: TaskId,
+}
+
+impl Journal {
+    /// `jbd2_journal_start` / `start_this_handle`: joins the running transaction (creating one
+    /// if none runs), reserving `credits` buffers. Waits while the running transaction is locked
+    /// for commit (QASIO I_jhandle: the commit waits for a handle whose holder may itself wait
+    /// on an asynchronous write), while it is too big (after starting its commit), and while the
+    /// log has no room (checkpointing).
+    pub async fn start(&self, sim: &Sim, credits: u64) -> Handle {
+        let task = sim.current_task().expect("a handle is started by a task");
+        let max = self.config.max_transaction_buffers();
+        assert!(
+            credits > 0 && credits <= max,
+            "a handle asks for {credits} credits (1..={max})"
+        );
+        let mut waited = false;
+        loop {
+            // Create the running transaction if none runs (jbd2_get_transaction).
+            {
+                let mut state = self.state.borrow_mut();
+                if state.running.is_none() {
+                    let tid = state.next_tid;
+                    state.next_tid += 1;
+                    state.running = Some(Transaction::new(
+                        tid,
+                        sim.now(),
+                        self.config.commit_interval,
+                    ));
+                    drop(state);
+                    // The commit timer (`j_commit_timer` at `t_expires`).
+                    self.commit_wake.wake(sim);
+                }
+            }
+            let (tid, locked, too_big) = {
+                let state = self.state.borrow();
+                let running = state.running.as_ref().expect("created above");
+                (
+                    running.tid,
+                    running.state == TState::Locked,
+                    running.outstanding_credits + credits > max,
+                )
+            };
+            if locked {
+                // Wait for the commit to switch transactions; the commit thread waits for the
+                // handles still open in it.
+                if !waited {
+                    self.state.borrow_mut().stats.handle_waits += 1;
+                    waited = true;
+                }
+                self.wait_transaction_locked
+                    .wait_on_holder(
+                        sim,
+                        WaitReason::JournalHandle,
+                        Blocker::Transaction(tid),
+                        self.thread.get(),
+                    )
+                    .await;
+                continue;
+            }
+            if too_big {
+                // Too large: start its commit and wait until it is locked and switched.
+                self.log_start_commit(sim, tid);
+                self.wait_transaction_locked
+                    .wait_on_holder(
+                        sim,
+                        WaitReason::JournalHandle,
+                        Blocker::Transaction(tid),
+                        self.thread.get(),
+                    )
+                    .await;
+                continue;
+            }
+            if self.log_space_left() < self.space_needed() {
+                self.log_wait_for_space(sim).await;
+                continue;
+            }
+            let mut state = self.state.borrow_mut();
+            state.stats.handles += 1;
+            let running = state.running.as_mut().expect("still running");
+            assert_eq!(running.tid, tid, "the running transaction changed unseen");
+            running.outstanding_credits += credits;
+            running.updates += 1;
+            *running.holders.entry(task).or_insert(0) += 1;
+            return Handle {
+                tid,
+                credits,
+                sync: false,
+                task,
+            };
+        }
+    }
+
+    /// `jbd2_journal_stop`: gives back unused credits and the update; the last handle of a
+    /// locked transaction wakes the commit. A synchronous handle (or a transaction past its
+    /// commit time) starts the commit; a synchronous one waits for it.
+    pub async fn stop(&self, sim: &Sim, handle: Handle) {
+        let Handle {
+            tid,
+            credits,
+            sync,
+            task,
+        } = handle;
+        let expired = {
+            let mut state = self.state.borrow_mut();
+            let running = state
+                .running
+                .as_mut()
+                .filter(|t| t.tid == tid)
+                .expect("a handle's transaction cannot commit before the handle stops");
+            assert!(running.updates > 0, "stop of a transaction without updates");
+            running.updates -= 1;
+            running.outstanding_credits -= credits;
+            let holds = running
+                .holders
+                .get_mut(&task)
+                .expect("the stopping task holds a handle");
+            *holds -= 1;
+            if *holds == 0 {
+                running.holders.remove(&task);
+            }
+            if running.updates == 0 {
+                self.wait_updates.wake_all(sim);
+            }
+            sim.now() >= running.expires_ns
+        };
+        if sync || expired {
+            self.log_start_commit(sim, tid);
+        }
+        if sync {
+            self.log_wait_commit(sim, tid).await;
+        }
+    }
+
+    /// `jbd2_journal_get_write_access` (`do_get_write_access`): the handle may modify metadata
+    /// block `block`. Locks the buffer first (`lock_buffer`: waits for a write in flight, QASIO
+    /// D_meta when the flusher or a checkpoint wrote it asynchronously); a buffer dirty for
+    /// writeback home is taken over by the journal; a buffer the committing transaction is
+    /// writing to the log right now is waited for (`BJ_Shadow`); one it has not written yet is
+    /// frozen (the commit writes the old copy) and passes.
+    pub async fn get_write_access(&self, sim: &Sim, handle: &Handle, block: u64) {
+        self.buffers.lock_buffer(sim, block).await;
+        // clear_buffer_dirty + set_buffer_jbddirty: writeback must not write a copy that is
+        // part of a transaction again.
+        self.buffers.test_clear_dirty(block);
+        self.buffers.unlock_buffer(sim, block);
+        loop {
+            let head = self.head(block);
+            if head.transaction == Some(handle.tid) || head.next_transaction == Some(handle.tid) {
+                return;
+            }
+            let committing = self.state.borrow().committing.as_ref().map(|t| t.tid);
+            match head.transaction {
+                Some(owner) if Some(owner) == committing => {
+                    if head.shadow {
+                        // Being written to the log: wait for that write.
+                        self.state.borrow_mut().stats.shadow_waits += 1;
+                        self.wait_shadow
+                            .wait_on_holder(
+                                sim,
+                                WaitReason::JournalShadow,
+                                Blocker::Transaction(owner),
+                                self.thread.get(),
+                            )
+                            .await;
+                        continue;
+                    }
+                    // Frozen: the commit writes the copy it has; ours joins next.
+                    let mut state = self.state.borrow_mut();
+                    state.stats.frozen_copies += 1;
+                    state.heads.entry(block).or_default().next_transaction = Some(handle.tid);
+                    return;
+                }
+                Some(owner) => panic!(
+                    "buffer {block} belongs to transaction {owner}, neither running ({}) nor committing",
+                    handle.tid
+                ),
+                None => {
+                    let mut state = self.state.borrow_mut();
+                    let head = state.heads.entry(block).or_default();
+                    head.transaction = Some(handle.tid);
+                    drop(state);
+                    self.buffers.pin(block, true);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// `jbd2_journal_dirty_metadata`: the buffer joins the transaction's metadata list (once),
+    /// using one of the handle's credits.
+    pub fn dirty_metadata(&self, handle: &mut Handle, block: u64) {
+        let mut state = self.state.borrow_mut();
+        let head = *state
+            .heads
+            .get(&block)
+            .unwrap_or_else(|| panic!("dirty_metadata of buffer {block} without get_write_access"));
+        if head.next_transaction == Some(handle.tid) {
+            // Frozen in the committing transaction: it is refiled to ours at commit end;
+            // account it now.
+        } else {
+            assert_eq!(
+                head.transaction,
+                Some(handle.tid),
+                "dirty_metadata of buffer {block} owned by another transaction"
+            );
+        }
+        let running = state
+            .running
+            .as_mut()
+            .filter(|t| t.tid == handle.tid)
+            .expect("the handle's transaction runs");
+        if running.buffer_set.insert(block) {
+            running.buffers.push(block);
+            assert!(
+                handle.credits > 0,
+                "handle of transaction {} dirtied more buffers than it reserved",
+                handle.tid
+            );
+            handle.credits -= 1;
+        }
+    }
+
+    /// `jbd2_journal_extend`: adds `credits` to the handle if its transaction has room (it is not
+    /// locked for commit and stays within `j_max_transaction_buffers`). Returns whether it did.
+    pub fn extend(&self, handle: &mut Handle, credits: u64) -> bool {
+        let max = self.config.max_transaction_buffers();
+        let mut state = self.state.borrow_mut();
+        let running = state
+            .running
+            .as_mut()
+            .filter(|t| t.tid == handle.tid)
+            .expect("the handle's transaction runs");
+        if running.state != TState::Running || running.outstanding_credits + credits > max {
+            return false;
+        }
+        running.outstanding_credits += credits;
+        handle.credits += credits;
+        true
+    }
+
+    /// `jbd2_journal_restart`: stops the handle and starts a new one with `credits` (in the
+    /// next transaction if this one is being committed).
+    pub async fn restart(&self, sim: &Sim, handle: Handle, credits: u64) -> Handle {
+        let sync = handle.sync;
+        self.stop(sim, handle).await;
+        let mut handle = self.start(sim, credits).await;
+        handle.sync = sync;
+        handle
+    }
+
+    /// `jbd2_journal_file_inode`: in ordered mode, the inode's data must reach the disk before
+    /// this transaction commits.
+    pub fn file_inode(&self, handle: &Handle, ino: Ino) {
+        let mut state = self.state.borrow_mut();
+        let running = state
+            .running
+            .as_mut()
+            .filter(|t| t.tid == handle.tid)
+            .expect("the handle's transaction runs");
+        running.inodes.insert(ino);
+    }
+
+    /// Marks the handle synchronous (`ext4_handle_sync`).
+    pub fn set_sync(handle: &mut Handle) {
+        handle.sync = true;
+    }
+
+    /// `jbd2_log_start_commit`: asks the commit thread to commit `tid` (if it is still the
+    /// running transaction and not asked already).
+    pub fn log_start_commit(&self, sim: &Sim, tid: Tid) {
+        let mut state = self.state.borrow_mut();
+        if tid <= state.commit_request {
+            return;
+        }
+        let running = state.running.as_ref().is_some_and(|t| t.tid == tid);
+        if running {
+            state.commit_request = tid;
+            drop(state);
+            self.commit_wake.wake(sim);
+        }
+    }
+
+    /// `jbd2_log_wait_commit`: waits until transaction `tid` has committed (QASIO I_jcommit when
+    /// the commit itself waits on asynchronous I/O, such as discards).
+    pub async fn log_wait_commit(&self, sim: &Sim, tid: Tid) {
+        while self.state.borrow().commit_sequence < tid {
+            self.wait_done_commit
+                .wait_on_holder(
+                    sim,
+                    WaitReason::JournalCommit,
+                    Blocker::Transaction(tid),
+                    self.thread.get(),
+                )
+                .await;
+        }
+    }
+
+    /// `jbd2_complete_transaction` (3.10, used by `ext4_sync_file`): commits `tid` if it has
+    /// not been, and waits for it. Returns whether anything had to be waited for.
+    pub async fn complete_transaction(&self, sim: &Sim, tid: Tid) -> bool {
+        {
+            let mut state = self.state.borrow_mut();
+            if state.commit_sequence >= tid {
+                return false;
+            }
+            if let Some(running) = state.running.as_mut().filter(|t| t.tid == tid) {
+                if running.requested_ns.is_none() {
+                    running.requested_ns = Some(sim.now());
+                }
+            }
+        }
+        self.log_start_commit(sim, tid);
+        self.log_wait_commit(sim, tid).await;
+        true
+    }
+
+    /// Whether `block` is already on the metadata list of the handle's transaction (dirtying it
+    /// again costs no credit).
+    pub fn buffer_in(&self, handle: &Handle, block: u64) -> bool {
+        self.state
+            .borrow()
+            .running
+            .as_ref()
+            .is_some_and(|t| t.tid == handle.tid && t.buffer_set.contains(&block))
+    }
+
+    /// jbd2's record of `block`.
+    pub(crate) fn head(&self, block: u64) -> JournalHead {
+        self.state
+            .borrow()
+            .heads
+            .get(&block)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The transaction that last journaled `block` and has not been checkpointed yet, or the
+    /// one holding it now.
+    pub fn buffer_transaction(&self, block: u64) -> Option<Tid> {
+        let head = self.head(block);
+        head.transaction.or(head.cp_transaction)
+    }
+}
