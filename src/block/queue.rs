@@ -80,18 +80,21 @@ pub enum AllocModel {
 }
 
 impl AllocModel {
-    /// The kernel default for an elevator: blk-mq ones get `2 * min(tag_set_depth, BLKDEV_MAX_RQ)`
-    /// scheduler tags (`blk_mq_init_sched`), legacy ones `BLKDEV_MAX_RQ` per direction.
-    /// `tag_set_depth` is the host driver's tag-set depth (see [`tag_set_depth`]).
+    /// The kernel default for an elevator: blk-mq schedulers (mq-deadline, bfq, kyber) get
+    /// `2 * min(tag_set_depth, BLKDEV_MAX_RQ)` scheduler tags (`blk_mq_init_sched`), blk-mq
+    /// without a scheduler (`none`) the tag set's own depth, legacy ones `BLKDEV_MAX_RQ` per
+    /// direction. `tag_set_depth` is the host driver's tag-set depth (see [`tag_set_depth`]).
     pub fn default_for(elevator: &str, tag_set_depth: usize) -> AllocModel {
-        if elevator == "mq-deadline" {
-            AllocModel::Mq {
+        match elevator {
+            "mq-deadline" | "bfq" | "kyber" => AllocModel::Mq {
                 nr_requests: 2 * tag_set_depth.min(BLKDEV_MAX_RQ),
-            }
-        } else {
-            AllocModel::Legacy {
+            },
+            "none" => AllocModel::Mq {
+                nr_requests: tag_set_depth,
+            },
+            _ => AllocModel::Legacy {
                 nr_requests: BLKDEV_MAX_RQ,
-            }
+            },
         }
     }
 }
@@ -322,23 +325,38 @@ impl RequestQueue {
         }
     }
 
-    /// The bio as the allocating task issues it: a task that set an I/O priority
-    /// (`ioprio_set`) issues its bios at that priority (`cic->ioprio`); a bio that carries its
-    /// own (a fio job's `prio` / `prioclass`) keeps it.
+    /// The bio as the allocating task issues it. Legacy (3.10) queues: a task that set an I/O
+    /// priority (`ioprio_set`) issues its bios at that priority (`cic->ioprio`); a bio that
+    /// carries its own (a fio job's `prio` / `prioclass`) keeps it. blk-mq queues (5.14+):
+    /// `bio_set_ioprio`, the task's priority (nice-derived for class NONE) then its cgroup's
+    /// `io.prio.class` ([`TaskTable::bio_set_ioprio`]).
     fn with_task_ioprio<'b>(&self, bio: &'b Bio) -> Cow<'b, Bio> {
         let Some(tasks) = &self.tasks else {
             return Cow::Borrowed(bio);
         };
-        let (ioprio, _) = tasks.io_context(bio.task.pid, bio.task.uid);
-        if ioprio.class == crate::task::IoPrioClass::None
-            || bio.ioprio.class != crate::task::IoPrioClass::None
-        {
+        let ioprio = if self.is_blk_mq() {
+            tasks.bio_set_ioprio(bio.task.pid, bio.task.uid, bio.ioprio)
+        } else {
+            let (ioprio, _) = tasks.io_context(bio.task.pid, bio.task.uid);
+            if ioprio.class == crate::task::IoPrioClass::None
+                || bio.ioprio.class != crate::task::IoPrioClass::None
+            {
+                return Cow::Borrowed(bio);
+            }
+            ioprio
+        };
+        if ioprio == bio.ioprio {
             return Cow::Borrowed(bio);
         }
         Cow::Owned(Bio {
             ioprio,
             ..bio.clone()
         })
+    }
+
+    /// Whether requests come from blk-mq tags (mq-deadline, bfq, kyber, none).
+    pub fn is_blk_mq(&self) -> bool {
+        matches!(self.alloc, AllocModel::Mq { .. })
     }
 
     /// Sets the tick rate (`[stack.kernel] hz`); default: the `[stack.kernel]` default.
@@ -556,9 +574,12 @@ impl RequestQueue {
                 if self.allocated() >= nr_requests {
                     return false;
                 }
-                // `dd_limit_depth`: only sync reads are exempt from the shallow depth.
+                // The elevator's `limit_depth`: sync reads are never limited.
                 let exempt = bio.is_sync() && !bio.op.is_write();
-                match self.elevator.async_depth(nr_requests) {
+                match self
+                    .elevator
+                    .limit_depth(nr_requests, bio.is_sync(), bio.op.is_write())
+                {
                     Some(depth) if !exempt => self.allocated_limited < depth,
                     _ => true,
                 }
@@ -583,7 +604,10 @@ impl RequestQueue {
         self.trace_bio(now, Action::GetRequest, bio);
         let mut rq = Request::from_bio(id, bio, now);
         if let Some(tasks) = &self.tasks {
-            rq.nice = tasks.io_context(bio.task.pid, bio.task.uid).1;
+            let (ioc_ioprio, nice) = tasks.io_context(bio.task.pid, bio.task.uid);
+            rq.nice = nice;
+            rq.ioc_ioprio = ioc_ioprio;
+            rq.blkcg = tasks.blkcg(bio.task.pid, bio.task.uid);
         }
         rq
     }
@@ -811,7 +835,14 @@ impl RequestQueue {
     fn submit_to_device(&mut self, now: Nanos, group: Vec<Request>) {
         if group.len() == 1 {
             let rq = &group[0];
-            self.device.submit(now, rq.dev_request());
+            let mut command = rq.dev_request();
+            // `ufshcd_comp_scsi_upiu` (drivers/ufs/core/ufshcd.c, 6.5+): RT-class requests carry
+            // the UFS Command Priority flag (`UPIU_CMD_FLAGS_CP`); the device's `cmd-priority`
+            // scheduler starts them first.
+            if self.device.command_priority() && rq.ioprio.class == crate::task::IoPrioClass::Rt {
+                command.flags.prio = true;
+            }
+            self.device.submit(now, command);
         } else {
             let commands: Vec<crate::dev::DevRequest> =
                 group.iter().map(Request::dev_request).collect();
@@ -1695,5 +1726,192 @@ mod tests {
         assert!(finished(100) > packed && finished(6) > finished(100));
         let order: Vec<u64> = done.iter().map(|rq| rq.bios[0]).collect();
         assert_eq!(order, vec![0, 1, 2, 3, 4, 5, 100, 6]);
+    }
+
+    /// mq-deadline over a one-slot device (1 ms per request) with a task table: tasks 1.. of app
+    /// 10_000 + pid.
+    fn mq_with_tasks(tasks: &Rc<TaskTable>) -> RequestQueue {
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut queue = RequestQueue::new(
+            Box::new(MqDeadline::new(crate::kernel::Hz(1000))),
+            Box::new(device),
+            AllocModel::Mq { nr_requests: 256 },
+        );
+        queue.set_task_table(tasks.clone());
+        queue
+    }
+
+    fn app_bio(id: u64, op: IoOp, sector: u64, pid: u32) -> Bio {
+        let mut bio = bio(id, op, sector, 8, pid);
+        bio.task.uid = 10_000 + pid;
+        bio
+    }
+
+    #[test]
+    fn promote_to_rt_requests_pass_a_best_effort_flood() {
+        // A background app queues 100 reads (class NONE: best effort at its nice level); the
+        // foreground app's read arrives after them. In a promote-to-rt cgroup it leaves
+        // blk-ioprio as RT4 and mq-deadline serves it next; in the root (no-change) it waits
+        // for the flood.
+        use crate::task::{CgroupConfig, IoPolicy, IoPrioClass, PrioPolicy};
+        let read_done = |promote: bool| {
+            let tasks = Rc::new(TaskTable::new());
+            let mut cgroups = std::collections::BTreeMap::new();
+            cgroups.insert(
+                "fg".to_string(),
+                CgroupConfig {
+                    prio_class: Some(PrioPolicy::PromoteToRt),
+                    ..CgroupConfig::default()
+                },
+            );
+            tasks
+                .configure_cgroups(IoPolicy::None, &cgroups, None)
+                .unwrap();
+            if promote {
+                tasks.set_app_cgroup(10_000 + READER, "fg").unwrap();
+            }
+            let mut queue = mq_with_tasks(&tasks);
+            for i in 0..100 {
+                queue.submit_bio(0, &app_bio(i, IoOp::Read, 10_000 * i, WRITER));
+            }
+            queue.submit_bio(NS_PER_MS / 2, &app_bio(1000, IoOp::Read, 5_000_000, READER));
+            let done = drain(&mut queue);
+            let read = done.iter().find(|rq| rq.task.pid == READER).unwrap();
+            let flood = done.iter().find(|rq| rq.task.pid == WRITER).unwrap();
+            assert_eq!(flood.ioprio.class, IoPrioClass::Be);
+            (read.ioprio, read.issued_ns.unwrap())
+        };
+        let (ioprio, issued) = read_done(true);
+        assert_eq!(ioprio, crate::task::IoPrio::new(IoPrioClass::Rt, 4));
+        assert_eq!(issued, NS_PER_MS, "next after the request on the device");
+        let (ioprio, issued) = read_done(false);
+        assert_eq!(ioprio.class, IoPrioClass::Be);
+        assert!(issued > 50 * NS_PER_MS, "behind the flood: {issued}");
+    }
+
+    #[test]
+    fn restrict_to_be_demotes_a_real_time_tasks_requests() {
+        // A task that set RT0 (`ioprio_set`) reads after a best-effort flood. In a
+        // restrict-to-be cgroup its requests leave blk-ioprio as BE0 (its io context stays RT0)
+        // and wait for the flood; elsewhere they are RT and go first.
+        use crate::task::{CgroupConfig, IoPolicy, IoPrio, IoPrioClass, PrioPolicy};
+        let read_done = |restrict: bool| {
+            let tasks = Rc::new(TaskTable::new());
+            let mut cgroups = std::collections::BTreeMap::new();
+            cgroups.insert(
+                "bg".to_string(),
+                CgroupConfig {
+                    prio_class: Some(PrioPolicy::RestrictToBe),
+                    ..CgroupConfig::default()
+                },
+            );
+            tasks
+                .configure_cgroups(IoPolicy::None, &cgroups, None)
+                .unwrap();
+            tasks.register(READER, 10_000 + READER, "rt-reader");
+            tasks.ioprio_set(READER, IoPrio::new(IoPrioClass::Rt, 0));
+            if restrict {
+                tasks.set_app_cgroup(10_000 + READER, "bg").unwrap();
+            }
+            let mut queue = mq_with_tasks(&tasks);
+            for i in 0..100 {
+                queue.submit_bio(0, &app_bio(i, IoOp::Read, 10_000 * i, WRITER));
+            }
+            queue.submit_bio(NS_PER_MS / 2, &app_bio(1000, IoOp::Read, 5_000_000, READER));
+            let done = drain(&mut queue);
+            let read = done.iter().find(|rq| rq.task.pid == READER).unwrap();
+            assert_eq!(read.ioc_ioprio, IoPrio::new(IoPrioClass::Rt, 0));
+            (read.ioprio, read.issued_ns.unwrap())
+        };
+        let (ioprio, issued) = read_done(true);
+        assert_eq!(ioprio, IoPrio::new(IoPrioClass::Be, 0));
+        assert!(
+            issued > 50 * NS_PER_MS,
+            "demoted behind the flood: {issued}"
+        );
+        let (ioprio, issued) = read_done(false);
+        assert_eq!(ioprio, IoPrio::new(IoPrioClass::Rt, 0));
+        assert_eq!(issued, NS_PER_MS);
+    }
+
+    /// A one-slot device that honours command priority and records the commands it gets.
+    struct RecordingDevice {
+        inner: FixedLatencyDevice,
+        seen: Rc<std::cell::RefCell<Vec<crate::dev::DevRequest>>>,
+    }
+
+    impl BlockDevice for RecordingDevice {
+        fn name(&self) -> &str {
+            "recording"
+        }
+        fn capacity_sectors(&self) -> u64 {
+            self.inner.capacity_sectors()
+        }
+        fn queue_depth(&self) -> usize {
+            self.inner.queue_depth()
+        }
+        fn in_flight(&self) -> usize {
+            self.inner.in_flight()
+        }
+        fn command_priority(&self) -> bool {
+            true
+        }
+        fn submit(&mut self, now: Nanos, request: crate::dev::DevRequest) {
+            self.seen.borrow_mut().push(request);
+            self.inner.submit(now, request);
+        }
+        fn next_event(&self) -> Option<Nanos> {
+            self.inner.next_event()
+        }
+        fn advance(&mut self, now: Nanos, completions: &mut Vec<DevCompletion>) {
+            self.inner.advance(now, completions);
+        }
+    }
+
+    #[test]
+    fn real_time_requests_carry_the_ufs_command_priority_flag() {
+        // Under the Android preset the foreground app's reads are promoted to RT and reach a
+        // device that honours Command Priority with the flag set; the background app's do not.
+        use crate::task::{ForegroundState, IoPolicy};
+        let activity = Rc::new(ForegroundState::new(Some(10_000 + READER)));
+        let tasks = Rc::new(TaskTable::new());
+        tasks
+            .configure_cgroups(
+                IoPolicy::Android,
+                &std::collections::BTreeMap::new(),
+                Some(activity),
+            )
+            .unwrap();
+        let seen = Rc::new(std::cell::RefCell::new(Vec::new()));
+        let device = RecordingDevice {
+            inner: FixedLatencyDevice::new(1, NS_PER_MS, 0),
+            seen: seen.clone(),
+        };
+        let mut queue = RequestQueue::new(
+            Box::new(MqDeadline::new(crate::kernel::Hz(1000))),
+            Box::new(device),
+            AllocModel::Mq { nr_requests: 64 },
+        );
+        queue.set_task_table(tasks);
+        queue.submit_bio(0, &app_bio(1, IoOp::Read, 0, WRITER));
+        queue.submit_bio(0, &app_bio(2, IoOp::Read, 80_000, READER));
+        drain(&mut queue);
+        let flags: Vec<(u64, bool)> = seen
+            .borrow()
+            .iter()
+            .map(|command| (command.sector, command.flags.prio))
+            .collect();
+        assert_eq!(flags, vec![(0, false), (80_000, true)]);
+        assert!(crate::dev::build_device(
+            &crate::dev::DeviceConfig {
+                profile: "ufs-2.1".into(),
+                capacity: Some(1 << 30),
+                fill: 0.0,
+                ..crate::dev::DeviceConfig::default()
+            },
+            1
+        )
+        .unwrap()
+        .command_priority());
     }
 }

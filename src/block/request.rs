@@ -118,6 +118,12 @@ pub struct Request {
     /// The allocating task's nice value (`task_nice(current)` at `cfq_set_request`): the
     /// level of an `IOPRIO_CLASS_NONE` request's queue.
     pub nice: i8,
+    /// The allocating task's `ioc->ioprio` (what `ioprio_set` left; class NONE by default), which
+    /// BFQ reads for the queue's class and weight (`bfq_check_ioprio_change`), where `ioprio` is
+    /// the request's own priority (`req_get_ioprio`, after blk-ioprio on blk-mq queues).
+    pub ioc_ioprio: IoPrio,
+    /// The cgroup of the allocating task (`rq->bio->bi_blkg`).
+    pub blkcg: crate::task::Blkcg,
     pub issued_async: bool,
     pub foreground: bool,
     /// Bios in sector order.
@@ -160,6 +166,8 @@ impl Request {
             task: bio.task.clone(),
             ioprio: bio.ioprio,
             nice: 0,
+            ioc_ioprio: IoPrio::NONE,
+            blkcg: crate::task::Blkcg::default(),
             issued_async: bio.issued_async,
             foreground: bio.foreground,
             bios: vec![bio.id],

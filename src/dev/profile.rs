@@ -119,6 +119,11 @@ pub struct DeviceProfile {
     /// profile sets it: no source says which of the papers' phones enabled it.
     #[serde(default)]
     pub packed_write_max: u32,
+    /// UFS Command Priority (the CP flag of the command UPIU, UFS 2.1 / JESD220C on): whether
+    /// the host marks real-time requests for the device. The device's `cmd-priority` scheduler
+    /// is what serves them first. Default false.
+    #[serde(default)]
+    pub cmd_priority: bool,
     #[serde(default)]
     pub published: Published,
 }
@@ -255,6 +260,7 @@ fn base(name: &str, interface: Interface) -> DeviceProfile {
         // FastTrack §3.4: devices as shipped serve reads first, FIFO within a type.
         scheduler: "fifo-read-priority".to_string(),
         packed_write_max: 0,
+        cmd_priority: false,
         published: Published::default(),
     }
 }
@@ -389,6 +395,8 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             slc_program_time: 984 * US,
             // asm: 8 MiB cache.
             write_cache: 8 * MIB,
+            // UFS 2.1 (JESD220C, 2016) added Command Priority.
+            cmd_priority: true,
             published: Published {
                 source: Some("Samsung lineup table, UFS 2.1 512 GB (2017), REFERENCES.md".into()),
                 ..samsung(860.0, 255.0, 42000.0, 40000.0)
@@ -426,6 +434,8 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             slc_program_time: 217 * US,
             // asm: 16 MiB cache.
             write_cache: 16 * MIB,
+            // Command Priority since UFS 2.1 (JESD220C).
+            cmd_priority: true,
             published: Published {
                 source: Some("Samsung lineup table, UFS 3.1 512 GB (2020), REFERENCES.md".into()),
                 ..samsung(2100.0, 1200.0, 100000.0, 70000.0)

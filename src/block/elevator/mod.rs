@@ -90,9 +90,11 @@ pub trait Elevator {
         false
     }
 
-    /// blk-mq `limit_depth`: the number of scheduler tags async (non-sync) requests may hold, if
-    /// the elevator limits them (mq-deadline's `async_depth`).
-    fn async_depth(&self, _nr_requests: usize) -> Option<usize> {
+    /// blk-mq `limit_depth` (`data->shallow_depth`): how many of the `nr_requests` scheduler
+    /// tags a request of this kind may find in use by depth-limited requests (all but sync
+    /// reads, which are never limited) and still get one, if the elevator limits it
+    /// (mq-deadline's `async_depth`, BFQ's `word_depths`, kyber's `async_depth`).
+    fn limit_depth(&self, _nr_requests: usize, _sync: bool, _write: bool) -> Option<usize> {
         None
     }
 }
