@@ -11,6 +11,7 @@ pub mod fio;
 pub mod layer;
 pub mod queue;
 pub mod request;
+pub mod wbt;
 
 use crate::kernel::Hz;
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,15 @@ pub struct BlockConfig {
     /// mq-deadline's tunables.
     #[serde(default, rename = "mq-deadline")]
     pub mq_deadline: MqDeadlineConfig,
+    /// Writeback throttling (block/blk-wbt.c) in front of the elevator. Default: on for blk-mq
+    /// queues (`mq-deadline`, `kyber`, `none`), off under `bfq` (`bfq_init_queue` disables it)
+    /// and for the legacy 3.10 elevators, which predate it (4.10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wbt: Option<bool>,
+    /// `queue/wbt_lat_usec`: wbt's read latency target in microseconds; default 2000
+    /// (`wbt_default_latency_nsec`, non-rotational); 0 turns wbt off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wbt_lat_usec: Option<u64>,
 }
 
 /// `queue/iosched/` of CFQ (block/cfq-iosched.c `cfq_attrs`). Times in ms.
@@ -221,11 +231,28 @@ impl Default for BlockConfig {
             cfq: CfqConfig::default(),
             deadline: DeadlineConfig::default(),
             mq_deadline: MqDeadlineConfig::default(),
+            wbt: None,
+            wbt_lat_usec: None,
         }
     }
 }
 
+/// The blk-mq elevators (5.0+; `none` is blk-mq without a scheduler).
+pub const BLK_MQ_ELEVATORS: [&str; 4] = ["mq-deadline", "bfq", "kyber", "none"];
+
 impl BlockConfig {
+    /// wbt's read target in ns if wbt is on for this configuration (`blk_mq`: whether the
+    /// queue is a blk-mq one).
+    pub fn wbt_min_lat_nsec(&self, blk_mq: bool) -> Option<u64> {
+        let on = self.wbt.unwrap_or(blk_mq && self.elevator != "bfq");
+        match self.wbt_lat_usec {
+            Some(0) => None,
+            _ if !on => None,
+            Some(usec) => Some(usec * 1000),
+            None => Some(wbt::DEFAULT_MIN_LAT_NSEC_NONROT),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if !(elevator::ELEVATOR_NAMES.contains(&self.elevator.as_str()) || self.elevator == "none")
         {
@@ -237,6 +264,13 @@ impl BlockConfig {
         }
         at_least("", "nr_requests", self.nr_requests, BLKDEV_MIN_RQ)
             .map_err(|e| e.replace("[stack.block.]", "[stack.block]"))?;
+        if self.wbt == Some(true) && !BLK_MQ_ELEVATORS.contains(&self.elevator.as_str()) {
+            return Err(format!(
+                "[stack.block] wbt = true needs a blk-mq elevator ({}); `{}` is a 3.10 legacy elevator",
+                BLK_MQ_ELEVATORS.join(", "),
+                self.elevator
+            ));
+        }
         self.cfq.validate()?;
         self.deadline.validate()?;
         self.mq_deadline.validate()?;
@@ -296,5 +330,24 @@ mod tests {
         assert!(error.contains("fifo_batch"), "{error}");
         let error = parse("nr_requests = 8\n[mq-deadline]\nasync_depth = 9\n").unwrap_err();
         assert!(error.contains("async_depth = 9"), "{error}");
+    }
+
+    #[test]
+    fn wbt_is_on_for_blk_mq_queues_but_bfq_and_off_for_legacy_elevators() {
+        let on = |text: &str| parse(text).unwrap().wbt_min_lat_nsec(true);
+        assert_eq!(on("elevator = \"mq-deadline\"\n"), Some(2_000_000));
+        assert_eq!(on("elevator = \"none\"\nwbt = false\n"), None);
+        assert_eq!(on("elevator = \"none\"\nwbt_lat_usec = 0\n"), None);
+        assert_eq!(
+            on("elevator = \"mq-deadline\"\nwbt_lat_usec = 5000\n"),
+            Some(5_000_000)
+        );
+        let legacy = parse("elevator = \"cfq\"\n").unwrap();
+        assert_eq!(legacy.wbt_min_lat_nsec(false), None);
+        let error = parse("elevator = \"cfq\"\nwbt = true\n").unwrap_err();
+        assert!(
+            error.contains("wbt = true") && error.contains("cfq"),
+            "{error}"
+        );
     }
 }

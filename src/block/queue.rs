@@ -67,6 +67,8 @@ pub fn congestion_off_threshold(nr_requests: usize) -> usize {
 
 /// `BLK_MAX_REQUEST_COUNT = 16`: a plug list this long is flushed (blk-core.c, 3.10).
 pub const BLK_MAX_REQUEST_COUNT: usize = 16;
+/// Bound on bios asleep in one wbt wait class (each is a task): exceeding it is a model bug.
+const MAX_WBT_SLEEPERS: usize = 1 << 16;
 /// Bound on plugged requests per task, above the flush point: exceeding it is a model bug.
 const MAX_PLUGGED: usize = 4 * BLK_MAX_REQUEST_COUNT;
 
@@ -118,6 +120,11 @@ pub fn tag_set_depth(device_queue_depth: usize) -> usize {
 pub type AllocClass = usize;
 pub const ALLOC_ASYNC: AllocClass = 0;
 pub const ALLOC_SYNC: AllocClass = 1;
+/// Bios throttled by writeback throttling (`rq_qos_wait`): class `ALLOC_WBT + i` for wbt's
+/// `rq_wait[i]` (background, kswapd, discard).
+pub const ALLOC_WBT: AllocClass = 2;
+/// Wait classes of the queue.
+pub const ALLOC_CLASSES: usize = ALLOC_WBT + super::wbt::WBT_NUM_RWQ;
 
 /// The result of submitting a bio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +151,8 @@ pub struct QueueStats {
     pub completed: u64,
     pub alloc_sleeps: u64,
     pub plug_flushes: u64,
+    /// Bios that slept in writeback throttling.
+    pub wbt_sleeps: u64,
 }
 
 impl QueueStats {
@@ -160,6 +169,9 @@ pub struct AdvanceReport {
     /// Wake-ups per allocation class (`wake_up(&rl->wait[sync])` in `__freed_request`): wake
     /// that many sleepers of each class.
     pub freed: [usize; 2],
+    /// Writeback throttling woke this many sleepers of each of its wait classes: the first
+    /// ones, which already hold their in-flight slot (`rq_qos_wake_function`).
+    pub wbt_woken: [usize; super::wbt::WBT_NUM_RWQ],
 }
 
 /// Per-task batching state (`ioc->nr_batch_requests`, `ioc->last_waited` in jiffies).
@@ -272,6 +284,12 @@ pub struct RequestQueue {
     tasks: Option<Rc<TaskTable>>,
     /// The kernel's tick rate: `BLK_BATCH_TIME` and `ioc->last_waited` are jiffies.
     hz: Hz,
+    /// Writeback throttling in front of the elevator (blk-mq queues).
+    wbt: Option<super::wbt::Wbt>,
+    /// Bios sleeping in wbt, per wait class in the order they went to sleep.
+    wbt_waiting: [VecDeque<(BioId, super::wbt::WbtBio)>; super::wbt::WBT_NUM_RWQ],
+    /// Bios through wbt and still waiting for a request (a tag): their accounting.
+    wbt_tokens: BTreeMap<BioId, super::wbt::WbtFlags>,
 }
 
 impl RequestQueue {
@@ -309,6 +327,27 @@ impl RequestQueue {
             mmc,
             tasks: None,
             hz: crate::kernel::KernelConfig::default().hz,
+            wbt: None,
+            wbt_waiting: Default::default(),
+            wbt_tokens: BTreeMap::new(),
+        }
+    }
+
+    /// Puts writeback throttling in front of the elevator (`wbt_init`).
+    pub fn enable_wbt(&mut self, wbt: super::wbt::Wbt) {
+        assert!(self.is_blk_mq(), "wbt throttles blk-mq queues only");
+        self.wbt = Some(wbt);
+    }
+
+    pub fn wbt(&self) -> Option<&super::wbt::Wbt> {
+        self.wbt.as_ref()
+    }
+
+    /// A task paused in `balance_dirty_pages` at `now` (`bdi->last_bdp_sleep`, which wbt's
+    /// `wb_recent_wait` reads).
+    pub fn note_dirty_sleep(&mut self, now: Nanos) {
+        if let Some(wbt) = self.wbt.as_mut() {
+            wbt.note_dirty_sleep(now);
         }
     }
 
@@ -390,8 +429,24 @@ impl RequestQueue {
             },
             (default, None) => default,
         };
+        let wbt_depth = if device.mmc_host() {
+            match alloc {
+                AllocModel::Legacy { nr_requests } | AllocModel::Mq { nr_requests } => nr_requests,
+            }
+        } else {
+            device.queue_depth()
+        };
+        let write_cache = device.write_cache();
         let mut queue = RequestQueue::new(elevator, device, alloc);
         queue.set_hz(hz);
+        if let Some(min_lat_nsec) = config.wbt_min_lat_nsec(queue.is_blk_mq()) {
+            queue.enable_wbt(super::wbt::Wbt::new(
+                wbt_depth as u32,
+                min_lat_nsec,
+                write_cache,
+                hz,
+            ));
+        }
         if config.blktrace {
             queue.enable_trace(BlkTrace::new(179, 0, super::blktrace::DEFAULT_CAPACITY));
         }
@@ -603,6 +658,7 @@ impl RequestQueue {
         self.stats.requests += 1;
         self.trace_bio(now, Action::GetRequest, bio);
         let mut rq = Request::from_bio(id, bio, now);
+        rq.wbt = self.wbt_tokens.remove(&bio.id).unwrap_or_default();
         if let Some(tasks) = &self.tasks {
             let (ioc_ioprio, nice) = tasks.io_context(bio.task.pid, bio.task.uid);
             rq.nice = nice;
@@ -696,16 +752,79 @@ impl RequestQueue {
         self.trace_bio(now, action, bio);
     }
 
-    /// The retry in `get_request` after the submitter slept: it is now a batcher.
+    /// The retry in `get_request` after the submitter slept: it is now a batcher. (A bio woken
+    /// from writeback throttling already holds its wbt slot.)
     pub fn retry_get_request(&mut self, now: Nanos, bio: &Bio) -> SubmitOutcome {
         self.tick(now);
         let bio = &*self.with_task_ioprio(bio);
+        assert!(
+            !self.wbt_sleeping(bio.id),
+            "bio {} retried while asleep in wbt",
+            bio.id
+        );
         self.set_batching(bio.task.pid, now);
         self.get_request(now, bio)
     }
 
-    /// `get_request` + the rest of `blk_queue_bio`.
+    fn wbt_sleeping(&self, id: BioId) -> bool {
+        self.wbt_waiting
+            .iter()
+            .any(|sleepers| sleepers.iter().any(|&(bio, _)| bio == id))
+    }
+
+    /// `rq_qos_throttle` (wbt's `wbt_wait`) for a bio about to need a request: `Err` when it
+    /// must sleep on its wbt wait class.
+    fn wbt_throttle(&mut self, now: Nanos, bio: &Bio) -> Result<(), AllocClass> {
+        let Some(wbt) = self.wbt.as_mut() else {
+            return Ok(());
+        };
+        if self.wbt_tokens.contains_key(&bio.id) {
+            return Ok(());
+        }
+        let kind = super::wbt::Wbt::classify(bio);
+        let rwq = kind.flags.rwq();
+        match wbt.throttle(now, &kind, self.wbt_waiting[rwq].len()) {
+            Ok(flags) => {
+                self.wbt_tokens.insert(bio.id, flags);
+                Ok(())
+            }
+            Err(rwq) => {
+                assert!(self.wbt_waiting[rwq].len() < MAX_WBT_SLEEPERS);
+                self.wbt_waiting[rwq].push_back((bio.id, kind));
+                self.stats.wbt_sleeps += 1;
+                // The task is about to sleep: `io_schedule` flushes its plug.
+                self.flush_plug(now, bio.task.pid);
+                Err(ALLOC_WBT + rwq)
+            }
+        }
+    }
+
+    /// `wake_up_all` on wbt's `rq_wait`s: in the order they slept, sleepers take their
+    /// in-flight slot until one cannot (`rq_qos_wake_function` returns -1 and stops the walk).
+    fn wbt_wake(&mut self, now: Nanos, wake: super::wbt::WbtWake, report: &mut AdvanceReport) {
+        let Some(wbt) = self.wbt.as_mut() else {
+            return;
+        };
+        for (rwq, sleepers) in self.wbt_waiting.iter_mut().enumerate() {
+            if !wake.all[rwq] {
+                continue;
+            }
+            while let Some(&(id, kind)) = sleepers.front() {
+                if !wbt.try_acquire(now, &kind) {
+                    break;
+                }
+                sleepers.pop_front();
+                self.wbt_tokens.insert(id, kind.flags);
+                report.wbt_woken[rwq] += 1;
+            }
+        }
+    }
+
+    /// `get_request` + the rest of `blk_queue_bio` (blk-mq: `rq_qos_throttle` first).
     fn get_request(&mut self, now: Nanos, bio: &Bio) -> SubmitOutcome {
+        if let Err(class) = self.wbt_throttle(now, bio) {
+            return SubmitOutcome::MustWait(class);
+        }
         if !self.may_allocate(now, bio) {
             self.stats.alloc_sleeps += 1;
             self.trace_bio(now, Action::Sleep, bio);
@@ -826,6 +945,9 @@ impl RequestQueue {
             rq.id
         );
         rq.issued_ns = Some(now);
+        if let Some(wbt) = self.wbt.as_mut() {
+            wbt.issue(now, &rq, rq.wbt);
+        }
         self.trace_request(now, Action::Issue, &rq);
         self.stats.dispatched += 1;
         rq
@@ -903,10 +1025,14 @@ impl RequestQueue {
 
     /// The earliest time at which [`advance`](Self::advance) has something to do.
     pub fn next_event(&self) -> Option<Nanos> {
-        [self.device.next_event(), self.elevator.next_timer()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.device.next_event(),
+            self.elevator.next_timer(),
+            self.wbt.as_ref().and_then(|wbt| wbt.next_timer()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Moves to `now`: completes requests the device finished, fires the elevator's timer if due,
@@ -930,6 +1056,10 @@ impl RequestQueue {
             }
             self.trace_request(completion.completed_ns, Action::Complete, &rq);
             self.stats.completed += 1;
+            if let Some(wbt) = self.wbt.as_mut() {
+                let wake = wbt.done(completion.completed_ns, &rq, rq.wbt);
+                self.wbt_wake(completion.completed_ns, wake, &mut report);
+            }
             let wake = self.free_request(&rq);
             match self.alloc {
                 AllocModel::Legacy { .. } => {
@@ -948,6 +1078,12 @@ impl RequestQueue {
         }
         if self.elevator.next_timer().is_some_and(|timer| timer <= now) {
             self.elevator.timer_fired(now);
+        }
+        if let Some(wbt) = self.wbt.as_mut() {
+            if wbt.next_timer().is_some_and(|timer| timer <= now) {
+                let wake = wbt.timer_fired(now);
+                self.wbt_wake(now, wake, &mut report);
+            }
         }
         self.run_queue(now);
         self.check_invariants();

@@ -140,6 +140,8 @@ pub struct Request {
     /// When it reached the device: at D, or later for a request the mmc driver fetched ahead
     /// while the card was busy.
     pub device_start_ns: Option<Nanos>,
+    /// `rq->wbt_flags`: what writeback throttling accounts this request as.
+    pub wbt: super::wbt::WbtFlags,
 }
 
 impl Request {
@@ -177,6 +179,7 @@ impl Request {
             fifo_time_ns: 0,
             issued_ns: None,
             device_start_ns: None,
+            wbt: super::wbt::WbtFlags::default(),
         }
     }
 

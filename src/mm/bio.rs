@@ -86,6 +86,9 @@ pub trait BlockSubmit {
     fn in_flight(&self) -> usize;
     /// Names process `pid` (its `comm` and uid) for the bios it submits.
     fn register_task(&self, _pid: u32, _uid: u32, _comm: &str) {}
+    /// A task paused in `balance_dirty_pages` now (`bdi->last_bdp_sleep`, which writeback
+    /// throttling reads).
+    fn note_dirty_sleep(&self, _sim: &Sim) {}
 }
 
 /// [`BlockSubmit`] over the block layer's request queue ([`crate::block::layer::BlockLayer`]):
@@ -182,6 +185,10 @@ impl BlockSubmit for QueueSubmit {
 
     fn in_flight(&self) -> usize {
         self.in_flight.get()
+    }
+
+    fn note_dirty_sleep(&self, _sim: &Sim) {
+        self.layer.note_dirty_sleep();
     }
 
     fn register_task(&self, pid: u32, uid: u32, comm: &str) {

@@ -176,6 +176,7 @@ impl Stack {
                 ("completed", stats.completed),
                 ("get_request_sleeps", stats.alloc_sleeps),
                 ("plug_flushes", stats.plug_flushes),
+                ("wbt_sleeps", stats.wbt_sleeps),
             ] {
                 counters.insert(format!("block.{name}"), value);
             }
