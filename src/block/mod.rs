@@ -55,6 +55,9 @@ pub struct BlockConfig {
     /// mq-deadline's tunables.
     #[serde(default, rename = "mq-deadline")]
     pub mq_deadline: MqDeadlineConfig,
+    /// kyber's tunables.
+    #[serde(default)]
+    pub kyber: KyberConfig,
     /// Writeback throttling (block/blk-wbt.c) in front of the elevator. Default: on for blk-mq
     /// queues (`mq-deadline`, `kyber`, `none`), off under `bfq` (`bfq_init_queue` disables it)
     /// and for the legacy 3.10 elevators, which predate it (4.10).
@@ -108,6 +111,39 @@ pub struct MqDeadlineConfig {
     pub prio_aging_expire: Option<u32>,
     /// Scheduler tags writes and async reads may hold; at most `nr_requests`.
     pub async_depth: Option<u32>,
+}
+
+/// `queue/iosched/` of kyber (block/kyber-iosched.c `kyber_sched_attrs`): targets in ns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KyberConfig {
+    pub read_lat_nsec: Option<u64>,
+    pub write_lat_nsec: Option<u64>,
+}
+
+impl KyberConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        for (field, value) in [
+            ("read_lat_nsec", self.read_lat_nsec),
+            ("write_lat_nsec", self.write_lat_nsec),
+        ] {
+            if value == Some(0) {
+                return Err(format!(
+                    "[stack.block.kyber] {field} = 0 is invalid: a latency target must be positive"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernel defaults (2 ms reads, 10 ms writes) overridden by the values given.
+    pub fn tunables(&self) -> elevator::kyber::KyberTunables {
+        let defaults = elevator::kyber::KyberTunables::default();
+        elevator::kyber::KyberTunables {
+            read_lat_nsec: self.read_lat_nsec.unwrap_or(defaults.read_lat_nsec),
+            write_lat_nsec: self.write_lat_nsec.unwrap_or(defaults.write_lat_nsec),
+        }
+    }
 }
 
 /// `BLKDEV_MIN_RQ = 4` (include/linux/blkdev.h): the smallest `nr_requests` sysfs accepts.
@@ -231,6 +267,7 @@ impl Default for BlockConfig {
             cfq: CfqConfig::default(),
             deadline: DeadlineConfig::default(),
             mq_deadline: MqDeadlineConfig::default(),
+            kyber: KyberConfig::default(),
             wbt: None,
             wbt_lat_usec: None,
         }
@@ -274,6 +311,7 @@ impl BlockConfig {
         self.cfq.validate()?;
         self.deadline.validate()?;
         self.mq_deadline.validate()?;
+        self.kyber.validate()?;
         if let (Some(depth), Some(nr)) = (self.mq_deadline.async_depth, self.nr_requests) {
             if depth > nr {
                 return Err(format!(
@@ -336,6 +374,7 @@ mod tests {
     fn wbt_is_on_for_blk_mq_queues_but_bfq_and_off_for_legacy_elevators() {
         let on = |text: &str| parse(text).unwrap().wbt_min_lat_nsec(true);
         assert_eq!(on("elevator = \"mq-deadline\"\n"), Some(2_000_000));
+        assert_eq!(on("elevator = \"kyber\"\n"), Some(2_000_000));
         assert_eq!(on("elevator = \"none\"\nwbt = false\n"), None);
         assert_eq!(on("elevator = \"none\"\nwbt_lat_usec = 0\n"), None);
         assert_eq!(

@@ -279,6 +279,66 @@ pub(crate) mod test_support {
     pub fn request(id: RequestId, op: IoOp, sector: u64, nr_sectors: u32, pid: u32) -> Request {
         Request::from_bio(id, &bio(id, op, sector, nr_sectors, pid), 0)
     }
+
+    /// A device that queues up to 32 commands and serves them one at a time, FIFO, each taking
+    /// `service_ns`: a read queued behind writes waits for them inside the device, which is
+    /// what latency-driven throttles (wbt, kyber) watch.
+    pub struct SerialDevice {
+        service_ns: Nanos,
+        queue: std::collections::VecDeque<(u64, Nanos)>,
+        busy: Option<(u64, Nanos, Nanos)>,
+    }
+
+    impl SerialDevice {
+        pub fn new(service_ns: Nanos) -> SerialDevice {
+            SerialDevice {
+                service_ns,
+                queue: Default::default(),
+                busy: None,
+            }
+        }
+    }
+
+    impl crate::dev::BlockDevice for SerialDevice {
+        fn name(&self) -> &str {
+            "serial"
+        }
+        fn capacity_sectors(&self) -> u64 {
+            1 << 40
+        }
+        fn queue_depth(&self) -> usize {
+            32
+        }
+        fn in_flight(&self) -> usize {
+            self.queue.len() + usize::from(self.busy.is_some())
+        }
+        fn submit(&mut self, now: Nanos, request: crate::dev::DevRequest) {
+            self.queue.push_back((request.tag, now));
+            if self.busy.is_none() {
+                let (tag, submitted) = self.queue.pop_front().unwrap();
+                self.busy = Some((tag, submitted, now + self.service_ns));
+            }
+        }
+        fn next_event(&self) -> Option<Nanos> {
+            self.busy.map(|(_, _, done)| done)
+        }
+        fn advance(&mut self, now: Nanos, completions: &mut Vec<crate::dev::DevCompletion>) {
+            while let Some((tag, submitted, done)) = self.busy {
+                if done > now {
+                    break;
+                }
+                completions.push(crate::dev::DevCompletion {
+                    tag,
+                    submitted_ns: submitted,
+                    completed_ns: done,
+                });
+                self.busy = self
+                    .queue
+                    .pop_front()
+                    .map(|(tag, submitted)| (tag, submitted, done + self.service_ns));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -609,67 +609,13 @@ mod tests {
         assert_eq!(Wbt::bio_flags(&kswapd).rwq(), RWQ_KSWAPD);
     }
 
-    /// A device that queues up to 32 commands and serves them one at a time, FIFO, each taking
-    /// `service_ns`: a read queued behind writes waits for them inside the device, which is
-    /// what wbt watches.
-    struct SerialDevice {
-        service_ns: Nanos,
-        queue: std::collections::VecDeque<(u64, Nanos)>,
-        busy: Option<(u64, Nanos, Nanos)>,
-    }
-
-    impl crate::dev::BlockDevice for SerialDevice {
-        fn name(&self) -> &str {
-            "serial"
-        }
-        fn capacity_sectors(&self) -> u64 {
-            1 << 40
-        }
-        fn queue_depth(&self) -> usize {
-            32
-        }
-        fn in_flight(&self) -> usize {
-            self.queue.len() + usize::from(self.busy.is_some())
-        }
-        fn submit(&mut self, now: Nanos, request: crate::dev::DevRequest) {
-            self.queue.push_back((request.tag, now));
-            if self.busy.is_none() {
-                let (tag, submitted) = self.queue.pop_front().unwrap();
-                self.busy = Some((tag, submitted, now + self.service_ns));
-            }
-        }
-        fn next_event(&self) -> Option<Nanos> {
-            self.busy.map(|(_, _, done)| done)
-        }
-        fn advance(&mut self, now: Nanos, completions: &mut Vec<crate::dev::DevCompletion>) {
-            while let Some((tag, submitted, done)) = self.busy {
-                if done > now {
-                    break;
-                }
-                completions.push(crate::dev::DevCompletion {
-                    tag,
-                    submitted_ns: submitted,
-                    completed_ns: done,
-                });
-                self.busy = self
-                    .queue
-                    .pop_front()
-                    .map(|(tag, submitted)| (tag, submitted, done + self.service_ns));
-            }
-        }
-    }
-
     /// The flusher writes back without pause and, if `reads`, a reader reads every 10 ms, for
     /// `duration`, over a serial device (2.5 ms per command) behind wbt. Returns wbt and the
     /// most background writes that were in flight at once during the last half.
     fn writeback_against_reads(reads: bool, duration: Nanos) -> (Wbt, u32) {
         use crate::block::elevator::noop::Noop;
         use crate::block::queue::{AllocModel, RequestQueue, SubmitOutcome, ALLOC_WBT};
-        let device = SerialDevice {
-            service_ns: 5 * NS_PER_MS / 2,
-            queue: Default::default(),
-            busy: None,
-        };
+        let device = SerialDevice::new(5 * NS_PER_MS / 2);
         let mut queue = RequestQueue::new(
             Box::new(Noop::new()),
             Box::new(device),
@@ -798,11 +744,7 @@ mod tests {
         // completion, not for the flusher's backlog.
         use crate::block::elevator::noop::Noop;
         use crate::block::queue::{AllocModel, RequestQueue, SubmitOutcome, ALLOC_WBT};
-        let device = SerialDevice {
-            service_ns: 2 * NS_PER_MS,
-            queue: Default::default(),
-            busy: None,
-        };
+        let device = SerialDevice::new(2 * NS_PER_MS);
         let mut queue = RequestQueue::new(
             Box::new(Noop::new()),
             Box::new(device),

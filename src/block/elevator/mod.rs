@@ -27,6 +27,7 @@
 
 pub mod cfq;
 pub mod deadline;
+pub mod kyber;
 pub mod mq_deadline;
 pub mod noop;
 
@@ -90,6 +91,12 @@ pub trait Elevator {
         false
     }
 
+    /// The concrete scheduler, for tests and reports that read its state (kyber's domain
+    /// depths, BFQ's queues). Default: none.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// blk-mq `limit_depth` (`data->shallow_depth`): how many of the `nr_requests` scheduler
     /// tags a request of this kind may find in use by depth-limited requests (all but sync
     /// reads, which are never limited) and still get one, if the elevator limits it
@@ -100,7 +107,7 @@ pub trait Elevator {
 }
 
 /// The names accepted by [`new_elevator`].
-pub const ELEVATOR_NAMES: [&str; 4] = ["noop", "deadline", "cfq", "mq-deadline"];
+pub const ELEVATOR_NAMES: [&str; 5] = ["noop", "deadline", "cfq", "mq-deadline", "kyber"];
 
 /// What an elevator needs to know about the device (CFQ: `blk_queue_nonrot`, queue depth).
 #[derive(Debug, Clone, Copy)]
@@ -141,6 +148,7 @@ pub fn build_elevator(
             hz,
             config.mq_deadline.tunables(hz),
         ))),
+        "kyber" => Ok(Box::new(kyber::Kyber::new(hz, config.kyber.tunables()))),
         _ => Err(format!(
             "unknown elevator `{name}`: expected one of {}",
             ELEVATOR_NAMES.join(", ")
