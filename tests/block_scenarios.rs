@@ -39,9 +39,12 @@ fn the_background_writer_gets_the_devices_sequential_write_bandwidth() {
 
 #[test]
 fn bad_stack_names_in_variants_are_located_errors() {
-    let err = edit("elevator = \"cfq\"", "elevator = \"bfq\"").unwrap_err();
+    let err = edit("elevator = \"cfq\"", "elevator = \"anticipatory\"").unwrap_err();
     assert!(err.message.contains("variant `cfq`"), "{err}");
-    assert!(err.message.contains("unknown elevator `bfq`"), "{err}");
+    assert!(
+        err.message.contains("unknown elevator `anticipatory`"),
+        "{err}"
+    );
     assert!(err.position.is_some());
     let err = edit("profile = \"emmc-5.1\"", "profile = \"emmc-9\"").unwrap_err();
     assert!(err.message.contains("emmc-9"), "{err}");

@@ -58,6 +58,9 @@ pub struct BlockConfig {
     /// kyber's tunables.
     #[serde(default)]
     pub kyber: KyberConfig,
+    /// BFQ's tunables.
+    #[serde(default)]
+    pub bfq: BfqConfig,
     /// Writeback throttling (block/blk-wbt.c) in front of the elevator. Default: on for blk-mq
     /// queues (`mq-deadline`, `kyber`, `none`), off under `bfq` (`bfq_init_queue` disables it)
     /// and for the legacy 3.10 elevators, which predate it (4.10).
@@ -143,6 +146,78 @@ impl KyberConfig {
             read_lat_nsec: self.read_lat_nsec.unwrap_or(defaults.read_lat_nsec),
             write_lat_nsec: self.write_lat_nsec.unwrap_or(defaults.write_lat_nsec),
         }
+    }
+}
+
+/// `queue/iosched/` of BFQ (block/bfq-iosched.c `bfq_attrs`), in sysfs units: times in ms
+/// (`slice_idle_us` in us), `max_budget` in sectors (0: automatic), switches as booleans.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BfqConfig {
+    pub fifo_expire_sync: Option<u32>,
+    pub fifo_expire_async: Option<u32>,
+    /// KiB.
+    pub back_seek_max: Option<u32>,
+    pub back_seek_penalty: Option<u32>,
+    pub slice_idle: Option<u32>,
+    pub slice_idle_us: Option<u32>,
+    pub max_budget: Option<u64>,
+    pub timeout_sync: Option<u32>,
+    pub strict_guarantees: Option<bool>,
+    pub low_latency: Option<bool>,
+}
+
+impl BfqConfig {
+    /// The kernel's store functions clamp below their minimum; a scenario value below it is
+    /// rejected instead, naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        for (field, value) in [
+            ("fifo_expire_sync", self.fifo_expire_sync),
+            ("fifo_expire_async", self.fifo_expire_async),
+            ("back_seek_penalty", self.back_seek_penalty),
+            ("timeout_sync", self.timeout_sync),
+        ] {
+            at_least("bfq", field, value, 1)?;
+        }
+        if self.slice_idle.is_some() && self.slice_idle_us.is_some() {
+            return Err(
+                "[stack.block.bfq] slice_idle and slice_idle_us both set: give one".to_string(),
+            );
+        }
+        Ok(())
+    }
+
+    /// `bfq_init_queue` defaults at `hz`, overridden by the values given (`bfq_*_store`).
+    pub fn tunables(&self, hz: Hz) -> elevator::bfq::BfqTunables {
+        use crate::units::{NS_PER_MS, NS_PER_US};
+        let mut t = elevator::bfq::BfqTunables::defaults(hz);
+        let ms =
+            |value: Option<u32>, default: u64| value.map_or(default, |v| u64::from(v) * NS_PER_MS);
+        t.fifo_expire = [
+            ms(self.fifo_expire_async, t.fifo_expire[0]),
+            ms(self.fifo_expire_sync, t.fifo_expire[1]),
+        ];
+        t.back_seek_max_kib = self.back_seek_max.map_or(t.back_seek_max_kib, u64::from);
+        t.back_seek_penalty = self
+            .back_seek_penalty
+            .map_or(t.back_seek_penalty, u64::from);
+        t.slice_idle = ms(self.slice_idle, t.slice_idle);
+        if let Some(us) = self.slice_idle_us {
+            t.slice_idle = u64::from(us) * NS_PER_US;
+        }
+        t.max_budget = self.max_budget.unwrap_or(t.max_budget);
+        if let Some(timeout) = self.timeout_sync {
+            t.timeout = hz.msecs_to_jiffies(u64::from(timeout)) as i64;
+        }
+        t.low_latency = self.low_latency.unwrap_or(t.low_latency);
+        if let Some(strict) = self.strict_guarantees {
+            // bfq_strict_guarantees_store raises slice_idle to 8 ms.
+            if strict && t.slice_idle < 8 * NS_PER_MS {
+                t.slice_idle = 8 * NS_PER_MS;
+            }
+            t.strict_guarantees = strict;
+        }
+        t
     }
 }
 
@@ -268,6 +343,7 @@ impl Default for BlockConfig {
             deadline: DeadlineConfig::default(),
             mq_deadline: MqDeadlineConfig::default(),
             kyber: KyberConfig::default(),
+            bfq: BfqConfig::default(),
             wbt: None,
             wbt_lat_usec: None,
         }
@@ -312,6 +388,7 @@ impl BlockConfig {
         self.deadline.validate()?;
         self.mq_deadline.validate()?;
         self.kyber.validate()?;
+        self.bfq.validate()?;
         if let (Some(depth), Some(nr)) = (self.mq_deadline.async_depth, self.nr_requests) {
             if depth > nr {
                 return Err(format!(

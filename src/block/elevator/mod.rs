@@ -25,6 +25,7 @@
 //!   insert-time merges of plugged requests are not modelled; bio merges are.
 //! - The `last_merge` one-entry cache is not modelled (it only speeds the lookup up).
 
+pub mod bfq;
 pub mod cfq;
 pub mod deadline;
 pub mod kyber;
@@ -107,7 +108,7 @@ pub trait Elevator {
 }
 
 /// The names accepted by [`new_elevator`].
-pub const ELEVATOR_NAMES: [&str; 5] = ["noop", "deadline", "cfq", "mq-deadline", "kyber"];
+pub const ELEVATOR_NAMES: [&str; 6] = ["noop", "deadline", "cfq", "mq-deadline", "kyber", "bfq"];
 
 /// What an elevator needs to know about the device (CFQ: `blk_queue_nonrot`, queue depth).
 #[derive(Debug, Clone, Copy)]
@@ -149,6 +150,7 @@ pub fn build_elevator(
             config.mq_deadline.tunables(hz),
         ))),
         "kyber" => Ok(Box::new(kyber::Kyber::new(hz, config.kyber.tunables()))),
+        "bfq" => Ok(Box::new(bfq::Bfq::new(traits, hz, config.bfq.tunables(hz)))),
         _ => Err(format!(
             "unknown elevator `{name}`: expected one of {}",
             ELEVATOR_NAMES.join(", ")
@@ -296,8 +298,8 @@ mod tests {
             nonrot: true,
             queue_depth: 1,
         };
-        let error = new_elevator("bfq", traits).err().unwrap();
-        assert!(error.contains("bfq") && error.contains("mq-deadline"));
+        let error = new_elevator("anticipatory", traits).err().unwrap();
+        assert!(error.contains("anticipatory") && error.contains("mq-deadline"));
         for name in ELEVATOR_NAMES {
             assert_eq!(new_elevator(name, traits).unwrap().name(), name);
         }
