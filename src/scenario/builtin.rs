@@ -20,6 +20,10 @@ pub const BUILTINS: &[Builtin] = &[
         source: include_str!("../../scenarios/fg-read-bg-write.toml"),
     },
     Builtin {
+        name: "production/fg-vs-bg",
+        source: include_str!("../../scenarios/production/fg-vs-bg.toml"),
+    },
+    Builtin {
         name: "deadlock",
         source: include_str!("../../scenarios/deadlock.toml"),
     },
