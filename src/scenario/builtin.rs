@@ -26,6 +26,11 @@ pub const BUILTINS: &[Builtin] = &[
         quick: true,
     },
     Builtin {
+        name: "production/fg-vs-bg",
+        source: include_str!("../../scenarios/production/fg-vs-bg.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "deadlock",
         source: include_str!("../../scenarios/deadlock.toml"),
         quick: true,
