@@ -75,6 +75,12 @@ enum Command {
         /// Also print the blocked-time breakdown: every wait reason of every operation.
         #[arg(long)]
         breakdown: bool,
+        /// Also print the block I/O account by purpose: per app and system call (or kernel
+        /// thread), the bios, reads, writes, bytes, cache flushes and FUA writes of each purpose
+        /// (data, inode, bitmaps, directory, extent, journal descriptor / metadata / commit /
+        /// superblock, checkpoint, discard, flush).
+        #[arg(long)]
+        io_account: bool,
         /// Write a blkparse-format trace of the block layer to FILE (FILE.<variant>.<seed> when
         /// the scenario has several runs).
         #[arg(long, value_name = "FILE")]
@@ -191,6 +197,7 @@ fn main() -> ExitCode {
             json,
             threads,
             breakdown,
+            io_account,
             blktrace,
             check,
             percentiles,
@@ -203,6 +210,7 @@ fn main() -> ExitCode {
                 json,
                 threads,
                 breakdown,
+                io_account,
                 blktrace,
                 check,
                 percentiles,
@@ -495,6 +503,7 @@ struct RunArgs {
     json: bool,
     threads: usize,
     breakdown: bool,
+    io_account: bool,
     blktrace: Option<std::path::PathBuf>,
     check: bool,
     percentiles: Option<String>,
@@ -609,6 +618,7 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         json,
         threads,
         breakdown,
+        io_account,
         blktrace,
         check,
         percentiles,
@@ -724,6 +734,9 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         out!("{}", table::render_with(&results, &table_options));
         if breakdown {
             out!("\n{}", table::render_breakdown(&results));
+        }
+        if io_account {
+            out!("\n{}", table::render_io_account(&results));
         }
     }
     ExitCode::SUCCESS

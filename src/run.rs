@@ -345,6 +345,20 @@ pub fn run_one_checked(
         }
         app_results.insert(name, result);
     }
+    // The account by purpose: each row to the app of its uid, the rest to the kernel.
+    let mut kernel_io_by_purpose = crate::report::results::IoByPurpose::new();
+    for row in stack.io_account_rows() {
+        let by_cause = match app_results.values_mut().find(|a| a.uid == row.uid) {
+            Some(app) => &mut app.io_by_purpose,
+            None => &mut kernel_io_by_purpose,
+        };
+        by_cause
+            .entry(row.cause)
+            .or_default()
+            .entry(row.purpose.name().to_string())
+            .or_default()
+            .add(&row.count);
+    }
     let mut counters = stack.counters();
     counters.insert("activity.switches".into(), activity.switches());
     Ok(RunResult {
@@ -360,6 +374,7 @@ pub fn run_one_checked(
         events: sim.events_processed(),
         apps: app_results,
         counters,
+        kernel_io_by_purpose,
         device: stack.device_stats(),
         blktrace: stack.blktrace(),
     })

@@ -13,7 +13,7 @@
 
 use super::{AddressSpaceOps, Errno, FileSystem, FileSystemOps, Ino, Issuer, LocalBoxFuture};
 use crate::dev::{IoFlags, IoOp};
-use crate::mm::bio::BioRequest;
+use crate::mm::bio::{BioRequest, IoPurpose};
 use crate::mm::Mm;
 use crate::sim::sync::Mutex;
 use crate::sim::Sim;
@@ -381,7 +381,12 @@ fn meta_bio(op: IoOp, block: u64, issuer: Issuer) -> BioRequest {
     };
     // A flush carries no data: sector 0, no pages.
     let (block, count) = if flush { (0, 0) } else { (block, 1) };
-    BioRequest::for_pages(op, block, count, flags, issuer, None)
+    let purpose = if flush {
+        IoPurpose::Flush
+    } else {
+        IoPurpose::Inode
+    };
+    BioRequest::for_pages(op, block, count, flags, issuer, None, purpose)
 }
 
 #[cfg(test)]

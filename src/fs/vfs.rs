@@ -118,6 +118,12 @@ struct VfsState {
     stats: VfsStats,
 }
 
+/// A system call entered ([`Vfs::enter`]): the task and the cause it replaced.
+struct Entered {
+    task: Option<crate::sim::TaskId>,
+    previous: Option<crate::mm::IoCause>,
+}
+
 /// The VFS of one run.
 pub struct Vfs {
     pub mm: Rc<Mm>,
@@ -233,12 +239,24 @@ impl Vfs {
         }
     }
 
-    /// System call entry and exit: the fixed CPU cost of every call (`[stack.cpu] syscall`).
-    async fn enter(&self, sim: &Sim) {
+    /// System call entry: the task's current system call is `syscall` for the account by
+    /// purpose (every bio it causes until [`Vfs::count`] is charged to it), then the fixed CPU
+    /// cost of every call (`[stack.cpu] syscall`).
+    async fn enter(&self, sim: &Sim, process: &Process, syscall: &'static str) -> Entered {
+        let task = sim.current_task();
+        let previous = match (self.mm.bdev.io_account(), task) {
+            (Some(account), Some(task)) => account.enter_syscall(task, process.uid, syscall),
+            _ => None,
+        };
         self.mm.cpu.run(sim, self.mm.cpu_costs.syscall).await;
+        Entered { task, previous }
     }
 
-    fn count<T>(&self, result: Result<T, Errno>) -> Result<T, Errno> {
+    /// System call exit: counts the call and its error, and ends the task's current system call.
+    fn count<T>(&self, entered: Entered, result: Result<T, Errno>) -> Result<T, Errno> {
+        if let (Some(account), Some(task)) = (self.mm.bdev.io_account(), entered.task) {
+            account.leave_syscall(task, entered.previous);
+        }
         let mut state = self.state.borrow_mut();
         state.stats.syscalls += 1;
         if result.is_err() {
@@ -335,14 +353,26 @@ impl Vfs {
         path: &str,
         flags: u32,
     ) -> Result<i32, Errno> {
-        self.enter(sim).await;
+        self.open_as(sim, process, path, flags, "open").await
+    }
+
+    /// `open(2)` entered as `syscall`.
+    async fn open_as(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        path: &str,
+        flags: u32,
+        syscall: &'static str,
+    ) -> Result<i32, Errno> {
+        let entered = self.enter(sim, process, syscall).await;
         let result = self.do_open(sim, process, path, flags).await;
-        self.count(result)
+        self.count(entered, result)
     }
 
     /// `creat(2)` = `open(path, O_CREAT | O_WRONLY | O_TRUNC)`.
     pub async fn creat(&self, sim: &Sim, process: &Process, path: &str) -> Result<i32, Errno> {
-        self.open(sim, process, path, O_CREAT | O_WRONLY | O_TRUNC)
+        self.open_as(sim, process, path, O_CREAT | O_WRONLY | O_TRUNC, "creat")
             .await
     }
 
@@ -358,18 +388,20 @@ impl Vfs {
             return Err(Errno::EINVAL);
         }
         let writable = flags & O_ACCMODE != O_RDONLY;
-        let ino = match self.lookup(path) {
+        let (ino, created) = match self.lookup(path) {
             Ok(ino) => {
                 if flags & O_CREAT != 0 && flags & O_EXCL != 0 {
                     return Err(Errno::EEXIST);
                 }
-                ino
+                (ino, false)
             }
             Err(Errno::ENOENT) if flags & O_CREAT != 0 => {
                 let issuer = self.issuer(sim, process);
                 let contents = flags & O_STORE_CONTENTS != 0;
-                self.create(sim, issuer, path, FileKind::Regular, contents)
-                    .await?
+                let ino = self
+                    .create(sim, issuer, path, FileKind::Regular, contents)
+                    .await?;
+                (ino, true)
             }
             Err(errno) => return Err(errno),
         };
@@ -400,7 +432,9 @@ impl Vfs {
         if writable {
             self.fs.open_for_write(ino);
         }
-        if flags & O_TRUNC != 0 && writable {
+        // do_last (fs/namei.c, 3.10): a file this open created is not truncated
+        // (`if (*opened & FILE_CREATED) { open_flag &= ~O_TRUNC; will_truncate = false; }`).
+        if flags & O_TRUNC != 0 && writable && !created {
             let issuer = self.issuer(sim, process);
             self.do_truncate(sim, issuer, ino, 0).await;
         }
@@ -409,7 +443,7 @@ impl Vfs {
 
     /// `close(2)`.
     pub async fn close(&self, sim: &Sim, process: &Process, fd: i32) -> Result<(), Errno> {
-        self.enter(sim).await;
+        let entered = self.enter(sim, process, "close").await;
         let result = match process.files.borrow_mut().remove(&fd) {
             None => Err(Errno::EBADF),
             Some(file) => Ok((file.ino, file.flags & O_ACCMODE != O_RDONLY)),
@@ -434,7 +468,7 @@ impl Vfs {
             }
             Err(errno) => Err(errno),
         };
-        self.count(result)
+        self.count(entered, result)
     }
 
     /// `evict`: drops the pages and frees the inode and its blocks.
@@ -452,9 +486,9 @@ impl Vfs {
         fd: i32,
         buf: &mut [u8],
     ) -> Result<usize, Errno> {
-        self.enter(sim).await;
+        let entered = self.enter(sim, process, "read").await;
         let pos = match process.files.borrow().get(&fd) {
-            None => return self.count(Err(Errno::EBADF)),
+            None => return self.count(entered, Err(Errno::EBADF)),
             Some(file) => file.pos,
         };
         let result = self.do_read(sim, process, fd, buf, pos).await;
@@ -463,7 +497,7 @@ impl Vfs {
                 file.pos = pos + n as u64;
             }
         }
-        self.count(result)
+        self.count(entered, result)
     }
 
     /// `pread(2)`.
@@ -475,9 +509,9 @@ impl Vfs {
         buf: &mut [u8],
         offset: u64,
     ) -> Result<usize, Errno> {
-        self.enter(sim).await;
+        let entered = self.enter(sim, process, "pread").await;
         let result = self.do_read(sim, process, fd, buf, offset).await;
-        self.count(result)
+        self.count(entered, result)
     }
 
     async fn do_read(
@@ -574,9 +608,9 @@ impl Vfs {
         fd: i32,
         data: &[u8],
     ) -> Result<usize, Errno> {
-        self.enter(sim).await;
+        let entered = self.enter(sim, process, "write").await;
         let result = self.do_write(sim, process, fd, data, None).await;
-        self.count(result)
+        self.count(entered, result)
     }
 
     /// `pwrite(2)`.
@@ -588,9 +622,9 @@ impl Vfs {
         data: &[u8],
         offset: u64,
     ) -> Result<usize, Errno> {
-        self.enter(sim).await;
+        let entered = self.enter(sim, process, "pwrite").await;
         let result = self.do_write(sim, process, fd, data, Some(offset)).await;
-        self.count(result)
+        self.count(entered, result)
     }
 
     async fn do_write(
@@ -686,7 +720,9 @@ impl Vfs {
         fd: i32,
         datasync: bool,
     ) -> Result<(), Errno> {
-        self.enter(sim).await;
+        let entered = self
+            .enter(sim, process, if datasync { "fdatasync" } else { "fsync" })
+            .await;
         let result = match self.fd_ino(process, fd) {
             Ok((ino, _)) => {
                 self.do_fsync(sim, process, ino, datasync).await;
@@ -694,7 +730,7 @@ impl Vfs {
             }
             Err(errno) => Err(errno),
         };
-        self.count(result)
+        self.count(entered, result)
     }
 
     /// `vfs_fsync`: the data written and waited for without `i_mutex`
@@ -734,7 +770,7 @@ impl Vfs {
         path: &str,
         length: u64,
     ) -> Result<(), Errno> {
-        self.enter(sim).await;
+        let entered = self.enter(sim, process, "truncate").await;
         let result = match self.lookup(path) {
             Ok(ino) if self.state.borrow().inodes[&ino].kind == FileKind::Directory => {
                 Err(Errno::EISDIR)
@@ -746,7 +782,7 @@ impl Vfs {
             }
             Err(errno) => Err(errno),
         };
-        self.count(result)
+        self.count(entered, result)
     }
 
     /// `ftruncate(2)`.
@@ -757,7 +793,7 @@ impl Vfs {
         fd: i32,
         length: u64,
     ) -> Result<(), Errno> {
-        self.enter(sim).await;
+        let entered = self.enter(sim, process, "ftruncate").await;
         let result = match self.fd_ino(process, fd) {
             Ok((_, flags)) if flags & O_ACCMODE == O_RDONLY => Err(Errno::EINVAL),
             Ok((ino, _)) => {
@@ -767,7 +803,7 @@ impl Vfs {
             }
             Err(errno) => Err(errno),
         };
-        self.count(result)
+        self.count(entered, result)
     }
 
     async fn do_truncate(&self, sim: &Sim, issuer: crate::mm::Issuer, ino: Ino, length: u64) {
@@ -807,10 +843,10 @@ impl Vfs {
 
     /// `unlink(2)`.
     pub async fn unlink(&self, sim: &Sim, process: &Process, path: &str) -> Result<(), Errno> {
-        self.enter(sim).await;
+        let entered = self.enter(sim, process, "unlink").await;
         let issuer = self.issuer(sim, process);
         let result = self.do_unlink(sim, issuer, path).await;
-        self.count(result)
+        self.count(entered, result)
     }
 
     async fn do_unlink(
@@ -855,10 +891,10 @@ impl Vfs {
         from: &str,
         to: &str,
     ) -> Result<(), Errno> {
-        self.enter(sim).await;
+        let entered = self.enter(sim, process, "rename").await;
         let issuer = self.issuer(sim, process);
         let result = self.do_rename(sim, issuer, from, to).await;
-        self.count(result)
+        self.count(entered, result)
     }
 
     async fn do_rename(
@@ -966,7 +1002,7 @@ impl Vfs {
 
     /// `mkdir(2)`.
     pub async fn mkdir(&self, sim: &Sim, process: &Process, path: &str) -> Result<(), Errno> {
-        self.enter(sim).await;
+        let entered = self.enter(sim, process, "mkdir").await;
         let result = match self.lookup(path) {
             Ok(_) => Err(Errno::EEXIST),
             Err(Errno::ENOENT) => {
@@ -977,12 +1013,12 @@ impl Vfs {
             }
             Err(errno) => Err(errno),
         };
-        self.count(result)
+        self.count(entered, result)
     }
 
     /// `stat(2)`.
-    pub async fn stat(&self, sim: &Sim, _process: &Process, path: &str) -> Result<Stat, Errno> {
-        self.enter(sim).await;
+    pub async fn stat(&self, sim: &Sim, process: &Process, path: &str) -> Result<Stat, Errno> {
+        let entered = self.enter(sim, process, "stat").await;
         let result = self.lookup(path).map(|ino| {
             let state = self.state.borrow();
             let inode = &state.inodes[&ino];
@@ -995,7 +1031,7 @@ impl Vfs {
                 cached_pages: self.mm.nr_pages(ino) as u64,
             }
         });
-        self.count(result)
+        self.count(entered, result)
     }
 
     /// Creates directory `path` and its missing parents, as they exist on the phone before the

@@ -14,7 +14,7 @@
 
 use super::{pg, Issuer, Mm, PageSpan, BDEV_INO};
 use crate::dev::{IoFlags, IoOp};
-use crate::mm::bio::BioRequest;
+use crate::mm::bio::{BioRequest, IoPurpose};
 use crate::sim::{Sim, WaitReason};
 
 /// A metadata read is `READ_META` = `READ_SYNC | REQ_META` (`sb_bread` -> `__bread` ->
@@ -56,8 +56,16 @@ impl Mm {
                     index: block,
                     count: 1,
                 };
-                let bio =
-                    BioRequest::for_pages(IoOp::Read, block, 1, META_READ, issuer, Some(span));
+                let purpose = self.purpose_of(BDEV_INO, block);
+                let bio = BioRequest::for_pages(
+                    IoOp::Read,
+                    block,
+                    1,
+                    META_READ,
+                    issuer,
+                    Some(span),
+                    purpose,
+                );
                 self.submit_wait(sim, bio).await;
                 self.set_flags(id, pg::UPTODATE, 0);
                 self.check(sim, "__bread");
@@ -149,7 +157,15 @@ impl Mm {
         };
         let bio = BioRequest {
             uid: 0,
-            ..BioRequest::for_pages(IoOp::Write, block, 1, CHECKPOINT_WRITE, issuer, Some(span))
+            ..BioRequest::for_pages(
+                IoOp::Write,
+                block,
+                1,
+                CHECKPOINT_WRITE,
+                issuer,
+                Some(span),
+                IoPurpose::Checkpoint,
+            )
         };
         self.state().stats.pages_written_sync += 1;
         let mm = self.rc();

@@ -30,7 +30,7 @@
 //! Simplifications: reads never fail; no `PG_error`; a partial-page read before a write reads
 //! the whole page; the page cache keeps no buffer heads (a page is one block).
 
-use super::bio::{BioRequest, PageSpan};
+use super::bio::{BioRequest, IoPurpose, PageSpan};
 use super::writeback::{DirtyThrottleState, SyncMode, WbRange, MAX_BIO_PAGES};
 use super::Ino;
 use super::{pg, Issuer, Mm, PageId};
@@ -134,7 +134,9 @@ impl Mm {
         let (index, block, count) = run;
         let span = PageSpan { ino, index, count };
         self.state().stats.pages_read += u64::from(count);
-        let bio = BioRequest::for_pages(IoOp::Read, block, count, SYNC, issuer, Some(span));
+        let purpose = self.purpose_of(span.ino, span.index);
+        let bio =
+            BioRequest::for_pages(IoOp::Read, block, count, SYNC, issuer, Some(span), purpose);
         let mm = self.rc();
         let request = self
             .bdev
@@ -421,7 +423,16 @@ impl Mm {
                         index,
                         count: 1,
                     };
-                    let bio = BioRequest::for_pages(IoOp::Read, block, 1, SYNC, issuer, Some(span));
+                    let purpose = self.purpose_of(span.ino, span.index);
+                    let bio = BioRequest::for_pages(
+                        IoOp::Read,
+                        block,
+                        1,
+                        SYNC,
+                        issuer,
+                        Some(span),
+                        purpose,
+                    );
                     self.submit_wait(sim, bio).await;
                 }
                 // Otherwise a hole or past EOF: zeroes.
@@ -615,7 +626,7 @@ const SYNC: IoFlags = IoFlags {
 };
 
 fn direct_bio(op: IoOp, run: (u64, u32), issuer: Issuer) -> BioRequest {
-    BioRequest::for_pages(op, run.0, run.1, SYNC, issuer, None)
+    BioRequest::for_pages(op, run.0, run.1, SYNC, issuer, None, IoPurpose::Data)
 }
 
 #[cfg(test)]

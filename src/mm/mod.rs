@@ -52,7 +52,7 @@ use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::task::{Context, Poll};
 
-pub use bio::{BioRequest, BlockSubmit, PageSpan};
+pub use bio::{BioRequest, BlockSubmit, IoAccount, IoCause, IoPurpose, PageSpan};
 
 // ---------------------------------------------------------------------------------------------
 // What the page cache needs from the file system
@@ -70,6 +70,10 @@ pub trait AddressSpaceOps {
     /// `create` (`ENOSPC` when the disk is full). `Ok(None)` is a hole.
     fn get_block(&mut self, ino: Ino, index: u64, create: bool) -> Result<Option<u64>, Errno>;
 }
+
+/// The file system's answer to "what does metadata block `block` hold?" (installed with
+/// [`Mm::set_meta_classifier`]).
+pub type MetaClassifier = Rc<dyn Fn(u64) -> bio::IoPurpose>;
 
 /// Inode number of the block device's own mapping (`bdev->bd_inode`): its page `i` is disk
 /// block `i`. Metadata buffers of a journaling file system live there ([`buffer`]). No file
@@ -463,6 +467,9 @@ pub struct Mm {
     pub(crate) fs: Rc<RefCell<dyn AddressSpaceOps>>,
     /// The file system's journaled write and writeback paths, if it has them.
     pub(crate) hooks: RefCell<Option<Rc<dyn FsHooks>>>,
+    /// What each block of the block device's mapping holds (the file system's metadata kinds),
+    /// for the account by purpose; [`bio::IoPurpose::Metadata`] without one.
+    meta_purpose: RefCell<Option<MetaClassifier>>,
     pub(crate) bdev: Rc<dyn BlockSubmit>,
     pub(crate) activity: Option<Rc<ForegroundState>>,
     state: RefCell<MmState>,
@@ -523,6 +530,7 @@ impl Mm {
             me: me.clone(),
             fs,
             hooks: RefCell::new(None),
+            meta_purpose: RefCell::new(None),
             bdev,
             activity,
             state: RefCell::new(MmState {
@@ -588,6 +596,24 @@ impl Mm {
     /// Installs the file system's [`FsHooks`] (once it is mounted over this page cache).
     pub fn set_fs_hooks(&self, hooks: Rc<dyn FsHooks>) {
         *self.hooks.borrow_mut() = Some(hooks);
+    }
+
+    /// Installs the file system's classifier of its metadata blocks (ext4 knows each buffer's
+    /// kind from when it journaled or read it; the page cache cannot import the file system).
+    pub fn set_meta_classifier(&self, classify: MetaClassifier) {
+        *self.meta_purpose.borrow_mut() = Some(classify);
+    }
+
+    /// The purpose of I/O on page `index` of `ino`: data, or for the block device's mapping
+    /// the metadata kind of block `index`.
+    pub(crate) fn purpose_of(&self, ino: Ino, index: u64) -> bio::IoPurpose {
+        if ino != BDEV_INO {
+            return bio::IoPurpose::Data;
+        }
+        self.meta_purpose
+            .borrow()
+            .as_ref()
+            .map_or(bio::IoPurpose::Metadata, |classify| classify(index))
     }
 
     pub(crate) fn fs_hooks(&self) -> Option<Rc<dyn FsHooks>> {

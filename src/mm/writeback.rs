@@ -798,10 +798,20 @@ impl Mm {
             noidle: sync,
             ..IoFlags::default()
         };
+        // A span of the block device's mapping is charged to its first block's kind.
+        let purpose = self.purpose_of(span.ino, span.index);
         let bio = BioRequest {
             issued_async: !sync,
             uid,
-            ..BioRequest::for_pages(IoOp::Write, block, span.count, flags, issuer, Some(span))
+            ..BioRequest::for_pages(
+                IoOp::Write,
+                block,
+                span.count,
+                flags,
+                issuer,
+                Some(span),
+                purpose,
+            )
         };
         {
             let mut state = self.state();

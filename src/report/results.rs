@@ -160,7 +160,16 @@ pub struct AppResult {
     pub blocked_ns: BTreeMap<String, u64>,
     /// The same, by layer of the stack.
     pub blocked_by_layer_ns: BTreeMap<String, u64>,
+    /// The block I/O account by purpose (issue 10): the bios charged to the app (its uid), by
+    /// cause (the system call that caused them, or `[comm]` of a kernel thread that issued them
+    /// on its own for the app's pages) and purpose (`data`, `inode`, `journal-commit`, ...).
+    /// Absent without a page cache.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub io_by_purpose: IoByPurpose,
 }
+
+/// Cause -> purpose -> counts.
+pub type IoByPurpose = BTreeMap<String, BTreeMap<String, crate::mm::bio::IoCount>>;
 
 /// One run: one variant with one seed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -174,6 +183,10 @@ pub struct RunResult {
     pub apps: BTreeMap<String, AppResult>,
     /// Counters of the stack's layers.
     pub counters: BTreeMap<String, u64>,
+    /// The block I/O account of bios charged to no app (kernel threads on their own: the
+    /// journal's timer commits, checkpoints), by cause and purpose.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_io_by_purpose: IoByPurpose,
     /// The device model's statistics (null when the run used no device).
     pub device: serde_json::Value,
     /// The block layer's trace, when asked for (`--blktrace`); written as blkparse text, not

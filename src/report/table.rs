@@ -372,3 +372,65 @@ pub fn render_breakdown(results: &ScenarioResults) -> String {
     out.push_str(&align(&rows));
     out
 }
+
+/// The block I/O account by purpose (`mobistack run --io-account`): per run, app and cause
+/// (system call, or `[comm]` of a kernel thread working on its own), the bios of each purpose,
+/// their reads and writes, bytes, cache flushes and FUA writes; the bios charged to no app
+/// under `(kernel)`.
+pub fn render_io_account(results: &ScenarioResults) -> String {
+    let mut rows = vec![[
+        "variant",
+        "seed",
+        "app",
+        "cause",
+        "purpose",
+        "bios",
+        "reads",
+        "read KiB",
+        "writes",
+        "write KiB",
+        "discard KiB",
+        "flushes",
+        "fua",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect::<Vec<String>>()];
+    for run in &results.runs {
+        let apps = run
+            .apps
+            .iter()
+            .map(|(name, app)| (name.as_str(), &app.io_by_purpose))
+            .chain(std::iter::once(("(kernel)", &run.kernel_io_by_purpose)));
+        for (app, by_cause) in apps {
+            for (cause, by_purpose) in by_cause {
+                // Purposes in the account's order (data, metadata, journal, discard, flush).
+                for purpose in crate::mm::IoPurpose::ALL {
+                    let Some(c) = by_purpose.get(purpose.name()) else {
+                        continue;
+                    };
+                    rows.push(vec![
+                        run.variant.clone(),
+                        run.seed.to_string(),
+                        app.to_string(),
+                        cause.clone(),
+                        purpose.name().to_string(),
+                        c.bios.to_string(),
+                        c.reads.to_string(),
+                        (c.read_bytes / 1024).to_string(),
+                        c.writes.to_string(),
+                        (c.write_bytes / 1024).to_string(),
+                        (c.discard_bytes / 1024).to_string(),
+                        c.flushes.to_string(),
+                        c.fua.to_string(),
+                    ]);
+                }
+            }
+        }
+    }
+    let mut out = String::from(
+        "block I/O by purpose (bios at submit_bio; flushes: empty flushes and REQ_PREFLUSH writes):\n",
+    );
+    out.push_str(&align(&rows));
+    out
+}

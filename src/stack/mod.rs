@@ -217,6 +217,14 @@ impl Stack {
         counters
     }
 
+    /// The block I/O account by purpose of the page cache's and file system's bios.
+    pub fn io_account_rows(&self) -> Vec<crate::mm::bio::IoAccountRow> {
+        self.vfs
+            .as_ref()
+            .and_then(|vfs| vfs.mm.bdev.io_account())
+            .map_or_else(Vec::new, |account| account.rows())
+    }
+
     /// The block layer's trace, when the configuration asked for one.
     pub fn blktrace(&self) -> Option<crate::block::blktrace::BlkTrace> {
         let block = self.block.as_ref()?;

@@ -481,6 +481,14 @@ pub fn mount(
         });
     }
     bdev.register_task(JBD2_PID, 0, "jbd2/mmcblk0p25-8");
+    let classifier = Rc::downgrade(&ext4);
+    mm.set_meta_classifier(Rc::new(move |block| {
+        classifier
+            .upgrade()
+            .map_or(crate::mm::IoPurpose::Metadata, |ext4| {
+                ext4.meta_purpose(block)
+            })
+    }));
     mm.set_fs_hooks(Rc::new(Ext4Hooks {
         ext4: ext4.clone(),
         issuers: issuers.clone(),

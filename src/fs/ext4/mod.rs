@@ -18,6 +18,8 @@
 //! Simplifications common to all submodules are listed in `docs/ext4.md`; each submodule lists
 //! its own.
 
+#[cfg(test)]
+mod account_tests;
 pub mod alloc;
 pub mod dir;
 pub mod extents;
@@ -59,6 +61,22 @@ pub enum MetaKind {
     ExtentLeaf,
     /// An extent-tree index block.
     ExtentIndex,
+}
+
+impl MetaKind {
+    /// The account's purpose for I/O on a block of this kind.
+    pub fn purpose(self) -> crate::mm::IoPurpose {
+        use crate::mm::IoPurpose;
+        match self {
+            MetaKind::Superblock => IoPurpose::Superblock,
+            MetaKind::GroupDesc => IoPurpose::GroupDesc,
+            MetaKind::BlockBitmap => IoPurpose::BlockBitmap,
+            MetaKind::InodeBitmap => IoPurpose::InodeBitmap,
+            MetaKind::InodeTable => IoPurpose::Inode,
+            MetaKind::Directory => IoPurpose::Directory,
+            MetaKind::ExtentLeaf | MetaKind::ExtentIndex => IoPurpose::Extent,
+        }
+    }
 }
 
 /// The metadata blocks one operation dirtied: each block once, in first-touch order.

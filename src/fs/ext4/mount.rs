@@ -18,7 +18,7 @@ use super::{MetaKind, Touched};
 use crate::dev::{IoFlags, IoOp};
 use crate::fs::jbd2::{Handle, Journal, JournalConfig, Tid, JBD2_PID};
 use crate::kernel::Hz;
-use crate::mm::bio::{BioRequest, LocalBoxFuture};
+use crate::mm::bio::{BioRequest, IoPurpose, LocalBoxFuture};
 use crate::mm::{BlockSubmit, Ino, Issuer};
 use crate::sim::sync::Completion;
 use crate::sim::{Blocker, Sim, WaitReason};
@@ -201,6 +201,10 @@ pub struct Ext4 {
     pub(crate) stats: RefCell<Ext4Stats>,
     /// Blocks reserved for delayed allocation, over every inode (`s_dirtyclusters_counter`).
     pub(crate) reserved_blocks: std::cell::Cell<u64>,
+    /// What each metadata block journaled so far holds (the buffer's role), for the account by
+    /// purpose: recorded before the buffer is first read, kept while the block is metadata
+    /// (a freed directory or extent block taken again for metadata gets its new kind).
+    pub(crate) meta_kinds: RefCell<BTreeMap<u64, MetaKind>>,
 }
 
 /// Largest discard bio: `blkdev_issue_discard` splits at the queue's `max_discard_sectors`; the
@@ -306,6 +310,7 @@ impl Ext4 {
             hz,
             stats: RefCell::new(Ext4Stats::default()),
             reserved_blocks: std::cell::Cell::new(0),
+            meta_kinds: RefCell::new(BTreeMap::new()),
         });
         let weak = Rc::downgrade(&ext4);
         ext4.journal
@@ -355,6 +360,12 @@ impl Ext4 {
         mut handle: Handle,
         touched: &Touched,
     ) -> Handle {
+        {
+            let mut kinds = self.meta_kinds.borrow_mut();
+            for &(block, kind) in &touched.blocks {
+                kinds.insert(block, kind);
+            }
+        }
         for &(block, _kind) in &touched.blocks {
             let already = self.journal.buffer_in(&handle, block);
             if handle.credits == 0 && !already {
@@ -415,6 +426,14 @@ impl Ext4 {
         handle
     }
 
+    /// The purpose of I/O on metadata block `block` (the kind it was journaled as).
+    pub fn meta_purpose(&self, block: u64) -> IoPurpose {
+        self.meta_kinds
+            .borrow()
+            .get(&block)
+            .map_or(IoPurpose::Metadata, |&kind| kind.purpose())
+    }
+
     /// `ext4_free_data_callback` for every extent transaction `tid` freed: with `-o discard`, a
     /// discard per extent (its bios submitted together), issued by the journal thread and waited
     /// for, extent after extent (`ext4_issue_discard` ->
@@ -452,6 +471,7 @@ impl Ext4 {
                         IoFlags::default(),
                         issuer,
                         None,
+                        IoPurpose::Discard,
                     )
                 };
                 let (signal, left) = (done.clone(), outstanding.clone());
@@ -482,7 +502,7 @@ impl Ext4 {
             preflush: true,
             ..IoFlags::default()
         };
-        let bio = BioRequest::for_pages(IoOp::Flush, 0, 0, flags, issuer, None);
+        let bio = BioRequest::for_pages(IoOp::Flush, 0, 0, flags, issuer, None, IoPurpose::Flush);
         let done: Completion<()> = Completion::new();
         let signal = done.clone();
         let id = self

@@ -19,7 +19,7 @@
 
 use super::{Journal, Tid, MIN_LOG_RESERVED_BLOCKS};
 use crate::dev::{IoFlags, IoOp};
-use crate::mm::bio::BioRequest;
+use crate::mm::bio::{BioRequest, IoPurpose};
 use crate::sim::sync::Completion;
 use crate::sim::{Blocker, Sim, WaitReason};
 use std::collections::BTreeSet;
@@ -123,8 +123,15 @@ impl Journal {
             preflush: flush && self.config.barrier,
             ..IoFlags::default()
         };
-        let bio =
-            BioRequest::for_pages(IoOp::Write, self.config.first_block, 1, flags, issuer, None);
+        let bio = BioRequest::for_pages(
+            IoOp::Write,
+            self.config.first_block,
+            1,
+            flags,
+            issuer,
+            None,
+            IoPurpose::JournalSuperblock,
+        );
         let done: Completion<()> = Completion::new();
         let signal = done.clone();
         let id = self

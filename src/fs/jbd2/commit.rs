@@ -28,7 +28,7 @@
 
 use super::{Journal, LogBlock, TState, Tid, JBD2_PID, TAGS_PER_DESCRIPTOR};
 use crate::dev::{IoFlags, IoOp};
-use crate::mm::bio::BioRequest;
+use crate::mm::bio::{BioRequest, IoPurpose};
 use crate::mm::Issuer;
 use crate::sim::sync::Completion;
 use crate::sim::{Blocker, Sim, WaitReason};
@@ -120,7 +120,13 @@ impl Journal {
             offset
         };
         let block = self.config.log_block(offset);
-        let bio = BioRequest::for_pages(IoOp::Write, block, 1, flags, issuer, None);
+        let purpose = match kind {
+            LogBlock::Descriptor => IoPurpose::JournalDescriptor,
+            LogBlock::Metadata => IoPurpose::JournalMetadata,
+            LogBlock::Commit => IoPurpose::JournalCommit,
+            LogBlock::Superblock => IoPurpose::JournalSuperblock,
+        };
+        let bio = BioRequest::for_pages(IoOp::Write, block, 1, flags, issuer, None, purpose);
         let done: Completion<()> = Completion::new();
         let signal = done.clone();
         self.log_device
@@ -158,13 +164,18 @@ impl Journal {
         // Drop checkpointed buffers already written home (`__jbd2_journal_clean_checkpoint_list`).
         self.clean_checkpoint_list();
         // 1. T_LOCKED: wait for the handles.
-        let tid = {
+        let (tid, requested_by) = {
             let mut state = self.state.borrow_mut();
             assert!(state.committing.is_none(), "two commits at once");
             let running = state.running.as_mut().expect("a transaction to commit");
             running.state = TState::Locked;
-            running.tid
+            (running.tid, running.requested_by)
         };
+        // The commit's I/O (ordered data, log blocks, discards) is charged to whoever asked.
+        let account = self.log_device.io_account().zip(sim.current_task());
+        if let Some((account, task)) = &account {
+            account.set_cause(*task, requested_by);
+        }
         loop {
             let holder = {
                 let state = self.state.borrow();
@@ -340,6 +351,9 @@ impl Journal {
                 state.records.pop_front();
             }
             state.records.push_back(record);
+        }
+        if let Some((account, task)) = &account {
+            account.set_cause(*task, None);
         }
         self.wait_done_commit.wake_all(sim);
     }

@@ -233,6 +233,9 @@ pub(crate) struct Transaction {
     pub inodes: BTreeSet<Ino>,
     /// A commit was asked for by someone waiting (fsync), not by the timer.
     pub requested_ns: Option<Nanos>,
+    /// The cause of the first `jbd2_log_start_commit` for it, if made in a system call: the
+    /// commit's I/O is charged to it in the account by purpose.
+    pub requested_by: Option<crate::mm::IoCause>,
 }
 
 impl Transaction {
@@ -249,6 +252,7 @@ impl Transaction {
             buffer_set: BTreeSet::new(),
             inodes: BTreeSet::new(),
             requested_ns: None,
+            requested_by: None,
         }
     }
 }

@@ -299,6 +299,16 @@ impl Journal {
         let running = state.running.as_ref().is_some_and(|t| t.tid == tid);
         if running {
             state.commit_request = tid;
+            // The account by purpose charges the commit's I/O to the first task that asked for
+            // it, in the system call it is in (none: the journal thread's own).
+            let cause = self
+                .log_device
+                .io_account()
+                .zip(sim.current_task())
+                .and_then(|(account, task)| account.cause(task));
+            if let Some(running) = state.running.as_mut() {
+                running.requested_by = cause;
+            }
             drop(state);
             self.commit_wake.wake(sim);
         }
