@@ -135,6 +135,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a paper's experiments and print each headline beside the simulated figure (the
+    /// paper's relative effect, the simulation's, their ratio, whether the direction holds).
+    Reproduce {
+        /// The paper: qasio.
+        paper: String,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure the engine (timer events and task wake-ups per second of wall time, on one core)
     /// and the whole stack (virtual seconds simulated per wall second with 8 GiB of writeback).
     Bench {
@@ -219,6 +228,7 @@ fn main() -> ExitCode {
         Command::List { json } => cmd_list(json),
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
+        Command::Reproduce { paper, json } => cmd_reproduce(&paper, json),
         Command::Device(command) => cmd_device(command),
         Command::Fio {
             jobfile,
@@ -801,6 +811,56 @@ fn cmd_validate(name: &str, json: bool) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+fn cmd_reproduce(paper: &str, json: bool) -> ExitCode {
+    use mobistack::report::reproduce;
+    if !reproduce::PAPERS.contains(&paper) {
+        eprintln!(
+            "error: no reproduction for `{paper}`: known papers are {}",
+            reproduce::PAPERS.join(", ")
+        );
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    let headlines = with_spinner(&format!("reproduce {paper}"), || {
+        reproduce::reproduce(paper, &mut |run| {
+            eprintln!("reproduce {paper}: running {run}")
+        })
+    });
+    match headlines {
+        Ok(headlines) if json => {
+            let rows: Vec<_> = headlines
+                .iter()
+                .map(|h| {
+                    serde_json::json!({
+                        "headline": h.what,
+                        "source": h.source,
+                        "unit": h.unit,
+                        "paper": [h.paper.0, h.paper.1],
+                        "simulated": [h.simulated.0, h.simulated.1],
+                        "paper_effect": h.paper_effect(),
+                        "simulated_effect": h.simulated_effect(),
+                        "ratio": h.ratio(),
+                        "direction_holds": h.direction_holds(),
+                        "verdict": h.verdict(),
+                    })
+                })
+                .collect();
+            outln!(
+                "{}",
+                serde_json::json!({ "paper": paper, "headlines": rows })
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(headlines) => {
+            out!("{}", reproduce::render(paper, &headlines));
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_RUN_FAILED)
+        }
+    }
 }
 
 fn cmd_bench(scale: u64, json: bool) -> ExitCode {

@@ -267,6 +267,20 @@ impl BlockLayer {
         self.wait(pid, &handle).await
     }
 
+    /// QASIO: a task blocks on request `id` ([`RequestQueue::boost`]); the queue runs again
+    /// if the elevator moved it.
+    pub fn boost(&self, id: u64, dependency: super::qasio::Dependency) {
+        let moved = self
+            .shared
+            .queue
+            .borrow_mut()
+            .boost(self.sim.now(), id, dependency);
+        if moved {
+            self.shared.queue.borrow_mut().run_queue(self.sim.now());
+            self.arm();
+        }
+    }
+
     /// `blk_start_plug`.
     pub fn start_plug(&self, pid: u32) {
         self.shared.queue.borrow_mut().start_plug(pid);

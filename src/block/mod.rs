@@ -9,6 +9,7 @@ pub mod blktrace;
 pub mod elevator;
 pub mod fio;
 pub mod layer;
+pub mod qasio;
 pub mod queue;
 pub mod request;
 pub mod wbt;

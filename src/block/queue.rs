@@ -270,6 +270,11 @@ pub struct RequestQueue {
     batching: BTreeMap<u32, Batching>,
     /// Per task: the plug list (`current->plug->list`).
     plugs: BTreeMap<u32, Vec<Request>>,
+    /// QASIO (`[stack.qasio]`): the dependency types boosted, requests to boost once they
+    /// leave a plug list, and the counts.
+    qasio: super::qasio::QasioConfig,
+    qasio_pending: BTreeMap<RequestId, super::qasio::Dependency>,
+    qasio_stats: super::qasio::QasioStats,
     /// `q->queue_head`: requests that bypass the elevator (flushes), served first.
     dispatch_list: VecDeque<Request>,
     bypass: BTreeSet<RequestId>,
@@ -319,6 +324,9 @@ impl RequestQueue {
             plugs: BTreeMap::new(),
             dispatch_list: VecDeque::new(),
             bypass: BTreeSet::new(),
+            qasio: super::qasio::QasioConfig::default(),
+            qasio_pending: BTreeMap::new(),
+            qasio_stats: super::qasio::QasioStats::default(),
             in_flight: BTreeMap::new(),
             next_request_id: 1,
             stats: QueueStats::default(),
@@ -334,6 +342,57 @@ impl RequestQueue {
     }
 
     /// Puts writeback throttling in front of the elevator (`wbt_init`).
+    /// Turns QASIO's boosting on for the dependency types of `config`.
+    pub fn set_qasio(&mut self, config: super::qasio::QasioConfig) {
+        self.qasio = config;
+    }
+
+    pub fn qasio_stats(&self) -> super::qasio::QasioStats {
+        self.qasio_stats
+    }
+
+    /// QASIO §5.3: a task blocks on request `id` for a dependency of type `dependency`. A
+    /// request of an enabled type that is still asynchronous is boosted: in the elevator at
+    /// once, from a plug list when it is inserted; one on the dispatch list or in the device
+    /// needs nothing. Returns whether the elevator moved it.
+    pub fn boost(
+        &mut self,
+        now: Nanos,
+        id: RequestId,
+        dependency: super::qasio::Dependency,
+    ) -> bool {
+        if !self.qasio.enabled(dependency) {
+            return false;
+        }
+        if self.in_flight.contains_key(&id) || self.dispatch_list.iter().any(|rq| rq.id == id) {
+            return false;
+        }
+        let plugged = self
+            .plugs
+            .values()
+            .flatten()
+            .find(|rq| rq.id == id)
+            .map(|rq| rq.issued_async);
+        let slot = dependency as usize;
+        match plugged {
+            Some(false) => false,
+            Some(true) => {
+                self.qasio_stats.detected[slot] += 1;
+                self.qasio_stats.deferred += 1;
+                self.qasio_pending.insert(id, dependency);
+                false
+            }
+            None => {
+                let moved = self.elevator.boost(now, id);
+                if moved {
+                    self.qasio_stats.detected[slot] += 1;
+                    self.qasio_stats.boosted[slot] += 1;
+                }
+                moved
+            }
+        }
+    }
+
     pub fn enable_wbt(&mut self, wbt: super::wbt::Wbt) {
         assert!(self.is_blk_mq(), "wbt throttles blk-mq queues only");
         self.wbt = Some(wbt);
@@ -737,11 +796,16 @@ impl RequestQueue {
     pub fn submit_bio(&mut self, now: Nanos, bio: &Bio) -> SubmitOutcome {
         self.tick(now);
         let bio = &*self.with_task_ioprio(bio);
-        assert!(
-            bio.nr_sectors <= self.max_sectors,
-            "bio of {} sectors exceeds max_sectors {}: split it first",
-            bio.nr_sectors,
+        let limit = if bio.op == crate::dev::IoOp::Discard {
+            super::request::MAX_DISCARD_SECTORS
+        } else {
             self.max_sectors
+        };
+        assert!(
+            bio.nr_sectors <= limit,
+            "bio of {} sectors exceeds the queue's limit {}: split it first",
+            bio.nr_sectors,
+            limit
         );
         self.stats.bios += 1;
         self.stats.bio_sectors += u64::from(bio.nr_sectors);
@@ -884,7 +948,14 @@ impl RequestQueue {
             self.bypass.insert(rq.id);
             self.dispatch_list.push_back(rq);
         } else {
+            let id = rq.id;
             self.elevator.add_request(now, rq);
+            // Algorithm 1: a QASIO found in a plug list is boosted once it reaches the queue.
+            if let Some(dependency) = self.qasio_pending.remove(&id) {
+                if self.elevator.boost(now, id) {
+                    self.qasio_stats.boosted[dependency as usize] += 1;
+                }
+            }
         }
     }
 

@@ -24,6 +24,13 @@ pub type RequestId = u64;
 /// usual `BLK_DEF_MAX_SECTORS`-era value for eMMC/UFS hosts; docs/references.md "max request size").
 pub const MAX_REQUEST_SECTORS: u32 = (512 * 1024 / SECTOR_SIZE) as u32;
 
+/// Largest discard request (`max_discard_sectors`), separate from `max_sectors` as in Linux:
+/// 128 MiB. asm: the mmc host's limit comes from the card's erase geometry and timeouts
+/// (`mmc_calc_max_discard`, drivers/mmc/card/queue.c `mmc_queue_setup_discard`, 3.10) and is
+/// not published for the S5's card; 128 MiB is one ext4 block group, the largest extent
+/// `ext4_free_data_callback` discards at once, so an extent is one discard command.
+pub const MAX_DISCARD_SECTORS: u32 = (128 * 1024 * 1024 / SECTOR_SIZE) as u32;
+
 /// Sectors per page.
 pub const SECTORS_PER_PAGE: u64 = PAGE_SIZE / SECTOR_SIZE;
 

@@ -381,6 +381,9 @@ pub trait BlockSubmit {
     fn io_account(&self) -> Option<Rc<IoAccount>> {
         None
     }
+    /// QASIO (seed 000 §5): the running task blocks on request `request`, a dependency of type
+    /// `dependency` ([`crate::block::qasio`]). Default: nothing.
+    fn boost(&self, _sim: &Sim, _request: u64, _dependency: crate::block::qasio::Dependency) {}
     /// A task paused in `balance_dirty_pages` now (`bdi->last_bdp_sleep`, which writeback
     /// throttling reads).
     fn note_dirty_sleep(&self, _sim: &Sim) {}
@@ -563,6 +566,10 @@ impl BlockSubmit for QueueSubmit {
 
     fn in_flight(&self) -> usize {
         self.in_flight.get()
+    }
+
+    fn boost(&self, _sim: &Sim, request: u64, dependency: crate::block::qasio::Dependency) {
+        self.layer.boost(request, dependency);
     }
 
     fn note_dirty_sleep(&self, _sim: &Sim) {

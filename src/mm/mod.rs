@@ -726,6 +726,16 @@ impl Mm {
                 pg::LOCKED => self.read_request(ino, index),
                 _ => None,
             };
+            // QASIO §5.2: a task blocking on a page (or buffer) under writeback is where a
+            // quasi-asynchronous I/O is detected; the block layer boosts it if enabled.
+            if let (pg::WRITEBACK, Some(id)) = (flag, request) {
+                let dependency = if reason == WaitReason::BufferLock {
+                    crate::block::qasio::Dependency::Meta
+                } else {
+                    crate::block::qasio::Dependency::DataSync
+                };
+                self.bdev.boost(sim, id, dependency);
+            }
             let blocker = request.map_or(Blocker::Page { ino, index }, Blocker::Request);
             self.page_waitqueue(ino, index)
                 .wait(sim, reason, blocker)

@@ -3,6 +3,7 @@
 
 pub mod fio;
 pub mod recorder;
+pub mod reproduce;
 pub mod results;
 pub mod table;
 

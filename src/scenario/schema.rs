@@ -63,6 +63,9 @@ pub struct StackConfig {
     /// The CPU: cores and the cost of syscalls, copies and page allocation (`[stack.cpu]`).
     #[serde(default)]
     pub cpu: crate::kernel::CpuConfig,
+    /// QASIO's boosting of quasi-asynchronous I/O (`[stack.qasio]`; seed 000).
+    #[serde(default)]
+    pub qasio: crate::block::qasio::QasioConfig,
     /// The file system and its mount options (`[stack.fs]`; see `docs/ext4.md`).
     #[serde(default)]
     pub fs: crate::fs::ext4::Ext4Config,

@@ -58,6 +58,7 @@ impl Stack {
             let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
             let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
             queue.set_task_table(tasks.clone());
+            queue.set_qasio(config.qasio.clone());
             Some(BlockStack {
                 layer: BlockLayer::new(sim, queue),
                 next_bio: Rc::new(Cell::new(1)),
@@ -97,6 +98,7 @@ impl Stack {
         let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
         let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
         queue.set_task_table(tasks.clone());
+        queue.set_qasio(config.qasio.clone());
         let block = BlockStack {
             layer: BlockLayer::new(sim, queue),
             next_bio: Rc::new(Cell::new(1)),
@@ -188,6 +190,13 @@ impl Stack {
                 ("wbt_sleeps", stats.wbt_sleeps),
             ] {
                 counters.insert(format!("block.{name}"), value);
+            }
+            let qasio = block.layer.with_queue(|queue| queue.qasio_stats());
+            for dependency in crate::block::qasio::Dependency::ALL {
+                let slot = dependency as usize;
+                let name = dependency.name();
+                counters.insert(format!("qasio.{name}.detected"), qasio.detected[slot]);
+                counters.insert(format!("qasio.{name}.boosted"), qasio.boosted[slot]);
             }
         }
         if let Some(vfs) = &self.vfs {

@@ -212,6 +212,8 @@ struct CfqQueue {
     last_request_pos: u64,
     /// The owning process's `cic->ttime` (sync queues only).
     ttime: Ttime,
+    /// QASIO §5.3: the queue's boosted requests (async queues only), served first.
+    qasio: VecDeque<RequestId>,
 }
 
 impl CfqQueue {
@@ -245,6 +247,7 @@ impl CfqQueue {
             wait_busy: false,
             deep: false,
             seek_history: 0,
+            qasio: VecDeque::new(),
             last_request_pos: 0,
             ttime: Ttime {
                 last_end_request: now,
@@ -953,6 +956,9 @@ impl Cfq {
             .position(|&q| q == id)
             .expect("not in fifo");
         queue.fifo.remove(position);
+        if let Some(position) = queue.qasio.iter().position(|&q| q == id) {
+            queue.qasio.remove(position);
+        }
         if rq.flags.prio {
             queue.prio_pending -= 1;
         }
@@ -1111,8 +1117,10 @@ impl Cfq {
         if !self.may_dispatch(cfqq, now) {
             return None;
         }
-        let id = match self.check_fifo(cfqq, now) {
-            Some(expired) => expired,
+        // QASIO: a boosted request goes before the queue's others (its FIFO and sort order).
+        let boosted = self.queues[cfqq].qasio.front().copied();
+        let id = match boosted.or_else(|| self.check_fifo(cfqq, now)) {
+            Some(chosen) => chosen,
             None => self.queues[cfqq]
                 .next_rq
                 .expect("non-empty queue has next_rq"),
@@ -1284,6 +1292,24 @@ impl Cfq {
 impl Elevator for Cfq {
     fn name(&self) -> &'static str {
         "cfq"
+    }
+
+    /// QASIO §5.3 (`cfq_boost_request`): a queued asynchronous request someone blocks on joins
+    /// its async queue's QASIO list, dispatched first whenever that queue is served. A request
+    /// in a sync queue is already served as sync: nothing to do.
+    fn boost(&mut self, _now: Nanos, rq: RequestId) -> bool {
+        let Some(&cfqq) = self.rq_cfqq.get(&rq) else {
+            return false;
+        };
+        if !self.store.contains(rq) {
+            return false;
+        }
+        let queue = &mut self.queues[cfqq];
+        if queue.sync || queue.qasio.contains(&rq) {
+            return false;
+        }
+        queue.qasio.push_back(rq);
+        true
     }
 
     /// Back merge by hash, front merge in the bio's queue (`cfq_merge`), both only into a request
@@ -1711,6 +1737,35 @@ mod tests {
         // Another process's async bio of the same priority shares the async queue: it merges.
         let other = bio(4, IoOp::Write, 16, 8, READER);
         assert_eq!(cfq.merge_bio(0, &other, 1024), Some((1, MergeKind::Back)));
+    }
+
+    #[test]
+    fn a_boosted_async_request_is_dispatched_before_the_queues_others() {
+        // QASIO §5.3: the flusher's async queue holds 50 writes in sector order; a task blocks on
+        // the last one (a metadata buffer far away). Boosted, it is the next dispatched; a sync
+        // request and an unknown id are not boosted.
+        let mut cfq = Cfq::new_for_test(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        for i in 0..50u64 {
+            let mut rq = request(i + 1, IoOp::Write, 64 * i, 8, WRITER);
+            rq.flags.sync = false;
+            cfq.add_request(0, rq);
+        }
+        let mut sync = request(100, IoOp::Read, 1 << 30, 8, READER);
+        sync.flags.sync = true;
+        let first = cfq.dispatch_request(0).expect("work").id;
+        assert_eq!(first, 1, "sector order without a boost");
+        assert!(cfq.boost(0, 50));
+        assert!(!cfq.boost(0, 50), "already on the QASIO list");
+        assert!(!cfq.boost(0, 999), "not queued");
+        assert_eq!(cfq.dispatch_request(0).expect("work").id, 50);
+        // cfq_dispatch_insert sets next_rq from the dispatched request (cfq_find_next_rq): the
+        // head moved to the boosted one's sector, so the nearest request there comes next.
+        assert_eq!(cfq.dispatch_request(0).expect("work").id, 49);
+        cfq.add_request(0, sync);
+        assert!(!cfq.boost(0, 100), "a sync request needs no boost");
     }
 
     #[test]

@@ -207,10 +207,9 @@ pub struct Ext4 {
     pub(crate) meta_kinds: RefCell<BTreeMap<u64, MetaKind>>,
 }
 
-/// Largest discard bio: `blkdev_issue_discard` splits at the queue's `max_discard_sectors`; the
-/// model's request queue takes at most `max_sectors` (512 KiB) per request, so discards are cut
-/// there too (a simplification: eMMC hosts allow larger discards, `mmc_calc_max_discard`).
-pub const DISCARD_MAX_BLOCKS: u64 = crate::block::request::MAX_REQUEST_SECTORS as u64 / 8;
+/// Largest discard bio: `blkdev_issue_discard` splits at the queue's `max_discard_sectors`
+/// ([`crate::block::request::MAX_DISCARD_SECTORS`], 128 MiB).
+pub const DISCARD_MAX_BLOCKS: u64 = crate::block::request::MAX_DISCARD_SECTORS as u64 / 8;
 
 /// Credits asked for when a handle must be extended or restarted mid-operation (a truncate of a
 /// large file frees blocks in many groups).
@@ -455,7 +454,7 @@ impl Ext4 {
                 .collect();
             let outstanding = Rc::new(std::cell::Cell::new(pieces.len()));
             let done: Completion<()> = Completion::new();
-            let mut last = 0;
+            let mut submitted = Vec::with_capacity(pieces.len());
             for (start, len) in pieces {
                 {
                     let mut stats = self.stats.borrow_mut();
@@ -475,7 +474,7 @@ impl Ext4 {
                     )
                 };
                 let (signal, left) = (done.clone(), outstanding.clone());
-                last = self
+                let id = self
                     .bdev
                     .submit_bio(
                         sim,
@@ -488,7 +487,16 @@ impl Ext4 {
                         }),
                     )
                     .await;
+                submitted.push(id);
             }
+            // QASIO's D_discard: the journal thread blocks on its asynchronous discards.
+            if outstanding.get() > 0 {
+                for &id in &submitted {
+                    self.bdev
+                        .boost(sim, id, crate::block::qasio::Dependency::Discard);
+                }
+            }
+            let last = submitted.last().copied().unwrap_or(0);
             done.wait(sim, WaitReason::Discard, Blocker::Request(last))
                 .await;
         }
