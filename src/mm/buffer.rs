@@ -17,22 +17,31 @@ use crate::dev::{IoFlags, IoOp};
 use crate::mm::bio::{BioRequest, IoPurpose};
 use crate::sim::{Sim, WaitReason};
 
-/// A metadata read is `READ_META` = `READ_SYNC | REQ_META` (`sb_bread` -> `__bread` ->
-/// `submit_bh(READ, ...)` in 3.10 is plain `READ`, but ext4's `__ext4_get_inode_loc` and
-/// `ext4_read_block_bitmap` use `READ_META` / `READ | REQ_META | REQ_PRIO`): someone waits.
-const META_READ: IoFlags = IoFlags {
-    sync: true,
-    meta: true,
-    prio: false,
-    fua: false,
-    preflush: false,
-    noidle: false,
-};
+/// The flags of a metadata buffer's read, by what it holds, as ext4 in 3.10 submits them:
+/// inode-table blocks (`__ext4_get_inode_loc`), bitmaps (`ext4_read_block_bitmap_nowait`,
+/// `ext4_read_inode_bitmap`) and directory blocks (`ext4_bread`) are
+/// `READ | REQ_META | REQ_PRIO` (REQ_PRIO since 3.1's "block: separate priority boosting from
+/// REQ_META"; CFQ lets them preempt); extent blocks (`bh_submit_read`) and the superblock and
+/// group descriptors (`sb_bread`) are a plain `READ`. A read is synchronous for the elevator
+/// whatever its flags (`rq_is_sync`).
+pub fn meta_read_flags(purpose: IoPurpose) -> IoFlags {
+    let meta = matches!(
+        purpose,
+        IoPurpose::Inode | IoPurpose::BlockBitmap | IoPurpose::InodeBitmap | IoPurpose::Directory
+    );
+    IoFlags {
+        meta,
+        prio: meta,
+        ..IoFlags::default()
+    }
+}
 
-/// Checkpoint writes are `write_dirty_buffer(bh, WRITE_SYNC)`: REQ_SYNC | REQ_NOIDLE.
+/// Checkpoint writes are `write_dirty_buffer(bh, WRITE_SYNC)`: REQ_SYNC | REQ_NOIDLE, no
+/// REQ_META (jbd2 added REQ_META to its own writes only in Linux 6.8, commit 6a3afb6ac6df
+/// "jbd2: increase the journal IOs priority", and never to checkpoint writes).
 const CHECKPOINT_WRITE: IoFlags = IoFlags {
     sync: true,
-    meta: true,
+    meta: false,
     prio: false,
     fua: false,
     preflush: false,
@@ -61,7 +70,7 @@ impl Mm {
                     IoOp::Read,
                     block,
                     1,
-                    META_READ,
+                    meta_read_flags(purpose),
                     issuer,
                     Some(span),
                     purpose,

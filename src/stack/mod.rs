@@ -283,6 +283,20 @@ pub fn storage_with_fs(
     vm.validate()?;
     let queue = build_queue(device, elevator, false)?;
     let layer = BlockLayer::new(sim, queue);
+    storage_with_fs_on_layer(sim, vm, hz, cpu, fs, layer, fs_size)
+}
+
+/// Like [`storage_with_fs`] over an existing block layer (a test that reads its trace).
+pub fn storage_with_fs_on_layer(
+    sim: &Sim,
+    vm: crate::mm::VmConfig,
+    hz: crate::kernel::Hz,
+    cpu: crate::kernel::CpuConfig,
+    fs: &crate::fs::ext4::Ext4Config,
+    layer: BlockLayer,
+    fs_size: u64,
+) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
+    vm.validate()?;
     let bdev = crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)));
     storage_over(sim, vm, hz, cpu, fs, bdev, fs_size, None)
 }

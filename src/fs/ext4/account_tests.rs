@@ -18,6 +18,7 @@ const UID: u32 = 10_000;
 struct Rig {
     sim: Simulation,
     vfs: Rc<Vfs>,
+    layer: crate::block::layer::BlockLayer,
 }
 
 impl Rig {
@@ -25,18 +26,19 @@ impl Rig {
         let sim = Simulation::new(1);
         // 100 us + 50 MB/s (eMMC 4.5 sequential write, REFERENCES.md), one slot.
         let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
-        let vfs = crate::stack::storage_with_fs(
+        let queue = crate::block::fio::build_queue(device, "noop", true).expect("noop");
+        let layer = crate::block::layer::BlockLayer::new(&sim.handle(), queue);
+        let vfs = crate::stack::storage_with_fs_on_layer(
             &sim.handle(),
             VmConfig::android(),
             Hz(200),
             CpuConfig::zero_cost(),
             &fs,
-            device,
-            "noop",
+            layer.clone(),
             1 << 30,
         )
         .expect("valid storage");
-        Rig { sim, vfs }
+        Rig { sim, vfs, layer }
     }
 
     fn run<F, Fut>(&self, body: F)
@@ -195,5 +197,51 @@ fn without_barriers_fsync_asks_for_no_flush_and_a_timer_commit_is_the_journal_th
         jbd2.iter()
             .any(|r| r.uid == 0 && r.purpose == IoPurpose::JournalCommit),
         "{jbd2:?}"
+    );
+}
+
+#[test]
+fn blktrace_marks_metadata_reads_m_and_journal_writes_as_3_10_does() {
+    let rig = Rig::new(Ext4Config::default());
+    rig.run(|sim, vfs, p| async move {
+        let fd = vfs.creat(&sim, &p, "/f").await.unwrap();
+        vfs.write(&sim, &p, fd, &[1u8; 4096]).await.unwrap();
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+    });
+    let trace = rig
+        .layer
+        .with_queue(|q| q.trace().cloned())
+        .expect("traced");
+    let queued: Vec<(String, String)> = trace
+        .events()
+        .iter()
+        .filter(|e| e.action == crate::block::blktrace::Action::Queue)
+        .map(|e| {
+            (
+                e.comm.clone(),
+                crate::block::blktrace::rwbs(e.op, e.flags, e.nr_sectors),
+            )
+        })
+        .collect();
+    let of = |comm_prefix: &str, rwbs: &str| {
+        queued
+            .iter()
+            .filter(|(c, r)| c.starts_with(comm_prefix) && r == rwbs)
+            .count()
+    };
+    // Inode bitmap, inode table, directory and block bitmap: READ | REQ_META | REQ_PRIO; the
+    // group descriptor block: sb_bread's plain READ.
+    assert_eq!(of("app", "RM"), 4, "{queued:?}");
+    assert_eq!(of("app", "R"), 1, "{queued:?}");
+    // fsync's data: WRITE_SYNC. The journal thread's descriptor and copies: WRITE_SYNC with no
+    // REQ_META in 3.10; the commit block WRITE_FLUSH_FUA.
+    assert_eq!(of("app", "WS"), 1, "{queued:?}");
+    assert_eq!(of("jbd2", "WS"), 6, "{queued:?}");
+    assert_eq!(of("jbd2", "FWFS"), 1, "{queued:?}");
+    assert!(
+        queued
+            .iter()
+            .all(|(_, r)| !r.starts_with('W') || !r.contains('M')),
+        "no write carries REQ_META in 3.10: {queued:?}"
     );
 }

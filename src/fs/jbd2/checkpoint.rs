@@ -115,10 +115,10 @@ impl Journal {
             return;
         }
         let issuer = self.jbd2_issuer(sim);
+        // `jbd2_journal_update_sb_log_tail(..., WRITE_FUA)` (3.10): no REQ_META.
         let flags = IoFlags {
             sync: true,
             noidle: true,
-            meta: true,
             fua: true,
             preflush: flush && self.config.barrier,
             ..IoFlags::default()

@@ -219,11 +219,12 @@ impl Journal {
         for &ino in &inodes {
             self.data.submit(sim, ino).await;
         }
-        // 3. T_COMMIT: descriptor blocks and metadata copies.
+        // 3. T_COMMIT: descriptor blocks and metadata copies: `submit_bh(WRITE_SYNC, bh)` in
+        // 3.10, REQ_SYNC | REQ_NOIDLE without REQ_META (jbd2's log writes carry REQ_META only
+        // from Linux 6.8: JBD2_JOURNAL_REQ_FLAGS, commit 6a3afb6ac6df).
         let log_flags = IoFlags {
             sync: true,
             noidle: true,
-            meta: true,
             ..IoFlags::default()
         };
         let mut log_writes = Vec::with_capacity(buffers.len() + buffers.len() / 64 + 1);
@@ -250,7 +251,6 @@ impl Journal {
             IoFlags {
                 sync: true,
                 noidle: true,
-                meta: true,
                 fua: true,
                 preflush: true,
                 ..IoFlags::default()
