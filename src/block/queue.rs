@@ -237,7 +237,9 @@ const MMC_PACKED_MAX_SECTORS: u32 = 0xffff;
 impl MmcHost {
     /// `MMC_REQ_SPECIAL_MASK` (REQ_DISCARD | REQ_FLUSH).
     fn is_special(rq: &Request) -> bool {
-        matches!(rq.op, crate::dev::IoOp::Discard | crate::dev::IoOp::Flush) || rq.flags.preflush
+        matches!(rq.op, crate::dev::IoOp::Discard | crate::dev::IoOp::Flush)
+            || rq.flags.preflush
+            || rq.flags.postflush
     }
 
     /// The thread fetches when its current slot is empty and it is not blocked on a special
@@ -249,7 +251,10 @@ impl MmcHost {
     /// A write the packed command may carry: no flush or discard, not FUA (a reliable write
     /// ends the list, `mmc_req_rel_wr`).
     fn packable(rq: &Request) -> bool {
-        rq.op == crate::dev::IoOp::Write && !rq.flags.preflush && !rq.flags.fua
+        rq.op == crate::dev::IoOp::Write
+            && !rq.flags.preflush
+            && !rq.flags.fua
+            && !rq.flags.postflush
     }
 }
 
@@ -810,6 +815,18 @@ impl RequestQueue {
         self.stats.bios += 1;
         self.stats.bio_sectors += u64::from(bio.nr_sectors);
         self.trace_bio(now, Action::Queue, bio);
+        // blk_insert_flush / blk_flush_policy: a FUA write to a device without FUA is the write
+        // followed by a cache flush (REQ_FSEQ_POSTFLUSH), carried here by the one request.
+        let emulated;
+        let bio = if bio.flags.fua && !self.device.fua() {
+            let mut b = bio.clone();
+            b.flags.fua = false;
+            b.flags.postflush = true;
+            emulated = b;
+            &emulated
+        } else {
+            bio
+        };
         if !bio.is_flush() {
             if let Ok((id, kind)) = self.attempt_plug_merge(bio) {
                 self.stats.plug_merges += 1;
@@ -944,7 +961,11 @@ impl RequestQueue {
     fn insert_request(&mut self, now: Nanos, mut rq: Request) {
         self.trace_request(now, Action::Insert, &rq);
         rq.inserted_ns = now;
-        if rq.flags.fua || rq.flags.preflush || rq.op == crate::dev::IoOp::Flush {
+        if rq.flags.fua
+            || rq.flags.preflush
+            || rq.flags.postflush
+            || rq.op == crate::dev::IoOp::Flush
+        {
             self.bypass.insert(rq.id);
             self.dispatch_list.push_back(rq);
         } else {

@@ -100,7 +100,7 @@ impl Bio {
 
     /// Flushes and FUA/preflush writes go through the flush machinery, not the elevator.
     pub fn is_flush(&self) -> bool {
-        self.op == IoOp::Flush || self.flags.preflush || self.flags.fua
+        self.op == IoOp::Flush || self.flags.preflush || self.flags.fua || self.flags.postflush
     }
 }
 
@@ -223,6 +223,7 @@ impl Request {
             && !bio.is_flush()
             && !self.flags.fua
             && !self.flags.preflush
+            && !self.flags.postflush
             && self.nr_sectors + bio.nr_sectors <= max_sectors
     }
 

@@ -14,6 +14,8 @@ pub struct FixedLatencyDevice {
     queue_depth: usize,
     latency_ns: Nanos,
     bytes_per_sec: u64,
+    /// Whether it honours FUA ([`BlockDevice::fua`]).
+    fua: bool,
     /// Per slot: the time at which it becomes free.
     slot_free_at: Vec<Nanos>,
     /// Outstanding requests as (completion time, submission time, tag), in completion order.
@@ -32,6 +34,7 @@ impl FixedLatencyDevice {
             queue_depth,
             latency_ns,
             bytes_per_sec,
+            fua: true,
             slot_free_at: vec![0; queue_depth],
             outstanding: VecDeque::new(),
             now: 0,
@@ -45,7 +48,19 @@ impl FixedLatencyDevice {
         } else {
             (u128::from(bytes) * u128::from(NS_PER_SEC) / u128::from(self.bytes_per_sec)) as Nanos
         };
-        self.latency_ns + transfer
+        // A flush after the write (FUA emulated on a device without it) costs another latency.
+        let postflush = if request.flags.postflush {
+            self.latency_ns
+        } else {
+            0
+        };
+        self.latency_ns + transfer + postflush
+    }
+
+    /// The same device without FUA support ([`BlockDevice::fua`]).
+    pub fn without_fua(mut self) -> Self {
+        self.fua = false;
+        self
     }
 }
 
@@ -55,6 +70,9 @@ impl BlockDevice for FixedLatencyDevice {
     }
     fn capacity_sectors(&self) -> u64 {
         self.capacity_sectors
+    }
+    fn fua(&self) -> bool {
+        self.fua
     }
     fn queue_depth(&self) -> usize {
         self.queue_depth

@@ -461,7 +461,13 @@ impl FlashDevice {
                 } else {
                     start
                 };
-                self.write(start, request)
+                let written = self.write(start, request);
+                if request.flags.postflush {
+                    self.stats.flushes += 1;
+                    self.flush(written)
+                } else {
+                    written
+                }
             }
             IoOp::Flush => {
                 self.stats.flushes += 1;
@@ -540,6 +546,10 @@ impl BlockDevice for FlashDevice {
 
     fn write_cache(&self) -> bool {
         self.profile.write_cache > 0
+    }
+
+    fn fua(&self) -> bool {
+        self.profile.fua
     }
 
     fn packed_write_max(&self) -> u32 {

@@ -51,6 +51,11 @@ pub struct IoFlags {
     pub fua: bool,
     /// REQ_PREFLUSH: flush the volatile cache before this request.
     pub preflush: bool,
+    /// `REQ_FSEQ_POSTFLUSH` of the block layer's flush sequence: flush the cache after this
+    /// write. Set by the request queue, never by a submitter: a FUA write to a device that does
+    /// not support FUA becomes the write and a cache flush after it (`blk_flush_policy`,
+    /// block/blk-flush.c).
+    pub postflush: bool,
     /// REQ_NOIDLE (3.x): the submitter will not issue more I/O right after this one, so CFQ
     /// should not idle for it. `WRITE_SYNC`, `WRITE_FLUSH`, `WRITE_FUA` and `WRITE_FLUSH_FUA`
     /// carry it; `WRITE_ODIRECT` and reads do not (include/linux/fs.h, 3.10).
@@ -107,6 +112,12 @@ pub trait BlockDevice {
     /// (UFS 2.1+ Command Priority, `UPIU_CMD_FLAGS_CP`; JESD220C). Default: false.
     fn command_priority(&self) -> bool {
         false
+    }
+    /// Whether the device honours FUA writes (the driver's `blk_queue_flush(q, REQ_FLUSH |
+    /// REQ_FUA)`); without it the block layer turns a FUA write into the write and a cache
+    /// flush after it. Default: true.
+    fn fua(&self) -> bool {
+        true
     }
     /// Whether the device has a volatile write cache (`QUEUE_FLAG_WC`, which writeback
     /// throttling reads). Default: false.

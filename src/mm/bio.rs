@@ -207,9 +207,10 @@ pub struct IoCount {
     pub write_bytes: u64,
     pub discards: u64,
     pub discard_bytes: u64,
-    /// Cache flushes asked of the device: empty flush bios and writes with `REQ_PREFLUSH`.
+    /// Cache flushes the device is asked for: empty flush bios, writes with `REQ_PREFLUSH`, and
+    /// the flush after a `REQ_FUA` write where the device does not support FUA.
     pub flushes: u64,
-    /// Writes with `REQ_FUA`.
+    /// Writes the device receives with FUA.
     pub fua: u64,
 }
 
@@ -226,7 +227,7 @@ impl IoCount {
         self.fua += other.fua;
     }
 
-    fn note(&mut self, bio: &BioRequest) {
+    fn note(&mut self, bio: &BioRequest, device_fua: bool) {
         let bytes = u64::from(bio.nr_sectors) * crate::units::SECTOR_SIZE;
         self.bios += 1;
         match bio.op {
@@ -248,7 +249,12 @@ impl IoCount {
             self.flushes += 1;
         }
         if bio.flags.fua {
-            self.fua += 1;
+            if device_fua {
+                self.fua += 1;
+            } else {
+                // The flush machinery's post-flush (`blk_flush_policy`).
+                self.flushes += 1;
+            }
         }
     }
 }
@@ -323,8 +329,8 @@ impl IoAccount {
         self.comms.borrow_mut().insert(pid, comm.to_string());
     }
 
-    /// Counts `bio`, submitted by `task`.
-    pub fn note(&self, task: Option<TaskId>, bio: &BioRequest) {
+    /// Counts `bio`, submitted by `task` to a device that honours FUA or not.
+    pub fn note(&self, task: Option<TaskId>, bio: &BioRequest, device_fua: bool) {
         let cause = task.and_then(|t| self.cause(t));
         let (uid, charge) = match cause {
             Some(cause) => (cause.uid, Charge::Syscall(cause.syscall)),
@@ -334,7 +340,7 @@ impl IoAccount {
             .borrow_mut()
             .entry((uid, charge, bio.purpose))
             .or_default()
-            .note(bio);
+            .note(bio, device_fua);
     }
 
     /// Every non-empty cell, by uid, cause and purpose.
@@ -525,7 +531,8 @@ impl BlockSubmit for QueueSubmit {
     ) -> LocalBoxFuture<'a, u64> {
         Box::pin(async move {
             use crate::block::request::{Bio, IoPrio, PageRef};
-            self.account.note(sim.current_task(), &bio);
+            let device_fua = self.layer.with_queue(|q| q.device().fua());
+            self.account.note(sim.current_task(), &bio, device_fua);
             let id = self.next_bio.get();
             self.next_bio.set(id + 1);
             let pages = bio.pages.map_or_else(Vec::new, |span| {

@@ -45,6 +45,7 @@ const CHECKPOINT_WRITE: IoFlags = IoFlags {
     prio: false,
     fua: false,
     preflush: false,
+    postflush: false,
     noidle: true,
 };
 

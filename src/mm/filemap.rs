@@ -622,6 +622,7 @@ const SYNC: IoFlags = IoFlags {
     prio: false,
     fua: false,
     preflush: false,
+    postflush: false,
     noidle: false,
 };
 

@@ -23,9 +23,14 @@ struct Rig {
 
 impl Rig {
     fn new(fs: Ext4Config) -> Rig {
+        Rig::on(fs, FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000))
+    }
+
+    /// Over `device` (default: 100 us + 50 MB/s, eMMC 4.5 sequential write, REFERENCES.md, one
+    /// slot).
+    fn on(fs: Ext4Config, device: FixedLatencyDevice) -> Rig {
         let sim = Simulation::new(1);
-        // 100 us + 50 MB/s (eMMC 4.5 sequential write, REFERENCES.md), one slot.
-        let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
+        let device = Box::new(device);
         let queue = crate::block::fio::build_queue(device, "noop", true).expect("noop");
         let layer = crate::block::layer::BlockLayer::new(&sim.handle(), queue);
         let vfs = crate::stack::storage_with_fs_on_layer(
@@ -243,5 +248,30 @@ fn blktrace_marks_metadata_reads_m_and_journal_writes_as_3_10_does() {
             .iter()
             .all(|(_, r)| !r.starts_with('W') || !r.contains('M')),
         "no write carries REQ_META in 3.10: {queued:?}"
+    );
+}
+
+#[test]
+fn without_fua_the_commit_block_costs_a_second_flush() {
+    let body = |sim: Sim, vfs: Rc<Vfs>, p: Process| async move {
+        let fd = vfs.creat(&sim, &p, "/f").await.unwrap();
+        vfs.write(&sim, &p, fd, &[1u8; 4096]).await.unwrap();
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+    };
+    let with = Rig::new(Ext4Config::default());
+    with.run(body);
+    let without = Rig::on(
+        Ext4Config::default(),
+        FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000).without_fua(),
+    );
+    without.run(body);
+    // WRITE_FLUSH_FUA: a flush, the block with FUA; without FUA the block layer flushes again
+    // after the block (REQ_FSEQ_POSTFLUSH), one more device latency.
+    let commit = |rig: &Rig| rig.of("fsync")[&IoPurpose::JournalCommit];
+    assert_eq!((commit(&with).flushes, commit(&with).fua), (1, 1));
+    assert_eq!((commit(&without).flushes, commit(&without).fua), (2, 0));
+    assert!(
+        without.sim.handle().now() >= with.sim.handle().now() + 100 * NS_PER_US,
+        "the post-flush takes its own device time"
     );
 }
