@@ -41,6 +41,48 @@ fn run_explains_the_slowest_operations_and_breaks_blocked_time_down() {
 }
 
 #[test]
+fn run_io_account_prints_the_block_io_of_each_call_by_purpose() {
+    let (code, out, err) = mobistack(&["run", "io-account", "--io-account"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("block I/O by purpose"), "{out}");
+    let row = |variant: &str, app: &str, cause: &str, purpose: &str| -> Vec<String> {
+        out.lines()
+            .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .find(|c| {
+                c.len() == 13 && c[0] == variant && c[2] == app && c[3] == cause && c[4] == purpose
+            })
+            .unwrap_or_else(|| panic!("no row {variant} {app} {cause} {purpose}: {out}"))
+    };
+    // bios, writes and flushes / FUA of the commit block with and without FUA.
+    let commit = row("fua", "creat-write-fsync", "fsync", "journal-commit");
+    assert_eq!(
+        (&commit[8][..], &commit[11][..], &commit[12][..]),
+        ("1", "1", "1")
+    );
+    let commit = row("no-fua", "creat-write-fsync", "fsync", "journal-commit");
+    assert_eq!((&commit[11][..], &commit[12][..]), ("2", "0"));
+    assert_eq!(
+        row("fua", "creat-write-fsync", "fsync", "journal-metadata")[8],
+        "5"
+    );
+    assert_eq!(
+        row("fua", "rename-fsync", "fsync", "journal-metadata")[8],
+        "2"
+    );
+    assert_eq!(
+        row("fua", "append-fdatasync", "fdatasync", "journal-metadata")[8],
+        "3"
+    );
+    assert_eq!(row("fua", "append-fdatasync", "fdatasync", "data")[8], "1");
+    let (code, json, _) = mobistack(&["run", "io-account", "--variant", "fua", "--json"]);
+    assert_eq!(code, 0);
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let fsync = &value["runs"][0]["apps"]["creat-write-fsync"]["io_by_purpose"]["fsync"];
+    assert_eq!(fsync["journal-descriptor"]["writes"], 1, "{fsync}");
+    assert_eq!(fsync["data"]["write_bytes"], 4096, "{fsync}");
+}
+
+#[test]
 fn run_writes_one_blktrace_per_run() {
     let base = std::env::temp_dir().join(format!("mobistack-run-{}.blktrace", std::process::id()));
     let base_text = base.to_str().unwrap();

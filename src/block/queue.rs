@@ -26,7 +26,8 @@
 //! Simplifications:
 //! - Bios must already fit `max_sectors` (use [`split_bio`], like `blk_queue_split`).
 //! - The flush state machine (`blk_insert_flush`: preflush, data, postflush steps) is one request
-//!   carrying the flags to the device, which models the cost.
+//!   carrying the flags to the device, which models the cost (a FUA write to a device without
+//!   FUA carries `postflush` instead, [`crate::dev::BlockDevice::fua`]).
 //! - No `ELV_MQUEUE_MUST` from CFQ's `may_queue`, no `rl->starved` cross-direction wakeups (a
 //!   direction is starved only when an allocation fails with none of its requests allocated,
 //!   which needs a mempool failure or `ELV_MQUEUE_NO`), no request-to-request merges. The

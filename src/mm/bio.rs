@@ -334,6 +334,10 @@ impl IoAccount {
         let cause = task.and_then(|t| self.cause(t));
         let (uid, charge) = match cause {
             Some(cause) => (cause.uid, Charge::Syscall(cause.syscall)),
+            // A kernel thread's own I/O: data to the app owning the pages (FastTrack's owner);
+            // metadata written home to no app (uid 0), since a buffer's page belongs to whoever
+            // read it first, not to the operations that dirtied it since.
+            None if bio.purpose.is_metadata() => (0, Charge::Thread(bio.pid)),
             None => (bio.uid, Charge::Thread(bio.pid)),
         };
         self.counts

@@ -429,7 +429,7 @@ pub fn render_io_account(results: &ScenarioResults) -> String {
         }
     }
     let mut out = String::from(
-        "block I/O by purpose (bios at submit_bio; flushes: empty flushes and REQ_PREFLUSH writes):\n",
+        "block I/O by purpose (bios at submit_bio; flushes: empty flushes, REQ_PREFLUSH and the post-flush of a FUA write on a device without FUA):\n",
     );
     out.push_str(&align(&rows));
     out

@@ -81,6 +81,11 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "io-account",
+        source: include_str!("../../scenarios/io-account.toml"),
+        quick: true,
+    },
+    Builtin {
         name: "qasio/alone/m5",
         source: include_str!("../../scenarios/qasio/alone/m5.toml"),
         quick: false,
