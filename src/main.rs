@@ -858,6 +858,8 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
         let mut results = mobistack::sim::bench::run_all(scale);
         // 8 GiB written in the background over 240 s of virtual time through the whole stack.
         results.push(mobistack::run::bench_stack(8, 240));
+        // QASIO's M1 with its 8 GB background write through ext4, CFQ and the eMMC model.
+        results.push(mobistack::run::bench_qasio_m1(8));
         results
     });
     if json {

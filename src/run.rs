@@ -479,6 +479,39 @@ pub fn bench_stack(gib: u64, seconds: u64) -> crate::sim::bench::BenchResult {
     }
 }
 
+/// The QASIO M1 benchmark row of `mobistack bench`: the built-in `qasio/m1` (500 creat + 4 KiB
+/// write + fsync on ext4 under a background buffered write through CFQ and the eMMC model),
+/// NONE variant, with the background write set to `gib` GiB. Reports simulated block requests
+/// per wall second (issue 10's and 12's speed goals: the 8 GB run under 3 s, over a million
+/// requests per second; peak memory is what `/usr/bin/time -v` shows for the command).
+pub fn bench_qasio_m1(gib: u64) -> crate::sim::bench::BenchResult {
+    let source = crate::scenario::builtin::find("qasio/m1")
+        .expect("built-in scenario")
+        .source
+        .replace("size = \"8GiB\"", &format!("size = \"{gib}GiB\""))
+        .replace(
+            "capacity = \"16GiB\"",
+            &format!("capacity = \"{}GiB\"", (2 * gib).max(16)),
+        );
+    let mut scenario = crate::scenario::parse("bench-m1", &source).expect("bench scenario parses");
+    scenario.select_variant("none").expect("none variant");
+    let start = std::time::Instant::now();
+    let result = run_one(&scenario, &scenario.variants[0], 1, |_| {}).expect("bench run");
+    let wall = start.elapsed().as_secs_f64();
+    let requests = result.counters.get("block.requests").copied().unwrap_or(0);
+    crate::sim::bench::BenchResult {
+        name: if gib >= 32 {
+            "qasio-m1-32gib"
+        } else {
+            "qasio-m1-8gib"
+        },
+        what: "block requests per wall s",
+        operations: requests,
+        wall_seconds: wall,
+        per_second: requests as f64 / wall,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
