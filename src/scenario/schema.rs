@@ -169,6 +169,8 @@ pub enum WorkloadConfig {
     FsyncWrite(crate::workload::file::FsyncWriteConfig),
     /// A loop of system calls written step by step (QASIO's microbenchmarks, app launches).
     Ops(crate::workload::ops::OpsConfig),
+    /// A filebench `.f` script (its threads are the app's tasks).
+    Filebench(crate::workload::filebench::FilebenchConfig),
 }
 
 /// A timeline entry as written: `{ at = "5s", foreground = "camera" }`, with exactly one action.
@@ -525,6 +527,7 @@ impl WorkloadConfig {
                 | WorkloadConfig::FileRead(_)
                 | WorkloadConfig::FsyncWrite(_)
                 | WorkloadConfig::Ops(_)
+                | WorkloadConfig::Filebench(_)
         )
     }
 
@@ -537,6 +540,7 @@ impl WorkloadConfig {
             WorkloadConfig::FileRead(config) => config.validate(),
             WorkloadConfig::FsyncWrite(config) => config.validate(),
             WorkloadConfig::Ops(config) => config.validate(),
+            WorkloadConfig::Filebench(config) => config.validate(),
         }
     }
 }
