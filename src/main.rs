@@ -144,8 +144,53 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Measure the engine (timer events and task wake-ups per second of wall time, on one core)
-    /// and the whole stack (virtual seconds simulated per wall second with 8 GiB of writeback).
+    /// Replay a block trace (blkparse text, Pixel 6a CSV, DiskSim/MQSim ASCII) on a device model
+    /// alone, open loop at its timestamps or closed loop at a queue depth, and print MQSim's
+    /// summary (requests, device response time, end-to-end delay) with percentiles.
+    Replay {
+        /// The trace file.
+        trace: std::path::PathBuf,
+        /// Device profile (see `mobistack device list`), or a TOML file with a [stack.device]
+        /// table (as `mobistack device fit` prints).
+        #[arg(long, default_value = "emmc-5.1", value_name = "PROFILE")]
+        device: String,
+        /// Exported capacity, replacing the profile's (e.g. 16GiB).
+        #[arg(long, value_name = "SIZE")]
+        capacity: Option<String>,
+        /// Fraction of the logical space written before the replay (default 0.5).
+        #[arg(long, value_name = "FRACTION")]
+        fill: Option<f64>,
+        /// blkparse, pixel or disksim (detected from the first lines when not given).
+        #[arg(long, value_name = "FORMAT")]
+        format: Option<String>,
+        /// blkparse: the action replayed, D (requests issued to the driver), Q (bios) or C.
+        #[arg(long, default_value = "D", value_name = "ACTION")]
+        event: String,
+        /// DiskSim: the unit of the time column: s, ms (DiskSim's), us, ns (MQSim's traces).
+        #[arg(long, default_value = "ms", value_name = "UNIT")]
+        time_unit: String,
+        /// Open loop: multiply the trace's times (0.5 replays twice as fast).
+        #[arg(long, default_value_t = 1.0, value_name = "X")]
+        time_scale: f64,
+        /// Closed loop at this many requests outstanding (timestamps ignored).
+        #[arg(long, value_name = "N")]
+        queue_depth: Option<usize>,
+        /// Fold sectors beyond the device's capacity into it instead of failing.
+        #[arg(long)]
+        wrap: bool,
+        /// Skip (and count) lines that do not parse instead of failing.
+        #[arg(long)]
+        skip_bad_lines: bool,
+        /// Stop after this many requests.
+        #[arg(long, value_name = "N")]
+        max_requests: Option<u64>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure the engine (timer events and task wake-ups per second of wall time, on one core),
+    /// the whole stack (virtual seconds simulated per wall second with 8 GiB of writeback) and
+    /// device-only trace replay (requests per wall second).
     Bench {
         /// Multiply the amount of work (1 takes about a second in a release build).
         #[arg(long, default_value_t = 4, value_name = "N")]
@@ -222,6 +267,41 @@ fn main() -> ExitCode {
         Command::List { json } => cmd_list(json),
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
+        Command::Replay {
+            trace,
+            device,
+            capacity,
+            fill,
+            format,
+            event,
+            time_unit,
+            time_scale,
+            queue_depth,
+            wrap,
+            skip_bad_lines,
+            max_requests,
+            json,
+        } => {
+            let args = mobistack::workload::replay::device::CommandArgs {
+                trace,
+                device,
+                capacity,
+                fill,
+                format,
+                event,
+                time_unit,
+                time_scale,
+                queue_depth,
+                wrap,
+                skip_bad_lines,
+                max_requests,
+            };
+            print_report(
+                mobistack::workload::replay::device::run_command(&args)
+                    .map(|report| (report.table(), report.json())),
+                json,
+            )
+        }
         Command::Filebench {
             file,
             stack,
@@ -647,6 +727,8 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
     let mut results = mobistack::sim::bench::run_all(scale);
     // 8 GiB written in the background over 240 s of virtual time through the whole stack.
     results.push(mobistack::run::bench_stack(8, 240));
+    // A DiskSim trace of 4 KiB random reads replayed on the device model alone.
+    results.push(mobistack::workload::replay::device::bench(250_000 * scale));
     if json {
         outln!("{}", serde_json::json!({ "bench": results }));
     } else {

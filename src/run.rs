@@ -165,6 +165,10 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
                 Err(_) => ctx.add_counter("errno.EINVAL", 1),
             }
         }
+        WorkloadConfig::Replay(config) => match crate::workload::replay::start(&ctx, config) {
+            Ok(started) => tasks.extend(started),
+            Err(_) => ctx.add_counter("errno.EINVAL", 1),
+        },
     }
 }
 

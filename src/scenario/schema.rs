@@ -171,6 +171,8 @@ pub enum WorkloadConfig {
     Ops(crate::workload::ops::OpsConfig),
     /// A filebench `.f` script (its threads are the app's tasks).
     Filebench(crate::workload::filebench::FilebenchConfig),
+    /// A block trace replayed through the block layer (each trace process a process of the app).
+    Replay(crate::workload::replay::ReplayConfig),
 }
 
 /// A timeline entry as written: `{ at = "5s", foreground = "camera" }`, with exactly one action.
@@ -516,7 +518,7 @@ pub const FIRST_APPLICATION_UID: u32 = 10_000;
 impl WorkloadConfig {
     /// Whether the workload issues block I/O (so the stack needs a device and block layer).
     pub fn needs_block(&self) -> bool {
-        matches!(self, WorkloadConfig::Fio(_)) || self.needs_storage()
+        matches!(self, WorkloadConfig::Fio(_) | WorkloadConfig::Replay(_)) || self.needs_storage()
     }
 
     /// Whether the workload uses files (so the stack needs the page cache and a file system).
@@ -541,6 +543,7 @@ impl WorkloadConfig {
             WorkloadConfig::FsyncWrite(config) => config.validate(),
             WorkloadConfig::Ops(config) => config.validate(),
             WorkloadConfig::Filebench(config) => config.validate(),
+            WorkloadConfig::Replay(config) => config.validate(),
         }
     }
 }

@@ -5,4 +5,5 @@ pub mod file;
 pub mod filebench;
 pub mod fio;
 pub mod ops;
+pub mod replay;
 pub mod toy;
