@@ -693,6 +693,19 @@ mod tests {
     }
 
     #[test]
+    fn the_mqsim_profile_example_is_a_valid_device() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/devices/mqsim-default.toml"
+        );
+        let config = device_config(path).unwrap();
+        let profile = config.resolve().unwrap();
+        assert_eq!((profile.channels, profile.dies_per_channel), (8, 8));
+        assert_eq!(config.fill, 0.7);
+        assert!(device_config("sata-ssd").unwrap().resolve().is_ok());
+    }
+
+    #[test]
     fn the_bench_replays_every_request() {
         let result = bench(2000);
         assert_eq!(result.operations, 2000);
