@@ -396,11 +396,12 @@ async fn eventgen(run: Rc<FbRun>, rate: IntExpr) {
             return;
         }
         let rate = rate as u64;
-        let period = (NS_PER_SEC / rate * 10).max(1000);
+        let period = (NS_PER_SEC / rate).saturating_mul(10).max(1000);
         sim.sleep(period).await;
-        let count = rate * period / NS_PER_SEC;
-        if run.events.get() < 5 * rate {
-            run.events.set(run.events.get() + count);
+        let count = (u128::from(rate) * u128::from(period) / u128::from(NS_PER_SEC))
+            .min(u128::from(u64::MAX / 4)) as u64;
+        if run.events.get() < rate.saturating_mul(5) {
+            run.events.set(run.events.get().saturating_add(count));
         }
         run.event_wait.wake_one(&sim);
     }
@@ -1221,7 +1222,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
         Kind::Delay => {
             let seconds = flowop.value.eval(&mut t.rng).max(0) as u64;
             begin(run, t, &flowop);
-            sim.sleep(seconds * NS_PER_SEC).await;
+            sim.sleep(seconds.saturating_mul(NS_PER_SEC)).await;
             end(run, t, index, 0);
             Outcome::Ok
         }

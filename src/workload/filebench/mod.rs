@@ -263,7 +263,7 @@ pub fn run_file(
     let ctx = AppContext::new(sim.clone(), 0, "filebench", uid, stack.clone(), recorder);
     let (run, _) = interp::start(&ctx, vfs, workload.clone())?;
     let limit = crate::scenario::DEFAULT_RUN_LIMIT
-        .max((workload.sleep_before + run_seconds(&workload) + 60) * NS_PER_SEC);
+        .max((workload.sleep_before + run_seconds(&workload) + 60).saturating_mul(NS_PER_SEC));
     sim.run_until(limit, true)
         .map_err(|deadlock| format!("filebench run deadlocked: {deadlock}"))?;
     let result = run.result.borrow().clone();

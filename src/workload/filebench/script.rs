@@ -25,6 +25,10 @@ use std::rc::Rc;
 pub const MAX_FD: i64 = 128;
 /// Bound on process and thread instances of one definition.
 pub const MAX_INSTANCES: i64 = 10_000;
+/// Bound on thread instances of a whole script (each is a task).
+pub const MAX_THREADS: u64 = 65_536;
+/// Bound on a run or sleep time: about 115 days.
+pub const MAX_SECONDS: u64 = 10_000_000;
 
 /// A variable's value.
 #[derive(Debug, Clone)]
@@ -221,6 +225,13 @@ pub fn load(
     overrides: &BTreeMap<String, Var>,
     runtime: Option<u64>,
 ) -> Result<Workload, FbError> {
+    if runtime.is_some_and(|r| r > MAX_SECONDS) {
+        return Err(FbError::new(
+            file,
+            1,
+            format!("the run time must be at most {MAX_SECONDS} seconds"),
+        ));
+    }
     let stmts = parse(file, text)?;
     let mut loader = Loader {
         file,
@@ -315,8 +326,13 @@ impl Loader<'_> {
                 .messages
                 .push("Filebench Version: 1.5 WML (mobistack)".into()),
             Command::Sleep(value) => {
-                let seconds = self.int(value, line, "sleep")?;
-                self.sleep_before += seconds.max(0) as u64;
+                let seconds = self.int(value, line, "sleep")?.max(0) as u64;
+                self.sleep_before += seconds;
+                if self.sleep_before > MAX_SECONDS {
+                    return Err(
+                        self.err(line, format!("sleeps must total at most {MAX_SECONDS} s"))
+                    );
+                }
             }
             Command::Quit => {
                 return Err(self.err(line, "the script quits before any run".into()));
@@ -326,16 +342,24 @@ impl Loader<'_> {
                     Some(value) => self.int(value, line, "run")?,
                     None => 0,
                 };
-                if seconds < 0 {
-                    return Err(self.err(line, "run time must not be negative".into()));
+                if !(0..=MAX_SECONDS as i64).contains(&seconds) {
+                    return Err(self.err(
+                        line,
+                        format!("run time must be 0..={MAX_SECONDS} seconds, not {seconds}"),
+                    ));
                 }
                 return Ok(Some(RunKind::Run(seconds as u64)));
             }
             Command::Psrun { period, runtime } => {
+                if period.unsigned_abs() > MAX_SECONDS || *runtime as u64 > MAX_SECONDS {
+                    return Err(
+                        self.err(line, format!("psrun times must be at most {MAX_SECONDS} s"))
+                    );
+                }
                 return Ok(Some(RunKind::Psrun {
                     period: *period,
                     runtime: *runtime as u64,
-                }))
+                }));
             }
         }
         Ok(None)
@@ -577,6 +601,17 @@ impl Loader<'_> {
         }
         if processes.is_empty() {
             return Err(self.err(1, "the script defines no process".into()));
+        }
+        let threads: u64 = processes
+            .iter()
+            .map(|p| p.instances * p.threads.iter().map(|t| t.instances).sum::<u64>())
+            .sum();
+        if threads > MAX_THREADS {
+            let line = self.processes.first().map_or(1, |p| p.2);
+            return Err(self.err(
+                line,
+                format!("{threads} thread instances exceed the limit of {MAX_THREADS}"),
+            ));
         }
         // Wakeup targets name any flowop.
         for process in &processes {

@@ -173,3 +173,42 @@ set = { nfiles = 50, nthreads = 3, dir = "/data" }
         "{error}"
     );
 }
+
+#[test]
+fn absurd_numbers_are_errors_not_panics() {
+    let process = "define fileset name=s,path=/d,size=4k,entries=2,dirwidth=10,prealloc\ndefine process name=p,instances=10000\n{\n thread name=t,instances=10000\n {\n  flowop statfile name=st,filesetname=s\n }\n}\n";
+    let error = run_file("big.f", &format!("{process}run 1\n"), &options(1)).unwrap_err();
+    assert!(error.contains("thread instances"), "{error}");
+    let small = process.replace("10000", "1");
+    for tail in [
+        "run 99999999999\n",
+        "sleep 99999999999\nrun 1\n",
+        "psrun 1 99999999999\n",
+    ] {
+        let error = run_file("t.f", &format!("{small}{tail}"), &options(1)).unwrap_err();
+        assert!(
+            error.contains("at most") || error.contains("0..="),
+            "{tail}: {error}"
+        );
+    }
+}
+
+mod fuzz {
+    use super::super::script;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Any text, and any mangling of a personality, is a value or an error, never a panic.
+        #[test]
+        fn loading_never_panics(text in "[ -~\n]{0,200}", cut in 0usize..2000, junk in "[ -~]{0,12}") {
+            let _ = script::load("fuzz.f", &text, &BTreeMap::new(), Some(1));
+            let base = super::builtin("webserver").unwrap();
+            let cut = cut.min(base.len());
+            let mangled = format!("{}{junk}{}", &base[..cut], &base[cut..]);
+            let _ = script::load("fuzz.f", &mangled, &BTreeMap::new(), Some(1));
+        }
+    }
+}

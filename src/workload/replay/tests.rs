@@ -177,3 +177,25 @@ fn closed_loop_ignores_time_and_bad_lines_are_scenario_errors() {
     std::fs::remove_file(trace).ok();
     std::fs::remove_file(bad).ok();
 }
+
+mod fuzz {
+    use super::super::trace::{Format, ReadOptions, TraceReader};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Any bytes in any format are records or errors, never a panic.
+        #[test]
+        fn reading_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            for format in [Format::Blkparse, Format::Pixel, Format::Disksim] {
+                for skip in [false, true] {
+                    let mut options = ReadOptions::new(format);
+                    options.skip_bad_lines = skip;
+                    let mut reader = TraceReader::new(bytes.as_slice(), "fuzz", options);
+                    while let Ok(Some(_)) = reader.next_record() {}
+                }
+            }
+        }
+    }
+}

@@ -493,6 +493,9 @@ impl<R: BufRead> TraceReader<R> {
         let Some((op, flags)) = rwbs(field(6), nr_sectors)? else {
             return Ok(Parsed::Skip);
         };
+        if nr_sectors == 0 && op != IoOp::Flush {
+            return Err(format!("a {op:?} of 0 sectors"));
+        }
         // The process: `[comm]` after the size, possibly with spaces.
         let rest = &line[fields[9].1..];
         let open = rest.iter().position(|&b| b == b'[');
