@@ -703,7 +703,8 @@ fn pick_index(t: &mut Thread, index: usize, fileset: &Fileset) -> Option<u32> {
 
 /// `flowoplib_openfile_common`: opens a file of the flowop's fileset on slot `fd`.
 async fn open_common(run: &FbRun, t: &mut Thread, index: usize, fd: usize) -> Outcome {
-    let flowop = t.flowops[index].clone();
+    let flowops = t.flowops.clone();
+    let flowop = &flowops[index];
     let Some(fileset) = flowop.fileset else {
         return Outcome::Error("flowop NULL file".into());
     };
@@ -716,8 +717,8 @@ async fn open_common(run: &FbRun, t: &mut Thread, index: usize, fd: usize) -> Ou
         return Outcome::NoResource;
     };
     let path = run.filesets.borrow()[fileset].file_path(entry);
-    let flags = open_flags(run, fileset, &flowop);
-    begin(run, t, &flowop);
+    let flags = open_flags(run, fileset, flowop);
+    begin(run, t, flowop);
     let result = run.vfs.open(&run.ctx.sim, &t.process, &path, flags).await;
     end(run, t, index, 0);
     match result {
@@ -741,7 +742,8 @@ async fn open_common(run: &FbRun, t: &mut Thread, index: usize, fd: usize) -> Ou
 /// `flowoplib_filesetup`: the descriptor to use, opened if needed, and the working set size.
 async fn filesetup(run: &FbRun, t: &mut Thread, index: usize) -> Result<(usize, u64), Outcome> {
     let fd = fdnum(t, index);
-    let flowop = t.flowops[index].clone();
+    let flowops = t.flowops.clone();
+    let flowop = &flowops[index];
     if fd > 0 {
         if let (Some(open), Some(named)) = (&t.fds[fd], flowop.fileset) {
             if open.entry.is_some() && open.fileset != named {
@@ -881,7 +883,8 @@ fn random64(rng: &mut Rng, max: u64, round: u64) -> u64 {
 
 /// Runs flowop `index` of the thread once.
 async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
-    let flowop = t.flowops[index].clone();
+    let flowops = t.flowops.clone();
+    let flowop = &flowops[index];
     let sim = run.ctx.sim.clone();
     match flowop.kind {
         Kind::Read | Kind::Write => {
@@ -904,7 +907,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
             } else {
                 None
             };
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             if flowop.kind == Kind::Read {
                 match read_at(run, t, fd, iosize, offset).await {
                     Ok(n) => {
@@ -945,7 +948,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
                     return outcome;
                 }
             }
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             if let Some(slot) = t.fds[fd].as_mut() {
                 slot.pos = 0;
             }
@@ -990,7 +993,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
             }
             let mut wsize = wss.min(iosize);
             let mut bytes = 0u64;
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             let mut seek = 0u64;
             // filebench's loop: the remaining size is computed before `seek` advances.
             while seek < wss {
@@ -1021,7 +1024,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
                 }
                 let size = random64(&mut t.rng, iosize, 1);
                 if size == 0 {
-                    begin(run, t, &flowop);
+                    begin(run, t, flowop);
                     end(run, t, index, 0);
                     return Outcome::Ok;
                 }
@@ -1036,7 +1039,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
             if let Err(outcome) = iobuf_check(t, index, size) {
                 return outcome;
             }
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             let at = end_of_file(run, t, fd);
             match write_at(run, t, fd, size, Some(at)).await {
                 Ok(n) if n == size => {
@@ -1070,8 +1073,8 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
                 return Outcome::NoResource;
             };
             let path = run.filesets.borrow()[fileset].file_path(entry);
-            let flags = open_flags(run, fileset, &flowop) | O_CREAT;
-            begin(run, t, &flowop);
+            let flags = open_flags(run, fileset, flowop) | O_CREAT;
+            begin(run, t, flowop);
             let result = run.vfs.open(&sim, &t.process, &path, flags).await;
             end(run, t, index, 0);
             match result {
@@ -1103,7 +1106,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
             if !grab(run, open.fileset, entry).await {
                 return Outcome::Ok;
             }
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             let result = run.vfs.close(&sim, &t.process, open.vfs_fd).await;
             end(run, t, index, 0);
             unbusy(run, open.fileset, entry, None, -1);
@@ -1148,7 +1151,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
                 return Outcome::Ok;
             }
             let path = run.filesets.borrow()[fileset].file_path(entry);
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             let result = run.vfs.unlink(&sim, &t.process, &path).await;
             end(run, t, index, 0);
             run.sizes.borrow_mut()[fileset][entry as usize] = 0;
@@ -1166,7 +1169,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
             if open.entry.is_none() {
                 return Outcome::Error("attempted to fsync a file without an entry".into());
             }
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             let result = run.vfs.fsync(&sim, &t.process, open.vfs_fd).await;
             end(run, t, index, 0);
             match result {
@@ -1182,7 +1185,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
                 if open.entry.is_none() || Some(open.fileset) != flowop.fileset {
                     continue;
                 }
-                begin(run, t, &flowop);
+                begin(run, t, flowop);
                 let result = run.vfs.fsync(&sim, &t.process, open.vfs_fd).await;
                 end(run, t, index, 0);
                 if let Err(errno) = result {
@@ -1199,7 +1202,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
                         return Outcome::Error(format!("trying to stat a NULL file at fd {fd}"));
                     };
                     let path = run.filesets.borrow()[open.fileset].file_path(entry);
-                    begin(run, t, &flowop);
+                    begin(run, t, flowop);
                     let _ = run.vfs.stat(&sim, &t.process, &path).await;
                     end(run, t, index, 0);
                     return Outcome::Ok;
@@ -1213,7 +1216,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
                 return Outcome::NoResource;
             };
             let path = run.filesets.borrow()[set].file_path(entry);
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             let _ = run.vfs.stat(&sim, &t.process, &path).await;
             end(run, t, index, 0);
             unbusy(run, set, entry, None, 0);
@@ -1221,14 +1224,14 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
         }
         Kind::Delay => {
             let seconds = flowop.value.eval(&mut t.rng).max(0) as u64;
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             sim.sleep(seconds.saturating_mul(NS_PER_SEC)).await;
             end(run, t, index, 0);
             Outcome::Ok
         }
         Kind::Hog => {
             let iterations = flowop.value.eval(&mut t.rng).max(0) as u64;
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             run.vfs
                 .mm
                 .cpu
@@ -1238,7 +1241,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
             Outcome::Ok
         }
         Kind::Block => {
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             if !run.stopping() {
                 run.block_wait[flowop.stat]
                     .wait(&sim, WaitReason::WaitQueue, Blocker::None)
@@ -1256,7 +1259,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
                 .position(|n| *n == target)
                 .expect("wakeup targets are checked at load");
             for _ in 0..run.instances_of[stat] {
-                begin(run, t, &flowop);
+                begin(run, t, flowop);
                 end(run, t, index, 0);
             }
             run.block_wait[stat].wake_all(&sim);
@@ -1266,7 +1269,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
             if !run.eventgen_enabled {
                 return Outcome::Ok;
             }
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             take_events(run, 1).await;
             end(run, t, index, 0);
             Outcome::Ok
@@ -1302,7 +1305,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
             } else {
                 (owed as u64, owed)
             };
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             if take_events(run, events).await {
                 t.locals[index].tput_bucket += credit;
             }
@@ -1318,7 +1321,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
                 (_, Some(target)) => t.locals[target].bytes > limit,
                 (_, None) => control.bytes > limit,
             };
-            begin(run, t, &flowop);
+            begin(run, t, flowop);
             end(run, t, index, 0);
             if reached {
                 Outcome::NoResource
