@@ -6,9 +6,11 @@
 //! Linux measures many of the intervals the papers' stalls depend on in jiffies: CFQ's
 //! `slice_idle = HZ / 125`, `CFQ_MIN_TT = 2` jiffies, `BLK_BATCH_TIME = HZ / 50`,
 //! `congestion_wait(HZ / 10)`, the dirty-throttling pauses. With HZ = 100 a jiffy is 10 ms and
-//! the kernel's integer division makes `HZ / 125` zero jiffies ([`Hz::over`]); think times are
-//! whole jiffies. The helpers here do the kernel's integer arithmetic so models reproduce those
-//! effects instead of idealised millisecond values.
+//! the kernel's integer division makes `HZ / 125` zero jiffies ([`Hz::over`]), which CFQ's
+//! `cfq_init` then raises to one jiffy ("could be 0 on HZ < 1000 setups"): `slice_idle` is
+//! 10 ms at HZ = 100, not 0. Think times are whole jiffies. The helpers here do the kernel's
+//! integer arithmetic so models reproduce those effects instead of idealised millisecond values;
+//! where the kernel clamps a result, the model does too.
 //!
 //! Simplifications: the clock is virtual and exact; `jiffies` is `now / tick` (no boot offset,
 //! no `INITIAL_JIFFIES` wrap); timers fire on the tick after their expiry as `mod_timer` does only

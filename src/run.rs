@@ -208,6 +208,10 @@ pub fn run_one(
         Stack::new(&sim, &variant.stack, activity.clone(), with_block)
     }
     .map_err(run_error)?;
+    // The apps' processes start at their app's nice value.
+    for (i, app) in scenario.apps.iter().enumerate() {
+        stack.tasks.set_app_nice(scenario.uid(i), app.nice);
+    }
     if let Some(block) = &stack.block {
         // Jobs must fit the device: checked here, where its capacity is known, with the checks
         // the job itself makes when it starts.

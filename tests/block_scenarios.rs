@@ -104,3 +104,40 @@ fn the_slowest_read_is_explained_by_where_its_request_waited() {
     assert!(cfq.waits[0].on.contains("queued in cfq"));
     assert!(cfq.latency_ns > noop.latency_ns);
 }
+
+#[test]
+fn block_tunables_and_nice_are_checked_by_name() {
+    let ok = edit(
+        "[stack.block]\nelevator = \"noop\"",
+        "[stack.block]\nelevator = \"noop\"\nnr_requests = 64\n[stack.block.cfq]\nslice_idle = 0\nquantum = 16",
+    )
+    .unwrap();
+    assert_eq!(ok.apps.len(), 2);
+    let err = edit(
+        "[stack.block]\nelevator = \"noop\"",
+        "[stack.block]\nelevator = \"noop\"\n[stack.block.cfq]\nslice_idel = 0",
+    )
+    .unwrap_err();
+    assert!(err.message.contains("slice_idel"), "{err}");
+    let err = edit(
+        "[stack.block]\nelevator = \"noop\"",
+        "[stack.block]\nelevator = \"noop\"\n[stack.block.cfq]\nquantum = 0",
+    )
+    .unwrap_err();
+    assert!(err.message.contains("quantum = 0"), "{err}");
+    let err = edit(
+        "name = \"update\"\nrole = \"background\"",
+        "name = \"update\"\nrole = \"background\"\nnice = 25",
+    )
+    .unwrap_err();
+    assert!(
+        err.message.contains("nice = 25") && err.message.contains("-20 and 19"),
+        "{err}"
+    );
+    let background = edit(
+        "name = \"update\"\nrole = \"background\"",
+        "name = \"update\"\nrole = \"background\"\nnice = 10",
+    )
+    .unwrap();
+    assert_eq!(background.apps[1].nice, 10);
+}

@@ -21,9 +21,8 @@
 //! read/write values ("4k,64k"), and everything not listed above.
 
 use super::blktrace::BlkTrace;
-use super::elevator::{new_elevator, QueueTraits};
 use super::layer::BlockLayer;
-use super::queue::{split_bio, tag_set_depth, AllocModel, QueueStats, RequestQueue};
+use super::queue::{split_bio, QueueStats, RequestQueue};
 use super::request::{Bio, IoPrio, IoPrioClass, TaskRef};
 use crate::dev::{BlockDevice, IoFlags, IoOp};
 use crate::sim::{Rng, Sim, Simulation};
@@ -633,17 +632,12 @@ pub fn build_queue(
     elevator: &str,
     trace: bool,
 ) -> Result<RequestQueue, String> {
-    let traits = QueueTraits {
-        nonrot: true,
-        queue_depth: device.queue_depth(),
+    let config = super::BlockConfig {
+        elevator: elevator.to_string(),
+        blktrace: trace,
+        ..super::BlockConfig::default()
     };
-    let elevator_box = new_elevator(elevator, traits)?;
-    let alloc = AllocModel::default_for(elevator, tag_set_depth(traits.queue_depth));
-    let mut queue = RequestQueue::new(elevator_box, device, alloc);
-    if trace {
-        queue.enable_trace(BlkTrace::new(179, 0, super::blktrace::DEFAULT_CAPACITY));
-    }
-    Ok(queue)
+    RequestQueue::from_config(device, &config, crate::kernel::KernelConfig::default().hz)
 }
 
 /// A job from `option = value` pairs (a scenario's `[app.workload.fio]` table), with fio's

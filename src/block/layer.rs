@@ -95,15 +95,24 @@ fn describe_completed(rq: &super::request::Request, elevator: &str, now: Nanos) 
     if rq.flags.meta {
         rwbs.push('M');
     }
+    let on_device = rq.device_start_ns.unwrap_or(issued);
+    let in_driver = if on_device > issued {
+        format!(
+            ", {} ms in the driver",
+            format_ms((on_device - issued) as f64)
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "request R#{} ({rwbs} {} sectors of {}[{}]{}, {} ms queued in {elevator}, {} ms on the device)",
+        "request R#{} ({rwbs} {} sectors of {}[{}]{}, {} ms queued in {elevator}{in_driver}, {} ms on the device)",
         rq.id,
         rq.nr_sectors,
         rq.task.comm,
         rq.task.pid,
         if rq.issued_async { ", async writeback" } else { "" },
         format_ms((issued - rq.start_ns) as f64),
-        format_ms((now - issued) as f64),
+        format_ms((now - on_device) as f64),
     )
 }
 
@@ -154,6 +163,12 @@ impl BlockLayer {
         self.shared.queue.borrow_mut().run_queue(self.sim.now());
         self.arm();
         value
+    }
+
+    /// A process was created: the queue's task table learns its uid and comm (and its app's
+    /// nice value).
+    pub fn register_task(&self, pid: u32, uid: u32, comm: &str) {
+        self.shared.queue.borrow().register_task(pid, uid, comm);
     }
 
     /// `submit_bio`: may sleep in `get_request`; returns once the bio is in a request.
@@ -427,7 +442,7 @@ mod tests {
         let sim = Simulation::new(1);
         let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
         let queue = RequestQueue::new(
-            Box::new(MqDeadline::new()),
+            Box::new(MqDeadline::new(crate::kernel::Hz(100))),
             Box::new(device),
             AllocModel::Mq { nr_requests: 8 },
         );

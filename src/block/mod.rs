@@ -12,9 +12,23 @@ pub mod layer;
 pub mod queue;
 pub mod request;
 
+use crate::kernel::Hz;
 use serde::{Deserialize, Serialize};
 
-/// The scenario's `[stack.block]` table.
+/// The scenario's `[stack.block]` table: the elevator, `nr_requests` and the elevators'
+/// tunables as a vendor's init script writes them to `/sys/block/<dev>/queue/` (sysfs units:
+/// times in milliseconds, converted to jiffies with `msecs_to_jiffies` as the kernel's store
+/// functions do; counts as plain numbers; switches as booleans for sysfs's 0 / 1). A tunable left
+/// out keeps the kernel default for the run's `[stack.kernel] hz`.
+///
+/// ```toml
+/// [stack.block]
+/// elevator = "cfq"
+/// nr_requests = 128
+/// [stack.block.cfq]
+/// slice_idle = 0          # ms: echo 0 > /sys/block/mmcblk0/queue/iosched/slice_idle
+/// quantum = 16
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BlockConfig {
@@ -25,6 +39,173 @@ pub struct BlockConfig {
     /// Record a blktrace of the queue (`mobistack run --blktrace FILE` sets it). Default false.
     #[serde(default)]
     pub blktrace: bool,
+    /// `queue/nr_requests`: requests per direction (legacy elevators) or scheduler tags (blk-mq).
+    /// Default: `BLKDEV_MAX_RQ` = 128 per direction for the legacy elevators, twice the tag-set
+    /// depth (at most 256) for mq-deadline (`blk_mq_init_sched`). At least `BLKDEV_MIN_RQ` = 4
+    /// (block/blk-sysfs.c `queue_requests_store`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nr_requests: Option<u32>,
+    /// CFQ's tunables (`queue/iosched/` under cfq).
+    #[serde(default)]
+    pub cfq: CfqConfig,
+    /// deadline's tunables.
+    #[serde(default)]
+    pub deadline: DeadlineConfig,
+    /// mq-deadline's tunables.
+    #[serde(default, rename = "mq-deadline")]
+    pub mq_deadline: MqDeadlineConfig,
+}
+
+/// `queue/iosched/` of CFQ (block/cfq-iosched.c `cfq_attrs`). Times in ms.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CfqConfig {
+    pub quantum: Option<u32>,
+    pub fifo_expire_sync: Option<u32>,
+    pub fifo_expire_async: Option<u32>,
+    /// KiB.
+    pub back_seek_max: Option<u32>,
+    pub back_seek_penalty: Option<u32>,
+    pub slice_sync: Option<u32>,
+    pub slice_async: Option<u32>,
+    pub slice_async_rq: Option<u32>,
+    pub slice_idle: Option<u32>,
+    pub group_idle: Option<u32>,
+    pub low_latency: Option<bool>,
+    pub target_latency: Option<u32>,
+}
+
+/// `queue/iosched/` of deadline (block/deadline-iosched.c `deadline_attrs`). Times in ms.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeadlineConfig {
+    pub read_expire: Option<u32>,
+    pub write_expire: Option<u32>,
+    pub writes_starved: Option<u32>,
+    pub front_merges: Option<bool>,
+    pub fifo_batch: Option<u32>,
+}
+
+/// `queue/iosched/` of mq-deadline (block/mq-deadline.c `deadline_attrs`). Times in ms.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MqDeadlineConfig {
+    pub read_expire: Option<u32>,
+    pub write_expire: Option<u32>,
+    pub writes_starved: Option<u32>,
+    pub front_merges: Option<bool>,
+    pub fifo_batch: Option<u32>,
+    pub prio_aging_expire: Option<u32>,
+    /// Scheduler tags writes and async reads may hold; at most `nr_requests`.
+    pub async_depth: Option<u32>,
+}
+
+/// `BLKDEV_MIN_RQ = 4` (include/linux/blkdev.h): the smallest `nr_requests` sysfs accepts.
+pub const BLKDEV_MIN_RQ: u32 = 4;
+
+/// Fails with a message naming the field when `value` is below `min`.
+fn at_least(table: &str, field: &str, value: Option<u32>, min: u32) -> Result<(), String> {
+    match value {
+        Some(v) if v < min => Err(format!(
+            "[stack.block.{table}] {field} = {v} is invalid: it must be at least {min}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl CfqConfig {
+    /// The kernel's store functions clamp below their minimum (`STORE_FUNCTION(..., MIN, ...)`);
+    /// a scenario value below it is rejected instead, naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        for (field, value, min) in [
+            ("quantum", self.quantum, 1),
+            ("fifo_expire_sync", self.fifo_expire_sync, 1),
+            ("fifo_expire_async", self.fifo_expire_async, 1),
+            ("back_seek_penalty", self.back_seek_penalty, 1),
+            ("slice_sync", self.slice_sync, 1),
+            ("slice_async", self.slice_async, 1),
+            ("slice_async_rq", self.slice_async_rq, 1),
+            ("target_latency", self.target_latency, 1),
+        ] {
+            at_least("cfq", field, value, min)?;
+        }
+        Ok(())
+    }
+
+    /// The tunables in jiffies at tick rate `hz`: the 3.10 defaults overridden by the values
+    /// given (ms through `msecs_to_jiffies`, as `cfq_*_store` converts them).
+    pub fn tunables(&self, hz: Hz) -> elevator::cfq::CfqTunables {
+        let mut t = elevator::cfq::CfqTunables::defaults(hz);
+        let ms = |value: Option<u32>, default: u64| {
+            value.map_or(default, |v| hz.msecs_to_jiffies(u64::from(v)))
+        };
+        t.quantum = self.quantum.unwrap_or(t.quantum);
+        t.fifo_expire = [
+            ms(self.fifo_expire_async, t.fifo_expire[0]),
+            ms(self.fifo_expire_sync, t.fifo_expire[1]),
+        ];
+        t.back_seek_max_kib = self.back_seek_max.map_or(t.back_seek_max_kib, u64::from);
+        t.back_seek_penalty = self
+            .back_seek_penalty
+            .map_or(t.back_seek_penalty, u64::from);
+        t.slice = [
+            ms(self.slice_async, t.slice[0]),
+            ms(self.slice_sync, t.slice[1]),
+        ];
+        t.slice_async_rq = self.slice_async_rq.unwrap_or(t.slice_async_rq);
+        t.slice_idle = ms(self.slice_idle, t.slice_idle);
+        t.group_idle = ms(self.group_idle, t.group_idle);
+        t.low_latency = self.low_latency.unwrap_or(t.low_latency);
+        t.target_latency = ms(self.target_latency, t.target_latency);
+        t
+    }
+}
+
+impl DeadlineConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        at_least("deadline", "fifo_batch", self.fifo_batch, 1)
+    }
+
+    /// `deadline_init_queue` defaults at `hz`, overridden by the values given.
+    pub fn tunables(&self, hz: Hz) -> elevator::deadline::DeadlineTunables {
+        let mut t = elevator::deadline::DeadlineTunables::defaults(hz);
+        let ms = |value: Option<u32>, default: u64| {
+            value.map_or(default, |v| hz.msecs_to_jiffies(u64::from(v)))
+        };
+        t.fifo_expire = [
+            ms(self.read_expire, t.fifo_expire[0]),
+            ms(self.write_expire, t.fifo_expire[1]),
+        ];
+        t.writes_starved = self.writes_starved.unwrap_or(t.writes_starved);
+        t.front_merges = self.front_merges.unwrap_or(t.front_merges);
+        t.fifo_batch = self.fifo_batch.unwrap_or(t.fifo_batch);
+        t
+    }
+}
+
+impl MqDeadlineConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        at_least("mq-deadline", "fifo_batch", self.fifo_batch, 1)?;
+        at_least("mq-deadline", "async_depth", self.async_depth, 1)
+    }
+
+    /// `dd_init_sched` defaults at `hz`, overridden by the values given.
+    pub fn tunables(&self, hz: Hz) -> elevator::mq_deadline::MqDeadlineTunables {
+        let mut t = elevator::mq_deadline::MqDeadlineTunables::defaults(hz);
+        let ms = |value: Option<u32>, default: u64| {
+            value.map_or(default, |v| hz.msecs_to_jiffies(u64::from(v)))
+        };
+        t.fifo_expire = [
+            ms(self.read_expire, t.fifo_expire[0]),
+            ms(self.write_expire, t.fifo_expire[1]),
+        ];
+        t.writes_starved = self.writes_starved.unwrap_or(t.writes_starved);
+        t.front_merges = self.front_merges.unwrap_or(t.front_merges);
+        t.fifo_batch = self.fifo_batch.unwrap_or(t.fifo_batch);
+        t.prio_aging_expire = ms(self.prio_aging_expire, t.prio_aging_expire);
+        t.async_depth = self.async_depth.map(|d| d as usize);
+        t
+    }
 }
 
 fn default_elevator() -> String {
@@ -36,20 +217,84 @@ impl Default for BlockConfig {
         BlockConfig {
             elevator: default_elevator(),
             blktrace: false,
+            nr_requests: None,
+            cfq: CfqConfig::default(),
+            deadline: DeadlineConfig::default(),
+            mq_deadline: MqDeadlineConfig::default(),
         }
     }
 }
 
 impl BlockConfig {
     pub fn validate(&self) -> Result<(), String> {
-        if elevator::ELEVATOR_NAMES.contains(&self.elevator.as_str()) || self.elevator == "none" {
-            Ok(())
-        } else {
-            Err(format!(
+        if !(elevator::ELEVATOR_NAMES.contains(&self.elevator.as_str()) || self.elevator == "none")
+        {
+            return Err(format!(
                 "unknown elevator `{}`: expected one of {}",
                 self.elevator,
                 elevator::ELEVATOR_NAMES.join(", ")
-            ))
+            ));
         }
+        at_least("", "nr_requests", self.nr_requests, BLKDEV_MIN_RQ)
+            .map_err(|e| e.replace("[stack.block.]", "[stack.block]"))?;
+        self.cfq.validate()?;
+        self.deadline.validate()?;
+        self.mq_deadline.validate()?;
+        if let (Some(depth), Some(nr)) = (self.mq_deadline.async_depth, self.nr_requests) {
+            if depth > nr {
+                return Err(format!(
+                    "[stack.block.mq-deadline] async_depth = {depth} is invalid: it must be at most nr_requests ({nr})"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<BlockConfig, String> {
+        let config: BlockConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    #[test]
+    fn tunables_are_sysfs_milliseconds_converted_to_jiffies() {
+        let config = parse(
+            "elevator = \"cfq\"\nnr_requests = 64\n[cfq]\nslice_idle = 0\nslice_sync = 45\nquantum = 16\nlow_latency = false\n[deadline]\nread_expire = 250\n[mq-deadline]\nprio_aging_expire = 1000\n",
+        )
+        .unwrap();
+        let hz = Hz(100);
+        let cfq = config.cfq.tunables(hz);
+        assert_eq!(cfq.slice_idle, 0, "slice_idle = 0 turns idling off");
+        assert_eq!(cfq.slice[1], 5, "msecs_to_jiffies(45) rounds up");
+        assert_eq!((cfq.quantum, cfq.low_latency), (16, false));
+        assert_eq!(cfq.slice[0], 4, "unset: HZ / 25");
+        assert_eq!(config.deadline.tunables(hz).fifo_expire, [25, 500]);
+        assert_eq!(config.mq_deadline.tunables(hz).prio_aging_expire, 100);
+        assert_eq!(config.nr_requests, Some(64));
+    }
+
+    #[test]
+    fn invalid_and_unknown_tunables_are_errors_naming_the_field() {
+        let error = parse("[cfq]\nquantum = 0\n").unwrap_err();
+        assert!(
+            error.contains("quantum") && error.contains("[stack.block.cfq]"),
+            "{error}"
+        );
+        let error = parse("[cfq]\nslice_idel = 8\n").unwrap_err();
+        assert!(error.contains("slice_idel"), "{error}");
+        let error = parse("nr_requests = 2\n").unwrap_err();
+        assert!(
+            error.contains("[stack.block] nr_requests = 2") && error.contains("at least 4"),
+            "{error}"
+        );
+        let error = parse("[deadline]\nfifo_batch = 0\n").unwrap_err();
+        assert!(error.contains("fifo_batch"), "{error}");
+        let error = parse("nr_requests = 8\n[mq-deadline]\nasync_depth = 9\n").unwrap_err();
+        assert!(error.contains("async_depth = 9"), "{error}");
     }
 }

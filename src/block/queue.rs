@@ -18,30 +18,53 @@
 //!    schedule), and it retries when a request is freed; after sleeping it becomes a batcher.
 //! 4. With a plug, the request waits on the task's plug list (flushed at `finish_plug`, when the
 //!    task sleeps, or at `BLK_MAX_REQUEST_COUNT` requests), else it is inserted now.
-//! 5. I: inserted into the elevator; D: issued when the device has a free slot; C: completed,
-//!    the request is freed and waiters are woken.
+//! 5. I: inserted into the elevator; D: taken by the driver: with SCSI/UFS when the device has a
+//!    free slot, with the mmc block driver of an eMMC or SD card without command queueing when
+//!    one of the driver's two slots is free ([`MmcHost`]: one request on the card, one fetched
+//!    and waiting for it); C: completed, the request is freed and waiters are woken.
 //!
 //! Simplifications:
 //! - Bios must already fit `max_sectors` (use [`split_bio`], like `blk_queue_split`).
 //! - The flush state machine (`blk_insert_flush`: preflush, data, postflush steps) is one request
 //!   carrying the flags to the device, which models the cost.
-//! - No `ELV_MQUEUE_MUST` from CFQ's `may_queue`, no `rl->starved` cross-direction wakeups, no
-//!   congestion thresholds (only the hard limits), no request-to-request merges.
+//! - No `ELV_MQUEUE_MUST` from CFQ's `may_queue`, no `rl->starved` cross-direction wakeups (a
+//!   direction is starved only when an allocation fails with none of its requests allocated,
+//!   which needs a mempool failure or `ELV_MQUEUE_NO`), no request-to-request merges. The
+//!   congestion bits are kept ([`RequestQueue::is_congested`]) but nothing above reads them yet.
 //! - One hardware queue for blk-mq; tags are not split per CPU.
 
 use super::blktrace::{Action, BlkTrace};
 use super::elevator::Elevator;
 use super::request::{Bio, BioId, MergeKind, Request, RequestId, MAX_REQUEST_SECTORS};
 use crate::dev::{BlockDevice, DevCompletion};
-use crate::units::{Nanos, NS_PER_MS};
+use crate::kernel::Hz;
+use crate::task::TaskTable;
+use crate::units::Nanos;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
 
 /// `BLKDEV_MAX_RQ = 128`: default `nr_requests` (include/linux/blkdev.h).
 pub const BLKDEV_MAX_RQ: usize = 128;
 /// `BLK_BATCH_REQ = 32`: requests a batching process may allocate past the limit (blk-core.c).
 pub const BLK_BATCH_REQ: u32 = 32;
-/// `BLK_BATCH_TIME = HZ / 50` -> 20 ms (blk-core.c).
-pub const BLK_BATCH_TIME_NS: Nanos = 20 * NS_PER_MS;
+/// `BLK_BATCH_TIME = HZ / 50` jiffies (blk-core.c): 2 jiffies = 20 ms at HZ = 100, 4 = 20 ms at
+/// HZ = 200.
+pub const BLK_BATCH_TIME_DIVISOR: u32 = 50;
+/// `queue_congestion_on_threshold` (`blk_queue_congestion_threshold`, blk-core.c 3.10):
+/// `nr_requests - nr_requests / 8 + 1`, at most `nr_requests` (113 of 128).
+pub fn congestion_on_threshold(nr_requests: usize) -> usize {
+    (nr_requests - nr_requests / 8 + 1).min(nr_requests)
+}
+
+/// `queue_congestion_off_threshold`: `nr_requests - nr_requests / 8 - nr_requests / 16 - 1`, at
+/// least 1 (103 of 128).
+pub fn congestion_off_threshold(nr_requests: usize) -> usize {
+    (nr_requests - nr_requests / 8 - nr_requests / 16)
+        .saturating_sub(1)
+        .max(1)
+}
+
 /// `BLK_MAX_REQUEST_COUNT = 16`: a plug list this long is flushed (blk-core.c, 3.10).
 pub const BLK_MAX_REQUEST_COUNT: usize = 16;
 /// Bound on plugged requests per task, above the flush point: exceeding it is a model bug.
@@ -131,15 +154,16 @@ impl QueueStats {
 pub struct AdvanceReport {
     /// Requests that completed, in completion order, with their completion time.
     pub completed: Vec<(Nanos, Request)>,
-    /// Requests freed per allocation class: wake that many sleepers of each class.
+    /// Wake-ups per allocation class (`wake_up(&rl->wait[sync])` in `__freed_request`): wake
+    /// that many sleepers of each class.
     pub freed: [usize; 2],
 }
 
-/// Per-task batching state (`ioc->nr_batch_requests`, `ioc->last_waited`).
+/// Per-task batching state (`ioc->nr_batch_requests`, `ioc->last_waited` in jiffies).
 #[derive(Debug, Clone, Copy)]
 struct Batching {
     nr_batch_requests: u32,
-    last_waited: Nanos,
+    last_waited: u64,
 }
 
 /// Splits a bio larger than `max_sectors` into pieces (`blk_queue_split` / `bio_split`). Pieces
@@ -166,6 +190,54 @@ pub fn split_bio(bio: Bio, max_sectors: u32, next_id: &mut BioId) -> Vec<Bio> {
     pieces
 }
 
+/// The mmc block driver's request slots (drivers/mmc/card/queue.c and block.c, 3.10):
+/// `mmc_queue_thread` fetches a request (`blk_fetch_request`: the elevator dispatches it, blktrace
+/// D) and hands it to `mmc_start_req`, which prepares it while the previous one is on the card
+/// (`mqrq_cur` / `mqrq_prev`) and starts it when the card is done. The fetch is binding: the
+/// request waits in the driver, not in the elevator, so the queue sees two requests in the driver
+/// on a card that takes one. Discards and flushes (`MMC_REQ_SPECIAL_MASK`) run synchronously:
+/// the thread waits for the card, issues them and fetches nothing until they complete.
+///
+/// Packed writes (eMMC 4.5, `mmc_blk_prep_packed_list` of drivers/mmc/card/block.c, 3.7+), when
+/// the card accepts them ([`BlockDevice::packed_write_max`]): a fetched write takes the writes
+/// the elevator dispatches right after it into one command, up to the card's maximum and
+/// `0xffff` sectors; the first request that does not fit (a read, a discard or flush, a FUA
+/// write) is put back at the head of the dispatch queue (`blk_requeue_request`).
+#[derive(Debug, Default)]
+pub struct MmcHost {
+    /// The fetched request (or packed group) waiting for the card (`mqrq_cur` while
+    /// `mqrq_prev` is on the card).
+    prepared: Option<Vec<Request>>,
+    /// A special request is on the card: the thread blocks on it.
+    special_on_card: bool,
+    /// Writes per packed command; 0 or 1: no packing.
+    packed_write_max: u32,
+    /// Packed commands issued.
+    packed_commands: u64,
+}
+
+/// `mmc_blk_prep_packed_list`: a packed command carries at most `0xffff` sectors.
+const MMC_PACKED_MAX_SECTORS: u32 = 0xffff;
+
+impl MmcHost {
+    /// `MMC_REQ_SPECIAL_MASK` (REQ_DISCARD | REQ_FLUSH).
+    fn is_special(rq: &Request) -> bool {
+        matches!(rq.op, crate::dev::IoOp::Discard | crate::dev::IoOp::Flush) || rq.flags.preflush
+    }
+
+    /// The thread fetches when its current slot is empty and it is not blocked on a special
+    /// request; a fetched special request also blocks further fetches.
+    fn can_fetch(&self) -> bool {
+        self.prepared.is_none() && !self.special_on_card
+    }
+
+    /// A write the packed command may carry: no flush or discard, not FUA (a reliable write
+    /// ends the list, `mmc_req_rel_wr`).
+    fn packable(rq: &Request) -> bool {
+        rq.op == crate::dev::IoOp::Write && !rq.flags.preflush && !rq.flags.fua
+    }
+}
+
 /// The request queue of one block device.
 pub struct RequestQueue {
     elevator: Box<dyn Elevator>,
@@ -178,6 +250,8 @@ pub struct RequestQueue {
     allocated_limited: usize,
     /// `blk_rl_full(rl, sync)`.
     rl_full: [bool; 2],
+    /// `blk_queue_congested(q, sync)` (the bdi's congestion bits, legacy lists only).
+    congested: [bool; 2],
     batching: BTreeMap<u32, Batching>,
     /// Per task: the plug list (`current->plug->list`).
     plugs: BTreeMap<u32, Vec<Request>>,
@@ -189,6 +263,12 @@ pub struct RequestQueue {
     stats: QueueStats,
     trace: Option<BlkTrace>,
     last_now: Nanos,
+    /// The mmc block driver's two request slots, when the device sits behind it.
+    mmc: Option<MmcHost>,
+    /// The stack's task table: the allocating task's nice value and `ioprio`.
+    tasks: Option<Rc<TaskTable>>,
+    /// The kernel's tick rate: `BLK_BATCH_TIME` and `ioc->last_waited` are jiffies.
+    hz: Hz,
 }
 
 impl RequestQueue {
@@ -201,6 +281,10 @@ impl RequestQueue {
             AllocModel::Legacy { nr_requests } | AllocModel::Mq { nr_requests } => nr_requests,
         };
         assert!(limit > 0, "nr_requests must be positive");
+        let mmc = device.mmc_host().then(|| MmcHost {
+            packed_write_max: device.packed_write_max(),
+            ..MmcHost::default()
+        });
         RequestQueue {
             elevator,
             device,
@@ -209,6 +293,7 @@ impl RequestQueue {
             allocated: [0; 2],
             allocated_limited: 0,
             rl_full: [false; 2],
+            congested: [false; 2],
             batching: BTreeMap::new(),
             plugs: BTreeMap::new(),
             dispatch_list: VecDeque::new(),
@@ -218,7 +303,81 @@ impl RequestQueue {
             stats: QueueStats::default(),
             trace: None,
             last_now: 0,
+            mmc,
+            tasks: None,
+            hz: crate::kernel::KernelConfig::default().hz,
         }
+    }
+
+    /// Reads tasks' nice values and I/O priorities from `tasks` when allocating requests.
+    /// Without a table every task is nice 0, I/O class NONE.
+    pub fn set_task_table(&mut self, tasks: Rc<TaskTable>) {
+        self.tasks = Some(tasks);
+    }
+
+    /// A process was created (`comm`, app `uid`): registers it in the task table, if any.
+    pub fn register_task(&self, pid: u32, uid: u32, comm: &str) {
+        if let Some(tasks) = &self.tasks {
+            tasks.register(pid, uid, comm);
+        }
+    }
+
+    /// The bio as the allocating task issues it: a task that set an I/O priority
+    /// (`ioprio_set`) issues its bios at that priority (`cic->ioprio`); a bio that carries its
+    /// own (a fio job's `prio` / `prioclass`) keeps it.
+    fn with_task_ioprio<'b>(&self, bio: &'b Bio) -> Cow<'b, Bio> {
+        let Some(tasks) = &self.tasks else {
+            return Cow::Borrowed(bio);
+        };
+        let (ioprio, _) = tasks.io_context(bio.task.pid, bio.task.uid);
+        if ioprio.class == crate::task::IoPrioClass::None
+            || bio.ioprio.class != crate::task::IoPrioClass::None
+        {
+            return Cow::Borrowed(bio);
+        }
+        Cow::Owned(Bio {
+            ioprio,
+            ..bio.clone()
+        })
+    }
+
+    /// Sets the tick rate (`[stack.kernel] hz`); default: the `[stack.kernel]` default.
+    pub fn set_hz(&mut self, hz: Hz) {
+        self.hz = hz;
+    }
+
+    /// The request queue `[stack.block]` asks for over `device` at tick rate `hz`: the elevator
+    /// with its tunables, `nr_requests` (or the kernel default for the elevator), and a blktrace
+    /// when asked for. Errors name an invalid field.
+    pub fn from_config(
+        device: Box<dyn BlockDevice>,
+        config: &super::BlockConfig,
+        hz: Hz,
+    ) -> Result<RequestQueue, String> {
+        config.validate()?;
+        let traits = super::elevator::QueueTraits {
+            nonrot: true,
+            queue_depth: device.queue_depth(),
+        };
+        let elevator = super::elevator::build_elevator(&config.elevator, traits, hz, config)?;
+        let alloc = match (
+            AllocModel::default_for(&config.elevator, tag_set_depth(traits.queue_depth)),
+            config.nr_requests,
+        ) {
+            (AllocModel::Legacy { .. }, Some(nr)) => AllocModel::Legacy {
+                nr_requests: nr as usize,
+            },
+            (AllocModel::Mq { .. }, Some(nr)) => AllocModel::Mq {
+                nr_requests: nr as usize,
+            },
+            (default, None) => default,
+        };
+        let mut queue = RequestQueue::new(elevator, device, alloc);
+        queue.set_hz(hz);
+        if config.blktrace {
+            queue.enable_trace(BlkTrace::new(179, 0, super::blktrace::DEFAULT_CAPACITY));
+        }
+        Ok(queue)
     }
 
     /// Starts recording a blktrace log.
@@ -349,21 +508,27 @@ impl RequestQueue {
         !sync || write
     }
 
-    /// `ioc_batching`.
+    /// `ioc_batching`: a fresh batcher, or one with requests left within `BLK_BATCH_TIME`
+    /// jiffies of becoming one (`time_before(jiffies, ioc->last_waited + BLK_BATCH_TIME)`).
     fn is_batching(&self, pid: u32, now: Nanos) -> bool {
+        let jiffies = self.hz.jiffies(now);
+        let batch_time = self.hz.over(BLK_BATCH_TIME_DIVISOR);
         self.batching.get(&pid).is_some_and(|batch| {
             batch.nr_batch_requests == BLK_BATCH_REQ
-                || (batch.nr_batch_requests > 0 && now < batch.last_waited + BLK_BATCH_TIME_NS)
+                || (batch.nr_batch_requests > 0 && jiffies < batch.last_waited + batch_time)
         })
     }
 
-    /// `ioc_set_batching`.
+    /// `ioc_set_batching`: makes the task a batcher unless it already is one.
     fn set_batching(&mut self, pid: u32, now: Nanos) {
+        if self.is_batching(pid, now) {
+            return;
+        }
         self.batching.insert(
             pid,
             Batching {
                 nr_batch_requests: BLK_BATCH_REQ,
-                last_waited: now,
+                last_waited: self.hz.jiffies(now),
             },
         );
     }
@@ -374,13 +539,16 @@ impl RequestQueue {
         match self.alloc {
             AllocModel::Legacy { nr_requests } => {
                 let count = self.allocated[class];
-                if count + 1 >= nr_requests {
-                    if !self.rl_full[class] {
-                        self.set_batching(bio.task.pid, now);
-                        self.rl_full[class] = true;
-                    } else if !self.is_batching(bio.task.pid, now) {
-                        return false;
+                if count + 1 >= congestion_on_threshold(nr_requests) {
+                    if count + 1 >= nr_requests {
+                        if !self.rl_full[class] {
+                            self.set_batching(bio.task.pid, now);
+                            self.rl_full[class] = true;
+                        } else if !self.is_batching(bio.task.pid, now) {
+                            return false;
+                        }
                     }
+                    self.congested[class] = true;
                 }
                 count < 3 * nr_requests / 2
             }
@@ -413,11 +581,18 @@ impl RequestQueue {
         self.next_request_id += 1;
         self.stats.requests += 1;
         self.trace_bio(now, Action::GetRequest, bio);
-        Request::from_bio(id, bio, now)
+        let mut rq = Request::from_bio(id, bio, now);
+        if let Some(tasks) = &self.tasks {
+            rq.nice = tasks.io_context(bio.task.pid, bio.task.uid).1;
+        }
+        rq
     }
 
-    /// `__freed_request`: returns whether sleepers of the class may retry.
-    fn free_request(&mut self, rq: &Request) -> AllocClass {
+    /// `freed_request` / `__freed_request`: returns the class whose wait queue gets a
+    /// `wake_up` (one exclusive sleeper), if any. With legacy lists that is only when the count
+    /// drops below `nr_requests`, which also clears `rl_full`; the congestion bit clears below
+    /// the off threshold.
+    fn free_request(&mut self, rq: &Request) -> Option<AllocClass> {
         let class = if rq.is_sync() {
             ALLOC_SYNC
         } else {
@@ -431,12 +606,28 @@ impl RequestQueue {
         if Self::depth_limited(rq.is_sync(), rq.is_write()) {
             self.allocated_limited -= 1;
         }
-        if let AllocModel::Legacy { nr_requests } = self.alloc {
-            if self.allocated[class] < nr_requests {
-                self.rl_full[class] = false;
+        match self.alloc {
+            AllocModel::Legacy { nr_requests } => {
+                let count = self.allocated[class];
+                if count < congestion_off_threshold(nr_requests) {
+                    self.congested[class] = false;
+                }
+                if count < nr_requests {
+                    self.rl_full[class] = false;
+                    Some(class)
+                } else {
+                    None
+                }
             }
+            AllocModel::Mq { .. } => Some(class),
         }
-        class
+    }
+
+    /// `blk_queue_congested`: whether the request list of the class (sync or async) is above
+    /// the congestion-on threshold and has not yet dropped below the off threshold (what
+    /// `bdi_write_congested` reads; legacy lists only).
+    pub fn is_congested(&self, class: AllocClass) -> bool {
+        self.congested[class]
     }
 
     // ---- submission -------------------------------------------------------------------------
@@ -444,6 +635,7 @@ impl RequestQueue {
     /// `submit_bio` -> `blk_queue_bio`.
     pub fn submit_bio(&mut self, now: Nanos, bio: &Bio) -> SubmitOutcome {
         self.tick(now);
+        let bio = &*self.with_task_ioprio(bio);
         assert!(
             bio.nr_sectors <= self.max_sectors,
             "bio of {} sectors exceeds max_sectors {}: split it first",
@@ -483,6 +675,7 @@ impl RequestQueue {
     /// The retry in `get_request` after the submitter slept: it is now a batcher.
     pub fn retry_get_request(&mut self, now: Nanos, bio: &Bio) -> SubmitOutcome {
         self.tick(now);
+        let bio = &*self.with_task_ioprio(bio);
         self.set_batching(bio.task.pid, now);
         self.get_request(now, bio)
     }
@@ -527,10 +720,16 @@ impl RequestQueue {
 
     // ---- dispatch and completion -------------------------------------------------------------
 
-    /// `__blk_run_queue`: issues requests while the device has free slots.
+    /// `__blk_run_queue`: the driver takes requests while it can.
+    ///
+    /// SCSI/UFS (`scsi_request_fn`): issue while the device has a free slot; the elevator is
+    /// still consulted when the device is full (it peeks before checking the device,
+    /// [`Elevator::dispatch_blocked`]). The mmc driver (`mmc_request_fn` waking
+    /// `mmc_queue_thread`): fetch while one of its two slots is free ([`MmcHost`]); with both
+    /// full nothing asks the elevator.
     pub fn run_queue(&mut self, now: Nanos) {
         self.tick(now);
-        while self.device.in_flight() < self.device.queue_depth() {
+        while self.driver_can_fetch() {
             let rq = match self.dispatch_list.pop_front() {
                 Some(rq) => rq,
                 None => match self.elevator.dispatch_request(now) {
@@ -540,12 +739,63 @@ impl RequestQueue {
             };
             self.issue(now, rq);
         }
-        if self.device.in_flight() >= self.device.queue_depth() && self.elevator.has_work() {
+        if self.mmc.is_none() && !self.driver_can_fetch() && self.elevator.has_work() {
             self.elevator.dispatch_blocked(now);
         }
     }
 
-    fn issue(&mut self, now: Nanos, mut rq: Request) {
+    /// Whether the driver would fetch a request now.
+    fn driver_can_fetch(&self) -> bool {
+        match &self.mmc {
+            None => self.device.in_flight() < self.device.queue_depth(),
+            Some(mmc) => mmc.can_fetch(),
+        }
+    }
+
+    /// D: the driver takes the request (`blk_start_request`); it goes to the device at once,
+    /// or, in the mmc driver's second slot, when the card is free. The mmc driver may pack
+    /// the writes dispatched after a write into one command.
+    fn issue(&mut self, now: Nanos, rq: Request) {
+        let mut group = vec![self.start_request(now, rq)];
+        let packed_max = self.mmc.as_ref().map_or(0, |mmc| mmc.packed_write_max);
+        if packed_max > 1 && MmcHost::packable(&group[0]) {
+            let mut sectors = group[0].nr_sectors;
+            while group.len() < packed_max as usize {
+                let next = match self.dispatch_list.pop_front() {
+                    Some(rq) => rq,
+                    None => match self.elevator.dispatch_request(now) {
+                        Some(rq) => rq,
+                        None => break,
+                    },
+                };
+                if !MmcHost::packable(&next) || sectors + next.nr_sectors > MMC_PACKED_MAX_SECTORS {
+                    // `blk_requeue_request`: back to the head of the dispatch queue.
+                    self.dispatch_list.push_front(next);
+                    break;
+                }
+                sectors += next.nr_sectors;
+                group.push(self.start_request(now, next));
+            }
+        }
+        let card_busy = self.device.in_flight() > 0;
+        match self.mmc.as_mut() {
+            Some(mmc) if card_busy => {
+                assert!(
+                    mmc.prepared.is_none(),
+                    "mmc driver fetched into a full slot"
+                );
+                mmc.prepared = Some(group);
+            }
+            Some(mmc) => {
+                mmc.special_on_card = group.len() == 1 && MmcHost::is_special(&group[0]);
+                self.submit_to_device(now, group);
+            }
+            None => self.submit_to_device(now, group),
+        }
+    }
+
+    /// `blk_start_request`: D.
+    fn start_request(&mut self, now: Nanos, mut rq: Request) -> Request {
         assert!(
             rq.issued_ns.is_none(),
             "request R#{} dispatched twice",
@@ -554,9 +804,70 @@ impl RequestQueue {
         rq.issued_ns = Some(now);
         self.trace_request(now, Action::Issue, &rq);
         self.stats.dispatched += 1;
-        self.device.submit(now, rq.dev_request());
-        let previous = self.in_flight.insert(rq.id, rq);
-        assert!(previous.is_none(), "two requests in flight with one tag");
+        rq
+    }
+
+    /// One command to the device: a request, or a packed group of writes.
+    fn submit_to_device(&mut self, now: Nanos, group: Vec<Request>) {
+        if group.len() == 1 {
+            let rq = &group[0];
+            self.device.submit(now, rq.dev_request());
+        } else {
+            let commands: Vec<crate::dev::DevRequest> =
+                group.iter().map(Request::dev_request).collect();
+            self.device.submit_packed(now, &commands);
+            if let Some(mmc) = self.mmc.as_mut() {
+                mmc.packed_commands += 1;
+            }
+        }
+        for mut rq in group {
+            rq.device_start_ns = Some(now);
+            let previous = self.in_flight.insert(rq.id, rq);
+            assert!(previous.is_none(), "two requests in flight with one tag");
+        }
+    }
+
+    /// `mmc_start_req`: the card finished its command; the driver starts its prepared one.
+    /// (A packed command completes all its requests at once: the first completion starts the
+    /// next command, the others find the card busy again.)
+    fn mmc_card_done(&mut self, now: Nanos) {
+        if self.device.in_flight() > 0 {
+            return;
+        }
+        let Some(mmc) = self.mmc.as_mut() else {
+            return;
+        };
+        mmc.special_on_card = false;
+        if let Some(next) = mmc.prepared.take() {
+            mmc.special_on_card = next.len() == 1 && MmcHost::is_special(&next[0]);
+            self.submit_to_device(now, next);
+        }
+    }
+
+    /// Requests the driver holds: on the device, and the mmc driver's prepared ones.
+    pub fn in_driver(&self) -> usize {
+        self.in_flight.len()
+            + self
+                .mmc
+                .as_ref()
+                .and_then(|mmc| mmc.prepared.as_ref())
+                .map_or(0, Vec::len)
+    }
+
+    /// Packed write commands the mmc driver issued.
+    pub fn packed_commands(&self) -> u64 {
+        self.mmc.as_ref().map_or(0, |mmc| mmc.packed_commands)
+    }
+
+    /// Uses the mmc block driver between the queue and the device (or not). Default: when the
+    /// device says it sits behind one ([`BlockDevice::mmc_host`]).
+    pub fn set_mmc_host(&mut self, mmc: bool) {
+        assert_eq!(self.in_driver(), 0, "driver changed with requests in it");
+        let packed_write_max = self.device.packed_write_max();
+        self.mmc = mmc.then(|| MmcHost {
+            packed_write_max,
+            ..MmcHost::default()
+        });
     }
 
     /// The earliest time at which [`advance`](Self::advance) has something to do.
@@ -579,15 +890,22 @@ impl RequestQueue {
                 .in_flight
                 .remove(&completion.tag)
                 .unwrap_or_else(|| panic!("device completed unknown request R#{}", completion.tag));
+            // The card is free: the mmc thread starts its prepared request before it completes
+            // this one (`mmc_start_req` returns the finished request after issuing the next).
+            self.mmc_card_done(now);
             if !self.bypass.remove(&rq.id) {
                 self.elevator
                     .completed_request(completion.completed_ns, &rq);
             }
             self.trace_request(completion.completed_ns, Action::Complete, &rq);
             self.stats.completed += 1;
-            let class = self.free_request(&rq);
+            let wake = self.free_request(&rq);
             match self.alloc {
-                AllocModel::Legacy { .. } => report.freed[class] += 1,
+                AllocModel::Legacy { .. } => {
+                    if let Some(class) = wake {
+                        report.freed[class] += 1;
+                    }
+                }
                 // One tag pool: a freed tag may serve a sleeper of either class (sync readers
                 // need any tag, the others one under `async_depth`).
                 AllocModel::Mq { .. } => {
@@ -609,14 +927,14 @@ impl RequestQueue {
     fn check_invariants(&self) {
         let plugged: usize = self.plugs.values().map(Vec::len).sum();
         let accounted =
-            plugged + self.elevator.queued() + self.dispatch_list.len() + self.in_flight.len();
+            plugged + self.elevator.queued() + self.dispatch_list.len() + self.in_driver();
         assert_eq!(
             accounted,
             self.allocated(),
-            "requests lost: {plugged} plugged + {} queued + {} on dispatch list + {} in flight != {} allocated",
+            "requests lost: {plugged} plugged + {} queued + {} on dispatch list + {} in the driver != {} allocated",
             self.elevator.queued(),
             self.dispatch_list.len(),
-            self.in_flight.len(),
+            self.in_driver(),
             self.allocated()
         );
         assert_eq!(self.in_flight.len(), self.device.in_flight());
@@ -644,6 +962,7 @@ mod tests {
     use crate::block::request::test_support::bio;
     use crate::dev::fixed::FixedLatencyDevice;
     use crate::dev::IoOp;
+    use crate::units::{NS_PER_MS, NS_PER_SEC};
 
     fn queue(alloc: AllocModel, depth: usize) -> RequestQueue {
         let device = FixedLatencyDevice::new(depth, NS_PER_MS, 0);
@@ -753,10 +1072,14 @@ mod tests {
             queue.submit_bio(0, &bio(8, IoOp::Read, 5, 8, 2)),
             SubmitOutcome::Queued(_)
         ));
-        let report = queue.advance(NS_PER_MS);
-        assert_eq!(report.freed, [1, 0]);
+        // A completion leaves 5 async requests, still at or above nr_requests: nobody is woken
+        // (`__freed_request` wakes only below nr_requests), nor at 4.
+        assert_eq!(queue.advance(NS_PER_MS).freed, [0, 0]);
+        assert_eq!(queue.advance(2 * NS_PER_MS).freed, [0, 0]);
+        // At 3, below nr_requests, a sleeper is woken; it retries as a batcher.
+        assert_eq!(queue.advance(3 * NS_PER_MS).freed, [1, 0]);
         assert!(matches!(
-            queue.retry_get_request(NS_PER_MS, &other),
+            queue.retry_get_request(3 * NS_PER_MS, &other),
             SubmitOutcome::Queued(_)
         ));
         assert_eq!(queue.stats().alloc_sleeps, 2);
@@ -765,7 +1088,51 @@ mod tests {
             .unwrap()
             .to_blkparse()
             .contains("  S   W 70000 + 8 [task2]"));
-        assert_eq!(drain(&mut queue).len(), 7);
+        assert_eq!(drain(&mut queue).len(), 5);
+    }
+
+    #[test]
+    fn an_async_writer_oscillates_between_nr_requests_and_one_batch_above() {
+        // A flusher keeps submitting far-apart async writes to a one-slot device and retries
+        // whenever it is woken. It fills the list to nr_requests, becomes a batcher (32 more,
+        // `BLK_BATCH_REQ`), sleeps at 159, and is woken only once the count drops below 128
+        // (`__freed_request`); it then gets a fresh batch (it is no longer batching, so
+        // `ioc_set_batching` applies). It never reaches the 3/2 cap (192), which it did while
+        // every free woke it and renewed its batch.
+        let mut queue = queue(legacy(BLKDEV_MAX_RQ), 1);
+        let mut next = 0u64;
+        let mut pending: Option<Bio> = None;
+        let mut now = 0;
+        let (mut max, mut min_after_fill) = (0, usize::MAX);
+        for _ in 0..2_000 {
+            loop {
+                let bio = pending
+                    .take()
+                    .unwrap_or_else(|| bio(next, IoOp::Write, 10_000 * next, 8, 1));
+                let outcome = if bio.id < next {
+                    queue.retry_get_request(now, &bio)
+                } else {
+                    next += 1;
+                    queue.submit_bio(now, &bio)
+                };
+                if outcome == SubmitOutcome::MustWait(ALLOC_ASYNC) {
+                    pending = Some(bio);
+                    break;
+                }
+                max = max.max(queue.allocated());
+            }
+            // Completions until the sleeper is woken.
+            loop {
+                now = queue.next_event().expect("requests in flight");
+                if queue.advance(now).freed[ALLOC_ASYNC] > 0 {
+                    break;
+                }
+            }
+            min_after_fill = min_after_fill.min(queue.allocated());
+        }
+        assert_eq!(max, BLKDEV_MAX_RQ + BLK_BATCH_REQ as usize - 1);
+        assert_eq!(min_after_fill, BLKDEV_MAX_RQ - 1);
+        assert!(queue.is_congested(ALLOC_ASYNC));
     }
 
     #[test]
@@ -785,7 +1152,7 @@ mod tests {
     fn blk_mq_tags_limit_writes_to_async_depth_but_not_sync_reads() {
         let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
         let mut queue = RequestQueue::new(
-            Box::new(MqDeadline::new()),
+            Box::new(MqDeadline::new(crate::kernel::Hz(100))),
             Box::new(device),
             AllocModel::Mq { nr_requests: 8 },
         );
@@ -842,12 +1209,13 @@ mod tests {
             nonrot: true,
             queue_depth: 1,
         };
+        let hz = crate::kernel::Hz(1000);
         let tunables = CfqTunables {
-            slice_idle_ns: 0,
-            ..CfqTunables::default()
+            slice_idle: 0,
+            ..CfqTunables::defaults(hz)
         };
         let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
-        let cfq = Cfq::with_tunables(traits, tunables);
+        let cfq = Cfq::with_tunables(traits, hz, tunables);
         let mut queue = RequestQueue::new(Box::new(cfq), Box::new(device), legacy(BLKDEV_MAX_RQ));
         const FLUSHER: u32 = 1;
         const READER: u32 = 2;
@@ -883,5 +1251,449 @@ mod tests {
         assert_eq!(issued(READER), vec![NS_PER_MS]);
         assert_eq!(issued(MESSENGER), vec![2 * NS_PER_MS]);
         assert_eq!(issued(FLUSHER).len(), 21);
+    }
+
+    /// A one-slot card behind the mmc driver (two requests in the driver), 1 ms per request.
+    fn mmc_queue(elevator: Box<dyn Elevator>, latency_ns: Nanos) -> RequestQueue {
+        let device = FixedLatencyDevice::new(1, latency_ns, 0);
+        let mut queue = RequestQueue::new(elevator, Box::new(device), legacy(BLKDEV_MAX_RQ));
+        queue.set_mmc_host(true);
+        queue.enable_trace(BlkTrace::new(179, 0, 1024));
+        queue
+    }
+
+    /// CFQ at HZ = 1000 (a jiffy is a millisecond) with `tune` applied to its defaults.
+    fn cfq(tune: impl FnOnce(&mut crate::block::elevator::cfq::CfqTunables)) -> Box<dyn Elevator> {
+        use crate::block::elevator::cfq::{Cfq, CfqTunables};
+        use crate::block::elevator::QueueTraits;
+        let hz = crate::kernel::Hz(1000);
+        let mut tunables = CfqTunables::defaults(hz);
+        tune(&mut tunables);
+        let traits = QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        };
+        Box::new(Cfq::with_tunables(traits, hz, tunables))
+    }
+
+    const WRITER: u32 = 10;
+    const READER: u32 = 20;
+
+    #[test]
+    fn the_mmc_driver_fetches_one_request_ahead_of_the_card() {
+        // Three far-apart writes: the first goes on the card, the second is fetched (D) and
+        // waits in the driver, the third stays in the elevator until the card finishes the
+        // first and the driver starts the second.
+        let mut queue = mmc_queue(Box::new(Noop::new()), NS_PER_MS);
+        for i in 0..3 {
+            queue.submit_bio(0, &bio(i, IoOp::Write, 10_000 * i, 8, WRITER));
+        }
+        assert_eq!((queue.device().in_flight(), queue.in_driver()), (1, 2));
+        assert_eq!(queue.elevator().queued(), 1);
+        let done = drain(&mut queue);
+        let issued: Vec<Nanos> = done.iter().map(|rq| rq.issued_ns.unwrap()).collect();
+        assert_eq!(issued, vec![0, 0, NS_PER_MS], "D when the driver fetches");
+        let on_card: Vec<Option<Nanos>> = done.iter().map(|rq| rq.device_start_ns).collect();
+        assert_eq!(
+            on_card,
+            vec![Some(0), Some(NS_PER_MS), Some(2 * NS_PER_MS)],
+            "on the card when it is free"
+        );
+        let trace = queue.trace().unwrap().to_blkparse();
+        assert_eq!(trace.matches("  D   W").count(), 3, "{trace}");
+        // A flush is special: the thread waits for the card, runs it, and fetches nothing
+        // meanwhile.
+        let now = 10 * NS_PER_MS;
+        let mut flush = bio(10, IoOp::Flush, 0, 0, WRITER);
+        flush.flags.preflush = true;
+        queue.submit_bio(now, &bio(9, IoOp::Write, 0, 8, WRITER));
+        queue.submit_bio(now, &flush);
+        queue.submit_bio(now, &bio(11, IoOp::Write, 50_000, 8, WRITER));
+        assert_eq!(
+            queue.in_driver(),
+            2,
+            "the write on the card, the flush fetched"
+        );
+        queue.advance(now + NS_PER_MS);
+        assert_eq!(
+            queue.in_driver(),
+            1,
+            "nothing fetched behind the running flush"
+        );
+        queue.advance(now + 2 * NS_PER_MS);
+        assert_eq!(queue.in_driver(), 1);
+        assert_eq!(drain(&mut queue).len(), 1);
+    }
+
+    #[test]
+    fn a_foreground_read_waits_behind_a_prefetched_async_write() {
+        // Under CFQ a read preempts the async queue, but on a phone's eMMC the driver already
+        // holds a second write, fetched while the first was on the card: the read waits for
+        // both (and CFQ drains async requests before its idling sync queue dispatches). With a
+        // host that takes one request at a time it would wait for the first only.
+        let read_done = |mmc: bool| {
+            let mut queue = mmc_queue(cfq(|_| {}), NS_PER_MS);
+            queue.set_mmc_host(mmc);
+            let start = NS_PER_SEC;
+            for i in 0..4 {
+                queue.submit_bio(
+                    start,
+                    &bio(i, IoOp::Write, 1_000_000 + 10_000 * i, 8, WRITER),
+                );
+            }
+            queue.advance(start + NS_PER_MS / 2);
+            queue.submit_bio(start + NS_PER_MS / 2, &bio(100, IoOp::Read, 0, 8, READER));
+            let mut done_at = None;
+            while let Some(next) = queue.next_event() {
+                for (at, rq) in queue.advance(next).completed {
+                    if rq.task.pid == READER {
+                        done_at = Some(at - start);
+                    }
+                }
+            }
+            done_at.unwrap()
+        };
+        assert_eq!(read_done(true), 3 * NS_PER_MS);
+        assert_eq!(read_done(false), 2 * NS_PER_MS);
+    }
+
+    // cfq_may_dispatch's rules at two requests in the driver. Each test fails if
+    // `Cfq::may_dispatch` always allowed a dispatch.
+
+    #[test]
+    fn cfq_fetches_no_async_request_while_a_sync_request_is_in_the_driver() {
+        // slice_idle = 0: the reader's queue does not idle, so once its read is fetched CFQ
+        // turns to the async queue, which may not dispatch while the read is in flight.
+        let mut queue = mmc_queue(cfq(|t| t.slice_idle = 0), NS_PER_MS);
+        let start = NS_PER_SEC;
+        queue.submit_bio(start, &bio(100, IoOp::Read, 0, 8, READER));
+        for i in 0..4 {
+            queue.submit_bio(
+                start,
+                &bio(i, IoOp::Write, 1_000_000 + 10_000 * i, 8, WRITER),
+            );
+        }
+        assert_eq!(queue.in_driver(), 1, "an async write joined the sync read");
+        let done = drain(&mut queue);
+        let first_write = done
+            .iter()
+            .filter(|rq| rq.task.pid == WRITER)
+            .map(|rq| rq.issued_ns.unwrap())
+            .min()
+            .unwrap();
+        assert_eq!(first_write, start + NS_PER_MS);
+    }
+
+    #[test]
+    fn cfq_drains_async_requests_before_an_idling_sync_queue_dispatches() {
+        // Two async writes fill the driver. A read preempts the async queue; its queue idles
+        // (no hw_tag), so it waits until no async request is in flight, although the driver
+        // has a free slot after the first write.
+        let mut queue = mmc_queue(cfq(|_| {}), NS_PER_MS);
+        let start = NS_PER_SEC;
+        for i in 0..4 {
+            queue.submit_bio(
+                start,
+                &bio(i, IoOp::Write, 1_000_000 + 10_000 * i, 8, WRITER),
+            );
+        }
+        assert_eq!(queue.in_driver(), 2);
+        queue.advance(start + NS_PER_MS / 2);
+        queue.submit_bio(start + NS_PER_MS / 2, &bio(100, IoOp::Read, 0, 8, READER));
+        let done = drain(&mut queue);
+        let read = done.iter().find(|rq| rq.task.pid == READER).unwrap();
+        assert_eq!(read.issued_ns, Some(start + 2 * NS_PER_MS));
+    }
+
+    #[test]
+    fn cfq_quantum_keeps_a_queue_to_its_share_of_the_driver() {
+        // quantum = 2: max_dispatch = quantum / 2 = 1 while the active queue's slice is new
+        // (cfq_slice_used_soon) and other queues are busy. An async write holds the card; two
+        // sync readers queue up, the first preempts and waits for the write to drain; then it
+        // may have one request in the driver, not two.
+        let mut queue = mmc_queue(cfq(|t| t.quantum = 2), NS_PER_MS);
+        queue.submit_bio(0, &bio(1000, IoOp::Write, 1 << 30, 8, WRITER));
+        for i in 0..8 {
+            queue.submit_bio(0, &bio(i, IoOp::Read, 1000 * i, 64, READER));
+            let far = (1 << 20) + 1000 * i;
+            queue.submit_bio(0, &bio(100 + i, IoOp::Read, far, 8, READER + 1));
+        }
+        assert_eq!(queue.in_driver(), 1, "the write only");
+        queue.advance(NS_PER_MS);
+        assert_eq!(queue.in_driver(), 1, "the reader's first request only");
+        // Once its first request completed its slice has started and is far from used
+        // (jiffies + slice_idle * dispatched <= slice_end): it may go up to quantum (2).
+        queue.advance(2 * NS_PER_MS);
+        assert_eq!(queue.in_driver(), 2, "the reader's slice started");
+        assert_eq!(drain(&mut queue).len(), 15);
+    }
+
+    #[test]
+    fn cfq_keeps_an_idle_class_queue_to_one_request_in_the_driver() {
+        let mut queue = mmc_queue(cfq(|_| {}), NS_PER_MS);
+        for i in 0..4 {
+            let mut read = bio(i, IoOp::Read, 10_000 * i, 8, READER);
+            read.ioprio =
+                crate::block::request::IoPrio::new(crate::block::request::IoPrioClass::Idle, 7);
+            queue.submit_bio(0, &read);
+        }
+        assert_eq!(queue.in_driver(), 1);
+        assert_eq!(drain(&mut queue).len(), 4);
+    }
+
+    #[test]
+    fn cfq_ramps_async_depth_up_after_a_delayed_sync_request() {
+        // A read waits 200 ms on a slow card (longer than fifo_expire_sync, 125 ms): at its
+        // completion last_delayed_sync = now, and the async queue may have
+        // (now - last_delayed_sync) / slice_sync requests in flight, at least one: one.
+        let mut queue = mmc_queue(cfq(|t| t.slice_idle = 0), 200 * NS_PER_MS);
+        let start = NS_PER_SEC;
+        queue.submit_bio(start, &bio(100, IoOp::Read, 0, 8, READER));
+        let done_at = start + 200 * NS_PER_MS;
+        for i in 0..4 {
+            queue.submit_bio(
+                start,
+                &bio(i, IoOp::Write, 1_000_000 + 10_000 * i, 8, WRITER),
+            );
+        }
+        // The read's completion: async writes may go now, one at a time.
+        let mut read_start = start;
+        let report = queue.advance(done_at);
+        for (_, rq) in &report.completed {
+            if rq.task.pid == READER {
+                read_start = rq.start_ns;
+            }
+        }
+        assert_eq!(read_start, start);
+        assert_eq!(queue.in_driver(), 1, "the async depth did not ramp");
+        assert_eq!(drain(&mut queue).len(), 4);
+    }
+
+    #[test]
+    fn cfq_starts_as_if_no_sync_request_was_delayed_in_the_last_second() {
+        // cfq_init_queue sets last_delayed_sync = jiffies - HZ: at boot the async ramp already
+        // allows HZ / slice_sync = 10 requests, so an async writer alone fills both driver
+        // slots at once.
+        let mut queue = mmc_queue(cfq(|_| {}), NS_PER_MS);
+        for i in 0..4 {
+            queue.submit_bio(0, &bio(i, IoOp::Write, 1_000_000 + 10_000 * i, 8, WRITER));
+        }
+        assert_eq!(queue.in_driver(), 2);
+        assert_eq!(drain(&mut queue).len(), 4);
+    }
+
+    #[test]
+    fn cfq_serves_a_nice_10_task_at_best_effort_level_6() {
+        // Two sync readers; the second is an Android background thread at nice 10. With no
+        // ioprio set (class NONE) CFQ takes the level from the allocating task's nice value
+        // (task_nice_ioprio: (10 + 20) / 5 = 6): its slices are cfq_prio_slice(sync, 6) =
+        // 100 - 2 * 20 = 60 ms against 100 ms (HZ = 1000, 1 ms per read).
+        let tasks = Rc::new(TaskTable::new());
+        tasks.set_app_nice(10_001, 10);
+        tasks.register(READER, 10_000, "gallery");
+        tasks.register(READER + 1, 10_001, "backup");
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut queue = RequestQueue::new(cfq(|_| {}), Box::new(device), legacy(1024));
+        queue.set_task_table(tasks);
+        for i in 0..300 {
+            let mut read = bio(i, IoOp::Read, 1000 * i, 8, READER);
+            read.task.uid = 10_000;
+            queue.submit_bio(0, &read);
+            let mut background = bio(1000 + i, IoOp::Read, 1 << 30 | (1000 * i), 8, READER + 1);
+            background.task.uid = 10_001;
+            queue.submit_bio(0, &background);
+        }
+        let done = drain(&mut queue);
+        let mut runs: Vec<(u32, usize)> = Vec::new();
+        for rq in &done {
+            match runs.last_mut() {
+                Some((pid, count)) if *pid == rq.task.pid => *count += 1,
+                _ => runs.push((rq.task.pid, 1)),
+            }
+        }
+        // The last two runs are cut short by the readers running out of requests.
+        let whole = &runs[..runs.len() - 2];
+        let background: Vec<usize> = whole
+            .iter()
+            .filter(|&&(pid, _)| pid == READER + 1)
+            .map(|&(_, n)| n)
+            .collect();
+        let foreground: Vec<usize> = whole
+            .iter()
+            .filter(|&&(pid, _)| pid == READER)
+            .map(|&(_, n)| n)
+            .collect();
+        assert!(!background.is_empty() && !foreground.is_empty(), "{runs:?}");
+        assert!(background.iter().all(|n| (60..=62).contains(n)), "{runs:?}");
+        assert!(
+            foreground.iter().all(|n| (100..=102).contains(n)),
+            "{runs:?}"
+        );
+    }
+
+    #[test]
+    fn a_task_that_set_the_idle_class_is_served_last() {
+        // ioprio_set(IOPRIO_CLASS_IDLE) on one reader: its requests go to an idle-class queue,
+        // served only when no other queue has work.
+        let tasks = Rc::new(TaskTable::new());
+        tasks.register(READER, 10_000, "gallery");
+        tasks.register(READER + 1, 10_000, "indexer");
+        tasks.ioprio_set(
+            READER + 1,
+            crate::task::IoPrio::new(crate::task::IoPrioClass::Idle, 0),
+        );
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut queue = RequestQueue::new(cfq(|_| {}), Box::new(device), legacy(BLKDEV_MAX_RQ));
+        queue.set_task_table(tasks);
+        for i in 0..10 {
+            queue.submit_bio(
+                0,
+                &bio(100 + i, IoOp::Read, (1 << 30) + 1000 * i, 8, READER + 1),
+            );
+        }
+        for i in 0..10 {
+            queue.submit_bio(0, &bio(i, IoOp::Read, 1000 * i, 8, READER));
+        }
+        let order: Vec<u32> = drain(&mut queue).iter().map(|rq| rq.task.pid).collect();
+        // The idle reader's first request was on the device before the other arrived.
+        assert!(order[1..11].iter().all(|&pid| pid == READER), "{order:?}");
+    }
+
+    #[test]
+    fn blk_mq_async_depth_counts_every_request_but_sync_reads() {
+        // dd_limit_depth: sync reads are exempt from async_depth and do not use it up. Two
+        // sync reads hold tags; the writes still get async_depth = 6 of the 8.
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut queue = RequestQueue::new(
+            Box::new(MqDeadline::new(crate::kernel::Hz(100))),
+            Box::new(device),
+            AllocModel::Mq { nr_requests: 8 },
+        );
+        for i in 0..2 {
+            let read = bio(100 + i, IoOp::Read, 500_000 + 10_000 * i, 8, 2);
+            assert!(matches!(
+                queue.submit_bio(0, &read),
+                SubmitOutcome::Queued(_)
+            ));
+        }
+        let writes = (0..10)
+            .take_while(|&i| {
+                let write = bio(i, IoOp::Write, 10_000 * i, 8, 1);
+                matches!(queue.submit_bio(0, &write), SubmitOutcome::Queued(_))
+            })
+            .count();
+        assert_eq!(writes, 6);
+    }
+
+    #[test]
+    #[should_panic(expected = "time went backwards")]
+    fn the_queue_refuses_time_going_backwards() {
+        let mut queue = queue(legacy(BLKDEV_MAX_RQ), 1);
+        queue.submit_bio(10, &bio(1, IoOp::Read, 0, 8, 1));
+        queue.submit_bio(5, &bio(2, IoOp::Read, 100, 8, 1));
+    }
+
+    #[test]
+    fn cfq_low_latency_shrinks_slices_to_fit_the_target_latency() {
+        // Four busy sync readers (HZ = 1000): 4 x slice_sync (400 ms) exceeds target_latency
+        // (300 ms), so cfq_scaled_cfqq_slice gives each 100 * 300 / 400 = 75 ms once the busy
+        // queue average has caught up (the first slice still sees an average of 3).
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut queue = RequestQueue::new(cfq(|_| {}), Box::new(device), legacy(4096));
+        for i in 0..400u64 {
+            for reader in 0..4u32 {
+                let sector = (u64::from(reader) << 30) + 1000 * i;
+                queue.submit_bio(
+                    0,
+                    &bio(
+                        10_000 * u64::from(reader) + i,
+                        IoOp::Read,
+                        sector,
+                        8,
+                        READER + reader,
+                    ),
+                );
+            }
+        }
+        let done = drain(&mut queue);
+        let mut runs: Vec<(u32, usize)> = Vec::new();
+        for rq in &done {
+            match runs.last_mut() {
+                Some((pid, count)) if *pid == rq.task.pid => *count += 1,
+                _ => runs.push((rq.task.pid, 1)),
+            }
+        }
+        assert!((100..=102).contains(&runs[0].1), "{runs:?}");
+        assert!(
+            runs[1..8].iter().all(|&(_, n)| (75..=77).contains(&n)),
+            "{runs:?}"
+        );
+    }
+
+    #[test]
+    fn the_queue_is_congested_between_the_congestion_thresholds() {
+        // nr_requests 128: congested from the allocation that reaches 113 requests
+        // (nr_requests - nr_requests / 8 + 1), until fewer than 103 remain
+        // (nr_requests - nr_requests / 8 - nr_requests / 16 - 1).
+        assert_eq!(
+            (congestion_on_threshold(128), congestion_off_threshold(128)),
+            (113, 103)
+        );
+        let mut queue = queue(legacy(BLKDEV_MAX_RQ), 1);
+        for i in 0..112 {
+            queue.submit_bio(0, &bio(i, IoOp::Write, 10_000 * i, 8, WRITER));
+        }
+        assert!(!queue.is_congested(ALLOC_ASYNC));
+        queue.submit_bio(0, &bio(112, IoOp::Write, 10_000 * 112, 8, WRITER));
+        assert!(queue.is_congested(ALLOC_ASYNC));
+        assert!(!queue.is_congested(ALLOC_SYNC));
+        let mut now = 0;
+        while queue.allocated() > 103 {
+            now += NS_PER_MS;
+            queue.advance(now);
+            assert!(queue.is_congested(ALLOC_ASYNC), "{}", queue.allocated());
+        }
+        now += NS_PER_MS;
+        queue.advance(now);
+        assert_eq!(queue.allocated(), 102);
+        assert!(!queue.is_congested(ALLOC_ASYNC));
+    }
+
+    #[test]
+    fn the_mmc_driver_packs_consecutive_writes_into_one_command() {
+        // An eMMC 5.0 card that accepts 8 writes per packed command, behind the mmc driver
+        // (noop). The first write goes on the card alone; the second is fetched while it is
+        // there; the writes queued after them are packed when the driver fetches again, up to
+        // the read, which is put back at the head of the dispatch queue and comes next.
+        let config = crate::dev::DeviceConfig {
+            profile: "emmc-5.0".into(),
+            capacity: Some(1 << 30),
+            packed_write_max: Some(8),
+            fill: 0.0,
+            ..crate::dev::DeviceConfig::default()
+        };
+        let device = crate::dev::build_device(&config, 1).unwrap();
+        assert!(device.mmc_host());
+        let mut queue = RequestQueue::new(Box::new(Noop::new()), device, legacy(BLKDEV_MAX_RQ));
+        for i in 0..6 {
+            queue.submit_bio(0, &bio(i, IoOp::Write, 100_000 * i, 8, WRITER));
+        }
+        queue.submit_bio(0, &bio(100, IoOp::Read, 50_000, 8, READER));
+        queue.submit_bio(0, &bio(6, IoOp::Write, 600_000, 8, WRITER));
+        assert_eq!(queue.in_driver(), 2);
+        let done = drain(&mut queue);
+        assert_eq!(queue.packed_commands(), 1);
+        let finished = |id: u64| {
+            done.iter()
+                .find(|rq| rq.bios[0] == id)
+                .map(|rq| rq.device_start_ns.unwrap())
+                .unwrap()
+        };
+        // Writes 2..=5 went on the card together, the read after them, then write 6.
+        let packed = finished(2);
+        assert!((3..=5).all(|id| finished(id) == packed));
+        assert!(finished(100) > packed && finished(6) > finished(100));
+        let order: Vec<u64> = done.iter().map(|rq| rq.bios[0]).collect();
+        assert_eq!(order, vec![0, 1, 2, 3, 4, 5, 100, 6]);
     }
 }

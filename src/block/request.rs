@@ -27,81 +27,7 @@ pub const MAX_REQUEST_SECTORS: u32 = (512 * 1024 / SECTOR_SIZE) as u32;
 /// Sectors per page.
 pub const SECTORS_PER_PAGE: u64 = PAGE_SIZE / SECTOR_SIZE;
 
-/// I/O priority class (include/linux/ioprio.h `IOPRIO_CLASS_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum IoPrioClass {
-    /// `IOPRIO_CLASS_NONE`: derived from the task's nice value (best effort, level 4 at nice 0).
-    None,
-    Rt,
-    Be,
-    Idle,
-}
-
-/// I/O priority: class and level 0 (highest) ..= 7 (`IOPRIO_BE_NR` = 8 levels).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct IoPrio {
-    pub class: IoPrioClass,
-    pub level: u8,
-}
-
-/// Number of priority levels inside the RT and BE classes (`IOPRIO_BE_NR`).
-pub const IOPRIO_BE_NR: u8 = 8;
-/// Level of a nice-0 task (`task_nice_ioprio`: (nice + 20) / 5).
-pub const IOPRIO_NORM: u8 = 4;
-
-impl IoPrio {
-    pub const NONE: IoPrio = IoPrio {
-        class: IoPrioClass::None,
-        level: IOPRIO_NORM,
-    };
-
-    pub fn new(class: IoPrioClass, level: u8) -> IoPrio {
-        assert!(level < IOPRIO_BE_NR, "ioprio level {level} out of range");
-        IoPrio { class, level }
-    }
-
-    /// The class and level the schedulers use: `IOPRIO_CLASS_NONE` becomes best effort at the
-    /// nice-derived level (`task_nice_ioclass`, `task_nice_ioprio` for nice 0).
-    pub fn effective(self) -> IoPrio {
-        match self.class {
-            IoPrioClass::None => IoPrio {
-                class: IoPrioClass::Be,
-                level: IOPRIO_NORM,
-            },
-            IoPrioClass::Idle => IoPrio {
-                class: IoPrioClass::Idle,
-                level: IOPRIO_BE_NR - 1,
-            },
-            _ => self,
-        }
-    }
-}
-
-impl IoPrio {
-    /// `ioprio_best`: the higher of two priorities (RT over BE over IDLE, then the lower level),
-    /// with `IOPRIO_CLASS_NONE` counted as best effort level 4.
-    pub fn best(a: IoPrio, b: IoPrio) -> IoPrio {
-        let (a, b) = (a.effective(), b.effective());
-        if a.class == b.class {
-            if a.level <= b.level {
-                a
-            } else {
-                b
-            }
-        } else if a.class < b.class {
-            a
-        } else {
-            b
-        }
-    }
-}
-
-impl Default for IoPrio {
-    fn default() -> Self {
-        IoPrio::NONE
-    }
-}
+pub use crate::task::{IoPrio, IoPrioClass, IOPRIO_BE_NR, IOPRIO_NORM};
 
 /// The task on whose behalf a bio is issued (the `current` of `submit_bio`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
@@ -189,6 +115,9 @@ pub struct Request {
     /// The task that allocated the request (its first bio's task).
     pub task: TaskRef,
     pub ioprio: IoPrio,
+    /// The allocating task's nice value (`task_nice(current)` at `cfq_set_request`): the
+    /// level of an `IOPRIO_CLASS_NONE` request's queue.
+    pub nice: i8,
     pub issued_async: bool,
     pub foreground: bool,
     /// Bios in sector order.
@@ -200,8 +129,11 @@ pub struct Request {
     pub inserted_ns: Nanos,
     /// `rq->fifo_time`: the elevator's deadline for it (set by the elevator at insertion).
     pub fifo_time_ns: Nanos,
-    /// When it was issued to the device (`rq->io_start_time_ns`), once issued.
+    /// When the driver took it (blktrace D, `blk_start_request`), once issued.
     pub issued_ns: Option<Nanos>,
+    /// When it reached the device: at D, or later for a request the mmc driver fetched ahead
+    /// while the card was busy.
+    pub device_start_ns: Option<Nanos>,
 }
 
 impl Request {
@@ -227,6 +159,7 @@ impl Request {
             flags: bio.flags,
             task: bio.task.clone(),
             ioprio: bio.ioprio,
+            nice: 0,
             issued_async: bio.issued_async,
             foreground: bio.foreground,
             bios: vec![bio.id],
@@ -235,6 +168,7 @@ impl Request {
             inserted_ns: now,
             fifo_time_ns: 0,
             issued_ns: None,
+            device_start_ns: None,
         }
     }
 

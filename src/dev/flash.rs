@@ -515,12 +515,55 @@ impl BlockDevice for FlashDevice {
         self.capacity_sectors
     }
 
+    /// eMMC and SD cards without a command queue sit behind the mmc block driver.
+    fn mmc_host(&self) -> bool {
+        matches!(
+            self.profile.interface,
+            super::profile::Interface::Emmc | super::profile::Interface::Sd
+        ) && self.profile.queue_depth == 1
+    }
     fn queue_depth(&self) -> usize {
         self.profile.queue_depth
     }
 
     fn in_flight(&self) -> usize {
         self.queue.len() + self.active.len()
+    }
+
+    fn packed_write_max(&self) -> u32 {
+        if self.mmc_host() {
+            self.profile.packed_write_max
+        } else {
+            0
+        }
+    }
+
+    /// One command: the firmware overhead once, then each write in order (its data on the bus,
+    /// its pages into the cache); all complete when the last does.
+    fn submit_packed(&mut self, now: Nanos, requests: &[DevRequest]) {
+        assert_eq!(self.in_flight(), 0, "a packed command on a busy card");
+        assert!(
+            !requests.is_empty() && requests.len() <= self.packed_write_max() as usize,
+            "packed command of {} writes",
+            requests.len()
+        );
+        assert!(now >= self.now_ns, "time went backwards");
+        self.now_ns = now;
+        self.nand.prune(now);
+        self.bus.iter_mut().for_each(|line| line.prune(now));
+        let start = self.controller_free_ns.max(now) + self.profile.write_overhead;
+        self.controller_free_ns = start;
+        let mut done = start;
+        for request in requests {
+            assert_eq!(request.op, IoOp::Write, "only writes are packed");
+            self.stats.writes += 1;
+            done = self.write(done, request);
+        }
+        for request in requests {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.active.insert((done, seq), (request.tag, now));
+        }
     }
 
     fn submit(&mut self, now: Nanos, request: DevRequest) {

@@ -51,6 +51,10 @@ pub struct IoFlags {
     pub fua: bool,
     /// REQ_PREFLUSH: flush the volatile cache before this request.
     pub preflush: bool,
+    /// REQ_NOIDLE (3.x): the submitter will not issue more I/O right after this one, so CFQ
+    /// should not idle for it. `WRITE_SYNC`, `WRITE_FLUSH`, `WRITE_FUA` and `WRITE_FLUSH_FUA`
+    /// carry it; `WRITE_ODIRECT` and reads do not (include/linux/fs.h, 3.10).
+    pub noidle: bool,
 }
 
 /// A request as the device sees it.
@@ -87,6 +91,25 @@ pub trait BlockDevice {
     fn queue_depth(&self) -> usize;
     /// Requests submitted and not yet completed.
     fn in_flight(&self) -> usize;
+    /// Whether the host reaches the device through Linux's mmc block driver without command
+    /// queueing (eMMC before 5.1, SD): its queue thread double-buffers requests
+    /// (`mmc_queue_thread`, see `crate::block::queue`). SCSI/UFS and CMDQ hosts issue while the
+    /// device has a free slot. Default: false.
+    fn mmc_host(&self) -> bool {
+        false
+    }
+    /// Writes the card accepts in one eMMC 4.5 packed command (`EXT_CSD_MAX_PACKED_WRITES`, used
+    /// by the mmc driver when the host has `MMC_CAP2_PACKED_WR`); 0 or 1: no packed commands.
+    fn packed_write_max(&self) -> u32 {
+        0
+    }
+    /// Hands a packed write command to an idle device at `now`: one command (one firmware
+    /// overhead) carrying every write of `requests` in order; they complete together.
+    /// Precondition: `in_flight() == 0` and `requests.len() <= packed_write_max()`.
+    fn submit_packed(&mut self, now: Nanos, requests: &[DevRequest]) {
+        let _ = (now, requests);
+        panic!("{} takes no packed commands", self.name());
+    }
     /// Hands a request to the device at time `now`. Precondition: `in_flight() < queue_depth()`.
     fn submit(&mut self, now: Nanos, request: DevRequest);
     /// The earliest time at which the device's state changes by itself (a completion or an

@@ -114,6 +114,11 @@ pub struct DeviceProfile {
     pub gc_free_blocks: u32,
     /// Default internal scheduling policy.
     pub scheduler: String,
+    /// Writes per eMMC 4.5 packed command the card and host accept (`EXT_CSD_MAX_PACKED_WRITES`
+    /// with the host's `MMC_CAP2_PACKED_WR`, Samsung's packed writes); 0 = none. No built-in
+    /// profile sets it: no source says which of the papers' phones enabled it.
+    #[serde(default)]
+    pub packed_write_max: u32,
     #[serde(default)]
     pub published: Published,
 }
@@ -249,6 +254,7 @@ fn base(name: &str, interface: Interface) -> DeviceProfile {
         gc_free_blocks: 3,
         // FastTrack §3.4: devices as shipped serve reads first, FIFO within a type.
         scheduler: "fifo-read-priority".to_string(),
+        packed_write_max: 0,
         published: Published::default(),
     }
 }
@@ -521,6 +527,8 @@ pub struct DeviceConfig {
     pub capacity: Option<u64>,
     pub queue_depth: Option<usize>,
     pub controller_slots: Option<usize>,
+    /// Packed write commands: writes per command (overrides the profile's 0).
+    pub packed_write_max: Option<u32>,
     #[serde(with = "opt_size", skip_serializing_if = "Option::is_none")]
     pub write_cache: Option<u64>,
     /// Fraction of the logical space mapped at start (written once, sequentially).
@@ -536,6 +544,7 @@ impl Default for DeviceConfig {
             capacity: None,
             queue_depth: None,
             controller_slots: None,
+            packed_write_max: None,
             write_cache: None,
             // Assumption: a phone half full.
             fill: 0.5,
@@ -560,6 +569,9 @@ impl DeviceConfig {
         }
         if let Some(slots) = self.controller_slots {
             profile.controller_slots = slots;
+        }
+        if let Some(packed) = self.packed_write_max {
+            profile.packed_write_max = packed;
         }
         if let Some(cache) = self.write_cache {
             profile.write_cache = cache;

@@ -925,10 +925,13 @@ impl Vfs {
 
 fn meta_bio(op: IoOp, block: u64, issuer: Issuer) -> BioRequest {
     let flush = op == IoOp::Flush;
+    // Metadata writes are `WRITE_SYNC` (`sync_dirty_buffer`) and the cache flush `WRITE_FLUSH`,
+    // both REQ_SYNC | REQ_NOIDLE; a metadata read is not NOIDLE (include/linux/fs.h, 3.10).
     let flags = IoFlags {
         sync: true,
         meta: !flush,
         preflush: flush,
+        noidle: op != IoOp::Read,
         ..IoFlags::default()
     };
     // A flush carries no data: sector 0, no pages.

@@ -185,6 +185,7 @@ impl BlockSubmit for QueueSubmit {
     }
 
     fn register_task(&self, pid: u32, uid: u32, comm: &str) {
+        self.layer.register_task(pid, uid, comm);
         self.tasks.borrow_mut().insert(pid, (uid, comm.to_string()));
     }
 }

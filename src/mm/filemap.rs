@@ -555,13 +555,15 @@ impl Mm {
     }
 }
 
-/// Reads and O_DIRECT writes carry REQ_SYNC (`WRITE_ODIRECT = WRITE_SYNC`): someone waits.
+/// Reads and O_DIRECT writes carry REQ_SYNC (`READ_SYNC`, `WRITE_ODIRECT = WRITE | REQ_SYNC`):
+/// someone waits. Neither carries REQ_NOIDLE (include/linux/fs.h, 3.10).
 const SYNC: IoFlags = IoFlags {
     sync: true,
     meta: false,
     prio: false,
     fua: false,
     preflush: false,
+    noidle: false,
 };
 
 fn direct_bio(op: IoOp, run: (u64, u32), issuer: Issuer) -> BioRequest {

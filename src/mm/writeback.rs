@@ -427,8 +427,10 @@ impl Mm {
         let uid = self
             .find_page(span.ino, span.index)
             .map_or(issuer.uid, |id| self.page(id).uid);
+        // WB_SYNC_ALL writeback is `WRITE_SYNC` = REQ_SYNC | REQ_NOIDLE (include/linux/fs.h).
         let flags = IoFlags {
             sync,
+            noidle: sync,
             ..IoFlags::default()
         };
         let bio = BioRequest {

@@ -148,6 +148,11 @@ pub struct AppConfig {
     /// When the app starts; default at time zero.
     #[serde(default, with = "serde_units::duration")]
     pub start: Nanos,
+    /// CPU nice value of the app's processes, -20..=19; default 0. Android runs background
+    /// worker threads at nice 10 (`THREAD_PRIORITY_BACKGROUND`), which CFQ serves at best
+    /// effort level 6 (`task_nice_ioprio`).
+    #[serde(default)]
+    pub nice: i8,
     pub workload: WorkloadConfig,
 }
 
@@ -332,6 +337,16 @@ impl Scenario {
             app.workload
                 .validate()
                 .map_err(|m| error(app.name.span(), m))?;
+            if !(-20..=19).contains(&app.nice) {
+                return Err(error(
+                    app.name.span(),
+                    format!(
+                        "app `{}`: nice = {} is out of range: it must be between -20 and 19",
+                        app.name.get_ref(),
+                        app.nice
+                    ),
+                ));
+            }
         }
         let foreground_apps = document
             .apps

@@ -7,10 +7,11 @@ pub mod toy;
 
 use crate::block::fio::build_queue;
 use crate::block::layer::BlockLayer;
+use crate::block::queue::RequestQueue;
 use crate::scenario::StackConfig;
 use crate::sim::sync::Mutex;
 use crate::sim::{Sim, WaitReason};
-use crate::task::ForegroundState;
+use crate::task::{ForegroundState, TaskTable};
 use crate::units::SECTOR_SIZE;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -26,6 +27,8 @@ pub struct BlockStack {
 
 pub struct Stack {
     pub activity: Rc<ForegroundState>,
+    /// Every process's nice value and I/O priority (the block layer reads it).
+    pub tasks: Rc<TaskTable>,
     pub toy_server: Rc<toy::ToyServer>,
     /// Present when some app issues block I/O.
     pub block: Option<BlockStack>,
@@ -48,10 +51,12 @@ impl Stack {
         with_block: bool,
     ) -> Result<Rc<Stack>, String> {
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
+        let tasks = Rc::new(TaskTable::new());
         let block = if with_block {
             let device = crate::dev::build_device(&config.device, sim.seed())?;
             let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-            let queue = build_queue(device, &config.block.elevator, config.block.blktrace)?;
+            let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
+            queue.set_task_table(tasks.clone());
             Some(BlockStack {
                 layer: BlockLayer::new(sim, queue),
                 next_bio: Rc::new(Cell::new(1)),
@@ -62,6 +67,7 @@ impl Stack {
         };
         Ok(Rc::new(Stack {
             activity,
+            tasks,
             toy_server,
             block,
             vfs: None,
@@ -84,9 +90,11 @@ impl Stack {
     ) -> Result<Rc<Stack>, String> {
         vm.validate()?;
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
+        let tasks = Rc::new(TaskTable::new());
         let device = crate::dev::build_device(&config.device, sim.seed())?;
         let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-        let queue = build_queue(device, &config.block.elevator, config.block.blktrace)?;
+        let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
+        queue.set_task_table(tasks.clone());
         let block = BlockStack {
             layer: BlockLayer::new(sim, queue),
             next_bio: Rc::new(Cell::new(1)),
@@ -104,6 +112,7 @@ impl Stack {
         )?;
         Ok(Rc::new(Stack {
             activity,
+            tasks,
             toy_server,
             block: Some(block),
             vfs: Some(vfs),
@@ -123,6 +132,7 @@ impl Stack {
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
         Rc::new(Stack {
             activity,
+            tasks: Rc::new(TaskTable::new()),
             toy_server,
             block: None,
             vfs: Some(vfs),

@@ -25,9 +25,17 @@
 //!   back seeks up to `back_seek_max` costing `back_seek_penalty`).
 //! - Idling (`cfq_should_idle`, `cfq_arm_slice_timer`, `cfq_idle_slice_timer`,
 //!   `cfq_should_wait_busy`), think time and seekiness (`cfq_update_io_thinktime`,
-//!   `cfq_update_io_seektime`, `cfq_update_idle_window`), and preemption
+//!   `cfq_update_io_seektime`, `cfq_update_idle_window`, which turns idling off for a queue
+//!   whose next request carries REQ_NOIDLE: fsync's `WRITE_SYNC` writes), and preemption
 //!   (`cfq_should_preempt`, `cfq_preempt_queue`) including "a sync request preempts an async
 //!   queue" and REQ_PRIO preemption.
+//!
+//! Time is `jiffies` at the run's `[stack.kernel] hz`, as in the kernel. Slices,
+//! think times, `rb_key`s, `workload_expires`, `last_delayed_sync` and FIFO expiry are whole
+//! jiffies; the idle slice timer fires on the tick of its expiry (`mod_timer`). Defaults are
+//! the kernel's jiffy expressions with `cfq_init`'s clamps ([`CfqTunables::defaults`]): at
+//! HZ = 100 `slice_idle` = max(HZ / 125, 1) = 1 jiffy = 10 ms, `CFQ_MIN_TT` = 20 ms. Unsigned
+//! `slice_end - jiffies` comparisons wrap as `unsigned long` does.
 //!
 //! Simplifications:
 //! - One cgroup (the root group): no group scheduling (vdisktime, weights), group state folded
@@ -38,9 +46,11 @@
 //! - No close-cooperator detection or queue merging (`cfq_close_cooperator`, `cfq_setup_merge`).
 //! - `hw_tag` is taken from the device queue depth (>= `CFQ_HW_QUEUE_MIN`) instead of being
 //!   estimated from 50 samples of the driver depth.
-//! - A process's io_context is its pid (threads do not share one), and it is never exited.
-//! - Time is nanoseconds; jiffy-based constants use HZ = 1000 (`CFQ_MIN_TT` = 2 ms).
-//! - REQ_NOIDLE is not modelled.
+//! - A process's io_context is its pid (threads do not share one), and it is never exited. Its
+//!   `ioprio` and nice value come from the stack's task table when the request is allocated
+//!   (`cfq_set_request`), carried in `Request::ioprio` / `Request::nice`; a fio job's own
+//!   `prio` stands for the `ioprio_set` of its thread. No scheduling policies: class NONE maps
+//!   to best effort (`task_nice_ioclass` of SCHED_NORMAL).
 //! - When the device is full, `dispatch_blocked` runs `cfq_select_queue` without taking a
 //!   request (Linux would also move one to the dispatch list).
 //!
@@ -65,32 +75,26 @@ use super::{Elevator, QueueTraits, RqStore};
 use crate::block::request::{
     Bio, IoPrio, IoPrioClass, MergeKind, Request, RequestId, IOPRIO_BE_NR, IOPRIO_NORM,
 };
-use crate::units::{Nanos, NS_PER_MS, SECTOR_SIZE};
+use crate::kernel::Hz;
+use crate::units::{Nanos, SECTOR_SIZE};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound::{Excluded, Unbounded};
 
+/// Kernel time: `jiffies`, ticks of `1 / HZ` s since boot. CFQ keeps every time in jiffies.
+pub type Jiffies = u64;
+
 /// `cfq_quantum = 8`: max requests a queue may have dispatched in one round (cfq-iosched.c).
 pub const QUANTUM: u32 = 8;
-/// `cfq_fifo_expire = { HZ / 4, HZ / 8 }`: async 250 ms, sync 125 ms (cfq-iosched.c).
-pub const FIFO_EXPIRE_NS: [Nanos; 2] = [250 * NS_PER_MS, 125 * NS_PER_MS];
 /// `cfq_back_max = 16 * 1024` KiB: longest backward seek treated as forward (cfq-iosched.c).
 pub const BACK_SEEK_MAX_KIB: u64 = 16 * 1024;
 /// `cfq_back_penalty = 2` (cfq-iosched.c).
 pub const BACK_SEEK_PENALTY: u64 = 2;
-/// `cfq_slice_sync = HZ / 10` -> 100 ms, `cfq_slice_async = HZ / 25` -> 40 ms (cfq-iosched.c).
-pub const SLICE_NS: [Nanos; 2] = [40 * NS_PER_MS, 100 * NS_PER_MS];
 /// `cfq_slice_async_rq = 2` (cfq-iosched.c).
 pub const SLICE_ASYNC_RQ: u32 = 2;
-/// `cfq_slice_idle = HZ / 125` -> 8 ms (cfq-iosched.c).
-pub const SLICE_IDLE_NS: Nanos = 8 * NS_PER_MS;
-/// `cfq_target_latency = HZ * 3 / 10` -> 300 ms (cfq-iosched.c).
-pub const TARGET_LATENCY_NS: Nanos = 300 * NS_PER_MS;
-/// `CFQ_IDLE_DELAY = HZ / 5` -> 200 ms: idle-class queues are keyed this far back.
-const IDLE_DELAY_NS: i64 = 200 * NS_PER_MS as i64;
-/// `CFQ_MIN_TT = 2` jiffies -> 2 ms at HZ = 1000.
-const MIN_TT_NS: Nanos = 2 * NS_PER_MS;
+/// `CFQ_MIN_TT = 2` jiffies: the shortest workload slice (cfq-iosched.c).
+const MIN_TT: Jiffies = 2;
 /// `CFQ_SLICE_SCALE = 5`.
-const SLICE_SCALE: Nanos = 5;
+const SLICE_SCALE: Jiffies = 5;
 /// `CFQ_HW_QUEUE_MIN = 5`: a device this deep counts as command-queueing (`hw_tag`).
 const HW_QUEUE_MIN: usize = 5;
 /// `CFQQ_SEEK_THR = 8 * 100` sectors (rotational seekiness).
@@ -103,8 +107,6 @@ const SECT_THR_NONROT: u32 = 2 * 32;
 const HIST_DIVISOR: u32 = 4;
 /// `sample_valid(samples) ((samples) > 80)`.
 const SAMPLE_VALID: u64 = 80;
-/// `HZ`: preempting queues are keyed one second before the front of their tree.
-const HZ_NS: i64 = 1_000 * NS_PER_MS as i64;
 
 const ASYNC: usize = 0;
 const SYNC: usize = 1;
@@ -132,16 +134,16 @@ type CfqqId = usize;
 /// `struct cfq_ttime`.
 #[derive(Debug, Clone, Copy, Default)]
 struct Ttime {
-    last_end_request: Nanos,
+    last_end_request: Jiffies,
     total: u64,
     samples: u64,
-    mean: Nanos,
+    mean: Jiffies,
 }
 
 impl Ttime {
     /// `__cfq_update_io_thinktime`: a decaying average of the gap between the last completion and
-    /// the next request, capped at twice `slice_idle`.
-    fn update(&mut self, now: Nanos, slice_idle: Nanos) {
+    /// the next request, in whole jiffies, capped at twice `slice_idle`.
+    fn update(&mut self, now: Jiffies, slice_idle: Jiffies) {
         let elapsed = now
             .saturating_sub(self.last_end_request)
             .min(2 * slice_idle);
@@ -155,9 +157,30 @@ impl Ttime {
     }
 }
 
+/// The workload class of an I/O priority class (`cfqq_class`; NONE is best effort).
+fn wl_class(class: IoPrioClass) -> WlClass {
+    match class {
+        IoPrioClass::Rt => WlClass::Rt,
+        IoPrioClass::Idle => WlClass::Idle,
+        IoPrioClass::Be | IoPrioClass::None => WlClass::Be,
+    }
+}
+
+/// `cfq_async_queue_prio`: the async queue slot of a `cic->ioprio`: `async_cfqq[class][level]`,
+/// class NONE in the BE slot of `IOPRIO_NORM`, one `async_idle_cfqq`.
+fn async_slot(cic_ioprio: IoPrio) -> (WlClass, u8) {
+    match cic_ioprio.class {
+        IoPrioClass::None => (WlClass::Be, IOPRIO_NORM),
+        IoPrioClass::Idle => (WlClass::Idle, IOPRIO_BE_NR - 1),
+        class => (wl_class(class), cic_ioprio.level),
+    }
+}
+
 /// `struct cfq_queue`.
 #[derive(Debug)]
 struct CfqQueue {
+    /// The `cic->ioprio` the queue's priority was set from.
+    cic_ioprio: IoPrio,
     sync: bool,
     class: WlClass,
     /// `ioprio`: level 0..=7.
@@ -173,8 +196,8 @@ struct CfqQueue {
     on_rr: bool,
     /// The service tree it sits on and its key and tie-break sequence there.
     service_tree: Option<(WlClass, WlType, i64, u64)>,
-    slice_start: Nanos,
-    slice_end: Nanos,
+    slice_start: Jiffies,
+    slice_end: Jiffies,
     slice_resid: i64,
     slice_dispatch: u32,
     // `cfqq->flags`.
@@ -193,14 +216,12 @@ struct CfqQueue {
 
 impl CfqQueue {
     /// `cfq_init_cfqq` + `cfq_init_prio_data`.
-    fn new(sync: bool, prio: IoPrio, pid: u32, now: Nanos) -> CfqQueue {
+    /// `prio` is the resolved class and level (`IoPrio::for_task`).
+    fn new(sync: bool, prio: IoPrio, pid: u32, now: Jiffies) -> CfqQueue {
         let prio = prio.effective();
-        let class = match prio.class {
-            IoPrioClass::Rt => WlClass::Rt,
-            IoPrioClass::Idle => WlClass::Idle,
-            IoPrioClass::Be | IoPrioClass::None => WlClass::Be,
-        };
+        let class = wl_class(prio.class);
         CfqQueue {
+            cic_ioprio: prio,
             sync,
             class,
             level: prio.level,
@@ -269,39 +290,52 @@ impl ServiceTree {
     }
 }
 
-/// Tunables (/sys/block/*/queue/iosched/) with the 3.10 defaults.
-#[derive(Debug, Clone, Copy)]
+/// Tunables (/sys/block/*/queue/iosched/), in the kernel's units: times in jiffies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CfqTunables {
+    /// `cfq_quantum`.
     pub quantum: u32,
-    /// Indexed [async, sync].
-    pub fifo_expire_ns: [Nanos; 2],
+    /// `cfq_fifo_expire`, indexed [async, sync], jiffies.
+    pub fifo_expire: [Jiffies; 2],
+    /// `cfq_back_max`, KiB.
     pub back_seek_max_kib: u64,
+    /// `cfq_back_penalty`.
     pub back_seek_penalty: u64,
-    /// Indexed [async, sync].
-    pub slice_ns: [Nanos; 2],
+    /// `cfq_slice`, indexed [async, sync], jiffies.
+    pub slice: [Jiffies; 2],
+    /// `cfq_slice_async_rq`.
     pub slice_async_rq: u32,
-    pub slice_idle_ns: Nanos,
-    /// `cfq_group_idle`: HZ / 125 = 8 ms with CONFIG_CFQ_GROUP_IOSCHED, forced to 0 without it
-    /// (`cfq_init`). Default 0: mobistack models no cgroups.
-    pub group_idle_ns: Nanos,
-    /// `low_latency = 1`.
+    /// `cfq_slice_idle`, jiffies.
+    pub slice_idle: Jiffies,
+    /// `cfq_group_idle`, jiffies.
+    pub group_idle: Jiffies,
+    /// `cfq_latency` (sysfs `low_latency`).
     pub low_latency: bool,
-    pub target_latency_ns: Nanos,
+    /// `cfq_target_latency`, jiffies.
+    pub target_latency: Jiffies,
 }
 
-impl Default for CfqTunables {
-    fn default() -> Self {
+impl CfqTunables {
+    /// The 3.10 defaults at tick rate `hz` (block/cfq-iosched.c, top of file and `cfq_init`):
+    /// `cfq_fifo_expire = { HZ / 4, HZ / 8 }`, `cfq_slice_sync = HZ / 10`,
+    /// `cfq_slice_async = HZ / 25`, `cfq_slice_idle = HZ / 125`, `cfq_target_latency =
+    /// HZ * 3/10`. `cfq_init` raises `cfq_slice_async` and `cfq_slice_idle` to 1 jiffy when the
+    /// division gives 0 ("could be 0 on HZ < 1000 setups"): at HZ = 100 `slice_idle` is one
+    /// jiffy, 10 ms, not 0. `cfq_group_idle` (also HZ / 125) is forced to 0 without
+    /// CONFIG_CFQ_GROUP_IOSCHED, which the Galaxy S5's kernel does not set
+    /// (exynos5422-k3g_00_defconfig of its 3.10.9: `# CONFIG_BLK_CGROUP is not set`).
+    pub fn defaults(hz: Hz) -> CfqTunables {
         CfqTunables {
             quantum: QUANTUM,
-            fifo_expire_ns: FIFO_EXPIRE_NS,
+            fifo_expire: [hz.over(4), hz.over(8)],
             back_seek_max_kib: BACK_SEEK_MAX_KIB,
             back_seek_penalty: BACK_SEEK_PENALTY,
-            slice_ns: SLICE_NS,
+            slice: [hz.over(25).max(1), hz.over(10)],
             slice_async_rq: SLICE_ASYNC_RQ,
-            slice_idle_ns: SLICE_IDLE_NS,
-            group_idle_ns: 0,
+            slice_idle: hz.over(125).max(1),
+            group_idle: 0,
             low_latency: true,
-            target_latency_ns: TARGET_LATENCY_NS,
+            target_latency: hz.frac(3, 10),
         }
     }
 }
@@ -322,8 +356,8 @@ pub struct Cfq {
     busy_queues_avg: [u32; 2],
     serving_class: WlClass,
     serving_type: WlType,
-    /// `workload_expires`; `None` once expired on purpose (`saved_wl_slice = 0`).
-    workload_expires: Option<Nanos>,
+    /// `workload_expires` (jiffies); `None` once expired on purpose (`saved_wl_slice = 0`).
+    workload_expires: Option<Jiffies>,
     active_queue: Option<CfqqId>,
     /// `cfqd->active_cic != NULL`: the active queue dispatched in this slice.
     active_cic: bool,
@@ -333,9 +367,10 @@ pub struct Cfq {
     rq_in_flight: [u32; 2],
     rq_queued: u32,
     last_position: u64,
-    /// `idle_slice_timer` expiry, when armed.
-    idle_slice_timer: Option<Nanos>,
-    last_delayed_sync: Nanos,
+    /// `idle_slice_timer` expiry (jiffies), when armed.
+    idle_slice_timer: Option<Jiffies>,
+    /// Signed: it starts a second before boot (`jiffies - HZ`).
+    last_delayed_sync: i64,
     /// `cfqg->ttime` of the root group.
     group_ttime: Ttime,
     nonrot: bool,
@@ -344,15 +379,19 @@ pub struct Cfq {
     /// Queue of every request from insertion to completion (`RQ_CFQQ`).
     rq_cfqq: BTreeMap<RequestId, CfqqId>,
     pub tunables: CfqTunables,
+    /// The kernel's tick rate: CFQ's clock is `jiffies`.
+    hz: Hz,
 }
 
 impl Cfq {
-    pub fn new(traits: QueueTraits) -> Cfq {
-        Cfq::with_tunables(traits, CfqTunables::default())
+    /// CFQ with the 3.10 defaults at tick rate `hz`.
+    pub fn new(traits: QueueTraits, hz: Hz) -> Cfq {
+        Cfq::with_tunables(traits, hz, CfqTunables::defaults(hz))
     }
 
-    pub fn with_tunables(traits: QueueTraits, tunables: CfqTunables) -> Cfq {
+    pub fn with_tunables(traits: QueueTraits, hz: Hz, tunables: CfqTunables) -> Cfq {
         Cfq {
+            hz,
             queues: Vec::new(),
             sync_queues: BTreeMap::new(),
             async_queues: BTreeMap::new(),
@@ -372,8 +411,10 @@ impl Cfq {
             rq_queued: 0,
             last_position: 0,
             idle_slice_timer: None,
-            // `cfqd->last_delayed_sync = jiffies - HZ` at init; time starts at 0 here.
-            last_delayed_sync: 0,
+            // `cfqd->last_delayed_sync = jiffies - HZ` (cfq_init_queue): "we optimistically start
+            // assuming sync ops weren't delayed in last second, in order to have larger depth
+            // for async operations". The queue is created at jiffy 0.
+            last_delayed_sync: -i64::from(hz.0),
             group_ttime: Ttime::default(),
             nonrot: traits.nonrot,
             hw_tag: traits.queue_depth >= HW_QUEUE_MIN,
@@ -386,18 +427,45 @@ impl Cfq {
     // ---- queues and service trees -------------------------------------------------------
 
     /// `cfq_get_queue`: the sync queue of the process, or the shared async queue of its priority.
-    fn get_queue(&mut self, sync: bool, prio: IoPrio, pid: u32, now: Nanos) -> CfqqId {
+    ///
+    /// `cic_ioprio` is the allocating task's `cic->ioprio` and `nice` its nice value: a new queue
+    /// takes its class and level from them (`cfq_init_prio_data`: class NONE inherits the nice
+    /// value, `task_nice_ioprio`). The shared async queues are indexed by `cic->ioprio`
+    /// (`cfq_async_queue_prio`: class NONE uses the BE slot of `IOPRIO_NORM`), so the async
+    /// queue of slot BE4 has the level of the nice value of the task that created it. A sync
+    /// queue whose task changed its `ioprio` is re-initialised (`check_ioprio_changed` ->
+    /// `cfq_init_prio_data`); a nice change alone does not, as in 3.10.
+    fn get_queue(
+        &mut self,
+        sync: bool,
+        cic_ioprio: IoPrio,
+        nice: i8,
+        pid: u32,
+        now: Jiffies,
+    ) -> CfqqId {
         let next_id = self.queues.len();
         let id = if sync {
             *self.sync_queues.entry(pid).or_insert(next_id)
         } else {
-            let queue = CfqQueue::new(false, prio, 0, now);
-            let key = (queue.class, queue.level);
-            *self.async_queues.entry(key).or_insert(next_id)
+            *self
+                .async_queues
+                .entry(async_slot(cic_ioprio))
+                .or_insert(next_id)
         };
         if id == next_id {
             let pid = if sync { pid } else { 0 };
-            self.queues.push(CfqQueue::new(sync, prio, pid, now));
+            let mut queue = CfqQueue::new(sync, cic_ioprio.for_task(nice), pid, now);
+            queue.cic_ioprio = cic_ioprio;
+            self.queues.push(queue);
+        } else if sync && self.queues[id].cic_ioprio != cic_ioprio {
+            let prio = cic_ioprio.for_task(nice);
+            let queue = &mut self.queues[id];
+            queue.cic_ioprio = cic_ioprio;
+            queue.class = wl_class(prio.class);
+            queue.level = prio.level;
+            if queue.class == WlClass::Idle {
+                queue.idle_window = false;
+            }
         }
         id
     }
@@ -461,10 +529,10 @@ impl Cfq {
     }
 
     /// `cfq_prio_slice`: base slice plus 20 % per level above 4, minus per level below.
-    fn prio_slice(&self, sync: bool, level: u8) -> Nanos {
-        let base = self.tunables.slice_ns[usize::from(sync)];
+    fn prio_slice(&self, sync: bool, level: u8) -> Jiffies {
+        let base = self.tunables.slice[usize::from(sync)];
         let scaled = (base / SLICE_SCALE) as i64 * (i64::from(IOPRIO_NORM) - i64::from(level));
-        (base as i64 + scaled) as Nanos
+        (base as i64 + scaled) as Jiffies
     }
 
     /// `cfq_slice_offset`: queues of lower priority (and async ones) start further back.
@@ -476,7 +544,7 @@ impl Cfq {
     }
 
     /// `cfq_service_tree_add`.
-    fn service_tree_add(&mut self, cfqq: CfqqId, add_front: bool, now: Nanos) {
+    fn service_tree_add(&mut self, cfqq: CfqqId, add_front: bool, now: Jiffies) {
         let (class, wl_type) = self.tree_of(cfqq);
         let now_key = now as i64;
         let rb_key = if class == WlClass::Idle {
@@ -486,13 +554,13 @@ impl Cfq {
                 .last()
                 .filter(|&&(_, _, id)| id != cfqq)
                 .map(|&(key, _, _)| key);
-            IDLE_DELAY_NS + last.unwrap_or(now_key)
+            self.hz.over(5) as i64 + last.unwrap_or(now_key)
         } else if !add_front {
             let key = self.slice_offset(cfqq) + now_key - self.queues[cfqq].slice_resid;
             self.queues[cfqq].slice_resid = 0;
             key
         } else {
-            -HZ_NS + self.tree(class, wl_type).first_key().unwrap_or(now_key)
+            -i64::from(self.hz.0) + self.tree(class, wl_type).first_key().unwrap_or(now_key)
         };
         if let Some((old_class, old_type, old_key, sequence)) = self.queues[cfqq].service_tree {
             if old_key == rb_key && (old_class, old_type) == (class, wl_type) {
@@ -521,7 +589,7 @@ impl Cfq {
     }
 
     /// `cfq_add_cfqq_rr`.
-    fn add_cfqq_rr(&mut self, cfqq: CfqqId, now: Nanos) {
+    fn add_cfqq_rr(&mut self, cfqq: CfqqId, now: Jiffies) {
         assert!(!self.queues[cfqq].on_rr);
         self.queues[cfqq].on_rr = true;
         self.busy_queues += 1;
@@ -551,7 +619,7 @@ impl Cfq {
     // ---- slices ---------------------------------------------------------------------------
 
     /// `cfq_slice_used`.
-    fn slice_used(&self, cfqq: CfqqId, now: Nanos) -> bool {
+    fn slice_used(&self, cfqq: CfqqId, now: Jiffies) -> bool {
         let queue = &self.queues[cfqq];
         !queue.slice_new && now >= queue.slice_end
     }
@@ -568,19 +636,19 @@ impl Cfq {
 
     /// `cfq_scaled_cfqq_slice`: with low_latency, shrink slices so that all queues of the class
     /// fit in `target_latency`, but not below `2 * slice_idle` (scaled).
-    fn scaled_slice(&mut self, cfqq: CfqqId) -> Nanos {
+    fn scaled_slice(&mut self, cfqq: CfqqId) -> Jiffies {
         let (sync, level, rt) = {
             let queue = &self.queues[cfqq];
             (queue.sync, queue.level, queue.class == WlClass::Rt)
         };
         let mut slice = self.prio_slice(sync, level);
         if self.tunables.low_latency {
-            let interested = Nanos::from(self.avg_queues(rt));
-            let sync_slice = self.tunables.slice_ns[SYNC];
+            let interested = Jiffies::from(self.avg_queues(rt));
+            let sync_slice = self.tunables.slice[SYNC];
             let expect_latency = sync_slice * interested;
-            let group_slice = self.tunables.target_latency_ns;
+            let group_slice = self.tunables.target_latency;
             if expect_latency > group_slice {
-                let base_low_slice = 2 * self.tunables.slice_idle_ns;
+                let base_low_slice = 2 * self.tunables.slice_idle;
                 let low_slice = slice.min(base_low_slice * slice / sync_slice);
                 slice = (slice * group_slice / expect_latency).max(low_slice);
             }
@@ -589,7 +657,7 @@ impl Cfq {
     }
 
     /// `cfq_set_prio_slice`: the slice starts at the queue's first completion.
-    fn set_prio_slice(&mut self, cfqq: CfqqId, now: Nanos) {
+    fn set_prio_slice(&mut self, cfqq: CfqqId, now: Jiffies) {
         let slice = self.scaled_slice(cfqq);
         let queue = &mut self.queues[cfqq];
         queue.slice_start = now;
@@ -615,7 +683,7 @@ impl Cfq {
     }
 
     /// `__cfq_slice_expired` on the active queue.
-    fn slice_expired(&mut self, timed_out: bool, now: Nanos) {
+    fn slice_expired(&mut self, timed_out: bool, now: Jiffies) {
         let Some(cfqq) = self.active_queue else {
             return;
         };
@@ -654,7 +722,7 @@ impl Cfq {
     }
 
     /// `choose_wl_class_and_type`.
-    fn choose_wl_class_and_type(&mut self, now: Nanos) {
+    fn choose_wl_class_and_type(&mut self, now: Jiffies) {
         let original_class = self.serving_class;
         self.serving_class = if self.busy_queues_wl(WlClass::Rt) > 0 {
             WlClass::Rt
@@ -675,7 +743,7 @@ impl Cfq {
         }
         self.serving_type = self.choose_wl_type(self.serving_class);
         let count = self.tree(self.serving_class, self.serving_type).count() as u64;
-        let group_slice = self.tunables.target_latency_ns;
+        let group_slice = self.tunables.target_latency;
         let class_index = self.serving_class as usize;
         let busy_in_class = self.busy_queues_wl(self.serving_class) as u64;
         let divisor = u64::from(self.busy_queues_avg[class_index])
@@ -684,14 +752,14 @@ impl Cfq {
         let mut slice = group_slice * count / divisor;
         if self.serving_type == WlType::Async {
             let busy_async = self.busy_queues.saturating_sub(self.busy_sync_queues);
-            let async_share = self.tunables.target_latency_ns * u64::from(busy_async)
+            let async_share = self.tunables.target_latency * u64::from(busy_async)
                 / u64::from(self.busy_queues.max(1));
             slice = slice.min(async_share);
-            slice = slice * self.tunables.slice_ns[ASYNC] / self.tunables.slice_ns[SYNC];
+            slice = slice * self.tunables.slice[ASYNC] / self.tunables.slice[SYNC];
         } else {
-            slice = slice.max(2 * self.tunables.slice_idle_ns);
+            slice = slice.max(2 * self.tunables.slice_idle);
         }
-        self.workload_expires = Some(now + slice.max(MIN_TT_NS));
+        self.workload_expires = Some(now + slice.max(MIN_TT));
     }
 
     /// `cfq_get_next_queue`.
@@ -707,9 +775,9 @@ impl Cfq {
     /// `cfq_io_thinktime_big` (queue idling flavour).
     fn thinktime_big(&self, ttime: &Ttime, group_idle: bool) -> bool {
         let slice = if group_idle {
-            self.tunables.group_idle_ns
+            self.tunables.group_idle
         } else {
-            self.tunables.slice_idle_ns
+            self.tunables.slice_idle
         };
         ttime.valid() && ttime.mean > slice
     }
@@ -717,7 +785,7 @@ impl Cfq {
     /// `cfq_should_idle`.
     fn should_idle(&self, cfqq: CfqqId) -> bool {
         let queue = &self.queues[cfqq];
-        if self.tunables.slice_idle_ns == 0 || queue.class == WlClass::Idle {
+        if self.tunables.slice_idle == 0 || queue.class == WlClass::Idle {
             return false;
         }
         if queue.idle_window && !(self.nonrot && self.hw_tag) {
@@ -730,7 +798,7 @@ impl Cfq {
 
     /// `cfq_arm_slice_timer`: idle on the queue (`slice_idle`) or, when it should not idle but
     /// is the group's only queue, on the group (`group_idle`).
-    fn arm_slice_timer(&mut self, now: Nanos) {
+    fn arm_slice_timer(&mut self, now: Jiffies) {
         let Some(cfqq) = self.active_queue else {
             return;
         };
@@ -739,14 +807,14 @@ impl Cfq {
         }
         assert!(self.queues[cfqq].sort_list.is_empty());
         let group_idle = !self.should_idle(cfqq);
-        if group_idle && self.tunables.group_idle_ns == 0 {
+        if group_idle && self.tunables.group_idle == 0 {
             return;
         }
         if self.queues[cfqq].dispatched > 0 || !self.active_cic {
             return;
         }
         let queue = &self.queues[cfqq];
-        if queue.ttime.valid() && queue.slice_end.saturating_sub(now) < queue.ttime.mean {
+        if queue.ttime.valid() && queue.slice_end.wrapping_sub(now) < queue.ttime.mean {
             return;
         }
         if group_idle && self.nr_cfqq() > 1 {
@@ -754,15 +822,15 @@ impl Cfq {
         }
         self.queues[cfqq].wait_request = true;
         let idle = if group_idle {
-            self.tunables.group_idle_ns
+            self.tunables.group_idle
         } else {
-            self.tunables.slice_idle_ns
+            self.tunables.slice_idle
         };
         self.idle_slice_timer = Some(now + idle);
     }
 
     /// `cfq_should_wait_busy` (one group: "no other queue in the group" is `nr_cfqq == 1`).
-    fn should_wait_busy(&self, cfqq: CfqqId, now: Nanos) -> bool {
+    fn should_wait_busy(&self, cfqq: CfqqId, now: Jiffies) -> bool {
         let queue = &self.queues[cfqq];
         if !queue.sort_list.is_empty() || self.nr_cfqq() > 1 {
             return false;
@@ -773,10 +841,13 @@ impl Cfq {
         if self.slice_used(cfqq, now) {
             return true;
         }
-        if queue.ttime.valid() && queue.slice_end.saturating_sub(now) < queue.ttime.mean {
+        // `slice_end - jiffies` in unsigned long arithmetic: a slice already over wraps to a
+        // huge value.
+        if queue.ttime.valid() && queue.slice_end.wrapping_sub(now) < queue.ttime.mean {
             return true;
         }
-        queue.slice_end.saturating_sub(now) <= NS_PER_MS
+        // Think times under a jiffy have a mean of 0: wait busy with one jiffy left.
+        queue.slice_end.wrapping_sub(now) == 1
     }
 
     // ---- choosing requests ----------------------------------------------------------------
@@ -859,14 +930,15 @@ impl Cfq {
     }
 
     /// `cfq_check_fifo`: the oldest request if it expired, checked once per slice.
-    fn check_fifo(&mut self, cfqq: CfqqId, now: Nanos) -> Option<RequestId> {
+    fn check_fifo(&mut self, cfqq: CfqqId, now: Jiffies) -> Option<RequestId> {
         let queue = &mut self.queues[cfqq];
         if queue.fifo_expire_checked {
             return None;
         }
         queue.fifo_expire_checked = true;
         let head = *queue.fifo.front()?;
-        (now >= self.store.get(head).fifo_time_ns).then_some(head)
+        // `time_before(jiffies, rq_fifo_time(rq))` means not yet expired.
+        (now >= self.hz.jiffies(self.store.get(head).fifo_time_ns)).then_some(head)
     }
 
     /// `cfq_remove_request` / `cfq_del_rq_rb` (the queue stays on the service tree until expiry).
@@ -893,14 +965,14 @@ impl Cfq {
     /// `check_group_idle:` of `cfq_select_queue`: keep waiting for the group's only queue while
     /// its requests are in flight.
     fn group_idle_wait(&self) -> bool {
-        self.tunables.group_idle_ns > 0
+        self.tunables.group_idle > 0
             && self.nr_cfqq() == 1
             && self.rq_in_driver > 0
             && !self.thinktime_big(&self.group_ttime, true)
     }
 
     /// `cfq_select_queue` (no close cooperators).
-    fn select_queue(&mut self, now: Nanos) -> Option<CfqqId> {
+    fn select_queue(&mut self, now: Jiffies) -> Option<CfqqId> {
         let Some(cfqq) = self.active_queue else {
             return self.new_queue(now);
         };
@@ -938,7 +1010,7 @@ impl Cfq {
         if queue.seeky()
             && queue.idle_window
             && (queue.slice_new
-                || queue.slice_end.saturating_sub(now) > now.saturating_sub(queue.slice_start))
+                || queue.slice_end.wrapping_sub(now) > now.wrapping_sub(queue.slice_start))
         {
             let queue = &mut self.queues[cfqq];
             queue.deep = false;
@@ -955,21 +1027,21 @@ impl Cfq {
     }
 
     /// The `new_queue:` label of `cfq_select_queue`.
-    fn new_queue(&mut self, now: Nanos) -> Option<CfqqId> {
+    fn new_queue(&mut self, now: Jiffies) -> Option<CfqqId> {
         self.choose_wl_class_and_type(now);
         let next = self.get_next_queue();
         self.set_active_queue(next)
     }
 
     /// `cfq_slice_used_soon`.
-    fn slice_used_soon(&self, cfqq: CfqqId, now: Nanos) -> bool {
+    fn slice_used_soon(&self, cfqq: CfqqId, now: Jiffies) -> bool {
         let queue = &self.queues[cfqq];
         queue.slice_new
-            || now + self.tunables.slice_idle_ns * Nanos::from(queue.dispatched) > queue.slice_end
+            || now + self.tunables.slice_idle * Jiffies::from(queue.dispatched) > queue.slice_end
     }
 
     /// `cfq_may_dispatch`.
-    fn may_dispatch(&self, cfqq: CfqqId, now: Nanos) -> bool {
+    fn may_dispatch(&self, cfqq: CfqqId, now: Jiffies) -> bool {
         let queue = &self.queues[cfqq];
         // Drain async requests before a sync queue that idles starts.
         if self.should_idle(cfqq) && self.rq_in_flight[ASYNC] > 0 {
@@ -1001,8 +1073,8 @@ impl Cfq {
         }
         // Async depth ramps up with the time since the last delayed sync request.
         if !queue.sync && self.tunables.low_latency {
-            let since_sync = now.saturating_sub(self.last_delayed_sync);
-            let mut depth = (since_sync / self.tunables.slice_ns[SYNC]) as u32;
+            let since_sync = (now as i64 - self.last_delayed_sync).max(0) as Jiffies;
+            let mut depth = (since_sync / self.tunables.slice[SYNC]) as u32;
             if depth == 0 && queue.dispatched == 0 {
                 depth = 1;
             }
@@ -1030,7 +1102,7 @@ impl Cfq {
     }
 
     /// `cfq_dispatch_requests` (one request per call, like the kernel).
-    fn dispatch_requests(&mut self, now: Nanos) -> Option<Request> {
+    fn dispatch_requests(&mut self, now: Jiffies) -> Option<Request> {
         if self.busy_queues == 0 {
             return None;
         }
@@ -1084,7 +1156,7 @@ impl Cfq {
 
     /// `cfq_update_idle_window`.
     fn update_idle_window(&mut self, cfqq: CfqqId) {
-        let slice_idle = self.tunables.slice_idle_ns;
+        let slice_idle = self.tunables.slice_idle;
         let queue = &mut self.queues[cfqq];
         if !queue.sync || queue.class == WlClass::Idle {
             return;
@@ -1093,7 +1165,10 @@ impl Cfq {
             queue.deep = true;
         }
         let old_idle = queue.idle_window;
-        let enable_idle = if slice_idle == 0 || (!queue.deep && queue.seeky()) {
+        let next_noidle = queue
+            .next_rq
+            .is_some_and(|next| self.store.get(next).flags.noidle);
+        let enable_idle = if next_noidle || slice_idle == 0 || (!queue.deep && queue.seeky()) {
             false
         } else if queue.ttime.valid() {
             queue.ttime.mean <= slice_idle
@@ -1111,7 +1186,7 @@ impl Cfq {
     }
 
     /// `cfq_should_preempt`: whether `new` (which just got request `id`) should take over.
-    fn should_preempt(&self, new: CfqqId, id: RequestId, now: Nanos) -> bool {
+    fn should_preempt(&self, new: CfqqId, id: RequestId, now: Jiffies) -> bool {
         let Some(active) = self.active_queue else {
             return false;
         };
@@ -1155,7 +1230,7 @@ impl Cfq {
     }
 
     /// `cfq_preempt_queue`.
-    fn preempt_queue(&mut self, cfqq: CfqqId, now: Nanos) {
+    fn preempt_queue(&mut self, cfqq: CfqqId, now: Jiffies) {
         let old_type = self
             .active_queue
             .map(|active| self.queues[active].wl_type());
@@ -1171,7 +1246,7 @@ impl Cfq {
     }
 
     /// `cfq_rq_enqueued`.
-    fn rq_enqueued(&mut self, cfqq: CfqqId, id: RequestId, now: Nanos) {
+    fn rq_enqueued(&mut self, cfqq: CfqqId, id: RequestId, now: Jiffies) {
         let (sector, nr_sectors, prio, bytes) = {
             let rq = self.store.get(id);
             (rq.sector, rq.nr_sectors, rq.flags.prio, rq.bytes())
@@ -1181,12 +1256,12 @@ impl Cfq {
             self.queues[cfqq].prio_pending += 1;
         }
         if self.queues[cfqq].sync {
-            let slice_idle = self.tunables.slice_idle_ns;
+            let slice_idle = self.tunables.slice_idle;
             self.queues[cfqq].ttime.update(now, slice_idle);
             let (class, wl_type) = self.tree_on(cfqq);
             self.tree_mut(class, wl_type).ttime.update(now, slice_idle);
         }
-        let group_idle = self.tunables.group_idle_ns;
+        let group_idle = self.tunables.group_idle;
         self.group_ttime.update(now, group_idle);
         self.update_io_seektime(cfqq, sector, nr_sectors);
         self.update_idle_window(cfqq);
@@ -1223,18 +1298,7 @@ impl Elevator for Cfq {
         let target = if bio.is_sync() {
             self.sync_queues.get(&bio.task.pid).copied()
         } else {
-            let prio = bio.ioprio.effective();
-            let class = match prio.class {
-                IoPrioClass::Rt => WlClass::Rt,
-                IoPrioClass::Idle => WlClass::Idle,
-                _ => WlClass::Be,
-            };
-            let level = if class == WlClass::Idle {
-                IOPRIO_BE_NR - 1
-            } else {
-                prio.level
-            };
-            self.async_queues.get(&(class, level)).copied()
+            self.async_queues.get(&async_slot(bio.ioprio)).copied()
         }?;
         let rq_cfqq = &self.rq_cfqq;
         let queued = |rq: &Request| rq_cfqq.get(&rq.id) == Some(&target);
@@ -1253,12 +1317,16 @@ impl Elevator for Cfq {
     }
 
     /// `cfq_set_request` + `cfq_insert_request` + `cfq_add_rq_rb` + `cfq_rq_enqueued`.
-    fn add_request(&mut self, now: Nanos, mut rq: Request) {
+    fn add_request(&mut self, now_ns: Nanos, mut rq: Request) {
+        let now = self.hz.jiffies(now_ns);
         let sync = rq.is_sync();
-        let cfqq = self.get_queue(sync, rq.ioprio, rq.task.pid, now);
+        let cfqq = self.get_queue(sync, rq.ioprio, rq.nice, rq.task.pid, now);
         let id = rq.id;
-        rq.inserted_ns = now;
-        rq.fifo_time_ns = now + self.tunables.fifo_expire_ns[usize::from(sync)];
+        rq.inserted_ns = now_ns;
+        // `rq_set_fifo_time(rq, jiffies + cfq_fifo_expire[sync])`, kept as the time of that tick.
+        rq.fifo_time_ns = self
+            .hz
+            .jiffies_to_ns(now + self.tunables.fifo_expire[usize::from(sync)]);
         let queue = &mut self.queues[cfqq];
         queue.fifo.push_back(id);
         queue.sort_list.insert((rq.sector, id));
@@ -1274,6 +1342,7 @@ impl Elevator for Cfq {
     }
 
     fn dispatch_request(&mut self, now: Nanos) -> Option<Request> {
+        let now = self.hz.jiffies(now);
         self.dispatch_requests(now)
     }
 
@@ -1281,6 +1350,7 @@ impl Elevator for Cfq {
     /// serve (expiring an empty one that may not idle, starting a workload), so that a request
     /// arriving meanwhile meets an active queue it may preempt.
     fn dispatch_blocked(&mut self, now: Nanos) {
+        let now = self.hz.jiffies(now);
         if self.busy_queues > 0 {
             let _ = self.select_queue(now);
         }
@@ -1288,6 +1358,7 @@ impl Elevator for Cfq {
 
     /// `cfq_completed_request`.
     fn completed_request(&mut self, now: Nanos, rq: &Request) {
+        let now = self.hz.jiffies(now);
         let cfqq = self
             .rq_cfqq
             .remove(&rq.id)
@@ -1301,8 +1372,9 @@ impl Elevator for Cfq {
             self.queues[cfqq].ttime.last_end_request = now;
             let (class, wl_type) = self.tree_on(cfqq);
             self.tree_mut(class, wl_type).ttime.last_end_request = now;
-            if rq.start_ns + self.tunables.fifo_expire_ns[SYNC] <= now {
-                self.last_delayed_sync = now;
+            // `!time_after(rq->start_time + cfq_fifo_expire[1], now)`.
+            if self.hz.jiffies(rq.start_ns) + self.tunables.fifo_expire[SYNC] <= now {
+                self.last_delayed_sync = now as i64;
             }
         }
         self.group_ttime.last_end_request = now;
@@ -1312,10 +1384,10 @@ impl Elevator for Cfq {
                 self.queues[cfqq].slice_new = false;
             }
             if self.should_wait_busy(cfqq, now) {
-                let extend = if self.tunables.slice_idle_ns > 0 {
-                    self.tunables.slice_idle_ns
+                let extend = if self.tunables.slice_idle > 0 {
+                    self.tunables.slice_idle
                 } else {
-                    self.tunables.group_idle_ns
+                    self.tunables.group_idle
                 };
                 self.queues[cfqq].slice_end = now + extend;
                 self.queues[cfqq].wait_busy = true;
@@ -1334,12 +1406,15 @@ impl Elevator for Cfq {
         self.store.len()
     }
 
+    /// The idle slice timer fires at the tick of its expiry (`mod_timer(jiffies + sl)`).
     fn next_timer(&self) -> Option<Nanos> {
         self.idle_slice_timer
+            .map(|expiry| self.hz.jiffies_to_ns(expiry))
     }
 
     /// `cfq_idle_slice_timer`.
     fn timer_fired(&mut self, now: Nanos) {
+        let now = self.hz.jiffies(now);
         let Some(expiry) = self.idle_slice_timer else {
             return;
         };
@@ -1368,12 +1443,24 @@ mod tests {
     use crate::block::request::test_support::*;
     use crate::dev::fixed::FixedLatencyDevice;
     use crate::dev::{BlockDevice, IoOp};
+    use crate::units::NS_PER_MS;
+
+    /// HZ = 1000 (a jiffy is a millisecond): the tests below were written against CFQ's
+    /// millisecond defaults (slice_idle 8 ms, slice_sync 100 ms, fifo_expire_sync 125 ms).
+    const HZ_1000: Hz = Hz(1000);
+    const SLICE_IDLE_NS: Nanos = 8 * NS_PER_MS;
 
     const READER: u32 = 20;
     const WRITER: u32 = 10;
 
     /// A one-slot device (eMMC without command queueing) under CFQ, with a closed-loop reader
     /// that thinks `think_ns` after each completion and stops issuing at `reader_stop_ns`.
+    impl Cfq {
+        fn new_for_test(traits: QueueTraits) -> Cfq {
+            Cfq::new(traits, HZ_1000)
+        }
+    }
+
     struct Harness {
         cfq: Cfq,
         device: FixedLatencyDevice,
@@ -1388,7 +1475,7 @@ mod tests {
     impl Harness {
         fn new(latency_ns: Nanos) -> Harness {
             Harness {
-                cfq: Cfq::new(QueueTraits {
+                cfq: Cfq::new_for_test(QueueTraits {
                     nonrot: true,
                     queue_depth: 1,
                 }),
@@ -1516,7 +1603,7 @@ mod tests {
     fn without_idling_the_async_queue_interleaves_with_the_reader() {
         // The same workload with slice_idle = 0: writes run during the reader's think time.
         let mut harness = Harness::new(NS_PER_MS);
-        harness.cfq.tunables.slice_idle_ns = 0;
+        harness.cfq.tunables.slice_idle = 0;
         for i in 0..500 {
             harness.add(0, IoOp::Write, 1_000_000 + 64 * i, WRITER);
         }
@@ -1601,13 +1688,13 @@ mod tests {
         let served_at = order[far_position].0;
         // The FIFO is checked once per slice: the request expired at 125 ms and is taken at the
         // first slice start after that, long before the sweep would reach it (510 ms).
-        assert!(served_at > FIFO_EXPIRE_NS[SYNC], "served at {served_at}");
+        assert!(served_at > 125 * NS_PER_MS, "served at {served_at}");
         assert!(served_at < 300 * NS_PER_MS, "served at {served_at}");
     }
 
     #[test]
     fn a_sync_bio_never_merges_into_an_async_request() {
-        let mut cfq = Cfq::new(QueueTraits {
+        let mut cfq = Cfq::new_for_test(QueueTraits {
             nonrot: true,
             queue_depth: 1,
         });
@@ -1629,12 +1716,12 @@ mod tests {
     #[test]
     fn async_queue_yields_after_its_request_budget() {
         // cfq_prio_to_maxrq at level 4 = 2 * slice_async_rq * (8 - 4) = 16 requests.
-        let cfq = Cfq::new(QueueTraits {
+        let cfq = Cfq::new_for_test(QueueTraits {
             nonrot: true,
             queue_depth: 1,
         });
         let mut cfq = cfq;
-        let id = cfq.get_queue(false, IoPrio::NONE, 1, 0);
+        let id = cfq.get_queue(false, IoPrio::NONE, 0, 1, 0);
         assert_eq!(cfq.prio_to_maxrq(id), 16);
         let mut harness = Harness::new(NS_PER_MS);
         for i in 0..100 {
@@ -1665,7 +1752,7 @@ mod tests {
         // cfq_update_idle_window only flips the flag; cfqq->service_tree changes at the next
         // cfq_service_tree_add. A sync reader of 4 KiB requests on flash starts with an idle
         // window (SYNC tree) and loses it when 5 of its requests were "seeks" (< 64 sectors).
-        let mut cfq = Cfq::new(QueueTraits {
+        let mut cfq = Cfq::new_for_test(QueueTraits {
             nonrot: true,
             queue_depth: 1,
         });
@@ -1708,7 +1795,7 @@ mod tests {
         // waiting in CFQ (both are sync; `cfq_should_preempt` has no rule for that), so it waits
         // for the writer's slices: two of them, as the SYNC workload slice (150 ms with two busy
         // queues) is only checked when a queue expires.
-        let mut cfq = Cfq::new(QueueTraits {
+        let mut cfq = Cfq::new_for_test(QueueTraits {
             nonrot: true,
             queue_depth: 32,
         });
@@ -1794,7 +1881,7 @@ mod tests {
             .collect();
         assert!(gaps.len() >= 3, "reads at {reader_dispatches:?}");
         assert!(
-            gaps.iter().all(|&gap| gap >= 2 * SLICE_NS[SYNC]),
+            gaps.iter().all(|&gap| gap >= 200 * NS_PER_MS),
             "gaps between reads: {gaps:?}"
         );
         assert!(writer_dispatches > 1_000);
@@ -1838,7 +1925,7 @@ mod tests {
         // own key, the messenger's write preempts nothing, and the ASYNC tree's key wins
         // `cfq_choose_wl_type` for most of a second.)
         const MESSENGER: u32 = 30;
-        let mut cfq = Cfq::new(QueueTraits {
+        let mut cfq = Cfq::new_for_test(QueueTraits {
             nonrot: true,
             queue_depth: 1,
         });
@@ -1928,7 +2015,7 @@ mod tests {
     fn a_group_that_empties_forgets_its_workload() {
         // cfq_group_notify_queue_del sets saved_wl_slice = 0 when the group's last queue leaves,
         // so cfq_choose_cfqg starts a new workload: the lowest key wins, not the old type.
-        let mut cfq = Cfq::new(QueueTraits {
+        let mut cfq = Cfq::new_for_test(QueueTraits {
             nonrot: true,
             queue_depth: 1,
         });
@@ -1947,5 +2034,171 @@ mod tests {
         cfq.add_request(now, request(3, IoOp::Read, 1 << 21, 8, READER + 1));
         let first = cfq.dispatch_request(now).unwrap();
         assert_eq!(first.id, 2, "the old SYNC workload was kept");
+    }
+
+    #[test]
+    fn defaults_are_jiffies_with_cfq_init_raising_zero_to_one() {
+        // HZ / 125 and HZ / 25 are 0 below HZ = 125 / 25 with integer division; cfq_init raises
+        // them to 1 jiffy. At HZ = 100: slice_idle 1 jiffy (10 ms), slice_async 4, slice_sync
+        // 10, fifo_expire {25, 12}, target_latency 30.
+        let hz100 = CfqTunables::defaults(Hz(100));
+        assert_eq!(hz100.slice_idle, 1);
+        assert_eq!(hz100.slice, [4, 10]);
+        assert_eq!(hz100.fifo_expire, [25, 12]);
+        assert_eq!(hz100.target_latency, 30);
+        assert_eq!(hz100.group_idle, 0, "no CONFIG_CFQ_GROUP_IOSCHED");
+        assert_eq!(CfqTunables::defaults(Hz(200)).slice_idle, 1);
+        assert_eq!(CfqTunables::defaults(Hz(1000)).slice_idle, 8);
+        assert_eq!(
+            CfqTunables::defaults(Hz(100)).slice_idle,
+            Hz(100).over(125).max(1)
+        );
+    }
+
+    /// A one-slot flash device (no `hw_tag`), CFQ by name with the default tick rate (HZ = 100).
+    fn cfq_at_default_hz() -> Box<dyn Elevator> {
+        super::super::new_elevator(
+            "cfq",
+            QueueTraits {
+                nonrot: true,
+                queue_depth: 1,
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_idle_timer_is_one_jiffy_and_fires_on_a_tick() {
+        // A sync reader's request completes at 13 ms (jiffy 1). cfq_arm_slice_timer arms
+        // mod_timer(jiffies + slice_idle) = jiffy 2: the timer fires at 20 ms, not 13 + 8 ms.
+        let mut cfq = cfq_at_default_hz();
+        cfq.add_request(0, request(1, IoOp::Read, 0, 64, READER));
+        let rq = cfq.dispatch_request(0).unwrap();
+        cfq.completed_request(13 * NS_PER_MS, &rq);
+        assert_eq!(cfq.next_timer(), Some(20 * NS_PER_MS));
+    }
+
+    #[test]
+    fn think_time_is_counted_in_whole_jiffies() {
+        // A reader thinks 9 ms between 32 KiB reads (1 ms each): every gap spans one tick, so
+        // at HZ = 100 each sample is 1 jiffy and the mean settles at slice_idle (1 jiffy, once
+        // the first samples' rounding bias of +128 / samples has decayed): CFQ keeps idling for
+        // it. Measured in nanoseconds against an 8 ms slice_idle, 9 ms is a big think time and
+        // CFQ would stop idling.
+        let mut cfq = cfq_at_default_hz();
+        let mut now = 0;
+        for id in 1..=120u64 {
+            cfq.add_request(now, request(id, IoOp::Read, 64 * id, 64, READER));
+            let rq = cfq.dispatch_request(now).expect("the reader is served");
+            now += NS_PER_MS;
+            cfq.completed_request(now, &rq);
+            assert!(
+                id < 20 || cfq.next_timer().is_some(),
+                "CFQ stopped idling for the reader after read {id}"
+            );
+            now += 9 * NS_PER_MS;
+        }
+    }
+
+    #[test]
+    fn write_sync_requests_carry_noidle_and_cfq_does_not_idle_for_their_queue() {
+        // Two fsync writers, each with one WRITE_SYNC (REQ_SYNC | REQ_NOIDLE) write queued, on
+        // a one-slot flash device. When the first completes, its queue has no idle window
+        // (`cfq_update_idle_window`: next_rq has REQ_NOIDLE) and shares its tree with the other
+        // writer, so CFQ does not idle on it: the second write is dispatched at once. Without
+        // REQ_NOIDLE CFQ would idle a slice_idle on the first writer's empty queue.
+        let mut cfq = cfq_at_default_hz();
+        for (id, pid) in [(1, WRITER), (2, WRITER + 1)] {
+            let mut rq = request(id, IoOp::Write, 1_000 * id, 8, pid);
+            rq.flags.sync = true;
+            rq.flags.noidle = true;
+            cfq.add_request(0, rq);
+        }
+        let first = cfq.dispatch_request(0).unwrap();
+        cfq.completed_request(NS_PER_MS, &first);
+        assert_eq!(cfq.next_timer(), None, "CFQ idled on an fsync writer");
+        let second = cfq
+            .dispatch_request(NS_PER_MS)
+            .expect("the other writer is served");
+        assert_ne!(second.task.pid, first.task.pid);
+    }
+
+    #[test]
+    fn cfq_stops_idling_for_a_reader_that_thinks_longer_than_slice_idle() {
+        // A reader thinks 30 ms (3 jiffies at HZ = 100) between reads: once its think time is
+        // sampled enough (sample_valid: more than 80, after 3 requests), its mean exceeds
+        // slice_idle (1 jiffy): the idle window closes and, being alone on its tree with a big
+        // tree think time too, CFQ stops idling for it.
+        let mut cfq = cfq_at_default_hz();
+        let mut now = 0;
+        let mut armed = Vec::new();
+        for id in 1..=10u64 {
+            cfq.add_request(now, request(id, IoOp::Read, 64 * id, 64, READER));
+            let rq = cfq.dispatch_request(now).expect("the reader is served");
+            now += NS_PER_MS;
+            cfq.completed_request(now, &rq);
+            armed.push(cfq.next_timer().is_some());
+            if let Some(timer) = cfq.next_timer() {
+                cfq.timer_fired(timer);
+            }
+            now += 30 * NS_PER_MS;
+        }
+        // Its third request closes the window; after its queue expired it is re-sorted onto
+        // the SYNC_NOIDLE tree, whose own think-time samples (cfq_should_idle's "last queue on
+        // its tree" rule) need three requests to count too.
+        assert_eq!(
+            armed,
+            vec![true, true, false, false, false, false, true, true, true, false]
+        );
+    }
+
+    #[test]
+    fn choose_req_weighs_back_seeks_by_the_penalty_within_back_seek_max() {
+        // cfq_choose_req from head position 100_000: a backward seek counts twice
+        // (back_seek_penalty) and only within back_seek_max (16 MiB = 32768 sectors).
+        let mut cfq = Cfq::new_for_test(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        let head = 100_000;
+        for (id, sector) in [
+            (1, head + 100),
+            (2, head - 60),
+            (3, head - 1_000),
+            (4, head + 5_000),
+        ] {
+            cfq.add_request(0, request(id, IoOp::Read, sector, 8, READER));
+        }
+        cfq.add_request(0, request(5, IoOp::Read, head - 40_000, 8, READER));
+        cfq.add_request(0, request(6, IoOp::Read, head + 50_000, 8, READER));
+        // 60 back = 120 > 100 forward.
+        assert_eq!(cfq.choose_req(Some(1), Some(2), head), Some(1));
+        // 1000 back = 2000 < 5000 forward.
+        assert_eq!(cfq.choose_req(Some(4), Some(3), head), Some(3));
+        // 40000 back is beyond back_seek_max: any forward request wins.
+        assert_eq!(cfq.choose_req(Some(5), Some(6), head), Some(6));
+    }
+
+    #[test]
+    fn a_small_request_on_an_idling_queue_waits_for_merges_a_large_one_cancels_the_idle_timer() {
+        // cfq_rq_enqueued on the active queue while CFQ idles on it: a request larger than a
+        // page (or another busy queue) cancels the idle timer at once; a single page with no
+        // other queue busy only marks the queue must_dispatch and leaves the timer running.
+        let mut cfq = Cfq::new_for_test(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        cfq.add_request(0, request(1, IoOp::Read, 0, 64, READER));
+        let rq = cfq.dispatch_request(0).unwrap();
+        cfq.completed_request(NS_PER_MS, &rq);
+        assert!(cfq.idle_slice_timer.is_some());
+        cfq.add_request(2 * NS_PER_MS, request(2, IoOp::Read, 64, 8, READER));
+        let reader = cfq.sync_queues[&READER];
+        assert!(cfq.idle_slice_timer.is_some() && cfq.queues[reader].must_dispatch);
+        let rq = cfq.dispatch_request(2 * NS_PER_MS).unwrap();
+        cfq.completed_request(3 * NS_PER_MS, &rq);
+        assert!(cfq.idle_slice_timer.is_some());
+        cfq.add_request(4 * NS_PER_MS, request(3, IoOp::Read, 72, 64, READER));
+        assert!(cfq.idle_slice_timer.is_none() && !cfq.queues[reader].wait_request);
     }
 }

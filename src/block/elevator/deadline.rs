@@ -12,19 +12,18 @@
 //! merges when `front_merges`), `deadline_merged_request` (re-sort after a front merge).
 //!
 //! Simplifications:
-//! - Time is nanoseconds rather than jiffies, so expiries are exact rather than rounded to a tick.
+//! - Expiry times are jiffies (`rq_set_fifo_time(rq, jiffies + dd->fifo_expire[data_dir])`,
+//!   `time_after_eq(jiffies, rq_fifo_time(rq))`) at the run's HZ; the request keeps the time of
+//!   that tick.
 //! - Discards and flushes count as writes (`rq_data_dir`), as in Linux; flush requests never reach
 //!   the elevator (the request queue handles them).
 
 use super::{Elevator, RqStore};
 use crate::block::request::{Bio, MergeKind, Request, RequestId};
-use crate::units::{Nanos, NS_PER_MS};
+use crate::kernel::Hz;
+use crate::units::Nanos;
 use std::collections::{BTreeSet, VecDeque};
 
-/// `read_expire = HZ / 2` -> 500 ms (block/deadline-iosched.c).
-pub const READ_EXPIRE_NS: Nanos = 500 * NS_PER_MS;
-/// `write_expire = 5 * HZ` -> 5 s (block/deadline-iosched.c).
-pub const WRITE_EXPIRE_NS: Nanos = 5_000 * NS_PER_MS;
 /// `writes_starved = 2`: read batches that may pass over waiting writes (block/deadline-iosched.c).
 pub const WRITES_STARVED: u32 = 2;
 /// `fifo_batch = 16`: requests per sequential batch (block/deadline-iosched.c).
@@ -41,21 +40,23 @@ fn data_dir(rq: &Request) -> usize {
     }
 }
 
-/// Tunables, with the 3.10 defaults.
-#[derive(Debug, Clone, Copy)]
+/// Tunables in the kernel's units (times in jiffies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeadlineTunables {
-    /// `fifo_expire[READ]`, `fifo_expire[WRITE]`.
-    pub fifo_expire_ns: [Nanos; 2],
+    /// `fifo_expire[READ]`, `fifo_expire[WRITE]`, jiffies.
+    pub fifo_expire: [u64; 2],
     pub fifo_batch: u32,
     pub writes_starved: u32,
     /// `front_merges = 1`.
     pub front_merges: bool,
 }
 
-impl Default for DeadlineTunables {
-    fn default() -> Self {
+impl DeadlineTunables {
+    /// The 3.10 defaults at tick rate `hz` (block/deadline-iosched.c): `read_expire = HZ / 2`,
+    /// `write_expire = 5 * HZ`.
+    pub fn defaults(hz: Hz) -> Self {
         DeadlineTunables {
-            fifo_expire_ns: [READ_EXPIRE_NS, WRITE_EXPIRE_NS],
+            fifo_expire: [hz.over(2), hz.frac(5, 1)],
             fifo_batch: FIFO_BATCH,
             writes_starved: WRITES_STARVED,
             front_merges: true,
@@ -64,7 +65,7 @@ impl Default for DeadlineTunables {
 }
 
 /// `struct deadline_data`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Deadline {
     /// `sort_list[dir]`: (sector, id).
     sort_list: [BTreeSet<(u64, RequestId)>; 2],
@@ -78,18 +79,26 @@ pub struct Deadline {
     starved: u32,
     store: RqStore,
     pub tunables: DeadlineTunables,
+    hz: Hz,
 }
 
 impl Deadline {
-    pub fn new() -> Deadline {
-        Deadline::with_tunables(DeadlineTunables::default())
+    /// deadline with the 3.10 defaults at tick rate `hz`.
+    pub fn new(hz: Hz) -> Deadline {
+        Deadline::with_tunables(hz, DeadlineTunables::defaults(hz))
     }
 
-    pub fn with_tunables(tunables: DeadlineTunables) -> Deadline {
+    pub fn with_tunables(hz: Hz, tunables: DeadlineTunables) -> Deadline {
         assert!(tunables.fifo_batch > 0);
         Deadline {
+            sort_list: Default::default(),
+            fifo_list: Default::default(),
+            next_rq: [None, None],
+            batching: 0,
+            starved: 0,
+            store: RqStore::default(),
             tunables,
-            ..Deadline::default()
+            hz,
         }
     }
 
@@ -104,9 +113,9 @@ impl Deadline {
 
     /// `deadline_check_fifo`: whether the oldest request of `dir` has expired.
     fn check_fifo(&self, dir: usize, now: Nanos) -> bool {
-        self.fifo_list[dir]
-            .front()
-            .is_some_and(|&id| now >= self.store.get(id).fifo_time_ns)
+        self.fifo_list[dir].front().is_some_and(|&id| {
+            self.hz.jiffies(now) >= self.hz.jiffies(self.store.get(id).fifo_time_ns)
+        })
     }
 
     /// `deadline_remove_request` + `deadline_move_request`: takes `id` out of the scheduler and
@@ -197,7 +206,9 @@ impl Elevator for Deadline {
     fn add_request(&mut self, now: Nanos, mut rq: Request) {
         let dir = data_dir(&rq);
         rq.inserted_ns = now;
-        rq.fifo_time_ns = now + self.tunables.fifo_expire_ns[dir];
+        rq.fifo_time_ns = self
+            .hz
+            .jiffies_to_ns(self.hz.jiffies(now) + self.tunables.fifo_expire[dir]);
         self.sort_list[dir].insert((rq.sector, rq.id));
         self.fifo_list[dir].push_back(rq.id);
         self.store.insert(rq);
@@ -223,10 +234,14 @@ mod tests {
     use crate::block::request::test_support::*;
     use crate::block::request::MAX_REQUEST_SECTORS;
     use crate::dev::IoOp;
+    use crate::units::NS_PER_MS;
+
+    /// HZ = 1000: a jiffy is a millisecond.
+    const HZ_1000: Hz = Hz(1000);
 
     #[test]
     fn reads_are_preferred_but_writes_get_a_batch_after_writes_starved() {
-        let mut deadline = Deadline::new();
+        let mut deadline = Deadline::new(HZ_1000);
         for i in 0..10 {
             deadline.add_request(0, request(1000 + i, IoOp::Write, 1_000_000 + i * 8, 8, 2));
         }
@@ -244,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_starving_write_is_served_once_write_expire_passes() {
-        let mut deadline = Deadline::new();
+        let mut deadline = Deadline::new(HZ_1000);
         // Start a sweep at sector 1000 so that `next_rq` points upward.
         deadline.add_request(0, request(1, IoOp::Write, 1000, 8, 1));
         deadline.add_request(0, request(2, IoOp::Write, 1008, 8, 1));
@@ -255,7 +270,7 @@ mod tests {
         for i in 0..8000 {
             deadline.add_request(NS_PER_MS, request(10 + i, IoOp::Write, 1016 + i * 8, 8, 1));
         }
-        let expiry = NS_PER_MS + WRITE_EXPIRE_NS;
+        let expiry = NS_PER_MS + 5_000 * NS_PER_MS;
         let mut served_at = None;
         for step in 2..8000 {
             let now = step * NS_PER_MS;
@@ -275,7 +290,7 @@ mod tests {
 
     #[test]
     fn front_merge_resorts_the_request() {
-        let mut deadline = Deadline::new();
+        let mut deadline = Deadline::new(HZ_1000);
         deadline.add_request(0, request(1, IoOp::Read, 100, 8, 1));
         deadline.add_request(0, request(2, IoOp::Read, 50, 8, 1));
         let front = bio(9, IoOp::Read, 92, 8, 1);
@@ -288,11 +303,26 @@ mod tests {
         assert_eq!(deadline.dispatch_request(0).unwrap().sector, 92);
         assert_eq!(deadline.dispatch_request(0).unwrap().sector, 50);
         assert_eq!(deadline.queued(), 0);
-        let mut no_front = Deadline::with_tunables(DeadlineTunables {
-            front_merges: false,
-            ..DeadlineTunables::default()
-        });
+        let mut no_front = Deadline::with_tunables(
+            HZ_1000,
+            DeadlineTunables {
+                front_merges: false,
+                ..DeadlineTunables::defaults(HZ_1000)
+            },
+        );
         no_front.add_request(0, request(1, IoOp::Read, 100, 8, 1));
         assert_eq!(no_front.merge_bio(0, &front, MAX_REQUEST_SECTORS), None);
+    }
+
+    #[test]
+    fn expiry_is_counted_in_jiffies() {
+        // HZ = 100: read_expire = HZ / 2 = 50 jiffies. A read queued at 9 ms (jiffy 0) expires
+        // at jiffy 50 = 500 ms, not at 509 ms: the kernel stamps jiffies, not nanoseconds.
+        let hz = Hz(100);
+        assert_eq!(DeadlineTunables::defaults(hz).fifo_expire, [50, 500]);
+        let mut deadline = Deadline::new(hz);
+        deadline.add_request(9 * NS_PER_MS, request(1, IoOp::Read, 0, 8, 1));
+        assert!(!deadline.check_fifo(READ, 499 * NS_PER_MS));
+        assert!(deadline.check_fifo(READ, 500 * NS_PER_MS));
     }
 }

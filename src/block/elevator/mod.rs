@@ -15,10 +15,12 @@
 //! - There is no separate dispatch list between the elevator and the driver: the request queue
 //!   asks `dispatch_request` only when the device has a free slot, so "moved to the dispatch list"
 //!   and "issued to the device" are the same instant. (Flush requests, which Linux also puts on
-//!   the dispatch list, are handled by the request queue.) Linux still runs the elevator when
-//!   the device is full (`scsi_request_fn` peeks first; the mmc thread fetches one ahead), and
-//!   schedulers whose queue selection has effects (CFQ) get that call as
-//!   [`Elevator::dispatch_blocked`]; the request itself waits in the elevator.
+//!   the dispatch list, are handled by the request queue.) The driver decides when it can take
+//!   a request: a SCSI host while the device has a free slot, the mmc driver while one of its
+//!   two slots is free (the second request waits in the driver for the card). SCSI still runs
+//!   the elevator when the device is full (`scsi_request_fn` peeks first), and schedulers whose
+//!   queue selection has effects (CFQ) get that call as [`Elevator::dispatch_blocked`]; the
+//!   request itself waits in the elevator.
 //! - Request-to-request merges after a bio merge (`elv_attempt_back_merge`/`attempt_merge`) and
 //!   insert-time merges of plugged requests are not modelled; bio merges are.
 //! - The `last_merge` one-entry cache is not modelled (it only speeds the lookup up).
@@ -29,6 +31,7 @@ pub mod mq_deadline;
 pub mod noop;
 
 use super::request::{Bio, MergeKind, Request, RequestId};
+use crate::kernel::Hz;
 use crate::units::Nanos;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -53,10 +56,10 @@ pub trait Elevator {
     /// has nothing or chooses to wait (idling). Called only when the device can take a request.
     fn dispatch_request(&mut self, now: Nanos) -> Option<Request>;
 
-    /// `elevator_dispatch_fn` called while the device has no free slot. Linux consults the
-    /// elevator whenever the queue runs, not only when the driver can take a request:
-    /// `scsi_request_fn` peeks the next request before it checks that the device is ready, and
-    /// the mmc queue thread fetches its next request right after issuing one. A scheduler may
+    /// `elevator_dispatch_fn` called while a SCSI device has no free slot: `scsi_request_fn`
+    /// peeks the next request before it checks that the device is ready. (The mmc queue thread
+    /// fetches its next request right after starting one, which the queue models as the
+    /// driver's second slot, and does not peek when both are full.) A scheduler may
     /// expire and select queues here (CFQ's `cfq_select_queue`); nothing is issued, the request
     /// is taken by `dispatch_request` when a slot frees. Default: nothing.
     fn dispatch_blocked(&mut self, _now: Nanos) {}
@@ -106,13 +109,36 @@ pub struct QueueTraits {
     pub queue_depth: usize,
 }
 
-/// Builds an elevator by name with its kernel defaults.
+/// Builds an elevator by name with its kernel defaults at the default tick rate
+/// (`[stack.kernel]`'s default HZ).
 pub fn new_elevator(name: &str, traits: QueueTraits) -> Result<Box<dyn Elevator>, String> {
+    let hz = crate::kernel::KernelConfig::default().hz;
+    build_elevator(name, traits, hz, &super::BlockConfig::default())
+}
+
+/// Builds the elevator `name` at tick rate `hz` with the tunables of `config` (its
+/// `[stack.block.<elevator>]` table; the kernel defaults where a value is not given).
+pub fn build_elevator(
+    name: &str,
+    traits: QueueTraits,
+    hz: Hz,
+    config: &super::BlockConfig,
+) -> Result<Box<dyn Elevator>, String> {
     match name {
         "noop" | "none" => Ok(Box::new(noop::Noop::new())),
-        "deadline" => Ok(Box::new(deadline::Deadline::new())),
-        "cfq" => Ok(Box::new(cfq::Cfq::new(traits))),
-        "mq-deadline" => Ok(Box::new(mq_deadline::MqDeadline::new())),
+        "deadline" => Ok(Box::new(deadline::Deadline::with_tunables(
+            hz,
+            config.deadline.tunables(hz),
+        ))),
+        "cfq" => Ok(Box::new(cfq::Cfq::with_tunables(
+            traits,
+            hz,
+            config.cfq.tunables(hz),
+        ))),
+        "mq-deadline" => Ok(Box::new(mq_deadline::MqDeadline::with_tunables(
+            hz,
+            config.mq_deadline.tunables(hz),
+        ))),
         _ => Err(format!(
             "unknown elevator `{name}`: expected one of {}",
             ELEVATOR_NAMES.join(", ")

@@ -20,19 +20,17 @@
 //! - Zoned-device write locking is not modelled.
 //! - `deadline_from_pos` finds the first request starting at or after the position (the kernel
 //!   also accepts a request that straddles it).
-//! - Nanoseconds instead of jiffies.
+//! - Times are jiffies at the run's HZ (`fifo_time`, `prio_aging_expire`, `started_after`), as
+//!   in the kernel; a request keeps the time of its tick.
 
 use super::{Elevator, RqStore};
 use crate::block::request::{Bio, IoPrioClass, MergeKind, Request, RequestId};
-use crate::units::{Nanos, NS_PER_MS};
+use crate::kernel::Hz;
+use crate::units::Nanos;
 use std::collections::{BTreeSet, VecDeque};
 
-/// `read_expire = HZ / 2` -> 500 ms (block/mq-deadline.c).
-pub const READ_EXPIRE_NS: Nanos = 500 * NS_PER_MS;
-/// `write_expire = 5 * HZ` -> 5 s (block/mq-deadline.c).
-pub const WRITE_EXPIRE_NS: Nanos = 5_000 * NS_PER_MS;
-/// `prio_aging_expire = 10 * HZ` -> 10 s (block/mq-deadline.c, 5.16+).
-pub const PRIO_AGING_EXPIRE_NS: Nanos = 10_000 * NS_PER_MS;
+/// Kernel time in ticks.
+type Jiffies = u64;
 /// `writes_starved = 2` (block/mq-deadline.c).
 pub const WRITES_STARVED: u32 = 2;
 /// `fifo_batch = 16` (block/mq-deadline.c).
@@ -74,35 +72,41 @@ struct PerPrio {
     completed: u64,
 }
 
-/// Tunables with the kernel defaults.
-#[derive(Debug, Clone, Copy)]
+/// Tunables in the kernel's units (times in jiffies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MqDeadlineTunables {
-    pub fifo_expire_ns: [Nanos; 2],
+    /// `fifo_expire[DD_READ]`, `fifo_expire[DD_WRITE]`, jiffies.
+    pub fifo_expire: [Jiffies; 2],
     pub fifo_batch: u32,
     pub writes_starved: u32,
     pub front_merges: bool,
-    /// 0 disables aging.
-    pub prio_aging_expire_ns: Nanos,
+    /// Jiffies; 0 disables aging.
+    pub prio_aging_expire: Jiffies,
     /// `async_depth` as a fraction of `nr_requests`, in quarters: 3 (3/4, `dd_depth_updated` in
     /// 5.14-6.9) by default; 4 gives 6.10+'s `async_depth = nr_requests`.
     pub async_depth_quarters: usize,
+    /// `async_depth` written through sysfs: replaces the fraction.
+    pub async_depth: Option<usize>,
 }
 
-impl Default for MqDeadlineTunables {
-    fn default() -> Self {
+impl MqDeadlineTunables {
+    /// The kernel defaults at tick rate `hz` (block/mq-deadline.c): `read_expire = HZ / 2`,
+    /// `write_expire = 5 * HZ`, `prio_aging_expire = 10 * HZ` (5.16+).
+    pub fn defaults(hz: Hz) -> Self {
         MqDeadlineTunables {
-            fifo_expire_ns: [READ_EXPIRE_NS, WRITE_EXPIRE_NS],
+            fifo_expire: [hz.over(2), hz.frac(5, 1)],
             fifo_batch: FIFO_BATCH,
             writes_starved: WRITES_STARVED,
             front_merges: true,
-            prio_aging_expire_ns: PRIO_AGING_EXPIRE_NS,
+            prio_aging_expire: hz.frac(10, 1),
             async_depth_quarters: 3,
+            async_depth: None,
         }
     }
 }
 
 /// `struct deadline_data`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MqDeadline {
     per_prio: [PerPrio; DD_PRIO_COUNT],
     last_dir: usize,
@@ -110,20 +114,26 @@ pub struct MqDeadline {
     starved: u32,
     store: RqStore,
     pub tunables: MqDeadlineTunables,
+    hz: Hz,
 }
 
 impl MqDeadline {
-    pub fn new() -> MqDeadline {
-        MqDeadline::with_tunables(MqDeadlineTunables::default())
+    /// mq-deadline with the kernel defaults at tick rate `hz`.
+    pub fn new(hz: Hz) -> MqDeadline {
+        MqDeadline::with_tunables(hz, MqDeadlineTunables::defaults(hz))
     }
 
-    pub fn with_tunables(tunables: MqDeadlineTunables) -> MqDeadline {
+    pub fn with_tunables(hz: Hz, tunables: MqDeadlineTunables) -> MqDeadline {
         assert!(tunables.fifo_batch > 0);
         MqDeadline {
-            tunables,
+            per_prio: Default::default(),
             // `dd_init_sched`: `dd->last_dir = DD_WRITE`.
             last_dir: WRITE,
-            ..MqDeadline::default()
+            batching: 0,
+            starved: 0,
+            store: RqStore::default(),
+            tunables,
+            hz,
         }
     }
 
@@ -144,9 +154,9 @@ impl MqDeadline {
     }
 
     /// `deadline_check_fifo`.
-    fn check_fifo(&self, prio: usize, dir: usize, now: Nanos) -> bool {
+    fn check_fifo(&self, prio: usize, dir: usize, now: Jiffies) -> bool {
         self.fifo_request(prio, dir)
-            .is_some_and(|id| now >= self.store.get(id).fifo_time_ns)
+            .is_some_and(|id| now >= self.hz.jiffies(self.store.get(id).fifo_time_ns))
     }
 
     /// `deadline_next_request` -> `deadline_from_pos(latest_pos)`.
@@ -159,8 +169,8 @@ impl MqDeadline {
     }
 
     /// `started_after`: inserted after `latest_start`.
-    fn started_after(&self, id: RequestId, latest_start: Nanos) -> bool {
-        self.store.get(id).inserted_ns > latest_start
+    fn started_after(&self, id: RequestId, latest_start: Jiffies) -> bool {
+        self.hz.jiffies(self.store.get(id).inserted_ns) > latest_start
     }
 
     /// `deadline_move_request` / `deadline_remove_request`.
@@ -180,7 +190,12 @@ impl MqDeadline {
 
     /// `__dd_dispatch_request`: one level; `latest_start` limits dispatch to requests inserted
     /// no later than it (the aging pass).
-    fn dispatch_from(&mut self, prio: usize, now: Nanos, latest_start: Nanos) -> Option<Request> {
+    fn dispatch_from(
+        &mut self,
+        prio: usize,
+        now: Jiffies,
+        latest_start: Jiffies,
+    ) -> Option<Request> {
         if let Some(id) = self.next_request(prio, self.last_dir) {
             if self.batching < self.tunables.fifo_batch {
                 return self.dispatch_checked(prio, id, latest_start);
@@ -222,7 +237,7 @@ impl MqDeadline {
         &mut self,
         prio: usize,
         id: RequestId,
-        latest_start: Nanos,
+        latest_start: Jiffies,
     ) -> Option<Request> {
         if self.started_after(id, latest_start) {
             return None;
@@ -232,8 +247,8 @@ impl MqDeadline {
     }
 
     /// `dd_dispatch_prio_aged_requests`.
-    fn dispatch_prio_aged_requests(&mut self, now: Nanos) -> Option<Request> {
-        let aging = self.tunables.prio_aging_expire_ns;
+    fn dispatch_prio_aged_requests(&mut self, now: Jiffies) -> Option<Request> {
+        let aging = self.tunables.prio_aging_expire;
         if aging == 0 || now < aging {
             return None;
         }
@@ -278,7 +293,8 @@ impl Elevator for MqDeadline {
     fn add_request(&mut self, now: Nanos, mut rq: Request) {
         let (prio, dir) = (Self::prio_of(&rq), data_dir(&rq));
         rq.inserted_ns = now;
-        rq.fifo_time_ns = now + self.tunables.fifo_expire_ns[dir];
+        let expiry = self.hz.jiffies(now) + self.tunables.fifo_expire[dir];
+        rq.fifo_time_ns = self.hz.jiffies_to_ns(expiry);
         let per_prio = &mut self.per_prio[prio];
         per_prio.inserted += 1;
         per_prio.sort_list[dir].insert((rq.sector, rq.id));
@@ -288,6 +304,7 @@ impl Elevator for MqDeadline {
 
     /// `dd_dispatch_request`.
     fn dispatch_request(&mut self, now: Nanos) -> Option<Request> {
+        let now = self.hz.jiffies(now);
         if let Some(rq) = self.dispatch_prio_aged_requests(now) {
             return Some(rq);
         }
@@ -313,6 +330,9 @@ impl Elevator for MqDeadline {
 
     /// `dd_limit_depth` with `async_depth = max(1, 3 * nr_requests / 4)` (`dd_depth_updated`).
     fn async_depth(&self, nr_requests: usize) -> Option<usize> {
+        if let Some(depth) = self.tunables.async_depth {
+            return Some(depth.min(nr_requests).max(1));
+        }
         Some((self.tunables.async_depth_quarters * nr_requests / 4).max(1))
     }
 }
@@ -323,6 +343,7 @@ mod tests {
     use crate::block::request::test_support::*;
     use crate::block::request::IoPrio;
     use crate::dev::IoOp;
+    use crate::units::NS_PER_MS;
 
     fn with_class(mut rq: Request, class: IoPrioClass) -> Request {
         rq.ioprio = IoPrio::new(class, 0);
@@ -331,7 +352,7 @@ mod tests {
 
     #[test]
     fn rt_is_served_before_be_and_be_waits_while_rt_is_in_flight() {
-        let mut dd = MqDeadline::new();
+        let mut dd = MqDeadline::new(Hz(1000));
         for i in 0..4 {
             dd.add_request(
                 0,
@@ -352,7 +373,7 @@ mod tests {
 
     #[test]
     fn be_request_ages_past_a_continuous_rt_stream() {
-        let mut dd = MqDeadline::new();
+        let mut dd = MqDeadline::new(Hz(1000));
         dd.add_request(
             0,
             with_class(request(1, IoOp::Read, 0, 8, 1), IoPrioClass::Be),
@@ -376,12 +397,12 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(served_at, Some(PRIO_AGING_EXPIRE_NS));
+        assert_eq!(served_at, Some(10_000 * NS_PER_MS));
     }
 
     #[test]
     fn async_depth_is_three_quarters_of_the_tags() {
-        assert_eq!(MqDeadline::new().async_depth(64), Some(48));
-        assert_eq!(MqDeadline::new().async_depth(1), Some(1));
+        assert_eq!(MqDeadline::new(Hz(1000)).async_depth(64), Some(48));
+        assert_eq!(MqDeadline::new(Hz(1000)).async_depth(1), Some(1));
     }
 }

@@ -21,9 +21,17 @@
 pub mod alloc;
 pub mod dir;
 pub mod extents;
+pub mod fsync;
 pub mod ialloc;
+pub mod inode;
 pub mod layout;
 pub mod mballoc;
+pub mod mount;
+pub mod namei;
+#[cfg(test)]
+mod ops_tests;
+
+pub use mount::{DataMode, Ext4, Ext4Config, Ext4Stats, JournalLocation};
 
 /// A jbd2 transaction id (`tid_t`; widened to 64 bits so that it never wraps in a run).
 pub type Tid = u64;

@@ -117,6 +117,7 @@ impl Journal {
         let issuer = self.jbd2_issuer(sim);
         let flags = IoFlags {
             sync: true,
+            noidle: true,
             meta: true,
             fua: true,
             preflush: flush && self.config.barrier,

@@ -119,7 +119,7 @@ impl Journal {
             }
             offset
         };
-        let block = self.config.first_block + offset;
+        let block = self.config.log_block(offset);
         let bio = BioRequest::for_pages(IoOp::Write, block, 1, flags, issuer, None);
         let done: Completion<()> = Completion::new();
         let signal = done.clone();
@@ -211,6 +211,7 @@ impl Journal {
         // 3. T_COMMIT: descriptor blocks and metadata copies.
         let log_flags = IoFlags {
             sync: true,
+            noidle: true,
             meta: true,
             ..IoFlags::default()
         };
@@ -237,6 +238,7 @@ impl Journal {
         let commit_flags = if self.config.barrier {
             IoFlags {
                 sync: true,
+                noidle: true,
                 meta: true,
                 fua: true,
                 preflush: true,

@@ -73,8 +73,12 @@ pub const JBD2_PID: u32 = 102;
 pub struct JournalConfig {
     /// Journal size in 4 KiB blocks (mke2fs: 32768 = 128 MiB for file systems of 32 GiB and up).
     pub blocks: u64,
-    /// First block of the journal on its device.
+    /// First block of the journal on its device (when `extents` is empty: one contiguous run).
     pub first_block: u64,
+    /// The journal's blocks on its device as `(start, len)` runs, in log order (`bmap` of the
+    /// journal inode); empty for one run from `first_block`.
+    #[serde(skip)]
+    pub extents: Vec<(u64, u64)>,
     /// `commit=`: a running transaction commits this long after it started.
     #[serde(with = "serde_units::duration")]
     pub commit_interval: Nanos,
@@ -91,6 +95,7 @@ impl Default for JournalConfig {
         JournalConfig {
             blocks: 32_768,
             first_block: 0,
+            extents: Vec::new(),
             commit_interval: DEFAULT_COMMIT_INTERVAL_NS,
             barrier: true,
             async_commit: false,
@@ -104,7 +109,32 @@ impl JournalConfig {
         self.blocks / 4
     }
 
+    /// The device block of log offset `offset` (`jbd2_journal_bmap`).
+    pub fn log_block(&self, offset: u64) -> u64 {
+        assert!(offset < self.blocks, "log offset {offset} past the journal");
+        if self.extents.is_empty() {
+            return self.first_block + offset;
+        }
+        let mut at = offset;
+        for &(start, len) in &self.extents {
+            if at < len {
+                return start + at;
+            }
+            at -= len;
+        }
+        panic!("journal extents cover fewer than {} blocks", self.blocks)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
+        if !self.extents.is_empty() {
+            let covered: u64 = self.extents.iter().map(|&(_, len)| len).sum();
+            if covered != self.blocks {
+                return Err(format!(
+                    "journal extents cover {covered} blocks, not the journal's {}",
+                    self.blocks
+                ));
+            }
+        }
         if self.blocks < MIN_JOURNAL_BLOCKS {
             return Err(format!(
                 "journal of {} blocks is below jbd2's minimum of {MIN_JOURNAL_BLOCKS}",
@@ -401,5 +431,7 @@ impl Journal {
 /// A span of pages, re-exported for the ordered-data seam's implementers.
 pub type DataSpan = PageSpan;
 
+#[cfg(test)]
+pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;

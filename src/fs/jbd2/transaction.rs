@@ -244,6 +244,34 @@ impl Journal {
         }
     }
 
+    /// `jbd2_journal_extend`: adds `credits` to the handle if its transaction has room (it is not
+    /// locked for commit and stays within `j_max_transaction_buffers`). Returns whether it did.
+    pub fn extend(&self, handle: &mut Handle, credits: u64) -> bool {
+        let max = self.config.max_transaction_buffers();
+        let mut state = self.state.borrow_mut();
+        let running = state
+            .running
+            .as_mut()
+            .filter(|t| t.tid == handle.tid)
+            .expect("the handle's transaction runs");
+        if running.state != TState::Running || running.outstanding_credits + credits > max {
+            return false;
+        }
+        running.outstanding_credits += credits;
+        handle.credits += credits;
+        true
+    }
+
+    /// `jbd2_journal_restart`: stops the handle and starts a new one with `credits` (in the
+    /// next transaction if this one is being committed).
+    pub async fn restart(&self, sim: &Sim, handle: Handle, credits: u64) -> Handle {
+        let sync = handle.sync;
+        self.stop(sim, handle).await;
+        let mut handle = self.start(sim, credits).await;
+        handle.sync = sync;
+        handle
+    }
+
     /// `jbd2_journal_file_inode`: in ordered mode, the inode's data must reach the disk before
     /// this transaction commits.
     pub fn file_inode(&self, handle: &Handle, ino: Ino) {
@@ -308,6 +336,16 @@ impl Journal {
         self.log_start_commit(sim, tid);
         self.log_wait_commit(sim, tid).await;
         true
+    }
+
+    /// Whether `block` is already on the metadata list of the handle's transaction (dirtying it
+    /// again costs no credit).
+    pub fn buffer_in(&self, handle: &Handle, block: u64) -> bool {
+        self.state
+            .borrow()
+            .running
+            .as_ref()
+            .is_some_and(|t| t.tid == handle.tid && t.buffer_set.contains(&block))
     }
 
     /// jbd2's record of `block`.

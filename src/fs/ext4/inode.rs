@@ -1,0 +1,248 @@
+//! Inodes and their data (fs/ext4/inode.c, 3.10): the buffered-write hooks of delayed
+//! allocation (`ext4_da_write_begin` / `ext4_da_write_end`), timestamp updates
+//! (`file_update_time` -> `ext4_dirty_inode`), block allocation at writeback
+//! (`ext4_da_writepages` -> `mpage_da_map_and_submit` -> `ext4_map_blocks`), truncation
+//! (`ext4_setattr` -> `ext4_truncate`, with the orphan list) and the last writer's close
+//! (`ext4_release_file`).
+//!
+//! Where the waits come from:
+//! - `ext4_da_write_begin` starts a handle *before* it grabs the page and waits for its
+//!   writeback: a writer asleep in `wait_on_page_writeback` (QASIO D_data) holds the handle, so
+//!   a commit that locks the transaction waits for it, and so does every task starting a
+//!   handle behind the commit (I_jhandle: QASIO's camera behind the thumbnail writer).
+//! - An appending write grows `i_size` and `ext4_da_write_end` marks the inode dirty
+//!   (`generic_write_end` -> `mark_inode_dirty`): the inode's table block is journaled, and may be
+//!   under asynchronous write home (D_meta).
+//! - `file_update_time` journals the inode when the (tick-grained) time changed.
+//!
+//! Simplifications: one allocation handle per call from writeback (3.10 maps up to a chunk per
+//! handle, `EXT4_MAX_TRANS_DATA`); delayed-allocation reservations are counted in pages (no
+//! metadata reservation, no ENOSPC at write time); `i_disksize` moves to the end of each
+//! allocated range (3.10: to the end of the written pages within `i_size`).
+
+use super::alloc::DataAlloc;
+use super::mount::{Ext4, DATA_TRANS_BLOCKS};
+use crate::errno::Errno;
+use crate::fs::jbd2::Handle;
+use crate::mm::{Ino, Issuer};
+use crate::sim::Sim;
+use crate::units::PAGE_SIZE;
+
+/// `ext4_da_write_begin`'s credits: one (`EXT4_HT_WRITE_PAGE`, 1); the inode block of
+/// `write_end` joins the same handle (`ext4_dirty_inode` nests).
+pub const WRITE_BEGIN_CREDITS: u64 = 2;
+/// `ext4_dirty_inode`'s credits: 2.
+pub const DIRTY_INODE_CREDITS: u64 = 2;
+/// `ext4_setattr`'s orphan handle: 3 credits.
+pub const SETATTR_CREDITS: u64 = 3;
+
+impl Ext4 {
+    /// A file that exists on disk with `size` bytes (set up before the run): `i_size` and
+    /// `i_disksize` both.
+    pub fn note_on_disk_size(&self, ino: Ino, size: u64) {
+        let mut inodes = self.inodes.borrow_mut();
+        let info = inodes.entry(ino).or_default();
+        info.size = size;
+        info.disksize = size;
+    }
+
+    /// `ext4_da_write_begin`: starts the handle the page's write runs in. The caller then grabs
+    /// the page and waits for its writeback (inside the handle) and reserves the block.
+    pub async fn write_begin(&self, sim: &Sim) -> Handle {
+        self.start(sim, WRITE_BEGIN_CREDITS).await
+    }
+
+    /// `ext4_da_write_end`: the page is dirty; `reserved` when it needed a delayed block (it was
+    /// a hole); `new_size` when the write grew `i_size` (then the inode is marked dirty in the
+    /// handle). Stops the handle.
+    pub async fn write_end(
+        &self,
+        sim: &Sim,
+        handle: Handle,
+        ino: Ino,
+        reserved: bool,
+        new_size: Option<u64>,
+    ) {
+        let mut handle = handle;
+        {
+            let mut inodes = self.inodes.borrow_mut();
+            let info = inodes.entry(ino).or_default();
+            if reserved {
+                info.delalloc_pages += 1;
+            }
+            if let Some(size) = new_size {
+                info.size = info.size.max(size);
+            }
+        }
+        if new_size.is_some() {
+            // generic_write_end -> mark_inode_dirty: i_size changed (i_disksize waits for
+            // writeback with delayed allocation, so this is not a datasync change).
+            handle = self.mark_inode_dirty(sim, handle, ino, false).await;
+        }
+        self.journal.stop(sim, handle).await;
+    }
+
+    /// `file_update_time` before a write: when the coarse clock (`current_fs_time`, one tick)
+    /// has moved since the inode's last update, `ext4_dirty_inode` journals the inode.
+    pub async fn update_time(&self, sim: &Sim, ino: Ino) {
+        let jiffy = self.hz.jiffies(sim.now());
+        {
+            let mut inodes = self.inodes.borrow_mut();
+            let info = inodes.entry(ino).or_default();
+            if info.mtime_jiffy == Some(jiffy) {
+                return;
+            }
+            info.mtime_jiffy = Some(jiffy);
+        }
+        self.stats.borrow_mut().timestamp_updates += 1;
+        let handle = self.start(sim, DIRTY_INODE_CREDITS).await;
+        let handle = self.mark_inode_dirty(sim, handle, ino, false).await;
+        self.journal.stop(sim, handle).await;
+    }
+
+    /// Writeback's allocation for the delayed pages `[first, first + count)` of `ino`
+    /// (`mpage_da_map_and_submit` -> `ext4_map_blocks(EXT4_GET_BLOCKS_CREATE)`): allocates in a
+    /// handle, journals the bitmaps, group descriptors and tree blocks, moves `i_disksize`
+    /// (the inode block), files the inode for ordered data, and records the transaction as the
+    /// inode's (data)sync transaction. Already-mapped pages are left alone. `i_size` bounds
+    /// `i_disksize`.
+    pub async fn allocate_for_writeback(
+        &self,
+        sim: &Sim,
+        issuer: Issuer,
+        ino: Ino,
+        first: u64,
+        count: u64,
+    ) -> Result<(), Errno> {
+        if count == 0 {
+            return Ok(());
+        }
+        let unmapped = {
+            let alloc = self.alloc.borrow();
+            (first..first + count).any(|lblk| alloc.map_block(ino, lblk).is_none())
+        };
+        if !unmapped {
+            return Ok(());
+        }
+        // ext4_da_writepages_trans_blocks: the tree path, a bitmap and a descriptor per group
+        // touched, the inode and the superblock.
+        let credits = DATA_TRANS_BLOCKS + 2 * count.div_ceil(super::layout::BLOCKS_PER_GROUP);
+        let mut handle = self.start(sim, credits).await;
+        let (size, writers) = {
+            let inodes = self.inodes.borrow();
+            let info = inodes.get(&ino).cloned().unwrap_or_default();
+            (info.size, info.writers)
+        };
+        let request = DataAlloc {
+            ino,
+            lblk: first,
+            len: count,
+            i_size: size,
+            open_for_write: writers > 0,
+            pid: issuer.pid,
+            cpu: 0,
+            tid: handle.tid,
+        };
+        let allocated = self.alloc.borrow_mut().allocate_blocks(&request);
+        let allocation = match allocated {
+            Ok(allocation) => allocation,
+            Err(errno) => {
+                self.journal.stop(sim, handle).await;
+                return Err(errno);
+            }
+        };
+        handle = self.journal_touched(sim, handle, &allocation.touched).await;
+        let newly: u64 = allocation
+            .extents
+            .iter()
+            .map(|e| e.len)
+            .sum::<u64>()
+            .min(count);
+        let disksize_grows = {
+            let mut inodes = self.inodes.borrow_mut();
+            let info = inodes.entry(ino).or_default();
+            info.delalloc_pages = info.delalloc_pages.saturating_sub(newly);
+            let end = ((first + count) * PAGE_SIZE).min(info.size.max(info.disksize));
+            if end > info.disksize {
+                info.disksize = end;
+                true
+            } else {
+                false
+            }
+        };
+        // ext4_map_blocks records a block allocation as a datasync change; the new disksize is
+        // written in the inode (ext4_update_i_disksize -> ext4_mark_inode_dirty).
+        if disksize_grows || !allocation.touched.is_empty() {
+            handle = self.mark_inode_dirty(sim, handle, ino, true).await;
+        }
+        if self.config.data == super::mount::DataMode::Ordered {
+            self.journal.file_inode(&handle, ino);
+        }
+        {
+            let mut stats = self.stats.borrow_mut();
+            stats.allocations += 1;
+            stats.allocated_blocks += newly;
+        }
+        self.journal.stop(sim, handle).await;
+        Ok(())
+    }
+
+    /// `ext4_setattr` shrinking the file to `new_size` (the caller has dropped the pages past it):
+    /// the inode goes on the orphan list in one handle, the blocks past the end are freed (held
+    /// until the commit, then discarded) and it leaves the orphan list in another. Truncating to
+    /// zero arms `auto_da_alloc` for the next close.
+    pub async fn truncate(&self, sim: &Sim, ino: Ino, new_size: u64) {
+        let handle = self.start(sim, SETATTR_CREDITS).await;
+        let handle = self.orphan(sim, handle, ino, true).await;
+        self.journal.stop(sim, handle).await;
+        let mut handle = self.start(sim, DATA_TRANS_BLOCKS + 3).await;
+        let first_gone = new_size.div_ceil(PAGE_SIZE);
+        let touched = self
+            .alloc
+            .borrow_mut()
+            .truncate(ino, first_gone, handle.tid);
+        handle = self.journal_touched(sim, handle, &touched).await;
+        {
+            let mut inodes = self.inodes.borrow_mut();
+            let info = inodes.entry(ino).or_default();
+            info.size = new_size;
+            info.disksize = info.disksize.min(new_size);
+            // Delayed pages past the end were dropped with the page cache.
+            if new_size == 0 {
+                info.delalloc_pages = 0;
+                info.da_alloc_close = self.config.auto_da_alloc;
+            }
+        }
+        handle = self.orphan(sim, handle, ino, false).await;
+        handle = self.mark_inode_dirty(sim, handle, ino, true).await;
+        self.stats.borrow_mut().truncates += 1;
+        self.journal.stop(sim, handle).await;
+    }
+
+    /// An open for writing (`i_writecount`).
+    pub fn open_for_write(&self, ino: Ino) {
+        self.inodes.borrow_mut().entry(ino).or_default().writers += 1;
+    }
+
+    /// `ext4_release_file` of a writer: the last one drops the inode's preallocation. Returns
+    /// whether the caller should start writing the file's delayed data (`auto_da_alloc` after a
+    /// truncate to zero: `ext4_alloc_da_blocks` -> `filemap_flush`).
+    pub fn release_writer(&self, ino: Ino) -> bool {
+        let mut inodes = self.inodes.borrow_mut();
+        let Some(info) = inodes.get_mut(&ino) else {
+            return false;
+        };
+        info.writers = info.writers.saturating_sub(1);
+        let flush = std::mem::replace(&mut info.da_alloc_close, false) && info.delalloc_pages > 0;
+        if info.writers == 0 {
+            drop(inodes);
+            self.alloc.borrow_mut().discard_preallocations(ino);
+        }
+        flush
+    }
+
+    /// Whether page `index` of `ino` has a block on disk (not a hole, not delayed).
+    pub fn is_mapped(&self, ino: Ino, index: u64) -> bool {
+        self.alloc.borrow().map_block(ino, index).is_some()
+    }
+}

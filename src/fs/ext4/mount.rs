@@ -1,0 +1,453 @@
+//! A mounted ext4 file system (fs/ext4/super.c, 3.10): the mount options (`[stack.fs]`), the
+//! journal, the per-inode state the operations need (`struct ext4_inode_info`: the fsync
+//! transaction ids, `i_disksize`, delayed-allocation state), the helper that journals the
+//! metadata blocks an operation dirtied, and the commit callback that frees blocks and issues
+//! discards (`ext4_journal_commit_callback` -> `ext4_free_data_callback`).
+//!
+//! The operations themselves are in [`super::namei`] (create, mkdir, unlink, rename, evict),
+//! [`super::inode`] (write_begin/write_end, timestamps, delayed allocation at writeback,
+//! truncate, release) and [`super::fsync`] (`ext4_sync_file`).
+//!
+//! Simplifications: no `nojournal` mode; `data=journal` is refused (not modelled); quota, xattrs,
+//! ACLs and inline data are absent; the orphan list is the superblock's head only (`s_last_orphan`
+//! and the inode's `i_dtime` link: each add/delete dirties the superblock and the inode).
+
+use super::alloc::{Ext4Alloc, MountOptions as PlacementOptions};
+use super::layout::{JournalPlacement, MkfsOptions};
+use super::{MetaKind, Touched};
+use crate::dev::{IoFlags, IoOp};
+use crate::fs::jbd2::{Handle, Journal, JournalConfig, Tid, JBD2_PID};
+use crate::kernel::Hz;
+use crate::mm::bio::{BioRequest, LocalBoxFuture};
+use crate::mm::{BlockSubmit, Ino, Issuer};
+use crate::sim::sync::Completion;
+use crate::sim::{Blocker, Sim, WaitReason};
+use crate::units::{serde_units, Nanos};
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// `data=` mount option.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataMode {
+    /// `data=ordered` (default): data reaches the disk before the commit that exposes it.
+    #[default]
+    Ordered,
+    /// `data=writeback`: no ordering between data and metadata.
+    Writeback,
+    /// `data=journal`: data journaled too (not modelled; refused with a clear error).
+    Journal,
+}
+
+/// Where the journal lives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JournalLocation {
+    /// Inode 8 of the file system (mke2fs default).
+    #[default]
+    Internal,
+    /// A device of its own (`mke2fs -J device=`; one of the JOJ fixes): `journal_device`.
+    External,
+}
+
+/// ext4's mount options (`[stack.fs]` with `type = "ext4"`), defaults as Android mounted
+/// /data on the papers' phones where they differ from the kernel's (noted per field).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Ext4Config {
+    /// `data=`: default ordered.
+    pub data: DataMode,
+    /// Internal journal (default) or external.
+    pub journal: JournalLocation,
+    /// Journal size; default mke2fs's table (`ext2fs_default_journal_size`: 128 MiB from 4 GiB).
+    #[serde(default, with = "serde_units::option_size")]
+    pub journal_size: Option<u64>,
+    /// `commit=`: 5 s (`JBD2_DEFAULT_MAX_COMMIT_AGE`).
+    #[serde(with = "serde_units::duration")]
+    pub commit: Nanos,
+    /// `discard`: freed extents are discarded when their transaction commits. Default on: the
+    /// Galaxy S5 mounted /data with it (QASIO §4: "the jbd2 kernel thread issues discard
+    /// commands"); the kernel's default is off.
+    pub discard: bool,
+    /// `barrier` (default on): the commit block is written `WRITE_FLUSH_FUA`.
+    pub barrier: bool,
+    /// `journal_async_commit` (default off).
+    pub journal_async_commit: bool,
+    /// `journal_ioprio`: best-effort level of the journal thread's I/O; default 3
+    /// (`JBD2_DEFAULT_IOPRIO`... `EXT4_DEF_JOURNAL_IOPRIO` = `IOPRIO_PRIO_VALUE(BE, 3)`).
+    pub journal_ioprio: u8,
+    /// `delalloc` (default on).
+    pub delalloc: bool,
+    /// `auto_da_alloc` (default on): replacing a file by rename or truncate-to-zero starts
+    /// writing its delayed-allocation data.
+    pub auto_da_alloc: bool,
+}
+
+impl Default for Ext4Config {
+    fn default() -> Self {
+        Ext4Config {
+            data: DataMode::Ordered,
+            journal: JournalLocation::Internal,
+            journal_size: None,
+            commit: crate::fs::jbd2::DEFAULT_COMMIT_INTERVAL_NS,
+            discard: true,
+            barrier: true,
+            journal_async_commit: false,
+            journal_ioprio: 3,
+            delalloc: true,
+            auto_da_alloc: true,
+        }
+    }
+}
+
+impl Ext4Config {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.data == DataMode::Journal {
+            return Err(
+                "[stack.fs] data = \"journal\" is not modelled yet: use \"ordered\" or \"writeback\""
+                    .into(),
+            );
+        }
+        if self.journal_ioprio > 7 {
+            return Err(format!(
+                "[stack.fs] journal_ioprio = {} must be a best-effort level 0..=7",
+                self.journal_ioprio
+            ));
+        }
+        if self.commit == 0 {
+            return Err("[stack.fs] commit must be positive (e.g. \"5s\")".into());
+        }
+        Ok(())
+    }
+}
+
+/// `struct ext4_inode_info`, the part the operations need.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InodeInfo {
+    /// `i_sync_tid`: the last transaction that changed the inode.
+    pub sync_tid: Tid,
+    /// `i_datasync_tid`: the last transaction that changed what `fdatasync` must persist
+    /// (size on disk, block mapping).
+    pub datasync_tid: Tid,
+    /// `i_disksize`: the size the on-disk inode says.
+    pub disksize: u64,
+    /// `i_size` as the VFS last told us.
+    pub size: u64,
+    /// Pages written but not yet allocated (`i_reserved_data_blocks`).
+    pub delalloc_pages: u64,
+    /// The jiffy of the last timestamp update (`current_fs_time` is tick-grained).
+    pub mtime_jiffy: Option<u64>,
+    /// On the orphan list.
+    pub orphan: bool,
+    /// `EXT4_STATE_DA_ALLOC_CLOSE`: truncated to zero; flush delayed data on close.
+    pub da_alloc_close: bool,
+    /// Open for writing (`i_writecount`).
+    pub writers: u32,
+}
+
+/// Counters of the file system layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Ext4Stats {
+    pub creates: u64,
+    pub unlinks: u64,
+    pub renames: u64,
+    pub truncates: u64,
+    pub evictions: u64,
+    /// Writeback allocations (`ext4_map_blocks` with create) and blocks they allocated.
+    pub allocations: u64,
+    pub allocated_blocks: u64,
+    pub timestamp_updates: u64,
+    pub fsyncs_committed: u64,
+    pub fsyncs_flush_only: u64,
+    pub discards: u64,
+    pub discarded_blocks: u64,
+    pub orphan_adds: u64,
+}
+
+/// A mounted ext4.
+pub struct Ext4 {
+    pub config: Ext4Config,
+    pub(crate) alloc: RefCell<Ext4Alloc>,
+    pub journal: Rc<Journal>,
+    pub(crate) inodes: RefCell<BTreeMap<Ino, InodeInfo>>,
+    /// The file system's block device (discards, cache flushes).
+    pub(crate) bdev: Rc<dyn BlockSubmit>,
+    pub(crate) hz: Hz,
+    pub(crate) stats: RefCell<Ext4Stats>,
+}
+
+/// Largest discard bio: `blkdev_issue_discard` splits at the queue's `max_discard_sectors`; the
+/// model's request queue takes at most `max_sectors` (512 KiB) per request, so discards are cut
+/// there too (a simplification: eMMC hosts allow larger discards, `mmc_calc_max_discard`).
+pub const DISCARD_MAX_BLOCKS: u64 = crate::block::request::MAX_REQUEST_SECTORS as u64 / 8;
+
+/// Credits asked for when a handle must be extended or restarted mid-operation (a truncate of a
+/// large file frees blocks in many groups).
+pub const RESTART_CREDITS: u64 = 64;
+
+/// Handle credits (fs/ext4/ext4_jbd2.h, 3.10, with extents and no quota):
+/// `EXT4_SINGLEDATA_TRANS_BLOCKS` = 20 with extents.
+pub const SINGLEDATA_TRANS_BLOCKS: u64 = 20;
+/// `EXT4_XATTR_TRANS_BLOCKS` = 6.
+pub const XATTR_TRANS_BLOCKS: u64 = 6;
+/// `EXT4_DATA_TRANS_BLOCKS` = single data + xattr - 2 (+ quota, none).
+pub const DATA_TRANS_BLOCKS: u64 = SINGLEDATA_TRANS_BLOCKS + XATTR_TRANS_BLOCKS - 2;
+/// `EXT4_INDEX_EXTRA_TRANS_BLOCKS` = 8.
+pub const INDEX_EXTRA_TRANS_BLOCKS: u64 = 8;
+
+impl Ext4 {
+    /// `mke2fs -t ext4` over `size_bytes` then mount: the placement state, the journal (its
+    /// blocks inside the file system, or on `journal_device` when external).
+    #[allow(clippy::too_many_arguments)]
+    pub fn mount(
+        sim: &Sim,
+        config: Ext4Config,
+        size_bytes: u64,
+        hz: Hz,
+        buffers: Rc<dyn crate::fs::jbd2::MetaBuffers>,
+        data: Rc<dyn crate::fs::jbd2::OrderedData>,
+        bdev: Rc<dyn BlockSubmit>,
+        journal_device: Option<(Rc<dyn BlockSubmit>, u64)>,
+    ) -> Result<Rc<Ext4>, String> {
+        config.validate()?;
+        let placement = match (config.journal, &journal_device) {
+            (JournalLocation::Internal, _) => JournalPlacement::Internal {
+                blocks: config.journal_size.map(|b| b / crate::units::PAGE_SIZE),
+            },
+            (JournalLocation::External, Some(_)) => JournalPlacement::External,
+            (JournalLocation::External, None) => {
+                return Err(
+                    "[stack.fs] journal = \"external\" needs a journal device ([stack.fs] journal_device)"
+                        .into(),
+                )
+            }
+        };
+        let alloc = Ext4Alloc::mkfs(
+            size_bytes,
+            &MkfsOptions { journal: placement },
+            PlacementOptions {
+                delalloc: config.delalloc,
+                dir_index: true,
+            },
+        )
+        .map_err(|e| format!("mkfs.ext4: {e}"))?;
+        let (log_device, journal_config) = match journal_device {
+            None => {
+                let runs = alloc.journal().to_vec();
+                let blocks: u64 = runs.iter().map(|&(_, len)| len).sum();
+                (
+                    bdev.clone(),
+                    JournalConfig {
+                        blocks,
+                        first_block: runs.first().map_or(0, |&(start, _)| start),
+                        extents: runs,
+                        commit_interval: config.commit,
+                        barrier: config.barrier,
+                        async_commit: config.journal_async_commit,
+                    },
+                )
+            }
+            Some((device, device_bytes)) => {
+                let default_blocks =
+                    super::layout::default_journal_blocks(size_bytes / crate::units::PAGE_SIZE)
+                        .unwrap_or(32_768);
+                let blocks = config
+                    .journal_size
+                    .map_or(default_blocks, |b| b / crate::units::PAGE_SIZE)
+                    .min(device_bytes / crate::units::PAGE_SIZE);
+                (
+                    device,
+                    JournalConfig {
+                        blocks,
+                        first_block: 0,
+                        extents: Vec::new(),
+                        commit_interval: config.commit,
+                        barrier: config.barrier,
+                        async_commit: config.journal_async_commit,
+                    },
+                )
+            }
+        };
+        journal_config.validate()?;
+        let journal = Journal::load(sim, journal_config, buffers, data, log_device);
+        let ext4 = Rc::new(Ext4 {
+            config,
+            alloc: RefCell::new(alloc),
+            journal,
+            inodes: RefCell::new(BTreeMap::new()),
+            bdev,
+            hz,
+            stats: RefCell::new(Ext4Stats::default()),
+        });
+        let weak = Rc::downgrade(&ext4);
+        ext4.journal
+            .set_commit_callback(Box::new(move |sim: &Sim, tid: Tid| {
+                let ext4 = weak
+                    .upgrade()
+                    .expect("the file system outlives its journal");
+                let sim = sim.clone();
+                Box::pin(async move { ext4.free_data_callback(&sim, tid).await })
+                    as LocalBoxFuture<'static, ()>
+            }));
+        Ok(ext4)
+    }
+
+    pub fn stats(&self) -> Ext4Stats {
+        *self.stats.borrow()
+    }
+
+    /// The placement state (read-only), for tests and reports.
+    pub fn placement(&self) -> std::cell::Ref<'_, Ext4Alloc> {
+        self.alloc.borrow()
+    }
+
+    /// The issuer of the journal thread's I/O (discards run in the commit callback).
+    fn jbd2_issuer(&self, sim: &Sim) -> Issuer {
+        Issuer {
+            task: sim.current_task(),
+            pid: JBD2_PID,
+            uid: 0,
+            foreground: false,
+        }
+    }
+
+    /// `ext4_journal_start`.
+    pub(crate) async fn start(&self, sim: &Sim, credits: u64) -> Handle {
+        self.journal.start(sim, credits).await
+    }
+
+    /// Journals every block of `touched` in `handle` (`ext4_journal_get_write_access` +
+    /// `ext4_handle_dirty_metadata`), in the order they were touched.
+    /// A handle that runs out of credits is extended, or restarted in a new transaction when
+    /// its own is full or locked (`ext4_journal_extend` / `ext4_journal_restart`, as truncate
+    /// and eviction of large files do).
+    pub(crate) async fn journal_touched(
+        &self,
+        sim: &Sim,
+        mut handle: Handle,
+        touched: &Touched,
+    ) -> Handle {
+        for &(block, _kind) in &touched.blocks {
+            let already = self.journal.buffer_in(&handle, block);
+            if handle.credits == 0 && !already {
+                let wanted = (touched.blocks.len() as u64).clamp(1, RESTART_CREDITS);
+                if !self.journal.extend(&mut handle, wanted) {
+                    handle = self.journal.restart(sim, handle, wanted).await;
+                }
+            }
+            self.journal.get_write_access(sim, &handle, block).await;
+            self.journal.dirty_metadata(&mut handle, block);
+        }
+        handle
+    }
+
+    /// `ext4_mark_inode_dirty` in `handle`: journals the inode's table block and records the
+    /// transaction in `i_sync_tid` (and `i_datasync_tid` when `datasync`).
+    pub(crate) async fn mark_inode_dirty(
+        &self,
+        sim: &Sim,
+        handle: Handle,
+        ino: Ino,
+        datasync: bool,
+    ) -> Handle {
+        let block = self.alloc.borrow().inode_block(ino);
+        let mut touched = Touched::new();
+        touched.add(block, MetaKind::InodeTable);
+        let handle = self.journal_touched(sim, handle, &touched).await;
+        self.update_fsync_trans(handle.tid, ino, datasync);
+        handle
+    }
+
+    /// `ext4_update_inode_fsync_trans`.
+    pub(crate) fn update_fsync_trans(&self, tid: Tid, ino: Ino, datasync: bool) {
+        let mut inodes = self.inodes.borrow_mut();
+        let info = inodes.entry(ino).or_default();
+        info.sync_tid = info.sync_tid.max(tid);
+        if datasync {
+            info.datasync_tid = info.datasync_tid.max(tid);
+        }
+    }
+
+    /// `ext4_orphan_add` / `ext4_orphan_del`: the superblock's orphan head and the inode.
+    pub(crate) async fn orphan(&self, sim: &Sim, handle: Handle, ino: Ino, add: bool) -> Handle {
+        let (sb, inode_block) = {
+            let alloc = self.alloc.borrow();
+            (alloc.layout().superblock_block(), alloc.inode_block(ino))
+        };
+        let mut touched = Touched::new();
+        touched.add(sb, MetaKind::Superblock);
+        touched.add(inode_block, MetaKind::InodeTable);
+        let handle = self.journal_touched(sim, handle, &touched).await;
+        self.update_fsync_trans(handle.tid, ino, false);
+        let mut inodes = self.inodes.borrow_mut();
+        inodes.entry(ino).or_default().orphan = add;
+        if add {
+            self.stats.borrow_mut().orphan_adds += 1;
+        }
+        handle
+    }
+
+    /// `ext4_free_data_callback` for every extent transaction `tid` freed: with `-o discard`, a
+    /// discard per extent, issued by the journal thread and waited for (`ext4_issue_discard` ->
+    /// `sb_issue_discard`: the bios carry no `REQ_SYNC`, so CFQ queues them as asynchronous I/O:
+    /// QASIO's D_discard); then the blocks become free.
+    pub(crate) async fn free_data_callback(&self, sim: &Sim, tid: Tid) {
+        let freed = self.alloc.borrow_mut().release_committed(tid);
+        if !self.config.discard || freed.is_empty() {
+            return;
+        }
+        let issuer = self.jbd2_issuer(sim);
+        let pieces = freed.into_iter().flat_map(|(start, len)| {
+            (0..len)
+                .step_by(DISCARD_MAX_BLOCKS as usize)
+                .map(move |at| (start + at, (len - at).min(DISCARD_MAX_BLOCKS)))
+        });
+        for (start, len) in pieces {
+            {
+                let mut stats = self.stats.borrow_mut();
+                stats.discards += 1;
+                stats.discarded_blocks += len;
+            }
+            let bio = BioRequest {
+                issued_async: true,
+                ..BioRequest::for_pages(
+                    IoOp::Discard,
+                    start,
+                    len as u32,
+                    IoFlags::default(),
+                    issuer,
+                    None,
+                )
+            };
+            let done: Completion<()> = Completion::new();
+            let signal = done.clone();
+            let id = self
+                .bdev
+                .submit_bio(sim, bio, Box::new(move |s, _| signal.complete(s, ())))
+                .await;
+            done.wait(sim, WaitReason::Discard, Blocker::Request(id))
+                .await;
+        }
+    }
+
+    /// `blkdev_issue_flush` from `issuer`, waited for.
+    pub(crate) async fn issue_flush(&self, sim: &Sim, issuer: Issuer) {
+        let flags = IoFlags {
+            sync: true,
+            noidle: true,
+            preflush: true,
+            ..IoFlags::default()
+        };
+        let bio = BioRequest::for_pages(IoOp::Flush, 0, 0, flags, issuer, None);
+        let done: Completion<()> = Completion::new();
+        let signal = done.clone();
+        let id = self
+            .bdev
+            .submit_bio(sim, bio, Box::new(move |s, _| signal.complete(s, ())))
+            .await;
+        done.wait(sim, WaitReason::BlockIo, Blocker::Request(id))
+            .await;
+    }
+}
