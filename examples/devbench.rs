@@ -5,7 +5,12 @@ fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--fit") && args.len() == 5 {
         match mobistack::dev::bench::fit_command(&args[1], &args[2], &args[3], &args[4]) {
-            Ok((text, _)) => println!("{text}"),
+            Ok(((text, _), unreached)) => {
+                println!("{text}");
+                for miss in unreached {
+                    eprintln!("not reached: {miss}");
+                }
+            }
             Err(error) => eprintln!("error: {error}"),
         }
         return;

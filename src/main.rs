@@ -7,9 +7,9 @@ use mobistack::run::{self, RunOptions};
 use mobistack::scenario;
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Writes to stdout; a closed pipe (`mobistack ... | head`) ends the program quietly instead of
 /// panicking the way `print!` does.
@@ -79,6 +79,14 @@ enum Command {
         /// the scenario has several runs).
         #[arg(long, value_name = "FILE")]
         blktrace: Option<std::path::PathBuf>,
+        /// Check the page cache's invariants as the runs go (always on in debug builds); a
+        /// violation ends the run with an error.
+        #[arg(long)]
+        check: bool,
+        /// Latency columns of the table: a comma-separated list of min, mean, p50, p90, p99,
+        /// p99.9, p99.99, max; alone, every one of them. Default: mean,p50,p90,p99,max.
+        #[arg(long, value_name = "LIST", num_args = 0..=1, default_missing_value = "all")]
+        percentiles: Option<String>,
     },
     /// List the built-in scenarios.
     List {
@@ -113,7 +121,11 @@ enum Command {
         blktrace: Option<std::path::PathBuf>,
         #[arg(long, default_value_t = 1, value_name = "N")]
         seed: u64,
-        /// Print the report as JSON.
+        /// Output format, as fio's: normal (fio's text), json (fio's JSON schema) or json+
+        /// (with latency histogram bins, for fio_jsonplus_clat2csv).
+        #[arg(long, default_value = "normal", value_name = "FORMAT")]
+        output_format: String,
+        /// Same as --output-format=json.
         #[arg(long)]
         json: bool,
     },
@@ -252,6 +264,8 @@ fn main() -> ExitCode {
             threads,
             breakdown,
             blktrace,
+            check,
+            percentiles,
         } => cmd_run(
             &scenario,
             RunArgs {
@@ -262,6 +276,8 @@ fn main() -> ExitCode {
                 threads,
                 breakdown,
                 blktrace,
+                check,
+                percentiles,
             },
         ),
         Command::List { json } => cmd_list(json),
@@ -328,8 +344,16 @@ fn main() -> ExitCode {
             elevator,
             blktrace,
             seed,
+            output_format,
             json,
-        } => cmd_fio(&jobfile, &device, &elevator, blktrace, seed, json),
+        } => {
+            let format = if json {
+                "json".to_string()
+            } else {
+                output_format
+            };
+            cmd_fio(&jobfile, &device, &elevator, blktrace, seed, &format)
+        }
     }
 }
 
@@ -399,9 +423,20 @@ fn cmd_fio(
     elevator: &str,
     blktrace: Option<std::path::PathBuf>,
     seed: u64,
-    json: bool,
+    format: &str,
 ) -> ExitCode {
-    use mobistack::block::fio::{run_fio_file, FioOptions};
+    use mobistack::workload::fio::{run_fio_file, FioOptions};
+    let plus = match format {
+        "normal" | "json" => false,
+        "json+" => true,
+        other => {
+            eprintln!(
+                "error: --output-format `{}`: expected normal, json or json+",
+                mobistack::units::cut(other)
+            );
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let text = match std::fs::read_to_string(jobfile) {
         Ok(text) => text,
         Err(e) => {
@@ -420,36 +455,47 @@ fn cmd_fio(
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
+    let mut outputs = OutputFiles::default();
+    let targets = match blktrace
+        .as_deref()
+        .map(|path| create_trace_files(&mut outputs, path))
+        .transpose()
+    {
+        Ok(targets) => targets,
+        Err(message) => {
+            eprintln!("error: --blktrace: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let progress = Progress::new(1, None, &format!("fio {}", jobfile.display()));
+    let hook = progress.clone();
     let options = FioOptions {
         seed,
         trace: blktrace.is_some(),
+        progress: Some(Arc::new(move |now| hook.update(0, now))),
+        ..FioOptions::default()
     };
-    let report = match run_fio_file(&text, device, elevator, options) {
+    let report = run_fio_file(&text, device, elevator, options);
+    progress.finish();
+    let report = match report {
         Ok(report) => report,
         Err(e) => {
             eprintln!("error: {}: {e}", jobfile.display());
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
-    if let (Some(path), Some(trace)) = (&blktrace, &report.trace) {
-        let written =
-            std::fs::File::create(path).and_then(|mut file| trace.write_blkparse(&mut file));
-        if let Err(e) = written {
-            eprintln!("error: cannot write {}: {e}", path.display());
+    if let (Some(path), Some(targets), Some(trace)) = (&blktrace, &targets, &report.trace) {
+        if let Err(message) = write_trace(&mut outputs, targets, trace, path) {
+            eprintln!("error: {message}");
             return ExitCode::from(EXIT_RUN_FAILED);
         }
     }
-    if json {
-        outln!("{}", report.json());
+    outputs.keep();
+    if format == "normal" {
+        out!("{}", report.text());
     } else {
-        out!("{}", report.table());
-        if let (Some(path), Some(trace)) = (&blktrace, &report.trace) {
-            outln!(
-                "blktrace: {} events written to {}",
-                trace.events().len(),
-                path.display()
-            );
-        }
+        let json = serde_json::to_string_pretty(&report.json(plus)).expect("JSON");
+        outln!("{json}");
     }
     ExitCode::SUCCESS
 }
@@ -479,18 +525,41 @@ fn cmd_device(command: DeviceCommand) -> ExitCode {
     use mobistack::dev::bench;
     match command {
         DeviceCommand::List { json } => print_report(Ok(bench::list_report()), json),
-        DeviceCommand::Bench { profile, json } => print_report(bench::bench_report(&profile), json),
+        DeviceCommand::Bench { profile, json } => print_report(
+            with_spinner(&format!("device bench {profile}"), || {
+                bench::bench_report(&profile)
+            }),
+            json,
+        ),
         DeviceCommand::Fit {
             seq_read,
             seq_write,
             rand_read,
             rand_write,
             json,
-        } => print_report(
-            bench::fit_command(&seq_read, &seq_write, &rand_read, &rand_write),
+        } => {
+            let fitted = with_spinner("device fit", || {
+                bench::fit_command(&seq_read, &seq_write, &rand_read, &rand_write)
+            });
+            match fitted {
+                Ok((report, unreached)) => {
+                    let code = print_report(Ok(report), json);
+                    if unreached.is_empty() {
+                        code
+                    } else {
+                        for miss in &unreached {
+                            eprintln!("error: device fit could not reach a target: {miss}");
+                        }
+                        ExitCode::from(EXIT_RUN_FAILED)
+                    }
+                }
+                Err(message) => print_report(Err(message), json),
+            }
+        }
+        DeviceCommand::Latencies { json } => print_report(
+            with_spinner("device latencies", bench::flush_discard_report),
             json,
         ),
-        DeviceCommand::Latencies { json } => print_report(bench::flush_discard_report(), json),
     }
 }
 
@@ -506,48 +575,102 @@ fn load_or_report(name: &str) -> Result<scenario::Scenario, ExitCode> {
     })
 }
 
-/// A progress bar over virtual time on stderr, shown only on a terminal and only once the run
-/// has taken more than a second.
+/// Wall time after which a progress bar appears (shorter commands print nothing extra).
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+/// How often the bar is redrawn once shown.
+const PROGRESS_TICK: Duration = Duration::from_millis(100);
+
+/// Whether a progress bar should be on screen: only on a terminal, and only once the command
+/// has run for [`PROGRESS_AFTER`].
+fn progress_visible(elapsed: Duration, is_terminal: bool) -> bool {
+    is_terminal && elapsed >= PROGRESS_AFTER
+}
+
+/// A progress bar on stderr, driven by wall time: a thread shows it once the command has run
+/// for a second (on a terminal only) and redraws it every 100 ms from what the simulation last
+/// reported (virtual time per run, which the engine reports every 1,024 events), so it moves
+/// for every long command, however rarely the simulation reports.
 struct Progress {
     bar: ProgressBar,
-    started: Instant,
-    shown: Mutex<bool>,
+    /// Virtual time reached per run, in ms.
     per_job: Vec<AtomicU64>,
+    stop: AtomicBool,
 }
 
 impl Progress {
-    fn new(jobs: usize, duration_ns: u64) -> Arc<Self> {
-        let bar = ProgressBar::with_draw_target(
-            Some(jobs as u64 * duration_ns / 1_000_000),
-            ProgressDrawTarget::hidden(),
-        );
-        bar.set_style(
-            ProgressStyle::with_template(
+    /// A bar over `jobs` runs of `total_ns` virtual time each, or (None) a spinner with the
+    /// virtual time reached.
+    fn new(jobs: usize, total_ns: Option<u64>, what: &str) -> Arc<Self> {
+        let (bar, template) = match total_ns {
+            Some(total) => (
+                ProgressBar::with_draw_target(
+                    Some(jobs as u64 * total / 1_000_000),
+                    ProgressDrawTarget::hidden(),
+                ),
                 "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% of virtual time ({msg})",
-            )
-            .expect("valid template"),
-        );
-        bar.set_message(format!("{jobs} run(s)"));
-        Arc::new(Progress {
+            ),
+            None => (
+                ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden()),
+                "{spinner} [{elapsed_precise}] {msg}",
+            ),
+        };
+        bar.set_style(ProgressStyle::with_template(template).expect("valid template"));
+        bar.set_message(what.to_string());
+        let progress = Arc::new(Progress {
             bar,
-            started: Instant::now(),
-            shown: Mutex::new(false),
-            per_job: (0..jobs).map(|_| AtomicU64::new(0)).collect(),
-        })
+            per_job: (0..jobs.max(1)).map(|_| AtomicU64::new(0)).collect(),
+            stop: AtomicBool::new(false),
+        });
+        let watcher = progress.clone();
+        let what = what.to_string();
+        let unknown_total = total_ns.is_none();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut shown = false;
+            while !watcher.stop.load(Ordering::Relaxed) {
+                std::thread::sleep(PROGRESS_TICK);
+                if watcher.stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                if !shown && progress_visible(started.elapsed(), std::io::stderr().is_terminal()) {
+                    watcher.bar.set_draw_target(ProgressDrawTarget::stderr());
+                    shown = true;
+                }
+                let done: u64 = watcher
+                    .per_job
+                    .iter()
+                    .map(|a| a.load(Ordering::Relaxed))
+                    .sum();
+                watcher.bar.set_position(done);
+                if unknown_total {
+                    watcher.bar.set_message(format!(
+                        "{what}: {:.3} s of virtual time",
+                        done as f64 / 1e3
+                    ));
+                }
+                watcher.bar.tick();
+            }
+        });
+        progress
     }
 
+    /// From any worker: run `job` reached virtual time `now_ns`.
     fn update(&self, job: usize, now_ns: u64) {
         self.per_job[job].store(now_ns / 1_000_000, Ordering::Relaxed);
-        let mut shown = self.shown.lock().expect("progress lock");
-        if !*shown && self.started.elapsed().as_secs_f64() > 1.0 && std::io::stderr().is_terminal()
-        {
-            self.bar.set_draw_target(ProgressDrawTarget::stderr());
-            *shown = true;
-        }
-        drop(shown);
-        let done: u64 = self.per_job.iter().map(|a| a.load(Ordering::Relaxed)).sum();
-        self.bar.set_position(done);
     }
+
+    fn finish(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Runs `work` with a spinner for commands without virtual time to report (device benchmarks).
+fn with_spinner<T>(what: &str, work: impl FnOnce() -> T) -> T {
+    let progress = Progress::new(1, None, what);
+    let value = work();
+    progress.finish();
+    value
 }
 
 /// The options of `mobistack run`.
@@ -559,38 +682,109 @@ struct RunArgs {
     threads: usize,
     breakdown: bool,
     blktrace: Option<std::path::PathBuf>,
+    check: bool,
+    percentiles: Option<String>,
 }
 
-/// Writes each run's blktrace: to `path` for a single run, else to `path.<variant>.<seed>`.
-fn write_blktraces(
-    path: &std::path::Path,
-    results: &mobistack::report::ScenarioResults,
-) -> ExitCode {
-    let single = results.runs.len() == 1;
-    for run in &results.runs {
-        let Some(trace) = &run.blktrace else {
-            continue;
-        };
-        let target = if single {
-            path.to_path_buf()
-        } else {
-            let mut name = path.as_os_str().to_owned();
-            name.push(format!(".{}.{}", run.variant, run.seed));
-            std::path::PathBuf::from(name)
-        };
-        let written =
-            std::fs::File::create(&target).and_then(|mut file| trace.write_blkparse(&mut file));
-        if let Err(e) = written {
-            eprintln!("error: cannot write {}: {e}", target.display());
-            return ExitCode::from(EXIT_RUN_FAILED);
-        }
-        eprintln!(
-            "blktrace: {} events written to {}",
-            trace.events().len(),
-            target.display()
-        );
+/// Files a command will write, created before the simulation so that an unwritable path is
+/// reported at once, not after minutes of simulating; removed again if the command fails
+/// before filling them.
+#[derive(Default)]
+struct OutputFiles {
+    files: Vec<(std::path::PathBuf, Option<std::fs::File>)>,
+    done: bool,
+}
+
+impl OutputFiles {
+    /// Creates (truncates) `path`; the error names it.
+    fn create(&mut self, path: &std::path::Path) -> Result<usize, String> {
+        let file = std::fs::File::create(path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        self.files.push((path.to_path_buf(), Some(file)));
+        Ok(self.files.len() - 1)
     }
-    ExitCode::SUCCESS
+
+    /// Writes into file `index` (created by [`OutputFiles::create`]).
+    fn write(
+        &mut self,
+        index: usize,
+        fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+    ) -> Result<(), String> {
+        let (path, file) = &mut self.files[index];
+        let file = file.take().expect("each output file is written once");
+        let mut writer = std::io::BufWriter::new(file);
+        fill(&mut writer)
+            .and_then(|()| writer.flush())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    /// The command succeeded: keep the files.
+    fn keep(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for OutputFiles {
+    fn drop(&mut self) {
+        if !self.done {
+            for (path, _) in &self.files {
+                std::fs::remove_file(path).ok();
+            }
+        }
+    }
+}
+
+use std::io::Write as _;
+
+/// The blktrace outputs of one run: blkparse text at `text`, blktrace binary at
+/// `text.blktrace.0` (so `blkparse -i <text>` reads it).
+struct TraceTargets {
+    text: usize,
+    binary: usize,
+}
+
+/// `path` for a single run, else `path.<variant>.<seed>`.
+fn trace_name(
+    path: &std::path::Path,
+    single: bool,
+    variant: &str,
+    seed: u64,
+) -> std::path::PathBuf {
+    if single {
+        return path.to_path_buf();
+    }
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{variant}.{seed}"));
+    std::path::PathBuf::from(name)
+}
+
+/// Creates the text and binary trace files of a trace named `name`.
+fn create_trace_files(
+    outputs: &mut OutputFiles,
+    name: &std::path::Path,
+) -> Result<TraceTargets, String> {
+    let text = outputs.create(name)?;
+    let mut binary = name.as_os_str().to_owned();
+    binary.push(".blktrace.0");
+    let binary = outputs.create(std::path::Path::new(&binary))?;
+    Ok(TraceTargets { text, binary })
+}
+
+/// Writes a trace into its two files and says where.
+fn write_trace(
+    outputs: &mut OutputFiles,
+    targets: &TraceTargets,
+    trace: &mobistack::block::blktrace::BlkTrace,
+    name: &std::path::Path,
+) -> Result<(), String> {
+    outputs.write(targets.text, |w| trace.write_blkparse(w))?;
+    outputs.write(targets.binary, |w| trace.write_binary(w))?;
+    let name = name.display();
+    eprintln!(
+        "blktrace: {} events written to {name} (blkparse text) and {name}.blktrace.0 (binary: blkparse -i {name}; btt -i {name}.blktrace.0)",
+        trace.events().len(),
+    );
+    Ok(())
 }
 
 fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
@@ -602,12 +796,29 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         threads,
         breakdown,
         blktrace,
+        check,
+        percentiles,
     } = args;
+    let table_options = match percentiles.as_deref().map(table::Stat::parse_list) {
+        None => table::TableOptions::default(),
+        Some(Ok(stats)) => table::TableOptions { stats },
+        Some(Err(message)) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let mut scenario = match load_or_report(name) {
         Ok(s) => s,
         Err(code) => return code,
     };
     if blktrace.is_some() {
+        if !scenario.apps.iter().any(|a| a.workload.needs_block()) {
+            eprintln!(
+                "error: --blktrace: scenario `{}` has no block layer to trace (no app does block or file I/O; toy workloads use the toy server)",
+                scenario.name
+            );
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
         for variant in &mut scenario.variants {
             variant.stack.block.blktrace = true;
         }
@@ -622,12 +833,51 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         seeds: (!seeds.is_empty()).then_some(seeds),
         threads,
         progress: None,
+        check,
     };
-    let progress = Progress::new(run::jobs(&scenario, &options).len(), scenario.duration);
+    let jobs = run::jobs(&scenario, &options);
+    // Enough memory for the runs held at once, checked before building anything.
+    if let Some(available) = run::available_memory() {
+        let estimate = run::memory_estimate(&scenario, &options);
+        if let Err(message) = run::check_memory(&estimate, available) {
+            eprintln!("error: scenario `{}`: {message}", scenario.name);
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+    }
+    // Every output file exists before the simulation starts.
+    let mut outputs = OutputFiles::default();
+    let out_file = match out.as_deref().map(|path| outputs.create(path)).transpose() {
+        Ok(index) => index,
+        Err(message) => {
+            eprintln!("error: --out: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let mut traces = std::collections::BTreeMap::new();
+    if let Some(path) = &blktrace {
+        for &(variant, seed) in &jobs {
+            let variant = scenario.variants[variant].name.clone();
+            let trace_path = trace_name(path, jobs.len() == 1, &variant, seed);
+            match create_trace_files(&mut outputs, &trace_path) {
+                Ok(targets) => {
+                    traces.insert((variant, seed), (trace_path, targets));
+                }
+                Err(message) => {
+                    eprintln!("error: --blktrace: {message}");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            }
+        }
+    }
+    let progress = Progress::new(
+        jobs.len(),
+        Some(scenario.duration),
+        &format!("{} run(s)", jobs.len()),
+    );
     let hook = progress.clone();
     options.progress = Some(Arc::new(move |job, now| hook.update(job, now)));
     let results = run::run_scenario(&scenario, &options);
-    progress.bar.finish_and_clear();
+    progress.finish();
     let results = match results {
         Ok(r) => r,
         Err(e) => {
@@ -635,23 +885,29 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_RUN_FAILED);
         }
     };
-    if let Some(path) = &blktrace {
-        let code = write_blktraces(path, &results);
-        if code != ExitCode::SUCCESS {
-            return code;
-        }
-    }
-    let json_text = results.to_json();
-    if let Some(path) = out {
-        if let Err(e) = std::fs::write(&path, &json_text) {
-            eprintln!("error: cannot write {}: {e}", path.display());
+    for run in &results.runs {
+        let (Some(trace), Some((path, targets))) =
+            (&run.blktrace, traces.get(&(run.variant.clone(), run.seed)))
+        else {
+            continue;
+        };
+        if let Err(message) = write_trace(&mut outputs, targets, trace, path) {
+            eprintln!("error: {message}");
             return ExitCode::from(EXIT_RUN_FAILED);
         }
     }
+    let json_text = results.to_json();
+    if let Some(index) = out_file {
+        if let Err(message) = outputs.write(index, |w| w.write_all(json_text.as_bytes())) {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+    }
+    outputs.keep();
     if json {
         out!("{json_text}");
     } else {
-        out!("{}", table::render(&results));
+        out!("{}", table::render_with(&results, &table_options));
         if breakdown {
             out!("\n{}", table::render_breakdown(&results));
         }
@@ -724,11 +980,14 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
     if cfg!(debug_assertions) {
         eprintln!("note: this is a debug build; benchmark with `cargo run --release -- bench`");
     }
-    let mut results = mobistack::sim::bench::run_all(scale);
-    // 8 GiB written in the background over 240 s of virtual time through the whole stack.
-    results.push(mobistack::run::bench_stack(8, 240));
-    // A DiskSim trace of 4 KiB random reads replayed on the device model alone.
-    results.push(mobistack::workload::replay::device::bench(250_000 * scale));
+    let results = with_spinner("bench", || {
+        let mut results = mobistack::sim::bench::run_all(scale);
+        // 8 GiB written in the background over 240 s of virtual time through the whole stack.
+        results.push(mobistack::run::bench_stack(8, 240));
+        // A DiskSim trace of 4 KiB random reads replayed on the device model alone.
+        results.push(mobistack::workload::replay::device::bench(250_000 * scale));
+        results
+    });
     if json {
         outln!("{}", serde_json::json!({ "bench": results }));
     } else {
@@ -751,4 +1010,16 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
         out!("{}", table::align(&rows));
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_bar_shows_only_on_a_terminal_after_a_second() {
+        assert!(!progress_visible(Duration::from_millis(999), true));
+        assert!(progress_visible(Duration::from_millis(1000), true));
+        assert!(!progress_visible(Duration::from_secs(60), false));
+    }
 }

@@ -52,6 +52,9 @@ pub struct RunOptions {
     /// Worker threads for independent runs; 0 = one per core.
     pub threads: usize,
     pub progress: Option<ProgressFn>,
+    /// Check the page cache's invariants as the runs go (always on in debug builds; `mobistack
+    /// run --check` in release): a violation ends the run with an error.
+    pub check: bool,
 }
 
 /// The (variant, seed) pairs a scenario runs, in result order.
@@ -90,7 +93,13 @@ pub fn run_scenario(
                         p(index, now)
                     }
                 };
-                let result = run_one(scenario, &scenario.variants[variant], seed, hook);
+                let result = run_one_checked(
+                    scenario,
+                    &scenario.variants[variant],
+                    seed,
+                    options.check,
+                    hook,
+                );
                 slots.lock().expect("no worker panicked")[index] = Some(result);
             });
         }
@@ -137,9 +146,12 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
             tasks.push(handle.task());
         }
         WorkloadConfig::Fio(config) => {
-            // Validated against the device before the run started.
-            let started = crate::workload::fio::start(&ctx, config).expect("validated fio job");
-            tasks.extend(started);
+            // The job was validated against the device; laying out a buffered job's file can
+            // still fail (the file system is full): counted, like a file workload's errno.
+            match crate::workload::fio::start(&ctx, config) {
+                Ok(started) => tasks.extend(started),
+                Err(_) => ctx.add_counter("errno.fio-setup", 1),
+            }
         }
         WorkloadConfig::SeqWrite(config) => {
             let handle = sim.spawn(&ctx.name, file::seq_write(ctx.clone(), config.clone()));
@@ -179,6 +191,18 @@ pub fn run_one(
     seed: u64,
     progress: impl FnMut(Nanos) + 'static,
 ) -> Result<RunResult, RunError> {
+    run_one_checked(scenario, variant, seed, false, progress)
+}
+
+/// [`run_one`], checking the page cache's invariants when `check` (they are always checked in
+/// debug builds).
+pub fn run_one_checked(
+    scenario: &Scenario,
+    variant: &Variant,
+    seed: u64,
+    check: bool,
+    progress: impl FnMut(Nanos) + 'static,
+) -> Result<RunResult, RunError> {
     let simulation = Simulation::new(seed);
     let sim = simulation.handle();
     sim.set_progress_hook(progress);
@@ -208,6 +232,9 @@ pub fn run_one(
         Stack::new(&sim, &variant.stack, activity.clone(), with_block)
     }
     .map_err(run_error)?;
+    if let Some(vfs) = stack.vfs.as_ref().filter(|_| check) {
+        vfs.mm.enable_checks();
+    }
     // The apps' processes start at their app's nice value.
     for (i, app) in scenario.apps.iter().enumerate() {
         stack.tasks.set_app_nice(scenario.uid(i), app.nice);
@@ -292,7 +319,12 @@ pub fn run_one(
     let end_when_done = scenario.end == EndCondition::AppsDone;
     let end = sim
         .run_until(scenario.duration, end_when_done)
-        .map_err(|deadlock| run_error(deadlock.to_string()))?;
+        .map_err(|error| run_error(error.to_string()))?;
+    if let Some(violation) = stack.vfs.as_ref().and_then(|vfs| vfs.mm.violation()) {
+        return Err(run_error(violation));
+    }
+    // Operations still blocked (or running) now are results: at their time so far.
+    recorder.finish(&sim);
 
     let mut app_results = BTreeMap::new();
     for (i, app) in apps.iter().enumerate() {
@@ -335,6 +367,85 @@ pub fn run_one(
     })
 }
 
+/// Memory of a run's stack, measured (`/usr/bin/time -f %M`, release build, bg-write-fg-read
+/// at 8, 32 and 128 GiB of device and 2 and 16 GiB of RAM): the FTL's page maps about 2.1 MiB
+/// per GiB of device capacity (taken as 2.2), the page cache model up to 32 bytes per page of
+/// RAM once it is full (8 MiB per GiB), and about 30 MiB for the rest.
+pub const MEMORY_PER_DEVICE_GIB: u64 = 2_306_867; // 2.2 MiB
+pub const MEMORY_PER_RAM_GIB: u64 = 8 << 20;
+pub const MEMORY_PER_RUN: u64 = 30 << 20;
+
+/// What a scenario's runs will take in memory, before they run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryEstimate {
+    /// The largest single run's estimate.
+    pub per_run_bytes: u64,
+    /// Runs held in memory at once (worker threads, at most the runs).
+    pub concurrent_runs: usize,
+    pub total_bytes: u64,
+}
+
+/// Estimates the memory of `scenario`'s runs under `options` (see [`MEMORY_PER_DEVICE_GIB`]).
+pub fn memory_estimate(scenario: &Scenario, options: &RunOptions) -> MemoryEstimate {
+    const GIB: u64 = 1 << 30;
+    let with_block = scenario.apps.iter().any(|a| a.workload.needs_block());
+    let with_storage = scenario.apps.iter().any(|a| a.workload.needs_storage());
+    let per_run_bytes = scenario
+        .variants
+        .iter()
+        .map(|variant| {
+            let mut bytes = MEMORY_PER_RUN;
+            if with_block {
+                let capacity = variant.stack.device.resolve().map_or(0, |p| p.capacity);
+                bytes += capacity.div_ceil(GIB) * MEMORY_PER_DEVICE_GIB;
+            }
+            if with_storage {
+                bytes += variant.stack.vm.ram.div_ceil(GIB) * MEMORY_PER_RAM_GIB;
+            }
+            bytes
+        })
+        .max()
+        .unwrap_or(MEMORY_PER_RUN);
+    let runs = jobs(scenario, options).len();
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let concurrent_runs = threads.min(runs).max(1);
+    MemoryEstimate {
+        per_run_bytes,
+        concurrent_runs,
+        total_bytes: per_run_bytes * concurrent_runs as u64,
+    }
+}
+
+/// The memory a run may use: `MOBISTACK_MEMORY_LIMIT` (a size, e.g. "4GiB", for a cgroup's
+/// limit) if set, else `MemAvailable` of /proc/meminfo, else unknown.
+pub fn available_memory() -> Option<u64> {
+    if let Ok(limit) = std::env::var("MOBISTACK_MEMORY_LIMIT") {
+        return crate::units::parse_size(&limit).ok();
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// An error when `estimate` exceeds `available` memory, saying what to change.
+pub fn check_memory(estimate: &MemoryEstimate, available: u64) -> Result<(), String> {
+    use crate::units::format_size;
+    if estimate.total_bytes <= available {
+        return Ok(());
+    }
+    Err(format!(
+        "these runs need about {} of memory ({} run(s) at once x {} each: the device's page map costs about 2.2 MiB per GiB of capacity, the page cache model 8 MiB per GiB of RAM) and this machine has {} available; use a smaller device `capacity` or `ram`, or fewer --threads",
+        format_size(estimate.total_bytes),
+        estimate.concurrent_runs,
+        format_size(estimate.per_run_bytes),
+        format_size(available)
+    ))
+}
+
 /// The whole-stack benchmark of `mobistack bench`: the built-in `bg-write-fg-read` scenario's CFQ
 /// variant with the background write grown to `gib` GiB over `seconds` of virtual time, run once.
 /// Reports virtual seconds simulated per wall second (the "fast enough to sweep" target: an
@@ -372,6 +483,38 @@ pub fn bench_stack(gib: u64, seconds: u64) -> crate::sim::bench::BenchResult {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_memory_estimate_grows_with_capacity_and_threads() {
+        let source = crate::scenario::builtin::find("bg-write-fg-read")
+            .unwrap()
+            .source
+            .replace("capacity = \"8GiB\"", "capacity = \"4TiB\"");
+        let scenario = crate::scenario::parse("big.toml", &source).unwrap();
+        let one = super::RunOptions {
+            threads: 1,
+            ..Default::default()
+        };
+        let estimate = super::memory_estimate(&scenario, &one);
+        // 4096 GiB x 2.2 MiB + 2 GiB x 8 MiB + 30 MiB.
+        assert_eq!(
+            estimate.per_run_bytes,
+            4096 * super::MEMORY_PER_DEVICE_GIB + 2 * (8 << 20) + (30 << 20)
+        );
+        assert_eq!(estimate.concurrent_runs, 1);
+        let four = super::RunOptions {
+            threads: 4,
+            ..Default::default()
+        };
+        let estimate = super::memory_estimate(&scenario, &four);
+        assert_eq!(estimate.concurrent_runs, 4, "four variants on four threads");
+        let error = super::check_memory(&estimate, 16 << 30).unwrap_err();
+        assert!(
+            error.contains("this machine has 16.00 GiB available"),
+            "{error}"
+        );
+        assert!(super::check_memory(&estimate, 64 << 30).is_ok());
+    }
+
     #[test]
     fn the_stack_benchmark_simulates_its_whole_duration() {
         let result = super::bench_stack(1, 5);

@@ -19,6 +19,73 @@ pub const SECTOR_SIZE: u64 = 512;
 /// Bytes per page (`PAGE_SIZE` on arm64 Android and x86).
 pub const PAGE_SIZE: u64 = 4096;
 
+/// Longest duration accepted anywhere (a run's length, a think time, a timeout): 365 days of
+/// virtual time. Virtual time is a `u64` of nanoseconds (584 years); keeping every single
+/// duration below one year leaves room for sums of times (a start time plus a duration plus a
+/// sleep) never to overflow, instead of saturating silently at 2^64 ns.
+pub const MAX_DURATION: Nanos = 365 * 24 * 3600 * NS_PER_SEC;
+/// Largest size accepted in a scenario or job file: 1 PiB (2^50 bytes). Every size the model
+/// uses has a tighter limit of its own (a device's capacity, a write's size); this one only keeps
+/// arithmetic on sizes far from overflow.
+pub const MAX_SIZE: u64 = 1 << 50;
+/// How many characters of a bad value an error message repeats.
+pub const SHOWN_CHARS: usize = 60;
+
+/// `text` as an error message shows it: the first [`SHOWN_CHARS`] characters, then "..." and
+/// the length when it is longer (a 1 MB bad value is not echoed back whole).
+pub fn cut(text: &str) -> String {
+    let mut chars = text.chars();
+    let head: String = chars.by_ref().take(SHOWN_CHARS).collect();
+    if chars.next().is_none() {
+        head
+    } else {
+        format!("{head}... ({} characters)", text.chars().count())
+    }
+}
+
+/// `message` with every word (run of non-blank characters) longer than twice [`SHOWN_CHARS`]
+/// cut by [`cut`]: for messages that quote a user's value without backticks ("bs=4k,...: ...").
+pub fn cut_words(message: &str) -> String {
+    // Twice the shown length, so that what `cut` made is never cut again.
+    let long = |word: &str| word.chars().count() > 2 * SHOWN_CHARS;
+    if !message.split_whitespace().any(long) {
+        return message.to_string();
+    }
+    let mut out = String::with_capacity(message.len().min(1024));
+    let mut word = String::new();
+    for ch in message.chars().chain(std::iter::once(' ')) {
+        if ch.is_whitespace() {
+            if long(&word) {
+                out.push_str(&cut(&word));
+            } else {
+                out.push_str(&word);
+            }
+            word.clear();
+            out.push(ch);
+        } else {
+            word.push(ch);
+        }
+    }
+    out.pop();
+    out
+}
+
+/// Longest error message shown, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 1000;
+
+/// `message` as shown to a user: long words cut ([`cut_words`]), then the whole cut to
+/// [`MAX_MESSAGE_CHARS`] (a value with spaces or backticks in it is echoed in pieces that no
+/// single cut catches).
+pub fn cut_message(message: &str) -> String {
+    let message = cut_words(message);
+    let length = message.chars().count();
+    if length <= MAX_MESSAGE_CHARS {
+        return message;
+    }
+    let head: String = message.chars().take(MAX_MESSAGE_CHARS).collect();
+    format!("{head}... (message of {length} characters cut)")
+}
+
 /// Error from parsing a human-unit string; the message says what was expected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnitError(pub String);
@@ -45,11 +112,13 @@ fn split_number(text: &str) -> Option<(f64, &str)> {
     Some((value, text[end..].trim()))
 }
 
-/// Parses a duration such as "2s", "500ms", "8ms", "125us", "100ns", "1.5min", "0".
+/// Parses a duration such as "2s", "500ms", "8ms", "125us", "100ns", "1.5min", "0". At most
+/// [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Nanos, UnitError> {
     let bad = || {
         UnitError(format!(
-            "invalid duration `{text}`: expected a number and a unit, one of ns, us, ms, s, min, h (e.g. \"500ms\")"
+            "invalid duration `{}`: expected a number and a unit, one of ns, us, ms, s, min, h (e.g. \"500ms\")",
+            cut(text)
         ))
     };
     let (value, unit) = split_number(text).ok_or_else(bad)?;
@@ -64,8 +133,11 @@ pub fn parse_duration(text: &str) -> Result<Nanos, UnitError> {
         _ => return Err(bad()),
     };
     let nanos = value * scale;
-    if !nanos.is_finite() || nanos > u64::MAX as f64 {
-        return Err(UnitError(format!("duration `{text}` is too large")));
+    if !nanos.is_finite() || nanos > MAX_DURATION as f64 {
+        return Err(UnitError(format!(
+            "duration `{}` is too long: at most 365 days (\"8760h\")",
+            cut(text)
+        )));
     }
     Ok(nanos.round() as Nanos)
 }
@@ -85,18 +157,22 @@ fn size_scale(unit: &str) -> Option<f64> {
     })
 }
 
-/// Parses a size such as "4KiB", "8GiB", "512", "1.5MB".
+/// Parses a size such as "4KiB", "8GiB", "512", "1.5MB". At most [`MAX_SIZE`].
 pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     let bad = || {
         UnitError(format!(
-            "invalid size `{text}`: expected a number and a unit, one of B, KiB, MiB, GiB, TiB, kB, MB, GB, TB (e.g. \"4KiB\")"
+            "invalid size `{}`: expected a number and a unit, one of B, KiB, MiB, GiB, TiB, kB, MB, GB, TB (e.g. \"4KiB\")",
+            cut(text)
         ))
     };
     let (value, unit) = split_number(text).ok_or_else(bad)?;
     let scale = size_scale(unit).ok_or_else(bad)?;
     let bytes = value * scale;
-    if !bytes.is_finite() || bytes > u64::MAX as f64 {
-        return Err(UnitError(format!("size `{text}` is too large")));
+    if !bytes.is_finite() || bytes > MAX_SIZE as f64 {
+        return Err(UnitError(format!(
+            "size `{}` is too large: at most 1 PiB (\"1024TiB\")",
+            cut(text)
+        )));
     }
     Ok(bytes.round() as u64)
 }
@@ -105,7 +181,8 @@ pub fn parse_size(text: &str) -> Result<u64, UnitError> {
 pub fn parse_bandwidth(text: &str) -> Result<u64, UnitError> {
     let bad = || {
         UnitError(format!(
-            "invalid bandwidth `{text}`: expected a size per second (e.g. \"250MB/s\")"
+            "invalid bandwidth `{}`: expected a size per second (e.g. \"250MB/s\")",
+            cut(text)
         ))
     };
     let trimmed = text.trim();
@@ -141,28 +218,88 @@ pub fn format_size(bytes: u64) -> String {
 }
 
 /// Serde helpers so configuration structs can hold `Nanos` and byte counts written in human units.
+///
+/// Each accepts a string with a unit or a non-negative integer (the base unit; for durations
+/// only `0`), and says what it expected, with an example, when given anything else.
 pub mod serde_units {
     use super::*;
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::de::{self, Visitor};
+    use serde::{Deserializer, Serializer};
 
-    /// Accepts either a string with a unit or a bare integer (taken as the base unit).
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Text(String),
-        Int(u64),
+    /// The three kinds of quantity, with what each error message says it expected.
+    #[derive(Clone, Copy)]
+    enum Kind {
+        Duration,
+        Size,
+        Bandwidth,
+    }
+
+    struct UnitVisitor(Kind);
+
+    impl<'de> Visitor<'de> for UnitVisitor {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(match self.0 {
+                Kind::Duration => "a duration: a string with a unit, e.g. \"500ms\" or \"2s\"",
+                Kind::Size => "a size: a string with a unit, e.g. \"4KiB\", or a number of bytes",
+                Kind::Bandwidth => "a bandwidth: a string such as \"250MB/s\"",
+            })
+        }
+
+        fn visit_str<E: de::Error>(self, text: &str) -> Result<u64, E> {
+            match self.0 {
+                Kind::Duration => parse_duration(text),
+                Kind::Size => parse_size(text),
+                Kind::Bandwidth => parse_bandwidth(text),
+            }
+            .map_err(E::custom)
+        }
+
+        fn visit_u64<E: de::Error>(self, n: u64) -> Result<u64, E> {
+            match self.0 {
+                Kind::Duration if n != 0 => Err(E::custom(format!(
+                    "duration {n} has no unit: write e.g. \"{n}ms\" or \"{n}s\""
+                ))),
+                Kind::Size if n > MAX_SIZE => Err(E::custom(format!(
+                    "size {n} is too large: at most 1 PiB (\"1024TiB\")"
+                ))),
+                _ => Ok(n),
+            }
+        }
+
+        fn visit_i64<E: de::Error>(self, n: i64) -> Result<u64, E> {
+            if n < 0 {
+                let what = match self.0 {
+                    Kind::Duration => "duration",
+                    Kind::Size => "size",
+                    Kind::Bandwidth => "bandwidth",
+                };
+                return Err(E::custom(format!("{what} {n} must not be negative")));
+            }
+            self.visit_u64(n as u64)
+        }
+
+        fn visit_f64<E: de::Error>(self, x: f64) -> Result<u64, E> {
+            let example = match self.0 {
+                Kind::Duration => "\"1.5ms\"",
+                Kind::Size => "\"1.5MiB\"",
+                Kind::Bandwidth => "\"1.5MB/s\"",
+            };
+            Err(E::custom(format!(
+                "{x} is a bare number: write a string with a unit, e.g. {example}"
+            )))
+        }
+    }
+
+    fn deserialize_kind<'de, D: Deserializer<'de>>(d: D, kind: Kind) -> Result<u64, D::Error> {
+        d.deserialize_any(UnitVisitor(kind))
     }
 
     pub mod duration {
         use super::*;
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Nanos, D::Error> {
-            match Raw::deserialize(d)? {
-                Raw::Text(text) => parse_duration(&text).map_err(serde::de::Error::custom),
-                Raw::Int(0) => Ok(0),
-                Raw::Int(n) => Err(serde::de::Error::custom(format!(
-                    "duration {n} has no unit: write e.g. \"{n}ms\" or \"{n}s\""
-                ))),
-            }
+            deserialize_kind(d, Kind::Duration)
         }
         pub fn serialize<S: Serializer>(value: &Nanos, s: S) -> Result<S::Ok, S::Error> {
             s.serialize_str(&format!("{value}ns"))
@@ -172,10 +309,7 @@ pub mod serde_units {
     pub mod size {
         use super::*;
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-            match Raw::deserialize(d)? {
-                Raw::Text(text) => parse_size(&text).map_err(serde::de::Error::custom),
-                Raw::Int(n) => Ok(n),
-            }
+            deserialize_kind(d, Kind::Size)
         }
         pub fn serialize<S: Serializer>(value: &u64, s: S) -> Result<S::Ok, S::Error> {
             s.serialize_u64(*value)
@@ -199,10 +333,7 @@ pub mod serde_units {
     pub mod bandwidth {
         use super::*;
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-            match Raw::deserialize(d)? {
-                Raw::Text(text) => parse_bandwidth(&text).map_err(serde::de::Error::custom),
-                Raw::Int(n) => Ok(n),
-            }
+            deserialize_kind(d, Kind::Bandwidth)
         }
         pub fn serialize<S: Serializer>(value: &u64, s: S) -> Result<S::Ok, S::Error> {
             s.serialize_u64(*value)
@@ -224,6 +355,66 @@ mod tests {
         assert!(parse_duration("2").is_err());
         assert!(parse_duration("2 parsecs").is_err());
         assert!(parse_duration("ms").is_err());
+    }
+
+    #[test]
+    fn durations_and_sizes_have_documented_limits_instead_of_saturating() {
+        // 2^64 - 1 ns used to be accepted and saturate.
+        let error = parse_duration("18446744073709551615ns").unwrap_err();
+        assert!(error.0.contains("at most 365 days"), "{error}");
+        assert_eq!(parse_duration("8760h").unwrap(), MAX_DURATION);
+        assert!(parse_duration("8761h").is_err());
+        assert!(parse_size("1024TiB").is_ok());
+        assert!(parse_size("1025TiB")
+            .unwrap_err()
+            .0
+            .contains("at most 1 PiB"));
+    }
+
+    #[test]
+    fn long_bad_values_are_cut_in_messages() {
+        let long = "9".repeat(100_000) + "x";
+        let error = parse_size(&long).unwrap_err().0;
+        assert!(error.len() < 300, "{} bytes", error.len());
+        assert!(error.contains("... (100001 characters)"), "{error}");
+        assert_eq!(cut("short"), "short");
+        // A value with spaces and backticks in it: no word is long, the message is.
+        let spaced = format!("unknown profile `{}`", "a` b ".repeat(5_000));
+        let shown = cut_message(&spaced);
+        assert!(
+            shown.chars().count() < MAX_MESSAGE_CHARS + 60,
+            "{}",
+            shown.len()
+        );
+        assert!(shown.ends_with("characters cut)"));
+    }
+
+    #[test]
+    fn unit_fields_say_what_they_expect_for_every_wrong_type() {
+        #[derive(serde::Deserialize, Debug)]
+        struct T {
+            #[serde(with = "serde_units::duration")]
+            #[allow(dead_code)]
+            d: Nanos,
+        }
+        for (value, expected) in [
+            (
+                "true",
+                "expected a duration: a string with a unit, e.g. \"500ms\"",
+            ),
+            ("1.5", "write a string with a unit, e.g. \"1.5ms\""),
+            ("-3", "must not be negative"),
+            ("[1]", "expected a duration"),
+            ("7", "has no unit"),
+        ] {
+            let error = toml::from_str::<T>(&format!("d = {value}")).unwrap_err();
+            assert!(
+                error.message().contains(expected),
+                "{value}: {}",
+                error.message()
+            );
+            assert!(!error.message().contains("untagged"), "{value}");
+        }
     }
 
     #[test]

@@ -37,34 +37,73 @@ fn the_background_writer_gets_the_devices_sequential_write_bandwidth() {
     );
 }
 
-#[test]
-fn bad_stack_names_in_variants_are_located_errors() {
-    let err = edit("elevator = \"cfq\"", "elevator = \"bfq\"").unwrap_err();
-    assert!(err.message.contains("variant `cfq`"), "{err}");
-    assert!(err.message.contains("unknown elevator `bfq`"), "{err}");
-    assert!(err.position.is_some());
-    let err = edit("profile = \"emmc-5.1\"", "profile = \"emmc-9\"").unwrap_err();
-    assert!(err.message.contains("emmc-9"), "{err}");
-    let err = edit("scheduler = \"fg-aware\"", "scheduler = \"fastest\"").unwrap_err();
-    assert!(err.message.contains("fastest"), "{err}");
+/// The 1-based line of the first line of the scenario containing `needle` (after `from` was
+/// replaced by `to`).
+fn line_in(from: &str, to: &str, needle: &str) -> usize {
+    SCENARIO
+        .replacen(from, to, 1)
+        .lines()
+        .position(|l| l.contains(needle))
+        .expect("needle in the edited scenario")
+        + 1
 }
 
 #[test]
-fn fio_options_in_an_app_are_checked_by_name() {
+fn bad_stack_names_in_variants_are_errors_at_the_field() {
+    let err = edit("elevator = \"cfq\"", "elevator = \"bfq\"").unwrap_err();
+    assert!(err.message.contains("variant `cfq`"), "{err}");
+    assert!(err.message.contains("unknown `elevator` `bfq`"), "{err}");
+    assert_eq!(
+        err.position.unwrap().0,
+        line_in("elevator = \"cfq\"", "elevator = \"bfq\"", "\"bfq\""),
+        "{err}"
+    );
+    let err = edit("profile = \"emmc-5.1\"", "profile = \"emmc-9\"").unwrap_err();
+    assert!(err.message.contains("emmc-9"), "{err}");
+    assert_eq!(err.position.unwrap().0, line_in("", "", "profile ="));
+    let err = edit("scheduler = \"fg-aware\"", "scheduler = \"fastest\"").unwrap_err();
+    assert!(err.message.contains("fastest"), "{err}");
+    assert_eq!(err.position.unwrap().0, line_in("", "", "scheduler ="));
+    // A capacity the model cannot map is an input error at validation, not a failed run.
+    let err = edit("capacity = \"8GiB\"", "capacity = \"16TiB\"").unwrap_err();
+    assert!(
+        err.message.contains("beyond the model's limit of 4.00 TiB"),
+        "{err}"
+    );
+    assert_eq!(err.position.unwrap().0, line_in("", "", "capacity ="));
+}
+
+#[test]
+fn fio_options_in_an_app_are_checked_by_name_at_their_line() {
     let err = edit("ioengine = \"psync\"", "ioengine = \"mmap\"").unwrap_err();
     assert!(err.message.contains("ioengine=mmap"), "{err}");
+    assert_eq!(
+        err.position.unwrap().0,
+        line_in("", "", "ioengine = \"psync\"")
+    );
     let err = edit("bs = \"4k\"", "bs = \"4k\"\nzonemode = \"zbd\"").unwrap_err();
     assert!(
         err.message.contains("unsupported fio option `zonemode`"),
         "{err}"
     );
-    // A region beyond the device is caught when the device is known, before the run.
-    let s = edit("size = \"4g\"", "size = \"64g\"").unwrap();
-    let err = run_scenario(&s, &RunOptions::default()).unwrap_err();
+    assert_eq!(
+        err.position.unwrap().0,
+        line_in("bs = \"4k\"", "bs = \"4k\"\nzonemode = \"zbd\"", "zonemode")
+    );
+    // A region beyond the device, or smaller than a block, is caught by `validate` (it used to
+    // pass validation and fail the run with no line).
+    let err = edit("size = \"4g\"", "size = \"64g\"").unwrap_err();
     assert!(err.message.contains("exceeds the device capacity"), "{err}");
-    let s = edit("size = \"256m\"", "size = \"1k\"").unwrap();
-    let err = run_scenario(&s, &RunOptions::default()).unwrap_err();
-    assert!(err.message.contains("size is smaller than bs"), "{err}");
+    assert_eq!(err.position.unwrap().0, line_in("", "", "offset = \"1g\""));
+    let err = edit("size = \"256m\"", "size = \"1k\"").unwrap_err();
+    assert!(
+        err.message
+            .contains("`size` (1024 bytes) is smaller than `bs` (4096 bytes)"),
+        "{err}"
+    );
+    assert_eq!(err.position.unwrap().0, line_in("", "", "size = \"256m\""));
+    let err = edit("size = \"256m\"\n", "").unwrap_err();
+    assert!(err.message.contains("`size` is required"), "{err}");
 }
 
 #[test]
@@ -140,4 +179,42 @@ fn block_tunables_and_nice_are_checked_by_name() {
     )
     .unwrap();
     assert_eq!(background.apps[1].nice, 10);
+}
+
+#[test]
+fn a_buffered_fio_app_reads_through_the_page_cache() {
+    // fio's default, direct=0: the job reads a file through the VFS and the page cache (its
+    // reads wait on pages, readahead makes large requests), beside an O_DIRECT job.
+    let source = r#"name = "buffered-fio"
+duration = "2s"
+[stack.device]
+profile = "emmc-5.1"
+capacity = "2GiB"
+[[app]]
+name = "reader"
+role = "foreground"
+[app.workload.fio]
+rw = "read"
+bs = "4k"
+size = "8m"
+[[app]]
+name = "raw"
+[app.workload.fio]
+direct = 1
+rw = "randread"
+bs = "4k"
+size = "8m"
+offset = "1g"
+"#;
+    let s = scenario::parse("buffered.toml", source).unwrap();
+    let results = run_scenario(&s, &RunOptions::default()).unwrap();
+    let run = &results.runs[0];
+    let reader = &run.apps["reader"];
+    assert_eq!(reader.ops["read"].count, 2048);
+    assert!(reader.blocked_ns.contains_key("lock_page"), "{reader:?}");
+    assert!(!run.apps["raw"].blocked_ns.contains_key("lock_page"));
+    assert!(run.counters["mm.pages_read"] >= 2048, "{:?}", run.counters);
+    // 8 MiB in 4 KiB reads, but readahead asks for larger requests.
+    let requests = run.counters["block.requests"];
+    assert!(requests < 2048 + 2048 / 4, "{requests}");
 }

@@ -109,7 +109,35 @@ fn file_workload_mistakes_are_located_errors() {
     let err = edit("pattern = \"random\"", "pattern = \"zigzag\"");
     assert!(err.message.contains("unknown variant `zigzag`"), "{err}");
     let err = edit("dirty_background_ratio = 5", "dirty_background_ratio = 500");
-    assert!(err.message.contains("percentages"), "{err}");
+    assert!(err.message.contains("must be a percentage"), "{err}");
+    let line = 1 + source
+        .lines()
+        .position(|l| l.starts_with("dirty_background_ratio"))
+        .unwrap();
+    assert_eq!(err.position.unwrap().0, line, "{err}");
     let err = edit("think = \"500ms\"", "thinkk = \"500ms\"");
     assert!(err.message.contains("unknown field `thinkk`"), "{err}");
+}
+
+#[test]
+fn the_desktop_scenarios_are_valid() {
+    for (name, source) in [
+        (
+            "desktop-fsync",
+            include_str!("../scenarios/desktop-fsync.toml"),
+        ),
+        (
+            "desktop-fsync-bg",
+            include_str!("../scenarios/desktop-fsync-bg.toml"),
+        ),
+    ] {
+        let s = scenario::parse(name, source).unwrap();
+        assert_eq!(s.name, name);
+        let names: Vec<&str> = s.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["mq-deadline", "none"]);
+        for variant in &s.variants {
+            assert_eq!(variant.stack.vm.ram, 24 << 30);
+            assert_eq!(variant.stack.kernel.hz.0, 250);
+        }
+    }
 }

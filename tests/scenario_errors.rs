@@ -128,3 +128,148 @@ fn the_readme_example_scenario_is_valid() {
     assert_eq!(s.variants.len(), 2);
     assert_eq!(s.apps.len(), 2);
 }
+
+const BG: &str = include_str!("../scenarios/bg-write-fg-read.toml");
+
+fn parse_bg_edit(from: &str, to: &str) -> ScenarioError {
+    assert!(BG.contains(from), "the scenario contains {from:?}");
+    scenario::parse("edited.toml", &BG.replacen(from, to, 1)).unwrap_err()
+}
+
+#[test]
+fn a_lock_listed_twice_is_an_input_error_at_its_line() {
+    // It used to pass validation and trip an engine assertion in the run (exit 101).
+    let source = "name = \"dup\"\nduration = \"1s\"\n\n[[app]]\nname = \"locker\"\n[app.workload.toy-locks]\nlocks = [\"inode\", \"inode\"]\nhold = \"1ms\"\n";
+    let err = scenario::parse("dup.toml", source).unwrap_err();
+    assert_eq!(err.position.unwrap().0, 7, "{err}");
+    assert!(err.message.contains("names `inode` twice"), "{err}");
+}
+
+#[test]
+fn values_of_the_wrong_type_name_the_field_and_what_is_expected() {
+    let err = parse_bg_edit("role = \"foreground\"", "role = 5");
+    assert_eq!(
+        err.message,
+        "field `role`: expected one of `foreground`, `background`, `service`, found integer"
+    );
+    assert_eq!(
+        err.position.unwrap().0,
+        line_of(BG, "role = \"foreground\"")
+    );
+    let err = parse_bg_edit("capacity = \"8GiB\"", "capacity = true");
+    assert!(
+        err.message.starts_with("field `capacity`: expected a size")
+            && err.message.contains("e.g. \"4KiB\""),
+        "{err}"
+    );
+    let err = parse_bg_edit("think = \"20ms\"", "think = 1.5");
+    assert!(err.message.contains("field `think`"), "{err}");
+    assert!(err.message.contains("\"1.5ms\""), "{err}");
+    let err = parse_bg_edit("[app.workload.file-read]\n", "workload = 3\n[app.x]\n");
+    assert!(err.message.contains("field `workload`"), "{err}");
+    assert!(err.message.contains("`file-read`"), "{err}");
+    assert!(!err.message.contains("untagged"), "{err}");
+    assert!(!err.message.contains("wanted string or table"), "{err}");
+}
+
+#[test]
+fn a_huge_bad_value_is_cut_in_the_message_and_the_shown_line() {
+    let huge = format!("think = \"{}ms\"", "7".repeat(1_000_000));
+    let err = parse_bg_edit("think = \"20ms\"", &huge);
+    let text = err.to_string();
+    assert!(text.len() < 600, "{} bytes: {}", text.len(), &text[..300]);
+    assert!(text.contains("(1000002 characters)"), "{text}");
+    assert_eq!(err.position.unwrap().0, line_of(BG, "think = \"20ms\""));
+}
+
+#[test]
+fn durations_past_the_documented_limit_are_rejected_not_saturated() {
+    let err = parse_bg_edit(
+        "duration = \"20s\"",
+        "duration = \"18446744073709551615ns\"",
+    );
+    assert!(err.message.contains("at most 365 days"), "{err}");
+    assert_eq!(err.position.unwrap().0, line_of(BG, "duration = \"20s\""));
+}
+
+#[test]
+fn checks_after_parsing_point_at_the_field_not_the_table_name() {
+    // io_size = 0 used to point at the app's `name` line.
+    let err = parse_bg_edit("io_size = \"4KiB\"", "io_size = 0");
+    assert_eq!(
+        err.position.unwrap().0,
+        line_of(BG, "io_size = \"4KiB\""),
+        "{err}"
+    );
+    // A cross-field check names the other field's line.
+    let err = parse_bg_edit("file_size = \"256MiB\"", "file_size = \"2KiB\"");
+    assert!(err.message.contains("`io_size` is at line"), "{err}");
+    // A VM knob in the base stack checked for a variant points at the knob.
+    let err = parse_bg_edit("dirty_background_ratio = 5", "dirty_background_ratio = 500");
+    assert_eq!(
+        err.position.unwrap().0,
+        line_of(BG, "dirty_background_ratio"),
+        "{err}"
+    );
+    let err = parse_edit("name = \"demo\"", "name = \"\"").unwrap_err();
+    assert_eq!(err.position.unwrap().0, line_of(DEMO, "name = \"demo\""));
+    let err = parse_edit("duration = \"10s\"", "duration = 0").unwrap_err();
+    assert_eq!(err.position.unwrap().0, line_of(DEMO, "duration = \"10s\""));
+    // Two foreground apps: the second one's role, naming the first one's line.
+    let err = parse_bg_edit("role = \"background\"", "role = \"foreground\"");
+    assert_eq!(
+        err.position.unwrap().0,
+        line_of(BG, "role = \"background\"")
+    );
+    let first = format!("(line {})", line_of(BG, "role = \"foreground\""));
+    assert!(err.message.contains(&first), "{err}");
+}
+
+#[test]
+fn more_runs_than_the_limit_is_an_error_at_the_seeds() {
+    let seeds: Vec<String> = (0..=scenario::MAX_RUNS / 4)
+        .map(|s| s.to_string())
+        .collect();
+    let err = parse_bg_edit("seeds = [1]", &format!("seeds = [{}]", seeds.join(", ")));
+    assert!(err.message.contains("more than the limit of 1000"), "{err}");
+    assert_eq!(err.position.unwrap().0, line_of(BG, "seeds = [1]"));
+}
+
+#[test]
+fn more_workload_tasks_than_the_limit_is_an_error_not_an_engine_assertion() {
+    let mut source = String::from("name = \"many\"\nduration = \"1s\"\n");
+    for i in 0..5 {
+        source.push_str(&format!(
+            "[[app]]\nname = \"a{i}\"\n[app.workload.fio]\ndirect = 1\nrw = \"randread\"\nsize = \"1m\"\nioengine = \"libaio\"\niodepth = 256\nnumjobs = 256\n"
+        ));
+    }
+    let err = scenario::parse("many.toml", &source).unwrap_err();
+    assert!(
+        err.message.contains("more than the limit of 262144"),
+        "{err}"
+    );
+    assert!(err.message.contains("`a4`"), "{err}");
+    assert_eq!(
+        err.position.unwrap().0,
+        line_of(&source, "name = \"a4\"") + 1
+    );
+}
+
+#[test]
+fn a_long_value_with_spaces_and_backticks_is_cut_too() {
+    // Found by fuzzing: a profile name with a backtick and runs of spaces was echoed in pieces.
+    let value = format!("x`{}", "cc c   ".repeat(1_000));
+    let source = DEMO.replacen(
+        "[stack.toy]",
+        &format!("[stack.device]\nprofile = \"{value}\"\n\n[stack.toy]"),
+        1,
+    );
+    let err = scenario::parse("long.toml", &source).unwrap_err();
+    let text = err.to_string();
+    assert!(text.len() < 1_400, "a {}-byte error", text.len());
+    assert_eq!(
+        err.position.unwrap().0,
+        line_of(&source, "profile = "),
+        "{err}"
+    );
+}

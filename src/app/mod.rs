@@ -51,7 +51,7 @@ impl AppContext {
 
     /// Starts timing operation `op` of the current task.
     pub fn begin_op(&self, op: &'static str) -> OpTimer {
-        OpTimer::begin(&self.sim, op)
+        self.recorder.begin_op(&self.sim, &self.name, op)
     }
 
     /// Records the operation's latency and the time the task was blocked during it, per reason.

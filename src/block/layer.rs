@@ -138,11 +138,30 @@ impl BlockLayer {
             elevator,
         });
         let weak = Rc::downgrade(&shared);
+        let describer_sim = sim.clone();
         sim.add_blocker_describer(move |blocker| match blocker {
             Blocker::Request(id) => {
                 let shared = weak.upgrade()?;
                 let history = shared.history.borrow();
-                history.by_id.get(&id).map(|timing| timing.text.clone())
+                if let Some(timing) = history.by_id.get(&id) {
+                    return Some(timing.text.clone());
+                }
+                // Not completed (a wait still going on when the run ended): where it is now.
+                let queue = shared.queue.try_borrow().ok()?;
+                let now = describer_sim.now();
+                Some(match queue.in_flight_request(id) {
+                    Some(rq) => {
+                        let text = describe_completed(rq, shared.elevator, now);
+                        text.replace(
+                            " ms on the device)",
+                            " ms on the device so far, not completed)",
+                        )
+                    }
+                    None => format!(
+                        "request R#{id} (not completed: queued in {} or on a plug list)",
+                        shared.elevator
+                    ),
+                })
             }
             _ => None,
         });

@@ -230,7 +230,7 @@ impl BlockConfig {
         if !(elevator::ELEVATOR_NAMES.contains(&self.elevator.as_str()) || self.elevator == "none")
         {
             return Err(format!(
-                "unknown elevator `{}`: expected one of {}",
+                "unknown `elevator` `{}`: expected one of {}",
                 self.elevator,
                 elevator::ELEVATOR_NAMES.join(", ")
             ));

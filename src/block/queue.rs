@@ -372,10 +372,15 @@ impl RequestQueue {
             },
             (default, None) => default,
         };
+        let (major, minor) = device.device_numbers();
         let mut queue = RequestQueue::new(elevator, device, alloc);
         queue.set_hz(hz);
         if config.blktrace {
-            queue.enable_trace(BlkTrace::new(179, 0, super::blktrace::DEFAULT_CAPACITY));
+            queue.enable_trace(BlkTrace::new(
+                major,
+                minor,
+                super::blktrace::DEFAULT_CAPACITY,
+            ));
         }
         Ok(queue)
     }
@@ -444,7 +449,7 @@ impl RequestQueue {
 
     /// `blk_finish_plug`: flushes and removes the task's plug.
     pub fn finish_plug(&mut self, now: Nanos, pid: u32) {
-        self.flush_plug(now, pid);
+        self.flush_plug_list(now, pid, true);
         self.plugs.remove(&pid);
     }
 
@@ -452,9 +457,16 @@ impl RequestQueue {
         self.plugs.contains_key(&pid)
     }
 
-    /// `blk_flush_plug_list`: inserts the plugged requests in sector order and runs the queue.
-    /// Also what happens when the task sleeps (`blk_schedule_flush_plug`).
+    /// What happens to the plug list when the task sleeps (`blk_schedule_flush_plug`): see
+    /// [`RequestQueue::flush_plug_list`].
     pub fn flush_plug(&mut self, now: Nanos, pid: u32) {
+        self.flush_plug_list(now, pid, false);
+    }
+
+    /// `blk_flush_plug_list`: inserts the plugged requests in sector order and runs the queue.
+    /// `explicit` (the task flushed its own plug, not `from_schedule`) is what blktrace tells
+    /// apart: U (`BLK_TA_UNPLUG_IO`) or T (`BLK_TA_UNPLUG_TIMER`), with the request count.
+    fn flush_plug_list(&mut self, now: Nanos, pid: u32, explicit: bool) {
         self.tick(now);
         let Some(list) = self.plugs.get_mut(&pid) else {
             return;
@@ -463,6 +475,15 @@ impl RequestQueue {
             return;
         }
         let mut requests = std::mem::take(list);
+        if let Some(trace) = self.trace.as_mut() {
+            let action = if explicit {
+                Action::UnplugIo
+            } else {
+                Action::UnplugTimer
+            };
+            let comm = &requests[0].task.comm;
+            trace.plug(now, action, pid, comm, requests.len() as u32);
+        }
         requests.sort_by_key(|rq| (rq.sector, rq.id));
         self.stats.plug_flushes += 1;
         for rq in requests {
@@ -694,7 +715,13 @@ impl RequestQueue {
         if !bio.is_flush() && self.plugs.contains_key(&bio.task.pid) {
             let plugged = self.plugs[&bio.task.pid].len();
             if plugged >= BLK_MAX_REQUEST_COUNT {
-                self.flush_plug(now, bio.task.pid);
+                self.flush_plug_list(now, bio.task.pid, true);
+            }
+            // blktrace's P: the first request on an empty plug list (`trace_block_plug`).
+            if plugged == 0 || plugged >= BLK_MAX_REQUEST_COUNT {
+                if let Some(trace) = self.trace.as_mut() {
+                    trace.plug(now, Action::Plug, bio.task.pid, &bio.task.comm, 0);
+                }
             }
             let list = self.plugs.get_mut(&bio.task.pid).expect("plug exists");
             assert!(list.len() < MAX_PLUGGED, "plug list overflow");
@@ -942,6 +969,11 @@ impl RequestQueue {
             self.stats.requests,
             self.stats.completed + self.allocated() as u64
         );
+    }
+
+    /// A request on the device (issued, not completed), for describing waits on it.
+    pub fn in_flight_request(&self, id: RequestId) -> Option<&Request> {
+        self.in_flight.get(&id)
     }
 
     /// Nothing queued, plugged or in flight.

@@ -21,7 +21,7 @@ pub type BioId = u64;
 pub type RequestId = u64;
 
 /// Largest request the queue builds by merging: 512 KiB = 1024 sectors (`max_sectors_kb` 512, the
-/// usual `BLK_DEF_MAX_SECTORS`-era value for eMMC/UFS hosts; REFERENCES.md "max request size").
+/// usual `BLK_DEF_MAX_SECTORS`-era value for eMMC/UFS hosts; docs/references.md "max request size").
 pub const MAX_REQUEST_SECTORS: u32 = (512 * 1024 / SECTOR_SIZE) as u32;
 
 /// Sectors per page.
@@ -137,14 +137,19 @@ pub struct Request {
 }
 
 impl Request {
-    /// The command the device receives for this request, tagged with its id.
+    /// The command the device receives for this request, tagged with its id. The host driver
+    /// sets the command's priority bit for requests of the RT I/O class (ufshcd's Command
+    /// Priority, `IOPRIO_CLASS_RT`; the eMMC CMDQ task priority bit likewise), on top of
+    /// REQ_PRIO.
     pub fn dev_request(&self) -> crate::dev::DevRequest {
+        let mut flags = self.flags;
+        flags.prio |= self.ioprio.class == IoPrioClass::Rt;
         crate::dev::DevRequest {
             tag: self.id,
             op: self.op,
             sector: self.sector,
             nr_sectors: self.nr_sectors,
-            flags: self.flags,
+            flags,
             foreground: self.foreground,
         }
     }
@@ -321,6 +326,17 @@ mod tests {
         rt_bio.ioprio = rt7;
         rq.merge_bio(&rt_bio, MergeKind::Back);
         assert_eq!(rq.ioprio, rt7, "a merged request takes the best priority");
+    }
+
+    #[test]
+    fn the_driver_sets_the_command_priority_bit_for_rt_requests() {
+        let mut rq = request(1, IoOp::Read, 0, 8, 1);
+        assert!(!rq.dev_request().flags.prio);
+        rq.ioprio = IoPrio::new(IoPrioClass::Rt, 4);
+        assert!(rq.dev_request().flags.prio, "IOPRIO_CLASS_RT -> CP");
+        assert!(!rq.flags.prio, "REQ_PRIO (which CFQ reads) is unchanged");
+        rq.ioprio = IoPrio::new(IoPrioClass::Be, 0);
+        assert!(!rq.dev_request().flags.prio);
     }
 
     #[test]

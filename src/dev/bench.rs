@@ -328,9 +328,25 @@ pub fn list_report() -> (String, Value) {
             "queue_depth": profile.queue_depth,
             "description": profile.description,
             "published": profile.published,
+            "sources": super::profile::SOURCES_FILE,
+            "assumptions": assumptions_json(),
         }));
     }
+    table.push_str(&format!(
+        "(sources: {}; parameters without a public figure are assumptions, see `device latencies`)\n",
+        super::profile::SOURCES_FILE
+    ));
     (table, Value::Array(entries))
+}
+
+/// The parameters every built-in profile assumes, as JSON (`{name: what}`).
+fn assumptions_json() -> Value {
+    Value::Object(
+        super::profile::ASSUMED_PARAMETERS
+            .iter()
+            .map(|(name, what)| (name.to_string(), json!(what)))
+            .collect(),
+    )
 }
 
 /// Latency of single commands on an idle device (after the previous one completed).
@@ -436,7 +452,23 @@ pub fn flush_discard_report() -> Result<(String, Value), String> {
         rows.push(l);
     }
     table.push_str("(latencies in ms, one command on an otherwise idle device)\n");
-    Ok((table, json!(rows)))
+    table.push_str(&format!(
+        "sources: NAND program and read times, buses: {} (SimpleSSD/FEMU timings, JEDEC/UFS buses); a flush of cached data costs the programs of that data.\n\
+         assumptions (no public figure; the same for every profile): flush_overhead 50 us to start a flush (`flush clean`); \
+         discard_overhead 100 us per command plus discard_per_page 1 us per mapped 4 KiB page (`discard` columns).\n",
+        super::profile::SOURCES_FILE
+    ));
+    let value = json!({
+        "latencies": rows,
+        "sources": super::profile::SOURCES_FILE,
+        "assumptions": {
+            "flush clean": "flush_overhead: firmware time to start a flush, assumed 50 us (no public figure)",
+            "discard": "discard_overhead 100 us + discard_per_page 1 us per mapped 4 KiB page, assumed (no public figure)",
+            "flush after writes": "the programs of the cached data: NAND program time from the sources, plus flush_overhead",
+            "FUA": "the write path and the programs of its data: from the sources",
+        },
+    });
+    Ok((table, value))
 }
 
 /// Fits `base`'s calibrated parameters (see the profile module comment) to `targets` by repeated
@@ -499,16 +531,63 @@ pub fn scenario_toml(profile: &DeviceProfile) -> Result<String, String> {
     toml::to_string(&scenario).map_err(|e| e.to_string())
 }
 
+/// How far from a target a fitted figure may end: the fit aims at 2 %, and reports a target it
+/// misses by more than 5 % as unreached.
+pub const FIT_TOLERANCE: f64 = 0.05;
+
 /// `mobistack device fit --seq-read 250MB/s --seq-write 125MB/s --rand-read 11000 --rand-write
-/// 13000`: parses the four numbers and fits a profile to them.
+/// 13000`: parses the four numbers and fits a profile to them. The report comes with the targets
+/// the fit could not reach (each with what it reached and what bounds it), which make the
+/// command fail.
 pub fn fit_command(
     seq_read: &str,
     seq_write: &str,
     rand_read: &str,
     rand_write: &str,
-) -> Result<(String, Value), String> {
+) -> Result<((String, Value), Vec<String>), String> {
     let targets = super::profile::parse_fit_targets(seq_read, seq_write, rand_read, rand_write)?;
-    fit_report(&targets)
+    let (text, value) = fit_report(&targets)?;
+    let unreached = unreached_targets(&value);
+    Ok(((text, value), unreached))
+}
+
+/// The targets of a fit report missed by more than [`FIT_TOLERANCE`], explained.
+pub fn unreached_targets(report: &Value) -> Vec<String> {
+    let template = report["template"].as_str().unwrap_or("?");
+    let profile = &report["profile"];
+    let mut out = Vec::new();
+    for row in report["check"].as_array().into_iter().flatten() {
+        let Some(deviation) = row["deviation"].as_f64() else {
+            continue;
+        };
+        if deviation.abs() <= FIT_TOLERANCE {
+            continue;
+        }
+        let test = row["test"].as_str().unwrap_or("?");
+        let unit = row["unit"].as_str().unwrap_or("");
+        let target = row["published"].as_f64().unwrap_or(0.0);
+        let reached = target * (1.0 + deviation);
+        let bound = match test {
+            t if t.starts_with("seq read") => format!(
+                "sequential reads are bounded by the host bus ({} MB/s) and the {template} template's dies and NAND read time",
+                profile["bus_bandwidth"].as_u64().unwrap_or(0) / 1_000_000
+            ),
+            t if t.starts_with("seq write") => format!(
+                "sequential writes are bounded by the host bus ({} MB/s) and the {template} template's dies",
+                profile["bus_bandwidth"].as_u64().unwrap_or(0) / 1_000_000
+            ),
+            _ => format!(
+                "random I/O is bounded by the {template} template's queue depth, dies and NAND times"
+            ),
+        };
+        out.push(format!(
+            "{test}: reached {} {unit}, target {} ({:+.1}%): {bound}",
+            format_figure(reached),
+            format_figure(target),
+            deviation * 100.0
+        ));
+    }
+    out
 }
 
 /// `mobistack device fit`: picks the closest built-in template (by host bus and queueing) and
@@ -622,6 +701,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_fit_that_cannot_reach_a_target_says_which_and_why() {
+        // 5 GB/s of sequential reads: beyond UFS 3.1's 2.32 GB/s bus.
+        let targets =
+            crate::dev::profile::parse_fit_targets("5GB/s", "100MB/s", "10000", "10000").unwrap();
+        let (_, value) = fit_report(&targets).unwrap();
+        let unreached = unreached_targets(&value);
+        assert_eq!(unreached.len(), 1, "{unreached:?}");
+        assert!(
+            unreached[0].starts_with("seq read 512KiB: reached"),
+            "{unreached:?}"
+        );
+        assert!(
+            unreached[0].contains("host bus (2320 MB/s)"),
+            "{unreached:?}"
+        );
+        let reachable =
+            crate::dev::profile::parse_fit_targets("200MB/s", "100MB/s", "9000", "10000").unwrap();
+        let (_, value) = fit_report(&reachable).unwrap();
+        assert!(unreached_targets(&value).is_empty());
     }
 
     #[test]

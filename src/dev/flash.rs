@@ -511,6 +511,10 @@ impl BlockDevice for FlashDevice {
         &self.profile.name
     }
 
+    fn device_numbers(&self) -> (u32, u32) {
+        self.profile.interface.device_numbers()
+    }
+
     fn capacity_sectors(&self) -> u64 {
         self.capacity_sectors
     }

@@ -118,6 +118,11 @@ pub trait BlockDevice {
     /// Moves the device to time `now` (never earlier than the last call), appending every request
     /// that completed at or before `now` to `completions` in completion order.
     fn advance(&mut self, now: Nanos, completions: &mut Vec<DevCompletion>);
+    /// The block device numbers (major, minor) the host gives it, as blktrace records them:
+    /// `mmcblk0` (179, 0) for eMMC and SD cards, `sda` (8, 0) for UFS and SATA. Default: `sda`.
+    fn device_numbers(&self) -> (u32, u32) {
+        (8, 0)
+    }
     /// Model-specific counters for the results file (e.g. NAND programs, GC copies, erases);
     /// `Null` when the model keeps none.
     fn stats_json(&self) -> serde_json::Value {

@@ -5,12 +5,12 @@
 //! [`super::bench::fit`]):
 //! - Fixed from public sources: host bus bandwidth and duplex (eMMC HS200 200 MB/s, HS400 400 MB/s,
 //!   half duplex; UFS HS-G3 2 lanes 5.8 Gbit/s x 2 x 8b/10b = 1160 MB/s, HS-G4 2320 MB/s, full
-//!   duplex; REFERENCES.md "Interfaces and queues"), host queue depth (eMMC < 5.1: 1, eMMC 5.1 CMDQ
+//!   duplex; docs/references.md "Interfaces and queues"), host queue depth (eMMC < 5.1: 1, eMMC 5.1 CMDQ
 //!   32, UFS 32 per LU), NAND array read / program / erase times per cell type (SimpleSSD/FEMU
-//!   figures in REFERENCES.md: MLC read 48/64 us -> 56 us mean, program 850/2300 us, erase 3 ms;
+//!   figures in docs/references.md: MLC read 48/64 us -> 56 us mean, program 850/2300 us, erase 3 ms;
 //!   TLC read 56.5/77.5/106 us -> 80 us mean, erase 3 ms; SLC read 40 us, program 800 us), die
 //!   count of the part where known ("512 GB UFS 3.0 = 8 dies").
-//! - Calibrated against the vendor figures of REFERENCES.md, one parameter per figure, each the
+//! - Calibrated against the vendor figures of docs/references.md, one parameter per figure, each the
 //!   mechanism that bounds that figure: `channel_bandwidth` (effective NAND bus rate incl. ECC and
 //!   command cycles) from sequential read; `program_time` (or `slc_program_time` when the part has
 //!   an SLC buffer, because vendor write figures are measured in it) from sequential write;
@@ -37,6 +37,18 @@ pub enum Interface {
     Ufs,
     Sata,
     Sd,
+}
+
+impl Interface {
+    /// The device numbers the kernel gives a device of this kind (what blktrace records):
+    /// eMMC and SD cards are `mmcblk0` (block major 179, `MMC_BLOCK_MAJOR`), UFS and SATA
+    /// disks `sda` (SCSI disk major 8).
+    pub fn device_numbers(self) -> (u32, u32) {
+        match self {
+            Interface::Emmc | Interface::Sd => (179, 0),
+            Interface::Ufs | Interface::Sata => (8, 0),
+        }
+    }
 }
 
 /// The vendor's published figures a profile is calibrated against (None: no public figure).
@@ -130,21 +142,21 @@ impl DeviceProfile {
         let fail = |what: String| Err(format!("device profile `{name}`: {what}"));
         if self.queue_depth == 0 || self.queue_depth > 256 {
             return fail(format!(
-                "queue_depth {} must be between 1 and 256",
+                "`queue_depth` {} must be between 1 and 256",
                 self.queue_depth
             ));
         }
         if self.controller_slots == 0 || self.controller_slots > self.queue_depth {
             return fail(format!(
-                "controller_slots {} must be between 1 and queue_depth ({})",
+                "`controller_slots` {} must be between 1 and `queue_depth` ({})",
                 self.controller_slots, self.queue_depth
             ));
         }
         if self.bus_bandwidth == 0 || self.channel_bandwidth == 0 {
-            return fail("bus_bandwidth and channel_bandwidth must be positive".into());
+            return fail("`bus_bandwidth` and `channel_bandwidth` must be positive".into());
         }
         if self.page_size > u64::from(u32::MAX) {
-            return fail("page_size is too large".into());
+            return fail("`page_size` is too large".into());
         }
         let geometry = super::nand::Geometry {
             channels: self.channels,
@@ -157,12 +169,14 @@ impl DeviceProfile {
             return fail(error);
         }
         if self.read_time == 0 || self.program_time == 0 || self.slc_program_time == 0 {
-            return fail("read_time, program_time and slc_program_time must be positive".into());
+            return fail(
+                "`read_time`, `program_time` and `slc_program_time` must be positive".into(),
+            );
         }
         let unit = geometry.program_unit_bytes();
         if self.write_cache != 0 && self.write_cache < 2 * unit * u64::from(geometry.dies()) {
             return fail(format!(
-                "write_cache {} B must be 0 (write-through) or at least two program units per die ({} B)",
+                "`write_cache` {} B must be 0 (write-through) or at least two program units per die ({} B)",
                 self.write_cache,
                 2 * unit * u64::from(geometry.dies())
             ));
@@ -170,13 +184,20 @@ impl DeviceProfile {
         let blocks_min = 8 * unit * u64::from(self.pages_per_block) * u64::from(geometry.dies());
         if self.capacity < blocks_min {
             return fail(format!(
-                "capacity {} B is below 8 blocks per die ({blocks_min} B)",
+                "`capacity` {} B is below 8 blocks per die ({blocks_min} B)",
                 self.capacity
+            ));
+        }
+        if self.capacity > MAX_CAPACITY {
+            return fail(format!(
+                "`capacity` {} is beyond the model's limit of {} (its page map costs about 2.2 MiB of memory per GiB of capacity); a smaller capacity, e.g. \"8GiB\", behaves the same for most workloads",
+                crate::units::format_size(self.capacity),
+                crate::units::format_size(MAX_CAPACITY)
             ));
         }
         if !SCHEDULER_NAMES.contains(&self.scheduler.as_str()) {
             return fail(format!(
-                "unknown scheduler `{}`; known: {}",
+                "unknown `scheduler` `{}`; known: {}",
                 self.scheduler,
                 SCHEDULER_NAMES.join(", ")
             ));
@@ -185,12 +206,45 @@ impl DeviceProfile {
     }
 }
 
+/// Where the built-in profiles' parameters come from: the file every `source` cites.
+pub const SOURCES_FILE: &str = "docs/references.md";
+
+/// Parameters of every built-in profile that have no public figure (marked `asm:` below):
+/// what each is, for the outputs that print costs depending on them.
+pub const ASSUMED_PARAMETERS: [(&str, &str); 5] = [
+    (
+        "flush_overhead",
+        "firmware time to start a cache flush (50 us, every profile)",
+    ),
+    (
+        "discard_overhead",
+        "UNMAP/ERASE command decode (100 us, every profile)",
+    ),
+    (
+        "discard_per_page",
+        "mapping-table update per unmapped 4 KiB page (1 us, every profile)",
+    ),
+    (
+        "write_cache",
+        "size of the volatile write cache (controller RAM)",
+    ),
+    (
+        "controller_slots",
+        "commands the controller works on at once",
+    ),
+];
+
+/// Largest device capacity a profile may have: 4 TiB (phones ship up to 1 TB). The FTL keeps a
+/// 4-byte entry per 4 KiB page both ways plus per-block state, about 2.2 MiB of memory per GiB
+/// (9 GiB at this limit), and its 32-bit page map could not go past ~15 TiB at all.
+pub const MAX_CAPACITY: u64 = 4 << 40;
+
 const US: Nanos = NS_PER_US;
 const MIB: u64 = 1024 * 1024;
 const GIB: u64 = 1024 * MIB;
 const MB: u64 = 1_000_000;
 
-// NAND timings (REFERENCES.md, SimpleSSD/FEMU).
+// NAND timings (docs/references.md, SimpleSSD/FEMU).
 /// MLC read: mean of LSB/MSB 48/64 us.
 const MLC_READ: Nanos = 56 * US;
 /// TLC read: mean of LSB/CSB/MSB 56.5/77.5/106 us.
@@ -220,7 +274,7 @@ fn base(name: &str, interface: Interface) -> DeviceProfile {
         // asm: the controller works on half of its queue at once, so the internal order matters
         // (FastTrack §3.4: "modern flash storage maintains its own internal queue").
         controller_slots: 16,
-        // eMMC is half duplex; HS400 400 MB/s (REFERENCES.md).
+        // eMMC is half duplex; HS400 400 MB/s (docs/references.md).
         full_duplex: false,
         bus_bandwidth: 400 * MB,
         // Placeholders: every profile calibrates its own.
@@ -265,7 +319,9 @@ fn samsung(seq_read: f64, seq_write: f64, rand_read: f64, rand_write: f64) -> Pu
         seq_write_mbps: Some(seq_write),
         rand_read_iops: Some(rand_read),
         rand_write_iops: Some(rand_write),
-        source: Some("Samsung lineup table (cdrinfo.com, liliputing.com), REFERENCES.md".into()),
+        source: Some(
+            "Samsung lineup table (cdrinfo.com, liliputing.com), docs/references.md".into(),
+        ),
     }
 }
 
@@ -282,7 +338,7 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             // eMMC before 5.1 has no command queue: one command at a time.
             queue_depth: 1,
             controller_slots: 1,
-            // HS200: 200 MB/s, half duplex (REFERENCES.md).
+            // HS200: 200 MB/s, half duplex (docs/references.md).
             bus_bandwidth: 200 * MB,
             // asm: one channel, four 32 Gb MLC dies with 8 KiB pages (2013 MLC).
             channels: 1,
@@ -360,7 +416,9 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             // cal: rand write 14,000 IOPS at QD32.
             write_overhead: 71 * US,
             published: Published {
-                source: Some("Samsung lineup table, UFS 2.0 128 GB (2015), REFERENCES.md".into()),
+                source: Some(
+                    "Samsung lineup table, UFS 2.0 128 GB (2015), docs/references.md".into(),
+                ),
                 ..samsung(350.0, 150.0, 19000.0, 14000.0)
             },
             ..base("ufs-2.0", Interface::Ufs)
@@ -390,7 +448,9 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             // asm: 8 MiB cache.
             write_cache: 8 * MIB,
             published: Published {
-                source: Some("Samsung lineup table, UFS 2.1 512 GB (2017), REFERENCES.md".into()),
+                source: Some(
+                    "Samsung lineup table, UFS 2.1 512 GB (2017), docs/references.md".into(),
+                ),
                 ..samsung(860.0, 255.0, 42000.0, 40000.0)
             },
             ..base("ufs-2.1", Interface::Ufs)
@@ -401,7 +461,7 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             full_duplex: true,
             // HS-G4 2 lanes: 2 x 11.6 Gbit/s x 8b/10b = 2320 MB/s.
             bus_bandwidth: 2320 * MB,
-            // 8 dies of 512 Gb (REFERENCES.md: 512 GB = 8 dies), each with independent
+            // 8 dies of 512 Gb (docs/references.md: 512 GB = 8 dies), each with independent
             // multi-plane reads on 2 plane groups; the model's unit of parallelism is the die, so
             // each plane group is a die here: 16 single-plane "dies".
             channels: 2,
@@ -410,7 +470,7 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             // SimpleSSD TLC read time.
             read_time: TLC_READ,
             // cal: native (one-shot 3D TLC) program = WriteBooster program x 1568/556, the ratio
-            // of 1 MiB QD32 writes with and without WriteBooster on UFS 4.0 (REFERENCES.md);
+            // of 1 MiB QD32 writes with and without WriteBooster on UFS 4.0 (docs/references.md);
             // SimpleSSD's planar-TLC mean (2926 us) would make the post-buffer rate 4x too slow.
             program_time: 612 * US,
             pages_per_block: 192,
@@ -427,7 +487,9 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             // asm: 16 MiB cache.
             write_cache: 16 * MIB,
             published: Published {
-                source: Some("Samsung lineup table, UFS 3.1 512 GB (2020), REFERENCES.md".into()),
+                source: Some(
+                    "Samsung lineup table, UFS 3.1 512 GB (2020), docs/references.md".into(),
+                ),
                 ..samsung(2100.0, 1200.0, 100000.0, 70000.0)
             },
             ..base("ufs-3.1", Interface::Ufs)
@@ -479,7 +541,8 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             published: Published {
                 rand_write_iops: Some(100.0),
                 source: Some(
-                    "Samsung microSD random write ~100 IOPS (cdrinfo.com), REFERENCES.md".into(),
+                    "Samsung microSD random write ~100 IOPS (cdrinfo.com), docs/references.md"
+                        .into(),
                 ),
                 ..Published::default()
             },

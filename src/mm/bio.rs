@@ -4,7 +4,8 @@
 //! block layer, so what tests measure is what scenarios run).
 
 use crate::dev::{IoFlags, IoOp};
-use crate::sim::{Sim, TaskId};
+use crate::sim::{Blocker, Sim, TaskId, WaitReason, WakeToken};
+use crate::units::Nanos;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -86,6 +87,20 @@ pub trait BlockSubmit {
     fn in_flight(&self) -> usize;
     /// Names process `pid` (its `comm` and uid) for the bios it submits.
     fn register_task(&self, _pid: u32, _uid: u32, _comm: &str) {}
+    /// `bdi_write_congested` / `nr_bdi_congested[BLK_RW_ASYNC] > 0`: the device's request list
+    /// is over its congestion threshold.
+    fn congested(&self) -> bool {
+        false
+    }
+    /// `congestion_wait(BLK_RW_ASYNC, timeout)`: sleeps (reason `congestion_wait`) until a
+    /// request is freed while the device is under its congestion-off threshold
+    /// (`clear_bdi_congested` wakes the waiters) or `timeout` passes.
+    fn congestion_wait<'a>(&'a self, sim: &'a Sim, timeout: Nanos) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            sim.sleep_for(timeout, WaitReason::CongestionWait, Blocker::None)
+                .await;
+        })
+    }
 }
 
 /// [`BlockSubmit`] over the block layer's request queue ([`crate::block::layer::BlockLayer`]):
@@ -104,6 +119,21 @@ pub struct QueueSubmit {
     next_bio: Rc<Cell<u64>>,
     in_flight: Cell<usize>,
     tasks: RefCell<BTreeMap<u32, (u32, String)>>,
+    /// `BDI_async_congested`, and the tasks in `congestion_wait` (`congestion_wqh`).
+    congested: Cell<bool>,
+    /// One entry per task: a task waits once at a time, so its newest token replaces one left
+    /// behind by a wait that ended by its timeout.
+    congestion_waiters: RefCell<BTreeMap<TaskId, WakeToken>>,
+}
+
+/// `queue_congestion_on_threshold` / `queue_congestion_off_threshold` of a request list of
+/// `nr_requests` (`blk_queue_congestion_threshold`, block/blk-core.c): 113 and 103 for 128.
+pub fn congestion_thresholds(nr_requests: usize) -> (usize, usize) {
+    let on = (nr_requests - nr_requests / 8 + 1).min(nr_requests);
+    let off = (nr_requests - nr_requests / 8)
+        .saturating_sub(nr_requests / 16 + 1)
+        .max(1);
+    (on, off)
 }
 
 impl QueueSubmit {
@@ -114,7 +144,45 @@ impl QueueSubmit {
             next_bio,
             in_flight: Cell::new(0),
             tasks: RefCell::new(BTreeMap::new()),
+            congested: Cell::new(false),
+            congestion_waiters: RefCell::new(BTreeMap::new()),
         })
+    }
+
+    /// The request list's congestion thresholds, or `None` for blk-mq scheduler tags (blk-mq
+    /// never marks a device congested).
+    fn thresholds(&self) -> Option<(usize, usize)> {
+        match self.layer.with_queue(|q| q.alloc_model()) {
+            crate::block::queue::AllocModel::Legacy { nr_requests } => {
+                Some(congestion_thresholds(nr_requests))
+            }
+            crate::block::queue::AllocModel::Mq { .. } => None,
+        }
+    }
+
+    /// After a request was allocated (`__get_request`: congested once the list reaches the on
+    /// threshold).
+    fn note_allocated(&self) {
+        if let Some((on, _)) = self.thresholds() {
+            if self.layer.with_queue(|q| q.allocated()) >= on {
+                self.congested.set(true);
+            }
+        }
+    }
+
+    /// After a request was freed (`__freed_request`: under the off threshold the device is
+    /// not congested and `clear_bdi_congested` wakes the congestion waiters).
+    fn note_freed(&self, sim: &Sim) {
+        let Some((_, off)) = self.thresholds() else {
+            return;
+        };
+        if self.layer.with_queue(|q| q.allocated()) < off {
+            self.congested.set(false);
+            let waiters = std::mem::take(&mut *self.congestion_waiters.borrow_mut());
+            for token in waiters.into_values() {
+                sim.wake(token);
+            }
+        }
     }
 
     pub fn layer(&self) -> &crate::block::layer::BlockLayer {
@@ -172,10 +240,12 @@ impl BlockSubmit for QueueSubmit {
                 let me = me.upgrade().expect("the adapter outlives its bios");
                 me.in_flight.set(me.in_flight.get() - 1);
                 end_io(s, request);
+                me.note_freed(s);
             });
             // Counted before submission: the bio may complete before the task runs again.
             self.in_flight.set(self.in_flight.get() + 1);
             let handle = self.layer.submit_bio_end_io(block_bio, on_completion).await;
+            self.note_allocated();
             handle.request
         })
     }
@@ -187,5 +257,49 @@ impl BlockSubmit for QueueSubmit {
     fn register_task(&self, pid: u32, uid: u32, comm: &str) {
         self.layer.register_task(pid, uid, comm);
         self.tasks.borrow_mut().insert(pid, (uid, comm.to_string()));
+    }
+
+    fn congested(&self) -> bool {
+        self.congested.get()
+    }
+
+    fn congestion_wait<'a>(&'a self, sim: &'a Sim, timeout: Nanos) -> LocalBoxFuture<'a, ()> {
+        Box::pin(CongestionWait {
+            submit: self,
+            sim,
+            timeout,
+            token: None,
+        })
+    }
+}
+
+/// The future of [`QueueSubmit`]'s `congestion_wait`: `io_schedule_timeout` on
+/// `congestion_wqh`.
+struct CongestionWait<'a> {
+    submit: &'a QueueSubmit,
+    sim: &'a Sim,
+    timeout: Nanos,
+    token: Option<WakeToken>,
+}
+
+impl Future for CongestionWait<'_> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match self.token {
+            Some(token) if self.sim.was_woken(token) => std::task::Poll::Ready(()),
+            Some(_) => std::task::Poll::Pending,
+            None => {
+                let token = self
+                    .sim
+                    .block_current(WaitReason::CongestionWait, Blocker::None, None);
+                self.sim.wake_at(self.sim.now() + self.timeout, token);
+                self.submit
+                    .congestion_waiters
+                    .borrow_mut()
+                    .insert(token.task, token);
+                self.token = Some(token);
+                std::task::Poll::Pending
+            }
+        }
     }
 }

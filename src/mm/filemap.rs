@@ -9,8 +9,11 @@
 //!   (x4 when small) on each sequential step (`get_next_ra_size`) up to `read_ahead_kb`; a
 //!   random read reads just the requested pages.
 //! - Writes (`generic_perform_write`): per page, `grab_cache_page_write_begin` (find and lock,
-//!   or allocate and add), `wait_for_stable_page` (waits in `wait_on_page_writeback` when the
-//!   page is being written: QASIO D_data), `block_write_begin` (a partial write to a page that
+//!   or allocate and add), `wait_on_page_writeback` when the page is being written (QASIO
+//!   D_data; unconditional, as 3.10.9's `ext4_da_write_begin` does after `ext4_journal_start`:
+//!   "In case writeback began while the page was unlocked". Not `wait_for_stable_page`, which
+//!   waits only on devices with `BDI_CAP_STABLE_WRITES`; the ext4 issue moves the wait inside
+//!   the journal handle), `block_write_begin` (a partial write to a page that
 //!   is not uptodate reads it first, synchronously, unless it is a hole or past EOF; a block is
 //!   allocated with `get_block(create)`), then `write_end` (uptodate, dirty, unlock) and
 //!   `balance_dirty_pages_ratelimited`.
@@ -21,13 +24,14 @@
 //!
 //! CPU time (`[stack.cpu]`): each page a read returns costs its `copy_to_user` (no page lock
 //! held), each page a write fills its `copy_from_user` (page locked, under the caller's
-//! `i_mutex`), each new page its allocation.
+//! `i_mutex`), each new page its allocation. Under `page_cache_lock = "global"` (FastTrack
+//! §3.2) the copies and allocations are made holding the global page-cache lock.
 //!
 //! Simplifications: reads never fail; no `PG_error`; a partial-page read before a write reads
 //! the whole page; the page cache keeps no buffer heads (a page is one block).
 
 use super::bio::{BioRequest, PageSpan};
-use super::writeback::{DirtyThrottleState, SyncMode, MAX_BIO_PAGES};
+use super::writeback::{DirtyThrottleState, SyncMode, WbRange, MAX_BIO_PAGES};
 use super::Ino;
 use super::{pg, Issuer, Mm, PageId};
 use crate::dev::{IoFlags, IoOp};
@@ -326,9 +330,12 @@ impl Mm {
             // page reference (no page lock).
             let page_start = index * PAGE_SIZE;
             let bytes = (pos + len).min(page_start + PAGE_SIZE).min(isize) - pos.max(page_start);
+            let lock = self.page_cache_lock(sim).await;
             self.cpu.run(sim, self.cpu_costs.copy_ns(bytes)).await;
+            drop(lock);
             ra.prev_index = Some(index);
         }
+        self.check(sim, "do_generic_file_read");
     }
 
     /// `grab_cache_page_write_begin`: the page locked, created (not uptodate) if missing.
@@ -354,19 +361,24 @@ impl Mm {
         issuer: Issuer,
         flags: u16,
     ) -> Option<PageId> {
+        // The allocation, with its own work and add_to_page_cache_lru on the CPU.
         self.alloc_page(sim, issuer).await;
-        // The allocation's own work and add_to_page_cache_lru.
-        self.cpu.run(sim, self.cpu_costs.page_alloc).await;
-        let mut state = self.state();
-        if state
-            .mappings
-            .get(&ino)
-            .is_some_and(|m| m.pages.contains_key(&index))
-        {
-            state.nr_free += 1;
-            return None;
-        }
-        Some(state.add_to_page_cache(ino, index, issuer.uid, flags))
+        let id = {
+            let mut state = self.state();
+            state.nr_allocating -= 1;
+            if state
+                .mappings
+                .get(&ino)
+                .is_some_and(|m| m.pages.contains_key(&index))
+            {
+                state.nr_free += 1;
+                None
+            } else {
+                Some(state.add_to_page_cache(ino, index, issuer.uid, flags))
+            }
+        };
+        self.check(sim, "add_to_page_cache");
+        id
     }
 
     /// `generic_perform_write` of bytes `[pos, pos + len)` to a file of size `isize` (before the
@@ -389,7 +401,8 @@ impl Mm {
             let offset = at % PAGE_SIZE;
             let bytes = (PAGE_SIZE - offset).min(len - written);
             let id = self.grab_cache_page(sim, ino, index, issuer).await;
-            // wait_for_stable_page (QASIO D_data).
+            // ext4_da_write_begin (3.10.9): wait_on_page_writeback, unconditionally (QASIO
+            // D_data). Not wait_for_stable_page: that waits only with BDI_CAP_STABLE_WRITES.
             if self.page(id).has(pg::WRITEBACK) {
                 self.state().stats.write_stable_waits += 1;
                 self.wait_on_page_writeback(sim, ino, index).await;
@@ -426,18 +439,26 @@ impl Mm {
                     return (written, Some(errno));
                 }
             }
-            // iov_iter_copy_from_user_atomic, with the page locked (and the caller's i_mutex).
+            // iov_iter_copy_from_user_atomic, with the page locked (and the caller's i_mutex;
+            // under FastTrack's model, the global page-cache lock too).
+            let lock = self.page_cache_lock(sim).await;
             self.cpu.run(sim, self.cpu_costs.copy_ns(bytes)).await;
+            drop(lock);
             // write_end: block_write_end + set_page_dirty + unlock.
-            let newly_dirty = {
+            let (newly_dirty, first_dirty_inode) = {
                 let mut state = self.state();
                 state.pages[id as usize].flags |= pg::UPTODATE;
                 state.pages[id as usize].uid = issuer.uid;
-                let newly = state.set_page_dirty(id, sim.now());
+                let dirtied = state.set_page_dirty(id, self.hz.jiffies(sim.now()));
                 state.mark_page_accessed(id);
-                newly
+                dirtied
             };
+            if first_dirty_inode {
+                // __mark_inode_dirty: the device's first dirty inode arms the flusher.
+                self.bdi_wakeup_thread_delayed(sim);
+            }
             self.unlock_page(sim, id);
+            self.check(sim, "generic_perform_write");
             written += bytes;
             self.balance_dirty_pages_ratelimited(sim, throttle, u64::from(newly_dirty))
                 .await;
@@ -464,8 +485,16 @@ impl Mm {
         };
         if !dirty.is_empty() {
             let count = dirty.len() as u64;
-            self.writepages(sim, ino, SyncMode::All, count, Some(dirty), issuer, true)
-                .await;
+            self.writepages(
+                sim,
+                ino,
+                SyncMode::All,
+                count,
+                WbRange::Pages(dirty),
+                issuer,
+                true,
+            )
+            .await;
         }
         self.wait_range_writeback(sim, ino, start, end).await;
     }
@@ -507,6 +536,7 @@ impl Mm {
             drop(state);
             self.wake_page(sim, ino, index);
         }
+        self.check(sim, "truncate_inode_pages_range");
     }
 
     /// Direct I/O of whole pages `[first, first + count)` (`__blockdev_direct_IO`): cached
@@ -568,4 +598,37 @@ const SYNC: IoFlags = IoFlags {
 
 fn direct_bio(op: IoOp, run: (u64, u32), issuer: Issuer) -> BioRequest {
     BioRequest::for_pages(op, run.0, run.1, SYNC, issuer, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readahead_windows_grow_as_the_kernel_sizes_them() {
+        // get_init_ra_size with read_ahead_kb = 128 (32 pages): x4 up to max/32, x2 up to
+        // max/4, else max; requests are rounded up to a power of two first.
+        let max = 32;
+        assert_eq!(init_ra_size(1, max), 4);
+        assert_eq!(init_ra_size(2, max), 4);
+        assert_eq!(init_ra_size(3, max), 8);
+        assert_eq!(init_ra_size(8, max), 16);
+        assert_eq!(init_ra_size(9, max), 32);
+        assert_eq!(init_ra_size(100, max), 32);
+        assert_eq!(
+            init_ra_size(0, max),
+            4,
+            "an empty request counts as one page"
+        );
+        // get_next_ra_size: x4 below max/16, else x2, capped at max.
+        assert_eq!(next_ra_size(1, max), 4);
+        assert_eq!(next_ra_size(2, max), 4);
+        assert_eq!(next_ra_size(4, max), 8);
+        assert_eq!(next_ra_size(16, max), 32);
+        assert_eq!(next_ra_size(32, max), 32);
+        // A 2 MiB window (512 pages).
+        assert_eq!(init_ra_size(16, 512), 64);
+        assert_eq!(next_ra_size(31, 512), 124);
+        assert_eq!(next_ra_size(32, 512), 64);
+    }
 }

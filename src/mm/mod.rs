@@ -11,9 +11,10 @@
 //!   mm/readahead.c, mm/truncate.c);
 //! - [`writeback`]: dirty limits, `balance_dirty_pages`, the flusher (`wb_do_writeback`,
 //!   `wb_writeback`, `write_cache_pages`) (mm/page-writeback.c, fs/fs-writeback.c);
-//! - [`vmscan`]: the page allocator behind a global lock (FastTrack §3.2), watermarks, direct
-//!   reclaim, kswapd, `shrink_page_list` with a swappable [`vmscan::ReclaimPolicy`] (mm/vmscan.c,
-//!   mm/page_alloc.c);
+//! - [`vmscan`]: the page allocator, watermarks, direct reclaim and kswapd as 3.10 does them
+//!   (no lock across reclaim, direct reclaim does not write file pages), `shrink_page_list` with
+//!   a swappable [`vmscan::ReclaimPolicy`], and FastTrack §3.2's global page-cache lock as the
+//!   option `page_cache_lock = "global"` (mm/vmscan.c, mm/page_alloc.c);
 //! - [`bio`]: the boundary with the block layer.
 //!
 //! Simplifications (each submodule lists its own):
@@ -22,10 +23,12 @@
 //! - One memory zone, page-cache pages only: anonymous memory, slab and the kernel are a fixed
 //!   `reserved` amount of RAM; no swap, no mmap, so no mapped pages and no page-table references.
 //! - Invariant kept: a page is never dirty and under writeback at once. Linux allows it (a page
-//!   redirtied while written); here every writer waits for writeback first (stable pages,
-//!   `wait_for_stable_page`), so the case cannot arise and is asserted against.
+//!   redirtied while written); here every writer waits for writeback first (3.10.9 ext4's
+//!   `ext4_da_write_begin` calls `wait_on_page_writeback` unconditionally), so the case cannot
+//!   arise and is asserted against.
 
 pub mod bio;
+pub mod check;
 pub mod filemap;
 pub mod vmscan;
 pub mod writeback;
@@ -34,7 +37,7 @@ pub mod writeback;
 mod tests;
 
 use crate::errno::Errno;
-use crate::kernel::CpuConfig;
+use crate::kernel::{CpuConfig, Hz};
 use crate::sim::cpu::Cpu;
 use crate::sim::sync::{Mutex, WaitQueue};
 use crate::sim::{Blocker, Sim, TaskId, WaitReason, WakeToken};
@@ -42,7 +45,7 @@ use crate::task::ForegroundState;
 use crate::units::{serde_units, Nanos, NS_PER_MS, NS_PER_SEC, PAGE_SIZE};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
@@ -78,6 +81,22 @@ pub enum ReclaimPolicyKind {
     /// Linux: oldest inactive pages first, clean pages before dirty ones.
     #[default]
     Linux,
+}
+
+/// Which locking model the page allocator follows (`[stack.vm] page_cache_lock`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PageCacheLock {
+    /// Linux 3.10 (mm/page_alloc.c, mm/vmscan.c): `zone->lock` and `lru_lock` held briefly,
+    /// nothing held across reclaim's I/O; direct reclaim does not write file pages (only
+    /// kswapd does, asynchronously, under pressure) and stalls in `congestion_wait` /
+    /// `throttle_direct_reclaim`.
+    #[default]
+    Linux,
+    /// FastTrack §3.2's description: a global page-cache lock taken by every allocation and
+    /// held across reclaim (which writes dirty pages and waits for them) and by every
+    /// `copy_from_user` / `copy_to_user`.
+    Global,
 }
 
 /// The VM knobs of one run (`/proc/sys/vm/*` and the machine's RAM). Scenario table
@@ -122,10 +141,17 @@ pub struct VmConfig {
     pub min_free: u64,
     /// Reclaim order.
     pub reclaim_policy: ReclaimPolicyKind,
-    /// Whether direct reclaim writes the dirty pages it meets and waits for them (FastTrack
-    /// §3.2's allocation path; default true). False is Linux 3.10's `shrink_page_list`: only
-    /// kswapd writes file pages, direct reclaim leaves them to the flusher.
-    pub direct_reclaim_writes: bool,
+    /// The allocation path's locking model. `linux` (default) is Linux 3.10's code: no global
+    /// allocator lock, direct reclaim never writes file pages and holds nothing across I/O.
+    /// `global` is FastTrack §3.2's description of it: one global page-cache lock held across
+    /// allocation, reclaim (direct reclaim writes dirty pages and waits for them) and the
+    /// `copy_from_user` / `copy_to_user` of each page.
+    pub page_cache_lock: PageCacheLock,
+    /// Removed: `direct_reclaim_writes = true` was FastTrack's allocation path, now
+    /// `page_cache_lock = "global"`; `false` was 3.10's, now the default `"linux"`. Accepted
+    /// only to say so.
+    #[serde(default, skip_serializing)]
+    pub direct_reclaim_writes: Option<bool>,
 }
 
 impl Default for VmConfig {
@@ -144,7 +170,8 @@ impl Default for VmConfig {
             read_ahead: 128 << 10,
             min_free: 0,
             reclaim_policy: ReclaimPolicyKind::Linux,
-            direct_reclaim_writes: true,
+            page_cache_lock: PageCacheLock::Linux,
+            direct_reclaim_writes: None,
         }
     }
 }
@@ -172,6 +199,15 @@ impl VmConfig {
         }
         if self.max_pause == 0 {
             return Err("vm `max_pause` must be positive".into());
+        }
+        if let Some(writes) = self.direct_reclaim_writes {
+            let instead = if writes { "global" } else { "linux" };
+            return Err(format!(
+                "vm `direct_reclaim_writes` was removed: write `page_cache_lock = \"{instead}\"` \
+                 (\"linux\": 3.10, direct reclaim never writes file pages; \"global\": FastTrack \
+                 §3.2, one lock across allocation, reclaim and copies, direct reclaim writes and \
+                 waits for dirty pages)"
+            ));
         }
         Ok(())
     }
@@ -271,10 +307,27 @@ pub struct Mapping {
     /// Pages locked for a read in flight, with the block request reading each, so a wait on
     /// the locked page can name the request (the kernel finds it through the page's bio).
     pub reading: BTreeMap<u64, u64>,
-    /// `inode->dirtied_when`: when the inode went from clean to dirty.
-    pub dirtied_when: Option<Nanos>,
+    /// `inode->dirtied_when` in jiffies: when the inode went from clean to dirty (valid while
+    /// it is on a writeback list).
+    pub dirtied_when: u64,
+    /// Which writeback list the inode is on (`inode->i_wb_list`).
+    pub wb_list: WbList,
     /// `mapping->writeback_index`: where cyclic writeback resumes.
     pub writeback_index: u64,
+}
+
+/// The writeback list an inode with dirty pages is on (fs/fs-writeback.c): `b_dirty` until the
+/// flusher queues it, `b_io` while queued for this pass, `b_more_io` when its slice was used up
+/// and it waits for its next turn; `Sync` while the flusher writes it (`I_SYNC`: off the lists,
+/// its dirty state only recorded).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WbList {
+    #[default]
+    None,
+    Dirty,
+    Io,
+    MoreIo,
+    Sync,
 }
 
 /// Counters of the memory-management layer.
@@ -302,6 +355,12 @@ pub struct MmStats {
     pub flusher_reclaim_pages: u64,
     /// High-water mark of dirty + writeback pages.
     pub max_dirty_writeback: u64,
+    /// Direct reclaimers throttled in `throttle_direct_reclaim`.
+    pub direct_throttles: u64,
+    /// `congestion_wait`s of reclaim (`too_many_isolated`, `throttle_vm_writeout`).
+    pub congestion_waits: u64,
+    /// Allocations served from the reserve below the min watermark (no OOM killer).
+    pub reserve_allocs: u64,
 }
 
 /// The mutable state of the page cache.
@@ -310,16 +369,27 @@ pub struct MmState {
     free_ids: Vec<PageId>,
     /// Free pages of RAM (managed pages minus cached pages).
     pub nr_free: u64,
+    /// Pages taken from the free pool and not yet in the cache (an allocation in progress).
+    pub nr_allocating: u64,
     lru: [LruList; 3],
     pub mappings: BTreeMap<Ino, Mapping>,
-    /// `wb->b_dirty`: dirty inodes by (dirtied_when, ino).
-    pub b_dirty: BTreeSet<(Nanos, Ino)>,
+    /// `wb->b_dirty`: dirty inodes by (dirtied_when in jiffies, ino), oldest first.
+    pub b_dirty: BTreeSet<(u64, Ino)>,
+    /// `wb->b_io`: inodes queued for the current writeback pass, next to serve first.
+    pub b_io: VecDeque<Ino>,
+    /// `wb->b_more_io`: inodes that used their slice, in the order they were requeued.
+    pub b_more_io: VecDeque<Ino>,
+    /// The inode the flusher is writing (`I_SYNC`), if any.
+    pub wb_syncing: Option<Ino>,
     /// `NR_FILE_DIRTY`.
     pub nr_dirty: u64,
     /// `NR_WRITEBACK`.
     pub nr_writeback: u64,
     pub stats: MmStats,
-    pub bandwidth: writeback::Bandwidth,
+    /// The zone's reclaim state (isolated pages, scan count, congestion).
+    pub zone: vmscan::ZoneReclaimState,
+    /// The device's bandwidth estimate and dirty ratelimit (`struct backing_dev_info`).
+    pub bdi: writeback::Bdi,
 }
 
 /// Who performs an operation: the task (for waits and bios), its app and whether that app is in
@@ -348,14 +418,23 @@ pub struct Mm {
     state: RefCell<MmState>,
     /// Wait queues of pages someone waits on, by (inode, index).
     page_waitqueues: RefCell<BTreeMap<(Ino, u64), WaitQueue>>,
-    /// The page allocator's global lock (FastTrack §3.2).
+    /// FastTrack §3.2's global page-cache lock (`page_cache_lock = "global"` only).
     pub(crate) alloc_lock: Mutex,
     /// Direct reclaimers that made no progress wait here for pages to be freed or written.
     pub(crate) free_wait: WaitQueue,
+    /// `pgdat->pfmemalloc_wait`: direct reclaimers throttled until kswapd restores free pages
+    /// above half the min watermark (`throttle_direct_reclaim`).
+    pub(crate) pfmemalloc_wait: WaitQueue,
     pub(crate) kswapd_wake: TimedWake,
     pub(crate) flusher_wake: TimedWake,
-    /// Pages reclaim asked the flusher to write (`bdi->work_list`, summed).
-    pub(crate) flusher_work: Cell<u64>,
+    /// The flusher's work list, delayed-work timer and kupdate clock.
+    pub(crate) flusher: writeback::FlusherState,
+    /// `CONFIG_HZ` of the kernel: the page cache's times are jiffies.
+    pub hz: Hz,
+    /// `global_dirty_limit`: follows the dirty threshold, slowly when it falls.
+    pub(crate) global_dirty_limit: Cell<u64>,
+    /// `global_update_bandwidth`'s `update_time` (jiffies).
+    pub(crate) global_update_time: Cell<u64>,
     pub(crate) policy: RefCell<Box<dyn vmscan::ReclaimPolicy>>,
     pub(crate) watermarks: vmscan::Watermarks,
     /// The machine's cores, on which copies and allocations spend time.
@@ -364,14 +443,21 @@ pub struct Mm {
     pub cpu_costs: CpuConfig,
     flusher_task: Cell<Option<TaskId>>,
     kswapd_task: Cell<Option<TaskId>>,
+    /// Whether invariants are checked ([`check`]): debug builds, or `--check`.
+    checks: Cell<bool>,
+    check_count: Cell<u64>,
+    violation: RefCell<Option<String>>,
+    panic_on_violation: Cell<bool>,
 }
 
 impl Mm {
     /// Builds the page cache over `fs` and `bdev` and starts its kernel threads (the flusher
     /// and kswapd).
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         sim: &Sim,
         config: VmConfig,
+        hz: Hz,
         fs: Rc<RefCell<dyn AddressSpaceOps>>,
         bdev: Rc<dyn BlockSubmit>,
         activity: Option<Rc<ForegroundState>>,
@@ -392,20 +478,29 @@ impl Mm {
                 pages: Vec::new(),
                 free_ids: Vec::new(),
                 nr_free: managed,
+                nr_allocating: 0,
                 lru: [LruList::default(); 3],
                 mappings: BTreeMap::new(),
                 b_dirty: BTreeSet::new(),
+                b_io: VecDeque::new(),
+                b_more_io: VecDeque::new(),
+                wb_syncing: None,
                 nr_dirty: 0,
                 nr_writeback: 0,
                 stats: MmStats::default(),
-                bandwidth: writeback::Bandwidth::new(),
+                zone: vmscan::ZoneReclaimState::default(),
+                bdi: writeback::Bdi::new(),
             }),
             page_waitqueues: RefCell::new(BTreeMap::new()),
-            alloc_lock: Mutex::new(sim, "page_alloc", WaitReason::PageAlloc),
+            alloc_lock: Mutex::new(sim, "page_cache_lock", WaitReason::PageAlloc),
             free_wait: WaitQueue::new(),
+            pfmemalloc_wait: WaitQueue::new(),
             kswapd_wake: TimedWake::default(),
             flusher_wake: TimedWake::default(),
-            flusher_work: Cell::new(0),
+            flusher: writeback::FlusherState::default(),
+            hz,
+            global_dirty_limit: Cell::new(0),
+            global_update_time: Cell::new(0),
             policy: RefCell::new(policy),
             watermarks,
             config,
@@ -413,12 +508,18 @@ impl Mm {
             cpu_costs,
             flusher_task: Cell::new(None),
             kswapd_task: Cell::new(None),
+            checks: Cell::new(cfg!(debug_assertions)),
+            check_count: Cell::new(0),
+            violation: RefCell::new(None),
+            panic_on_violation: Cell::new(cfg!(test)),
         });
         let flusher = {
             let (s, m) = (sim.clone(), mm.clone());
             sim.spawn_daemon("flush-179:0", async move { m.flusher(&s).await })
         };
         mm.flusher_task.set(Some(flusher.task()));
+        // writeback_set_ratelimit at boot: global_dirty_limit starts at the threshold.
+        mm.global_dirty_limit.set(mm.dirty_limits().1);
         mm.bdev.register_task(FLUSHER_PID, 0, "flush-179:0");
         mm.bdev.register_task(KSWAPD_PID, 0, "kswapd0");
         let kswapd = {
@@ -435,6 +536,10 @@ impl Mm {
 
     pub fn flusher_task(&self) -> Option<TaskId> {
         self.flusher_task.get()
+    }
+
+    pub fn kswapd_task(&self) -> Option<TaskId> {
+        self.kswapd_task.get()
     }
 
     /// (free, cached, dirty, writeback) pages.
@@ -729,27 +834,41 @@ impl MmState {
             .get_mut(&page.ino)
             .expect("page has a mapping");
         assert_eq!(mapping.pages.remove(&page.index), Some(id));
-        if mapping.pages.is_empty() && mapping.dirty.is_empty() && mapping.writeback.is_empty() {
+        // An inode the flusher is writing stays pinned (`I_SYNC`); `requeue_inode` drops it.
+        if mapping.pages.is_empty()
+            && mapping.dirty.is_empty()
+            && mapping.writeback.is_empty()
+            && mapping.wb_list != WbList::Sync
+        {
             self.mappings.remove(&page.ino);
         }
         self.pages[id as usize].flags = 0;
         self.free_ids.push(id);
         self.nr_free += 1;
+        // free_one_page: the zone is reclaimable again.
+        self.zone.pages_scanned = 0;
+        self.zone.all_unreclaimable = false;
     }
 
     /// `__set_page_dirty`: tags the page and, on the inode's first dirty page,
-    /// `__mark_inode_dirty` puts it on `b_dirty` with `dirtied_when = now`.
-    fn set_page_dirty(&mut self, id: PageId, now: Nanos) -> bool {
+    /// `__mark_inode_dirty` puts it on `b_dirty` with `dirtied_when = jiffies` (unless the
+    /// flusher is writing it: `I_SYNC`, only its state changes). Returns whether the page was
+    /// newly dirtied and whether the device had no dirty inode before (`!wb_has_dirty_io`: the
+    /// caller then arms the flusher's timer, `bdi_wakeup_thread_delayed`).
+    fn set_page_dirty(&mut self, id: PageId, jiffies: u64) -> (bool, bool) {
         let page = self.pages[id as usize];
         assert!(
             !page.has(pg::WRITEBACK),
-            "page {}:{} dirtied under writeback (stable pages violated)",
+            "page {}:{} dirtied under writeback (write_begin must wait_on_page_writeback)",
             page.ino,
             page.index
         );
+        // set_page_dirty: a redirtied page is no longer to be reclaimed on writeback end.
+        self.pages[id as usize].flags &= !pg::RECLAIM;
         if page.has(pg::DIRTY) {
-            return false;
+            return (false, false);
         }
+        let had_dirty_io = self.wb_has_dirty_io();
         self.pages[id as usize].flags |= pg::DIRTY;
         self.nr_dirty += 1;
         self.stats.pages_dirtied += 1;
@@ -758,17 +877,47 @@ impl MmState {
             .get_mut(&page.ino)
             .expect("page has a mapping");
         mapping.dirty.insert(page.index);
-        if mapping.dirtied_when.is_none() {
-            mapping.dirtied_when = Some(now);
-            self.b_dirty.insert((now, page.ino));
+        let mut first_dirty_inode = false;
+        if mapping.wb_list == WbList::None {
+            mapping.dirtied_when = jiffies;
+            mapping.wb_list = WbList::Dirty;
+            self.b_dirty.insert((jiffies, page.ino));
+            first_dirty_inode = !had_dirty_io;
         }
         let total = self.nr_dirty + self.nr_writeback;
         self.stats.max_dirty_writeback = self.stats.max_dirty_writeback.max(total);
-        true
+        (true, first_dirty_inode)
     }
 
-    /// Clears the dirty bit and tag (`clear_page_dirty_for_io` / `cancel_dirty_page`); an inode
-    /// left without dirty pages leaves `b_dirty`.
+    /// `wb_has_dirty_io`: some inode is on a writeback list (or being written by the flusher).
+    pub(crate) fn wb_has_dirty_io(&self) -> bool {
+        !self.b_dirty.is_empty()
+            || !self.b_io.is_empty()
+            || !self.b_more_io.is_empty()
+            || self.wb_syncing.is_some()
+    }
+
+    /// Takes inode `ino` off whichever writeback list it is on (`inode_wb_list_del`).
+    fn wb_list_del(&mut self, ino: Ino) {
+        let Some(mapping) = self.mappings.get_mut(&ino) else {
+            return;
+        };
+        match mapping.wb_list {
+            WbList::None | WbList::Sync => return,
+            WbList::Dirty => {
+                let removed = self.b_dirty.remove(&(mapping.dirtied_when, ino));
+                assert!(removed, "inode {ino} not on b_dirty");
+            }
+            WbList::Io => self.b_io.retain(|&i| i != ino),
+            WbList::MoreIo => self.b_more_io.retain(|&i| i != ino),
+        }
+        mapping.wb_list = WbList::None;
+    }
+
+    /// Clears the dirty bit and tag (`clear_page_dirty_for_io` / `cancel_dirty_page`). An inode
+    /// left without dirty pages leaves its writeback list at once (simplification: Linux leaves
+    /// it until the flusher or `sync_inode_metadata` finds it clean); one the flusher is
+    /// writing stays with the flusher, which requeues it (`requeue_inode`).
     fn clear_page_dirty(&mut self, id: PageId) -> bool {
         let page = self.pages[id as usize];
         if !page.has(pg::DIRTY) {
@@ -782,9 +931,7 @@ impl MmState {
             .expect("page has a mapping");
         mapping.dirty.remove(&page.index);
         if mapping.dirty.is_empty() {
-            if let Some(when) = mapping.dirtied_when.take() {
-                self.b_dirty.remove(&(when, page.ino));
-            }
+            self.wb_list_del(page.ino);
         }
         true
     }

@@ -1,36 +1,70 @@
-//! Writeback and dirty throttling (mm/page-writeback.c, fs/fs-writeback.c of Linux 3.10).
+//! Writeback and dirty throttling (mm/page-writeback.c, fs/fs-writeback.c, mm/backing-dev.c of
+//! Linux 3.10).
 //!
 //! - Dirty limits (`global_dirty_limits`): background and hard thresholds from the ratios (or
-//!   bytes) of dirtyable memory (free + page cache); a background threshold at or above the hard
-//!   one is halved, as in the kernel.
-//! - `balance_dirty_pages`: a writer calls [`Mm::balance_dirty_pages_ratelimited`] after each
-//!   page it dirties; every `nr_dirtied_pause` pages it checks the dirty + writeback count.
-//!   Below the freerun ceiling ((background + limit) / 2) it goes on; above the background
-//!   threshold it kicks the flusher; above freerun it sleeps for `pages_dirtied /
-//!   task_ratelimit`, where `task_ratelimit = write_bandwidth x pos_ratio` and `pos_ratio` is the
-//!   3.10 cubic `1 + ((setpoint - dirty) / (limit - setpoint))^3` (2 at freerun, 1 at the
-//!   setpoint, 0 at the limit); at or over the limit it sleeps `max_pause` and checks again.
-//!   Pauses are at most `max_pause` (200 ms).
-//! - The flusher (one per device, `bdi_writeback_thread` / `wb_do_writeback`): background
-//!   writeback while over the background threshold, then every `dirty_writeback_interval` the
-//!   kupdate pass (`wb_check_old_data_flush`) over inodes dirtied more than `dirty_expire` ago,
-//!   oldest first, in chunks of `MIN_WRITEBACK_PAGES` (4 MiB) per inode. Its bios are
-//!   asynchronous (no REQ_SYNC, `issued_async`), submitted from the flusher's own context.
+//!   bytes) of dirtyable memory (`global_dirtyable_memory` of 3.10.9: free + file LRU pages -
+//!   `dirty_balance_reserve` (the high watermark) - `min_free_kbytes`, so it follows memory
+//!   use); a background threshold at or above the hard one is halved, as in the kernel. The
+//!   hard limit of the control line is `hard_dirty_limit`: `global_dirty_limit` follows the
+//!   threshold up at once and down by 1/32 of the gap per 200 ms (`update_dirty_limit`).
+//! - `balance_dirty_pages`, in jiffies of the run's `[stack.kernel] hz`: a writer calls
+//!   [`Mm::balance_dirty_pages_ratelimited`] after each page it dirties; every
+//!   `nr_dirtied_pause` pages (8 while `dirty_exceeded`) it checks the dirty + writeback count.
+//!   At or below the freerun ceiling ((background + threshold) / 2) it goes on; above it kicks
+//!   the flusher unless writeback is in progress and sleeps `period = HZ x pages_dirtied /
+//!   task_ratelimit` jiffies (less the think time since its last pause; a pause under
+//!   `bdi_min_pause` is skipped and credited), where `task_ratelimit = dirty_ratelimit x
+//!   pos_ratio`. `pos_ratio` (`bdi_position_ratio`) is the cubic `1 + ((setpoint - dirty) /
+//!   (limit - setpoint))^3` (2 at freerun, 1 at the setpoint, 0 at the limit) times the
+//!   device's line (slope -1/(8 x write bandwidth) through its setpoint, at least 1/4) and
+//!   lifted in the device's reserve area. A pause is at most `bdi_max_pause` (`MAX_PAUSE` =
+//!   HZ/5, less on small memory) and ends on a timer tick (`io_schedule_timeout`).
+//! - `__bdi_update_bandwidth`, every `BANDWIDTH_INTERVAL` (HZ/5) from the flusher and from
+//!   throttled writers: the write bandwidth from completed writeback, smoothed over
+//!   `roundup_pow_of_two(3 x HZ)` and once more (`bdi_update_write_bandwidth`); the dirty
+//!   ratelimit towards the balanced rate `task_ratelimit x write_bw / dirty_rate`, only when
+//!   the position error agrees (same-side filter) and by an eighth of a shaped step
+//!   (`bdi_update_dirty_ratelimit`). `bdi_min_pause` targets 10 ms for one dirtier and `N x 10
+//!   ms` when the ratelimit is `2^N` below the bandwidth (concurrent dirtiers).
+//! - The flusher (one per device: `bdi_writeback_workfn`, a delayed work item). Its timer is
+//!   armed `dirty_writeback_interval` ahead when the device gets its first dirty inode
+//!   (`__mark_inode_dirty` -> `bdi_wakeup_thread_delayed`) and re-armed after each run while
+//!   dirty inodes remain; `balance_dirty_pages` and reclaim run it at once
+//!   (`bdi_wakeup_thread`). Each run (`wb_do_writeback`) does the queued work items
+//!   (`wakeup_flusher_threads` from reclaim), then kupdate (`wb_check_old_data_flush`: once
+//!   per interval, the inodes dirtied at least `dirty_expire` ago, compared in jiffies with
+//!   `time_after`, so nothing is old enough before `dirty_expire` has passed), then background
+//!   writeback (`wb_check_background_flush`: while dirty pages exceed the background threshold,
+//!   every dirty inode). `wb_writeback` moves the qualifying inodes to `b_io` (`queue_io`:
+//!   those that used their slice last time first, then the expired ones, oldest first) and
+//!   `writeback_sb_inodes` serves them in turn, each `writeback_chunk_size` pages (half a
+//!   second of bandwidth, at most 1/8 of the dirty limit, plus `MIN_WRITEBACK_PAGES`, rounded
+//!   down to a multiple of it); an inode that used its chunk goes to `b_more_io` for its next
+//!   turn (`requeue_io`), one that stopped short back to `b_dirty` (`redirty_tail`). It
+//!   returns to `wb_writeback` every `HZ / 10` once it wrote something, where background and
+//!   kupdate work stop if work is queued (they run again after it). Bios are asynchronous (no
+//!   REQ_SYNC, `issued_async`), submitted from the flusher's own context.
 //! - `write_cache_pages`: dirty pages of an inode in index order, locked, moved to writeback
 //!   and gathered into bios of up to 512 KiB of consecutive blocks (`mpage_writepages`).
 //!
-//! Simplifications: no per-bdi dirty share (one device); `dirty_ratelimit` moves halfway to
-//! the balanced rate (`task_ratelimit x write_bw / dirty_rate`) every 200 ms, where 3.10 limits
-//! the step with more care (`bdi_update_dirty_ratelimit`); background
-//! writeback visits the oldest dirty inode first rather than round-robin over `b_io`; the
-//! flusher writes no inode metadata (the VFS writes it at fsync).
+//! Simplifications: one device and one super block (`__writeback_inodes_wb` and
+//! `writeback_sb_inodes` are one loop; the device's share of the dirty threshold is all of it
+//! once it has completed writeback recently, `bdi_writeout_fraction`); an inode leaves the
+//! writeback lists as soon as it has no dirty page (Linux leaves it there until the flusher or
+//! `sync_inode_metadata` finds it clean) and the flusher writes no inode metadata (the VFS
+//! writes it at fsync), so `I_DIRTY_SYNC` never keeps an inode listed; no per-CPU
+//! `bdp_ratelimits` or `dirty_throttle_leaks`, no `PF_LESS_THROTTLE` or real-time boost of the
+//! limits; the counters are exact (no per-CPU drift).
 
 use super::bio::{BioRequest, PageSpan};
 use super::Ino;
-use super::{pg, Issuer, Mm, PageId};
+use super::{pg, Issuer, Mm, PageId, WbList};
 use crate::dev::{IoFlags, IoOp};
+use crate::kernel::Hz;
 use crate::sim::{Blocker, Sim, WaitReason};
-use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC, PAGE_SIZE};
+use crate::units::{Nanos, NS_PER_MS, PAGE_SIZE};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 
 /// Sectors per page.
 pub use crate::block::request::SECTORS_PER_PAGE;
@@ -39,119 +73,269 @@ pub const MAX_BIO_PAGES: u32 = (512 * 1024 / PAGE_SIZE) as u32;
 /// `MIN_WRITEBACK_PAGES` = 4096 KiB worth of pages (fs/fs-writeback.c): the chunk written per
 /// inode before the flusher moves on or re-checks its goal.
 pub const MIN_WRITEBACK_PAGES: u64 = 4096 * 1024 / PAGE_SIZE;
-/// `BANDWIDTH_INTERVAL` = HZ/5 = 200 ms (mm/page-writeback.c).
-pub const BANDWIDTH_INTERVAL_NS: Nanos = 200 * NS_PER_MS;
-/// Smoothing period of the write bandwidth estimate: `roundup_pow_of_two(3 * HZ)`, about 3 s.
-pub const BANDWIDTH_PERIOD_NS: Nanos = 3 * NS_PER_SEC;
-/// `INIT_BW` = 100 MB/s in pages (mm/page-writeback.c): the estimate before any measurement.
+/// `INIT_BW` = `100 << (20 - PAGE_SHIFT)` pages/s (mm/backing-dev.c): the write bandwidth and
+/// dirty ratelimit before any measurement.
 pub const INIT_BW_PAGES_PER_SEC: u64 = 100 * 1024 * 1024 / PAGE_SIZE;
 /// Initial `nr_dirtied_pause`: 128 KiB worth of pages (`current->nr_dirtied_pause = 128 >>
 /// (PAGE_SHIFT - 10)`, kernel/fork.c).
 pub const INITIAL_DIRTIED_PAUSE: u64 = 32;
-/// `bdi_min_pause`'s target pause for a single dirtier: 10 ms (`max(1, HZ / 100)` jiffies).
-pub const TARGET_PAUSE_NS: Nanos = 10 * NS_PER_MS;
 /// Pages between checks while `dirty_exceeded`: `32 >> (PAGE_SHIFT - 10)` = 8
 /// (`balance_dirty_pages_ratelimited`).
 pub const DIRTY_EXCEEDED_RATELIMIT: u64 = 8;
 /// `DIRTY_POLL_THRESH` = 128 KiB worth of pages (mm/page-writeback.c).
 pub const DIRTY_POLL_THRESH: u64 = 32;
+/// `RATELIMIT_CALC_SHIFT` = 10: `pos_ratio` is a fixed-point number in 1/1024 units.
+pub const RATELIMIT_CALC_SHIFT: u32 = 10;
+/// `VM_COMPLETIONS_PERIOD_LEN` = 3 s (in jiffies `3 * HZ`): the writeout-fraction half-life.
+pub const COMPLETIONS_PERIOD_SECS: u64 = 3;
 
-/// Estimate of the device's write bandwidth from completed writeback (`bdi_update_write_bandwidth`).
+/// `roundup_pow_of_two`.
+fn roundup_pow_of_two(n: u64) -> u64 {
+    n.max(1).next_power_of_two()
+}
+
+/// `ilog2`, with the kernel's `fls(0) - 1 = -1` for 0.
+fn ilog2(n: u64) -> i64 {
+    if n == 0 {
+        -1
+    } else {
+        i64::from(n.ilog2())
+    }
+}
+
+/// The device's writeback state of `struct backing_dev_info` (mm/backing-dev.c,
+/// mm/page-writeback.c): the write bandwidth estimate, the dirty ratelimit and the counters
+/// they are computed from. Rates are pages per second, times jiffies.
 #[derive(Debug, Clone, Copy)]
-pub struct Bandwidth {
-    /// Smoothed pages per second.
-    pub avg_pages_per_sec: u64,
-    /// `bdi->dirty_ratelimit`: the rate each dirtier is allowed at the setpoint, pages/s;
-    /// converges to the write bandwidth divided by the number of dirtiers.
+pub struct Bdi {
+    /// `bdi->write_bandwidth`: the last 200 ms estimate, smoothed over 3 s.
+    pub write_bandwidth: u64,
+    /// `bdi->avg_write_bandwidth`: `write_bandwidth` smoothed once more.
+    pub avg_write_bandwidth: u64,
+    /// `bdi->dirty_ratelimit`: the rate each dirtier is allowed at the setpoint; converges to
+    /// the write bandwidth divided by the number of dirtiers.
     pub dirty_ratelimit: u64,
-    /// Start of the current dirty-rate window and pages dirtied (globally) at its start.
-    dirty_window: Option<(Nanos, u64)>,
+    /// `bdi->balanced_dirty_ratelimit`: the last balanced-rate estimate.
+    pub balanced_dirty_ratelimit: u64,
+    /// `bdi->bw_time_stamp` (jiffies).
+    pub bw_time_stamp: u64,
+    /// `bdi->dirtied_stamp`, `bdi->written_stamp`: `BDI_DIRTIED` / `BDI_WRITTEN` then.
+    pub dirtied_stamp: u64,
+    pub written_stamp: u64,
+    /// `BDI_WRITTEN`: pages whose writeback completed (`bdi_writeout_inc`).
+    pub written: u64,
     /// `bdi->dirty_exceeded`: dirty pages are over the limit; dirtiers check more often.
     pub dirty_exceeded: bool,
-    window_start: Option<Nanos>,
-    written_in_window: u64,
+    /// `bdi->completions` with its aging: recent writeout completions, halved every
+    /// `VM_COMPLETIONS_PERIOD_LEN` (`writeout_period`), and the jiffy the current period began.
+    writeout_events: u64,
+    writeout_period_start: u64,
 }
 
-impl Bandwidth {
+impl Bdi {
+    /// `bdi_init`: everything at `INIT_BW`, the clock at boot.
     pub fn new() -> Self {
-        Bandwidth {
-            avg_pages_per_sec: INIT_BW_PAGES_PER_SEC,
+        Bdi {
+            write_bandwidth: INIT_BW_PAGES_PER_SEC,
+            avg_write_bandwidth: INIT_BW_PAGES_PER_SEC,
             dirty_ratelimit: INIT_BW_PAGES_PER_SEC,
-            dirty_window: None,
+            balanced_dirty_ratelimit: INIT_BW_PAGES_PER_SEC,
+            bw_time_stamp: 0,
+            dirtied_stamp: 0,
+            written_stamp: 0,
+            written: 0,
             dirty_exceeded: false,
-            window_start: None,
-            written_in_window: 0,
+            writeout_events: 0,
+            writeout_period_start: 0,
         }
     }
 
-    /// `pages` finished writeback at `now`; `busy` says whether writeback is still in flight.
-    fn on_written(&mut self, now: Nanos, pages: u64, busy: bool) {
-        let Some(start) = self.window_start else {
-            // A window starts when the device is busy with writeback, so idle time is not
-            // counted as slowness.
-            if busy {
-                self.window_start = Some(now);
-                self.written_in_window = 0;
-            }
-            return;
-        };
-        self.written_in_window += pages;
-        let elapsed = now - start;
-        if elapsed < BANDWIDTH_INTERVAL_NS {
-            return;
+    /// Ages the writeout events to the period of `jiffies` (`fprop_new_period` per missed
+    /// period).
+    fn age_writeout(&mut self, jiffies: u64, hz: Hz) {
+        let period = COMPLETIONS_PERIOD_SECS * u64::from(hz.0);
+        let periods = (jiffies - self.writeout_period_start) / period;
+        if periods > 0 {
+            self.writeout_events >>= periods.min(63);
+            self.writeout_period_start += periods * period;
         }
-        let bw = (u128::from(self.written_in_window) * u128::from(NS_PER_SEC) / u128::from(elapsed))
-            as u64;
-        self.avg_pages_per_sec = if elapsed >= BANDWIDTH_PERIOD_NS {
-            bw
+    }
+
+    /// `bdi_writeout_inc` for `pages` completed at `jiffies`.
+    fn writeout_inc(&mut self, pages: u64, jiffies: u64, hz: Hz) {
+        self.written += pages;
+        self.age_writeout(jiffies, hz);
+        self.writeout_events += pages;
+    }
+
+    /// `bdi_writeout_fraction` of the only device: all recent writeout is its own, so 1 once
+    /// anything completed recently, 0 when the aging has zeroed it.
+    fn writeout_fraction_is_whole(&mut self, jiffies: u64, hz: Hz) -> bool {
+        self.age_writeout(jiffies, hz);
+        self.writeout_events > 0
+    }
+
+    /// `bdi_update_write_bandwidth` over `elapsed` jiffies.
+    fn update_write_bandwidth(&mut self, elapsed: u64, hz: Hz) {
+        let period = roundup_pow_of_two(3 * u64::from(hz.0));
+        let avg = self.avg_write_bandwidth;
+        let old = self.write_bandwidth;
+        let mut bw = u128::from(self.written - self.written_stamp) * u128::from(hz.0);
+        let (bw, avg) = if elapsed > period {
+            let bw = (bw / u128::from(elapsed)) as u64;
+            (bw, bw)
         } else {
-            ((u128::from(self.avg_pages_per_sec) * u128::from(BANDWIDTH_PERIOD_NS - elapsed)
-                + u128::from(bw) * u128::from(elapsed))
-                / u128::from(BANDWIDTH_PERIOD_NS)) as u64
-        }
-        .max(1);
-        self.window_start = busy.then_some(now);
-        self.written_in_window = 0;
-    }
-}
-
-impl Bandwidth {
-    /// `bdi_update_dirty_ratelimit`, every `BANDWIDTH_INTERVAL`: the balanced rate is
-    /// `task_ratelimit x write_bw / dirty_rate` (with N dirtiers each at `task_ratelimit`, the
-    /// dirty rate is N times it, so the balanced rate is write_bw / N); `dirty_ratelimit`
-    /// moves halfway towards it (3.10 limits the step more carefully).
-    fn update_dirty_ratelimit(&mut self, now: Nanos, pages_dirtied: u64, pos_ratio: u64) {
-        let Some((start, dirtied_at_start)) = self.dirty_window else {
-            self.dirty_window = Some((now, pages_dirtied));
-            return;
+            bw += u128::from(old) * u128::from(period - elapsed);
+            let bw = (bw >> period.ilog2()) as u64;
+            // One more level of smoothing, for filtering out sudden spikes.
+            let avg = if avg > old && old >= bw {
+                avg - ((avg - old) >> 3)
+            } else if avg < old && old <= bw {
+                avg + ((old - avg) >> 3)
+            } else {
+                avg
+            };
+            (bw, avg)
         };
-        let elapsed = now - start;
-        if elapsed < BANDWIDTH_INTERVAL_NS {
-            return;
-        }
-        let dirty_rate = ((pages_dirtied - dirtied_at_start) * NS_PER_SEC / elapsed).max(1);
-        let task_ratelimit = (self.dirty_ratelimit * pos_ratio / 1024).max(1);
-        let balanced = (u128::from(task_ratelimit) * u128::from(self.avg_pages_per_sec)
-            / u128::from(dirty_rate)) as u64;
-        self.dirty_ratelimit =
-            ((self.dirty_ratelimit + balanced) / 2).clamp(1, self.avg_pages_per_sec.max(1));
-        self.dirty_window = Some((now, pages_dirtied));
+        self.write_bandwidth = bw;
+        self.avg_write_bandwidth = avg;
     }
 }
 
-impl Default for Bandwidth {
+impl Default for Bdi {
     fn default() -> Self {
         Self::new()
     }
 }
 
-/// Dirty-throttling state a task carries (`current->nr_dirtied`, `nr_dirtied_pause`).
+/// The dirty state `balance_dirty_pages` works from, in pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirtyState {
+    /// `background_thresh`, `dirty_thresh` (`global_dirty_limits`).
+    pub background: u64,
+    pub thresh: u64,
+    /// `hard_dirty_limit`: the larger of `thresh` and the slowly following
+    /// `global_dirty_limit`.
+    pub limit: u64,
+    /// `NR_FILE_DIRTY + NR_WRITEBACK`.
+    pub dirty: u64,
+    /// This device's share of `thresh` (`bdi_dirty_limit`) and of `dirty`.
+    pub bdi_thresh: u64,
+    pub bdi_dirty: u64,
+}
+
+impl DirtyState {
+    /// `dirty_freerun_ceiling`.
+    pub fn freerun(&self) -> u64 {
+        (self.thresh + self.background) / 2
+    }
+
+    /// The global setpoint: the balance point, midway between freerun and the limit.
+    pub fn setpoint(&self) -> u64 {
+        (self.freerun() + self.limit) / 2
+    }
+}
+
+/// `bdi_position_ratio` (1024 = 1.0): the global control line, a cubic that is 2 at freerun,
+/// 1 at the setpoint and 0 at the limit, scaled by the device's line (linear through its
+/// setpoint with slope -1/(8 x write bandwidth), not under 1/4) and lifted in the device's
+/// reserve area (below half its threshold).
+pub fn position_ratio(d: &DirtyState, write_bw: u64) -> u64 {
+    let limit = d.limit;
+    if d.dirty >= limit {
+        return 0;
+    }
+    let setpoint = d.setpoint();
+    let x = ((setpoint as i64 - d.dirty as i64) << RATELIMIT_CALC_SHIFT)
+        / (limit as i64 - setpoint as i64 + 1);
+    let mut pos_ratio: i64 = x;
+    pos_ratio = (pos_ratio * x) >> RATELIMIT_CALC_SHIFT;
+    pos_ratio = (pos_ratio * x) >> RATELIMIT_CALC_SHIFT;
+    pos_ratio += 1 << RATELIMIT_CALC_SHIFT;
+    let mut pos_ratio = u64::try_from(pos_ratio.max(0)).expect("non-negative");
+
+    let thresh = d.thresh;
+    let bdi_dirty = d.bdi_dirty;
+    let bdi_thresh = d.bdi_thresh.min(thresh).max((limit - d.dirty) / 8);
+    let x = (u128::from(bdi_thresh) << 16) / u128::from(thresh + 1);
+    let bdi_setpoint = ((u128::from(setpoint) * x) >> 16) as u64;
+    let span = ((u128::from(thresh - bdi_thresh + 8 * write_bw) * x) >> 16) as u64;
+    let x_intercept = bdi_setpoint + span;
+    if bdi_dirty < x_intercept - span / 4 {
+        pos_ratio = (u128::from(pos_ratio) * u128::from(x_intercept - bdi_dirty)
+            / u128::from(x_intercept - bdi_setpoint + 1)) as u64;
+    } else {
+        pos_ratio /= 4;
+    }
+    // The device's reserve area, against dirty pool underrun and disk idle.
+    let x_intercept = bdi_thresh / 2;
+    if bdi_dirty < x_intercept {
+        if bdi_dirty > x_intercept / 8 {
+            pos_ratio =
+                (u128::from(pos_ratio) * u128::from(x_intercept) / u128::from(bdi_dirty)) as u64;
+        } else {
+            pos_ratio *= 8;
+        }
+    }
+    pos_ratio
+}
+
+/// `bdi_update_dirty_ratelimit`: estimates the balanced rate, `task_ratelimit x write_bw /
+/// dirty_rate` (with N dirtiers each at `task_ratelimit` the dirty rate is N times it, so the
+/// balanced rate is write_bw / N), and moves `dirty_ratelimit` towards it only when
+/// `task_ratelimit` lies on the same side (the same-side filter), by an eighth of a step that
+/// shrinks as the rate nears its target.
+fn update_dirty_ratelimit(bdi: &mut Bdi, d: &DirtyState, dirtied: u64, elapsed: u64, hz: Hz) {
+    let setpoint = d.setpoint();
+    let write_bw = bdi.avg_write_bandwidth;
+    let dirty_ratelimit = bdi.dirty_ratelimit;
+    let dirty_rate = (dirtied - bdi.dirtied_stamp) * u64::from(hz.0) / elapsed;
+    let pos_ratio = position_ratio(d, write_bw);
+    let task_ratelimit =
+        ((u128::from(dirty_ratelimit) * u128::from(pos_ratio)) >> RATELIMIT_CALC_SHIFT) as u64 + 1;
+    let balanced =
+        ((u128::from(task_ratelimit) * u128::from(write_bw)) / u128::from(dirty_rate | 1)) as u64;
+    let balanced = balanced.min(write_bw);
+    let mut step = 0u64;
+    if d.dirty < setpoint {
+        let x = bdi
+            .balanced_dirty_ratelimit
+            .min(balanced)
+            .min(task_ratelimit);
+        if dirty_ratelimit < x {
+            step = x - dirty_ratelimit;
+        }
+    } else {
+        let x = bdi
+            .balanced_dirty_ratelimit
+            .max(balanced)
+            .max(task_ratelimit);
+        if dirty_ratelimit > x {
+            step = dirty_ratelimit - x;
+        }
+    }
+    // Slow down when close to the target (`step >>= dirty_ratelimit / (2 * step + 1)`), then
+    // move an eighth of it.
+    let shift = dirty_ratelimit / (2 * step + 1);
+    step = if shift >= 64 { 0 } else { step >> shift };
+    step = step.div_ceil(8);
+    let dirty_ratelimit = if dirty_ratelimit < balanced {
+        dirty_ratelimit + step
+    } else {
+        dirty_ratelimit - step
+    };
+    bdi.dirty_ratelimit = dirty_ratelimit.max(1);
+    bdi.balanced_dirty_ratelimit = balanced;
+}
+
+/// Dirty-throttling state a task carries (`current->nr_dirtied`, `nr_dirtied_pause`,
+/// `dirty_paused_when` in jiffies).
 #[derive(Debug, Clone, Copy)]
 pub struct DirtyThrottleState {
     pub nr_dirtied: u64,
     pub nr_dirtied_pause: u64,
-    /// `current->dirty_paused_when`: end of the last pause (or freerun check).
-    pub dirty_paused_when: Option<Nanos>,
+    /// `current->dirty_paused_when` (jiffies): end of the last pause (or freerun check).
+    pub dirty_paused_when: Option<u64>,
 }
 
 impl Default for DirtyThrottleState {
@@ -162,6 +346,12 @@ impl Default for DirtyThrottleState {
             dirty_paused_when: None,
         }
     }
+}
+
+/// `bdi_update_bandwidth`'s guard: `time_is_after_eq_jiffies(bw_time_stamp +
+/// BANDWIDTH_INTERVAL)` is false, i.e. more than `HZ / 5` jiffies passed since the last update.
+fn jiffies_after_interval(jiffies: u64, bw_time_stamp: u64, hz: Hz) -> bool {
+    jiffies > bw_time_stamp + hz.over(5).max(1)
 }
 
 /// Why the flusher writes (`enum wb_reason`).
@@ -182,32 +372,87 @@ pub enum SyncMode {
     All,
 }
 
-/// `bdi_min_pause`: (shortest pause worth sleeping, `nr_dirtied_pause` for the next check).
-/// Targets a 10 ms pause for one dirtier, at least `DIRTY_POLL_THRESH` (32) pages between
-/// checks, and a next pause no longer than `max_pause`.
-fn min_pause(max_pause: Nanos, task_ratelimit: u64, dirty_ratelimit: u64) -> (Nanos, u64) {
-    let dirty_ratelimit = dirty_ratelimit.max(1);
-    let mut t = TARGET_PAUSE_NS.min(1 + max_pause / 2);
-    let mut pages = dirty_ratelimit * t / NS_PER_SEC;
+/// Which pages `writepages` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WbRange {
+    /// `range_cyclic`: from `mapping->writeback_index`, wrapping around.
+    Cyclic,
+    /// The whole file from its first page (`range_start = 0`, not cyclic).
+    Whole,
+    /// Exactly these pages (tagged for `WB_SYNC_ALL`, or reclaim's `pageout`).
+    Pages(Vec<u64>),
+}
+
+/// `DIRTY_SCOPE` = 8 (mm/page-writeback.c): a chunk is at most 1/8 of the dirty limit.
+pub const DIRTY_SCOPE: u64 = 8;
+/// Bound on queued flusher work items (the kernel allocates one per `wakeup_flusher_threads`
+/// with `GFP_ATOMIC` and only wakes the flusher when that fails; here the bound plays the
+/// failed allocation).
+pub const MAX_FLUSHER_WORK: usize = 4096;
+
+/// One item of the flusher's work list (`struct wb_writeback_work`, `WB_SYNC_NONE`):
+/// `for_background` and `for_kupdate` are the reasons `Background` and `Periodic`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WbWork {
+    pub nr_pages: i64,
+    pub reason: WbReason,
+    pub range_cyclic: bool,
+}
+
+/// The flusher's state in `struct backing_dev_info` / `bdi_writeback`.
+#[derive(Debug, Default)]
+pub(crate) struct FlusherState {
+    /// `bdi->work_list`.
+    pub work_list: RefCell<VecDeque<WbWork>>,
+    /// When the delayed work (`wb->dwork`) is due, if pending.
+    pub dwork_at: Cell<Option<Nanos>>,
+    /// `wb->last_old_flush` in jiffies (0: the device registered at boot).
+    pub last_old_flush: Cell<u64>,
+    /// `BDI_writeback_running`.
+    pub running: Cell<bool>,
+}
+
+/// `bdi_min_pause`: (shortest pause worth sleeping, `nr_dirtied_pause` for the next check),
+/// in jiffies and pages. Targets a 10 ms pause for one dirtier, longer for concurrent ones
+/// (`N x 10 ms` when the dirty ratelimit is `2^N` below the bandwidth), at least
+/// `DIRTY_POLL_THRESH` pages between checks, and a next pause no longer than `max_pause`.
+fn bdi_min_pause(
+    hz: Hz,
+    avg_write_bandwidth: u64,
+    max_pause: u64,
+    task_ratelimit: u64,
+    dirty_ratelimit: u64,
+) -> (u64, u64) {
+    let hz_pages = u64::from(hz.0);
+    let round_hz = roundup_pow_of_two(hz_pages);
+    let hi = ilog2(avg_write_bandwidth);
+    let lo = ilog2(dirty_ratelimit);
+    let mut t: u64 = hz.over(100).max(1);
+    if hi > lo {
+        // Scale up pause time for concurrent dirtiers: (N * 10ms) on 2^N tasks.
+        t += u64::try_from(hi - lo).expect("positive") * (10 * hz_pages) / 1024;
+    }
+    t = t.min(1 + max_pause / 2);
+    let mut pages = dirty_ratelimit * t / round_hz;
     if pages < DIRTY_POLL_THRESH {
         t = max_pause;
-        pages = dirty_ratelimit * t / NS_PER_SEC;
+        pages = dirty_ratelimit * t / round_hz;
         if pages > DIRTY_POLL_THRESH {
             pages = DIRTY_POLL_THRESH;
-            t = NS_PER_SEC * DIRTY_POLL_THRESH / dirty_ratelimit;
+            t = hz_pages * DIRTY_POLL_THRESH / dirty_ratelimit.max(1);
         }
     }
-    let pause = NS_PER_SEC * pages / (task_ratelimit + 1);
+    let pause = hz_pages * pages / (task_ratelimit + 1);
     if pause > max_pause {
         t = max_pause;
-        pages = task_ratelimit * t / NS_PER_SEC;
+        pages = task_ratelimit * t / round_hz;
     }
     let min_pause = if pages >= DIRTY_POLL_THRESH {
         1 + t / 2
     } else {
         t
     };
-    (min_pause, pages.max(1))
+    (min_pause, pages)
 }
 
 /// `dirty_poll_interval`: pages a task may dirty before the next check, about the square root
@@ -221,11 +466,32 @@ fn dirty_poll_interval(dirty: u64, thresh: u64) -> u64 {
 }
 
 impl Mm {
+    /// `dirty_balance_reserve` (`calculate_totalreserve_pages`): of one zone with no lower
+    /// zones, its high watermark. Neither it nor `min_free_kbytes` is dirtyable.
+    pub fn dirty_balance_reserve(&self) -> u64 {
+        self.watermarks.high.min(self.config.managed_pages())
+    }
+
+    /// `global_dirtyable_memory` of 3.10.9: free pages plus reclaimable (file LRU) pages, minus
+    /// `dirty_balance_reserve`, minus `min_free_kbytes`, plus 1. It follows memory use: pages
+    /// off the LRU (isolated by reclaim, being added) are not counted.
+    pub fn dirtyable_memory(&self) -> u64 {
+        let (free, lru) = {
+            let state = self.state.borrow();
+            let lru = state.lru[super::Lru::Inactive as usize].len
+                + state.lru[super::Lru::Active as usize].len;
+            (state.nr_free, lru)
+        };
+        let mut x = free + lru;
+        x -= x.min(self.dirty_balance_reserve());
+        x -= x.min(self.watermarks.min);
+        x + 1
+    }
+
     /// `global_dirty_limits`: (background threshold, dirty threshold) in pages.
     pub fn dirty_limits(&self) -> (u64, u64) {
         let config = &self.config;
-        // global_dirtyable_memory: free pages plus the file pages (all of our cache).
-        let available = config.managed_pages();
+        let available = self.dirtyable_memory();
         let thresh = if config.dirty_bytes > 0 {
             config.dirty_bytes.div_ceil(PAGE_SIZE)
         } else {
@@ -239,7 +505,12 @@ impl Mm {
         if background >= thresh {
             background = thresh / 2;
         }
-        (background, thresh.max(1))
+        (background, thresh)
+    }
+
+    /// `hard_dirty_limit`.
+    pub fn hard_dirty_limit(&self, thresh: u64) -> u64 {
+        thresh.max(self.global_dirty_limit.get())
     }
 
     /// `over_bground_thresh`.
@@ -247,6 +518,91 @@ impl Mm {
         let (background, _) = self.dirty_limits();
         let state = self.state();
         state.nr_dirty > background
+    }
+
+    /// `MAX_PAUSE` in jiffies: `[stack.vm] max_pause` (default `HZ / 5`), at least one jiffy.
+    fn max_pause_jiffies(&self) -> u64 {
+        (self.config.max_pause / self.hz.tick_ns()).max(1)
+    }
+
+    /// `bdi_stat_error`: the per-CPU counters' error bound, `nr_cpu_ids x BDI_STAT_BATCH`
+    /// (`8 x (1 + ilog2(nr_cpus))`).
+    fn bdi_stat_error(&self) -> u64 {
+        let cpus = self.cpu.cores() as u64;
+        cpus * 8 * (1 + u64::from(cpus.ilog2()))
+    }
+
+    /// The dirty state now (`global_dirty_limits`, `bdi_dirty_limit`, the counters).
+    pub fn dirty_state(&self, jiffies: u64) -> DirtyState {
+        let (background, thresh) = self.dirty_limits();
+        let (dirty, whole) = {
+            let mut state = self.state();
+            let dirty = state.nr_dirty + state.nr_writeback;
+            (
+                dirty,
+                state.bdi.writeout_fraction_is_whole(jiffies, self.hz),
+            )
+        };
+        DirtyState {
+            background,
+            thresh,
+            limit: self.hard_dirty_limit(thresh),
+            dirty,
+            bdi_thresh: if whole { thresh } else { 0 },
+            bdi_dirty: dirty,
+        }
+    }
+
+    /// `__bdi_update_bandwidth`: every `BANDWIDTH_INTERVAL` (`HZ / 5`) the write bandwidth
+    /// estimate and, from `balance_dirty_pages` (`d` given), the global dirty limit
+    /// (`global_update_bandwidth`) and the dirty ratelimit. A first update after more than a
+    /// second of idleness only takes a snapshot.
+    fn bdi_update_bandwidth(&self, jiffies: u64, d: Option<&DirtyState>, start_time: u64) {
+        let hz = self.hz;
+        let interval = hz.over(5).max(1);
+        let mut state = self.state();
+        let elapsed = jiffies - state.bdi.bw_time_stamp;
+        if elapsed < interval {
+            return;
+        }
+        let dirtied = state.stats.pages_dirtied;
+        let quiet = elapsed > u64::from(hz.0) && state.bdi.bw_time_stamp < start_time;
+        if !quiet {
+            if let Some(d) = d.filter(|d| d.thresh > 0) {
+                // global_update_bandwidth
+                if jiffies >= self.global_update_time.get() + interval {
+                    self.update_dirty_limit(d.thresh, d.dirty);
+                    self.global_update_time.set(jiffies);
+                }
+                update_dirty_ratelimit(&mut state.bdi, d, dirtied, elapsed, hz);
+            }
+            state.bdi.update_write_bandwidth(elapsed, hz);
+        }
+        state.bdi.dirtied_stamp = dirtied;
+        state.bdi.written_stamp = state.bdi.written;
+        state.bdi.bw_time_stamp = jiffies;
+    }
+
+    /// `update_dirty_limit`: `global_dirty_limit` follows a rising threshold at once and a
+    /// falling one by 1/32 of the gap per update, never below the dirty pages.
+    fn update_dirty_limit(&self, thresh: u64, dirty: u64) {
+        let limit = self.global_dirty_limit.get();
+        if limit < thresh {
+            self.global_dirty_limit.set(thresh);
+            return;
+        }
+        let target = thresh.max(dirty);
+        if limit > target {
+            self.global_dirty_limit.set(limit - ((limit - target) >> 5));
+        }
+    }
+
+    /// `bdi_max_pause`: `MAX_PAUSE`, shortened on small memory so that the dirty pool cannot
+    /// drain while the writer sleeps (about 1/8 of the time the device needs to write the
+    /// dirty pages; "8 serves as the safety ratio"). In jiffies.
+    fn bdi_max_pause(&self, bdi_dirty: u64, write_bw: u64) -> u64 {
+        let divisor = 1 + write_bw / roundup_pow_of_two(1 + self.hz.over(8));
+        (bdi_dirty / divisor + 1).min(self.max_pause_jiffies())
     }
 
     /// Called after each page a task dirties (`balance_dirty_pages_ratelimited`).
@@ -258,117 +614,120 @@ impl Mm {
     ) {
         throttle.nr_dirtied += dirtied;
         let mut ratelimit = throttle.nr_dirtied_pause;
-        if self.state().bandwidth.dirty_exceeded {
+        if self.state().bdi.dirty_exceeded {
             // Over the limit: everyone checks every 32 KiB (`32 >> (PAGE_SHIFT - 10)` pages).
             ratelimit = ratelimit.min(DIRTY_EXCEEDED_RATELIMIT);
         }
         if throttle.nr_dirtied >= ratelimit {
-            self.balance_dirty_pages(sim, throttle).await;
+            let pages_dirtied = throttle.nr_dirtied;
+            self.balance_dirty_pages(sim, throttle, pages_dirtied).await;
         }
     }
 
-    /// `balance_dirty_pages`: see the module documentation.
-    pub async fn balance_dirty_pages(&self, sim: &Sim, throttle: &mut DirtyThrottleState) {
+    /// `balance_dirty_pages`, in jiffies as 3.10 computes it: see the module documentation.
+    pub async fn balance_dirty_pages(
+        &self,
+        sim: &Sim,
+        throttle: &mut DirtyThrottleState,
+        pages_dirtied: u64,
+    ) {
+        let hz = self.hz;
+        let start_time = self.jiffies(sim);
+        let mut dirty_exceeded = false;
+        let mut nr_reclaimable;
+        let mut background_thresh;
         loop {
-            let now = sim.now();
-            let (nr_dirty, nr_writeback, write_bw) = {
-                let state = self.state();
-                (
-                    state.nr_dirty,
-                    state.nr_writeback,
-                    state.bandwidth.avg_pages_per_sec,
-                )
-            };
-            let dirty = nr_dirty + nr_writeback;
-            let (background, limit) = self.dirty_limits();
-            if nr_dirty > background {
-                // bdi_start_background_writeback
-                self.flusher_wake.wake(sim);
-            }
-            let freerun = (background + limit) / 2;
-            if dirty <= freerun {
-                self.state().bandwidth.dirty_exceeded = false;
+            let mut now = self.jiffies(sim);
+            let d = self.dirty_state(now);
+            nr_reclaimable = self.state().nr_dirty;
+            background_thresh = d.background;
+            if d.dirty <= d.freerun() {
                 throttle.dirty_paused_when = Some(now);
                 throttle.nr_dirtied = 0;
-                throttle.nr_dirtied_pause = dirty_poll_interval(dirty, limit);
-                return;
+                throttle.nr_dirtied_pause = dirty_poll_interval(d.dirty, d.thresh);
+                break;
             }
-            // bdi_position_ratio, global control line: 2 at freerun, 1 at the setpoint, 0 at
-            // the limit; in 1/1024 units (RATELIMIT_CALC_SHIFT = 10).
-            let setpoint = (freerun + limit) / 2;
-            let pos_ratio: u64 = if dirty >= limit {
-                0
-            } else {
-                let x = (setpoint as f64 - dirty as f64) / ((limit - setpoint) as f64 + 1.0);
-                ((1.0 + x * x * x).clamp(0.0, 2.0) * 1024.0) as u64
+            if !self.writeback_in_progress() {
+                // bdi_start_background_writeback
+                self.bdi_wakeup_thread(sim);
+            }
+            dirty_exceeded = d.bdi_dirty > d.bdi_thresh && d.dirty > d.thresh;
+            if dirty_exceeded {
+                self.state().bdi.dirty_exceeded = true;
+            }
+            if jiffies_after_interval(now, self.state().bdi.bw_time_stamp, hz) {
+                self.bdi_update_bandwidth(now, Some(&d), start_time);
+            }
+            let (dirty_ratelimit, write_bw) = {
+                let state = self.state();
+                (state.bdi.dirty_ratelimit, state.bdi.avg_write_bandwidth)
             };
-            let dirty_ratelimit = {
-                let mut state = self.state();
-                let pages_dirtied = state.stats.pages_dirtied;
-                state.bandwidth.dirty_exceeded = dirty > limit;
-                state
-                    .bandwidth
-                    .update_dirty_ratelimit(now, pages_dirtied, pos_ratio);
-                state.bandwidth.dirty_ratelimit
-            };
-            let task_ratelimit = dirty_ratelimit * pos_ratio / 1024;
-            let max_pause = self.max_pause(dirty, write_bw);
+            let pos_ratio = position_ratio(&d, write_bw);
+            let task_ratelimit = ((u128::from(dirty_ratelimit) * u128::from(pos_ratio))
+                >> RATELIMIT_CALC_SHIFT) as u64;
+            let max_pause = self.bdi_max_pause(d.bdi_dirty, write_bw);
             let (min_pause, nr_dirtied_pause) =
-                min_pause(max_pause, task_ratelimit, dirty_ratelimit);
-            // The virtual time the pause is charged up to (`now` in the kernel, moved ahead
-            // when a long pause is cut to `max_pause`).
-            let mut charged_until = now;
-            let pause = match (throttle.nr_dirtied * NS_PER_SEC).checked_div(task_ratelimit) {
+                bdi_min_pause(hz, write_bw, max_pause, task_ratelimit, dirty_ratelimit);
+            let pause: u64 = match (u64::from(hz.0) * pages_dirtied).checked_div(task_ratelimit) {
                 None => max_pause,
                 Some(period) => {
-                    // Think time since the last pause counts towards this one
-                    // (`dirty_paused_when` may lie ahead after a skipped short pause).
-                    let since = throttle
-                        .dirty_paused_when
-                        .map_or(0, |t| now as i128 - t as i128);
-                    let pause = period as i128 - since;
-                    if pause < min_pause as i128 {
-                        if pause < -(NS_PER_SEC as i128) {
+                    let mut pause = period as i64;
+                    if let Some(paused_when) = throttle.dirty_paused_when {
+                        pause -= now as i64 - paused_when as i64;
+                    }
+                    // For less than 1 s of think time, compensate it in future periods (move the
+                    // virtual time); else reset: it may be a light dirtier.
+                    if pause < min_pause as i64 {
+                        if pause < -i64::from(hz.0) {
                             throttle.dirty_paused_when = Some(now);
                             throttle.nr_dirtied = 0;
                         } else if period > 0 {
                             throttle.dirty_paused_when =
-                                Some(throttle.dirty_paused_when.unwrap_or(now) + period);
+                                Some(throttle.dirty_paused_when.unwrap_or(0) + period);
                             throttle.nr_dirtied = 0;
-                        } else if throttle.nr_dirtied_pause <= throttle.nr_dirtied {
-                            throttle.nr_dirtied_pause += throttle.nr_dirtied;
+                        } else if throttle.nr_dirtied_pause <= pages_dirtied {
+                            throttle.nr_dirtied_pause += pages_dirtied;
                         }
-                        return;
+                        break;
                     }
-                    let pause = pause as u64;
+                    let mut pause = pause as u64;
                     if pause > max_pause {
-                        charged_until += (pause - max_pause).min(max_pause);
+                        // For an occasional dropped task_ratelimit.
+                        now += (pause - max_pause).min(max_pause);
+                        pause = max_pause;
                     }
-                    pause.min(max_pause)
+                    pause
                 }
             };
+            // io_schedule_timeout(pause): woken by the timer tick `pause` jiffies on.
+            let wake_at = hz.jiffies_to_ns(self.jiffies(sim) + pause);
+            let slept = wake_at - sim.now();
             {
                 let mut state = self.state();
                 state.stats.throttle_pauses += 1;
-                state.stats.throttle_ns += pause;
+                state.stats.throttle_ns += slept;
             }
-            sim.sleep_for(pause, WaitReason::DirtyThrottle, Blocker::None)
+            sim.sleep_for(slept, WaitReason::DirtyThrottle, Blocker::None)
                 .await;
-            throttle.dirty_paused_when = Some(charged_until + pause);
+            throttle.dirty_paused_when = Some(now + pause);
             throttle.nr_dirtied = 0;
             throttle.nr_dirtied_pause = nr_dirtied_pause;
             if task_ratelimit > 0 {
-                return;
+                break;
+            }
+            if d.bdi_dirty <= self.bdi_stat_error() {
+                break;
             }
         }
-    }
-
-    /// `bdi_max_pause`: the configured `max_pause`, shortened on small memory so that the
-    /// dirty pool cannot drain while the writer sleeps: at most 1/8 of the time the device
-    /// needs to write the dirty pages ("8 serves as the safety ratio").
-    fn max_pause(&self, dirty: u64, write_bw: u64) -> Nanos {
-        let drain = dirty * NS_PER_SEC / (8 * write_bw.max(1));
-        (drain + NS_PER_MS).min(self.config.max_pause)
+        if !dirty_exceeded {
+            self.state().bdi.dirty_exceeded = false;
+        }
+        if self.writeback_in_progress() {
+            return;
+        }
+        if nr_reclaimable > background_thresh {
+            self.bdi_wakeup_thread(sim);
+        }
     }
 
     /// `end_page_writeback` for the pages of a completed write bio.
@@ -403,15 +762,16 @@ impl Mm {
                     state.lru_add_tail(id, super::Lru::Inactive);
                 }
             }
-            let busy = state.nr_writeback > 0;
+            let jiffies = self.hz.jiffies(sim.now());
             state
-                .bandwidth
-                .on_written(sim.now(), u64::from(span.count), busy);
+                .bdi
+                .writeout_inc(u64::from(span.count), jiffies, self.hz);
         }
         for index in span.index..span.index + u64::from(span.count) {
             self.wake_page(sim, span.ino, index);
         }
         self.free_wait.wake_all(sim);
+        self.check(sim, "end_page_writeback");
     }
 
     /// Submits a write bio for `count` pages of `ino` from `index`, already under writeback,
@@ -489,12 +849,69 @@ impl Mm {
         block
     }
 
+    /// `writepage` of pages the caller has locked and found dirty (reclaim's `pageout`): each
+    /// goes to writeback and is unlocked; pages of one inode with consecutive indexes and
+    /// blocks share an asynchronous bio, submitted as `issuer`.
+    pub(crate) async fn write_locked_pages(&self, sim: &Sim, pages: &[PageId], issuer: Issuer) {
+        let mut keyed: Vec<(Ino, u64, PageId)> = pages
+            .iter()
+            .map(|&id| {
+                let page = self.page(id);
+                assert!(
+                    page.has(pg::LOCKED) && page.has(pg::DIRTY),
+                    "pageout of page {}:{} that is not locked and dirty",
+                    page.ino,
+                    page.index
+                );
+                (page.ino, page.index, id)
+            })
+            .collect();
+        keyed.sort_unstable();
+        // The bio being built: (inode, first index, first block, pages).
+        let mut current: Option<(Ino, u64, u64, u32)> = None;
+        for (ino, index, id) in keyed {
+            let block = self.page_start_writeback(sim, id);
+            match current {
+                Some((cur_ino, first, first_block, count))
+                    if cur_ino == ino
+                        && first + u64::from(count) == index
+                        && first_block + u64::from(count) == block
+                        && count < MAX_BIO_PAGES =>
+                {
+                    current = Some((ino, first, first_block, count + 1));
+                }
+                _ => {
+                    if let Some((cur_ino, first, first_block, count)) = current.take() {
+                        let span = PageSpan {
+                            ino: cur_ino,
+                            index: first,
+                            count,
+                        };
+                        self.submit_write_span(sim, span, first_block, issuer, false)
+                            .await;
+                    }
+                    current = Some((ino, index, block, 1));
+                }
+            }
+        }
+        if let Some((ino, first, first_block, count)) = current {
+            let span = PageSpan {
+                ino,
+                index: first,
+                count,
+            };
+            self.submit_write_span(sim, span, first_block, issuer, false)
+                .await;
+        }
+    }
+
     /// `write_cache_pages` / `mpage_writepages`: writes up to `nr_to_write` dirty pages of
-    /// `ino` (`indexes` when given, as `tag_pages_for_writeback` fixes them for `WB_SYNC_ALL`;
-    /// else from `writeback_index` cyclically) in bios of consecutive blocks. A locked page is
-    /// waited for (`lock_page`); a page found clean was written by someone else and skipped.
-    /// (`WB_SYNC_ALL`'s wait for a page already under writeback cannot arise: a dirty page is
-    /// never under writeback here.) Bios are synchronous when `sync`. Returns pages written.
+    /// `ino` (`range`: from `writeback_index` cyclically, from the start, or the listed pages as
+    /// `tag_pages_for_writeback` fixes them for `WB_SYNC_ALL`) in bios of consecutive blocks. A
+    /// locked page is waited for (`lock_page`); a page found clean was written by someone else
+    /// and skipped. (`WB_SYNC_ALL`'s wait for a page already under writeback cannot arise: a
+    /// dirty page is never under writeback here.) Bios are synchronous when `sync`. Returns
+    /// pages written.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn writepages(
         &self,
@@ -502,24 +919,24 @@ impl Mm {
         ino: Ino,
         mode: SyncMode,
         nr_to_write: u64,
-        indexes: Option<Vec<u64>>,
+        range: WbRange,
         issuer: Issuer,
         sync: bool,
     ) -> u64 {
-        let cyclic = indexes.is_none();
-        let todo: Vec<u64> = match indexes {
-            Some(list) => list,
-            None => {
+        let cyclic = matches!(range, WbRange::Cyclic);
+        let todo: Vec<u64> = match range {
+            WbRange::Pages(list) => list,
+            WbRange::Cyclic | WbRange::Whole => {
                 let state = self.state();
                 let Some(mapping) = state.mappings.get(&ino) else {
                     return 0;
                 };
-                let start = mapping.writeback_index;
+                let start = if cyclic { mapping.writeback_index } else { 0 };
                 mapping
                     .dirty
                     .range(start..)
                     .chain(mapping.dirty.range(..start))
-                    .take(nr_to_write as usize)
+                    .take(usize::try_from(nr_to_write).unwrap_or(usize::MAX))
                     .copied()
                     .collect()
             }
@@ -587,96 +1004,650 @@ impl Mm {
         written
     }
 
-    /// The oldest dirty inode dirtied at or before `older_than` (any when `None`).
-    fn oldest_dirty_inode(&self, older_than: Option<Nanos>) -> Option<Ino> {
-        let state = self.state();
-        let &(when, ino) = state.b_dirty.iter().next()?;
-        match older_than {
-            Some(limit) if when > limit => None,
-            _ => Some(ino),
-        }
+    /// `jiffies` now.
+    pub(crate) fn jiffies(&self, sim: &Sim) -> u64 {
+        self.hz.jiffies(sim.now())
     }
 
-    /// `wb_writeback`: writes inodes in chunks until `nr_pages` are written, no inode qualifies,
-    /// or (background work) the dirty count is under the background threshold. Returns pages
-    /// written.
-    async fn wb_writeback(&self, sim: &Sim, mut nr_pages: u64, reason: WbReason) -> u64 {
+    /// `dirty_writeback_centisecs` in jiffies (`msecs_to_jiffies(dirty_writeback_interval *
+    /// 10)`); 0 disables periodic writeback.
+    fn writeback_interval_jiffies(&self) -> u64 {
+        self.hz
+            .msecs_to_jiffies(self.config.dirty_writeback_interval / NS_PER_MS)
+    }
+
+    /// `dirty_expire_centisecs` in jiffies.
+    fn expire_jiffies(&self) -> u64 {
+        self.hz
+            .msecs_to_jiffies(self.config.dirty_expire / NS_PER_MS)
+    }
+
+    /// `bdi_wakeup_thread` (`mod_delayed_work(bdi_wq, &wb->dwork, 0)`): the flusher's work runs
+    /// now, whatever timer was pending.
+    pub(crate) fn bdi_wakeup_thread(&self, sim: &Sim) {
+        self.flusher.dwork_at.set(Some(sim.now()));
+        self.flusher_wake.wake(sim);
+    }
+
+    /// `bdi_wakeup_thread_delayed` (`queue_delayed_work(..., dirty_writeback_interval)`): arms
+    /// the flusher's timer one interval from now, unless it is already pending.
+    pub(crate) fn bdi_wakeup_thread_delayed(&self, sim: &Sim) {
+        if self.flusher.dwork_at.get().is_some() {
+            return;
+        }
+        let expires = self.jiffies(sim) + self.writeback_interval_jiffies();
+        self.flusher
+            .dwork_at
+            .set(Some(self.hz.jiffies_to_ns(expires).max(sim.now())));
+        self.flusher_wake.wake(sim);
+    }
+
+    /// `writeback_in_progress`: the flusher is inside `wb_do_writeback`.
+    pub fn writeback_in_progress(&self) -> bool {
+        self.flusher.running.get()
+    }
+
+    /// `writeback_chunk_size` for `WB_SYNC_NONE` work: half a second of writeback at the
+    /// estimated bandwidth, at most 1/8 of the dirty limit (`DIRTY_SCOPE`), at most the work's
+    /// pages, plus `MIN_WRITEBACK_PAGES` rounded down to a multiple of it.
+    fn writeback_chunk_size(&self, work: &WbWork) -> u64 {
+        let write_bw = self.state().bdi.avg_write_bandwidth;
+        let dirty_limit = self.global_dirty_limit.get();
+        let pages = (write_bw / 2)
+            .min(dirty_limit / DIRTY_SCOPE)
+            .min(u64::try_from(work.nr_pages.max(0)).unwrap_or(u64::MAX));
+        (pages + MIN_WRITEBACK_PAGES) / MIN_WRITEBACK_PAGES * MIN_WRITEBACK_PAGES
+    }
+
+    /// `writeback_sb_inodes` (with `__writeback_inodes_wb`, one super block): serves the
+    /// inodes of `b_io` in turn, each a chunk of `writeback_chunk_size` pages; an inode that
+    /// used its whole chunk goes to `b_more_io` for its next turn (`requeue_io`), one that
+    /// stopped short goes back to `b_dirty` (`redirty_tail`). Returns to `wb_writeback` once it
+    /// wrote something and `HZ / 10` has passed or the work is done. Returns pages written plus
+    /// inodes cleaned (the kernel's "progress").
+    async fn writeback_sb_inodes(&self, sim: &Sim, work: &mut WbWork, issuer: Issuer) -> u64 {
+        let start = self.jiffies(sim);
+        let mut wrote = 0u64;
+        loop {
+            let Some(ino) = self.state().b_io_pop() else {
+                break;
+            };
+            let chunk = self.writeback_chunk_size(work);
+            let range = if work.range_cyclic {
+                WbRange::Cyclic
+            } else {
+                WbRange::Whole
+            };
+            let written = self
+                .writepages(sim, ino, SyncMode::None, chunk, range, issuer, false)
+                .await;
+            work.nr_pages -= i64::try_from(written).expect("pages fit i64");
+            wrote += written;
+            let jiffies = self.jiffies(sim);
+            let mut state = self.state();
+            match work.reason {
+                WbReason::Periodic => state.stats.flusher_kupdate_pages += written,
+                WbReason::Background => state.stats.flusher_background_pages += written,
+                WbReason::TryToFreePages => state.stats.flusher_reclaim_pages += written,
+            }
+            if state.requeue_inode(ino, chunk.saturating_sub(written), jiffies) {
+                wrote += 1;
+            }
+            drop(state);
+            self.check(sim, "writeback_sb_inodes");
+            if wrote > 0 {
+                // time_is_before_jiffies(start_time + HZ / 10)
+                if jiffies > start + self.hz.over(10) {
+                    break;
+                }
+                if work.nr_pages <= 0 {
+                    break;
+                }
+            }
+        }
+        wrote
+    }
+
+    /// `wb_writeback`: repeatedly queues inodes (`queue_io`) and writes them
+    /// (`writeback_sb_inodes`) until the work's pages are written or no inode qualifies.
+    /// Background and kupdate work stop when other work is queued (they are restarted after
+    /// it), background work when under the background threshold. Kupdate work writes the
+    /// inodes dirtied at least `dirty_expire` ago (`older_than_this = jiffies - expire`,
+    /// compared with `time_after`: before `dirty_expire` has passed nothing is old enough),
+    /// background work every dirty inode.
+    async fn wb_writeback(&self, sim: &Sim, mut work: WbWork) -> u64 {
         let issuer = Issuer {
             task: sim.current_task(),
             pid: super::FLUSHER_PID,
             uid: 0,
             foreground: false,
         };
-        let mut total = 0;
-        while nr_pages > 0 {
-            if reason == WbReason::Background && !self.over_bground_thresh() {
-                break;
-            }
-            let older_than = (reason == WbReason::Periodic)
-                .then(|| sim.now().saturating_sub(self.config.dirty_expire));
-            let Some(ino) = self.oldest_dirty_inode(older_than) else {
-                break;
-            };
-            let chunk = nr_pages.min(MIN_WRITEBACK_PAGES);
-            let written = self
-                .writepages(sim, ino, SyncMode::None, chunk, None, issuer, false)
-                .await;
-            if written == 0 {
-                // Everything dirty was written by others meanwhile.
-                break;
-            }
-            total += written;
-            nr_pages = nr_pages.saturating_sub(written);
-            let mut state = self.state();
-            match reason {
-                WbReason::Periodic => state.stats.flusher_kupdate_pages += written,
-                WbReason::Background => state.stats.flusher_background_pages += written,
-                WbReason::TryToFreePages => state.stats.flusher_reclaim_pages += written,
-            }
-        }
-        total
-    }
-
-    /// `wakeup_flusher_threads(nr_pages, WB_REASON_TRY_TO_FREE_PAGES)`: reclaim asks the
-    /// flusher to write `nr_pages` dirty pages, whatever the thresholds say.
-    pub(crate) fn wakeup_flusher_threads(&self, sim: &Sim, nr_pages: u64) {
-        self.flusher_work
-            .set(self.flusher_work.get().saturating_add(nr_pages));
-        self.flusher_wake.wake(sim);
-    }
-
-    /// The flusher thread (`bdi_writeback_thread` + `wb_do_writeback`).
-    pub(crate) async fn flusher(&self, sim: &Sim) {
-        let interval = self.config.dirty_writeback_interval;
-        let mut last_old_flush: Nanos = 0;
+        let nr_pages = work.nr_pages;
+        let wb_start = self.jiffies(sim);
+        let mut oldest_jif = i128::from(wb_start);
         loop {
-            // Queued work (from reclaim) first, as `wb_do_writeback` runs `bdi->work_list`.
-            let work = self.flusher_work.replace(0);
-            if work > 0 {
-                self.wb_writeback(sim, work, WbReason::TryToFreePages).await;
+            if work.nr_pages <= 0 {
+                break;
             }
-            // wb_check_background_flush
-            if self.over_bground_thresh() {
-                self.wb_writeback(sim, u64::MAX, WbReason::Background).await;
+            let background_or_kupdate =
+                matches!(work.reason, WbReason::Background | WbReason::Periodic);
+            if background_or_kupdate && !self.flusher.work_list.borrow().is_empty() {
+                break;
             }
-            // wb_check_old_data_flush
-            if interval > 0 && sim.now() >= last_old_flush + interval {
-                last_old_flush = sim.now();
-                let nr_pages = self.state().nr_dirty;
-                if nr_pages > 0 {
-                    self.wb_writeback(sim, nr_pages, WbReason::Periodic).await;
+            if work.reason == WbReason::Background && !self.over_bground_thresh() {
+                break;
+            }
+            match work.reason {
+                WbReason::Periodic => {
+                    oldest_jif = i128::from(self.jiffies(sim)) - i128::from(self.expire_jiffies());
+                }
+                WbReason::Background => oldest_jif = i128::from(self.jiffies(sim)),
+                WbReason::TryToFreePages => {}
+            }
+            {
+                let mut state = self.state();
+                if state.b_io.is_empty() {
+                    state.queue_io(oldest_jif);
                 }
             }
-            if self.over_bground_thresh() && self.state().nr_writeback > 0 {
-                // Still over: writeback is bound by the device; wait for some of it to finish
-                // (the block queue's congestion wait), then go on.
-                self.free_wait
-                    .wait(sim, WaitReason::WaitQueue, Blocker::None)
-                    .await;
+            let progress = self.writeback_sb_inodes(sim, &mut work, issuer).await;
+            // wb_update_bandwidth: the write bandwidth estimate only.
+            self.bdi_update_bandwidth(self.jiffies(sim), None, wb_start);
+            if progress > 0 {
                 continue;
             }
-            let next = (interval > 0).then(|| last_old_flush + interval);
-            self.flusher_wake.wait(sim, next).await;
+            // No progress and nothing requeued: no inode qualifies. (The kernel would wait
+            // for an inode of b_more_io that someone else is writing, `I_SYNC`; only the
+            // flusher writes inodes this way here, so b_more_io is empty.)
+            break;
         }
+        u64::try_from(nr_pages - work.nr_pages).unwrap_or(0)
+    }
+
+    /// `wakeup_flusher_threads(nr_pages, WB_REASON_TRY_TO_FREE_PAGES)`: reclaim queues work for
+    /// the flusher to write `nr_pages` dirty pages, whatever the thresholds say (non-cyclic:
+    /// each inode from its first dirty page).
+    pub(crate) fn wakeup_flusher_threads(&self, sim: &Sim, nr_pages: u64) {
+        if !self.state().wb_has_dirty_io() {
+            return;
+        }
+        {
+            // __bdi_start_writeback: a work item per call; when it cannot be allocated (here:
+            // the list is at its bound) the flusher is only woken.
+            let mut list = self.flusher.work_list.borrow_mut();
+            if list.len() < MAX_FLUSHER_WORK {
+                list.push_back(WbWork {
+                    nr_pages: i64::try_from(nr_pages).unwrap_or(i64::MAX),
+                    reason: WbReason::TryToFreePages,
+                    range_cyclic: false,
+                });
+            }
+        }
+        self.bdi_wakeup_thread(sim);
+    }
+
+    /// `wb_check_old_data_flush` (kupdate): once per `dirty_writeback_interval`, writes the
+    /// inodes that expired.
+    async fn wb_check_old_data_flush(&self, sim: &Sim) -> u64 {
+        let interval = self.writeback_interval_jiffies();
+        if interval == 0 {
+            return 0;
+        }
+        let now = self.jiffies(sim);
+        if now < self.flusher.last_old_flush.get() + interval {
+            return 0;
+        }
+        self.flusher.last_old_flush.set(now);
+        // get_nr_dirty_pages: dirty pages plus dirty inodes.
+        let nr_pages = {
+            let state = self.state();
+            state.nr_dirty
+                + state.b_dirty.len() as u64
+                + state.b_io.len() as u64
+                + state.b_more_io.len() as u64
+        };
+        if nr_pages == 0 {
+            return 0;
+        }
+        let work = WbWork {
+            nr_pages: i64::try_from(nr_pages).unwrap_or(i64::MAX),
+            reason: WbReason::Periodic,
+            range_cyclic: true,
+        };
+        self.wb_writeback(sim, work).await
+    }
+
+    /// `wb_check_background_flush`.
+    async fn wb_check_background_flush(&self, sim: &Sim) -> u64 {
+        if !self.over_bground_thresh() {
+            return 0;
+        }
+        let work = WbWork {
+            nr_pages: i64::MAX,
+            reason: WbReason::Background,
+            range_cyclic: true,
+        };
+        self.wb_writeback(sim, work).await
+    }
+
+    /// `wb_do_writeback`: queued work first, then kupdate, then background writeback.
+    async fn wb_do_writeback(&self, sim: &Sim) {
+        self.flusher.running.set(true);
+        loop {
+            let work = self.flusher.work_list.borrow_mut().pop_front();
+            let Some(work) = work else {
+                break;
+            };
+            self.wb_writeback(sim, work).await;
+        }
+        self.wb_check_old_data_flush(sim).await;
+        self.wb_check_background_flush(sim).await;
+        self.flusher.running.set(false);
+    }
+
+    /// The flusher (`bdi_writeback_workfn`, a delayed work item): runs when its timer expires
+    /// or it is kicked, writes until no work is queued, then re-arms its timer one
+    /// `dirty_writeback_interval` ahead while dirty inodes remain. The timer is first armed
+    /// when the device gets its first dirty inode (`__mark_inode_dirty`), not on a fixed grid.
+    pub(crate) async fn flusher(&self, sim: &Sim) {
+        loop {
+            loop {
+                let due = self.flusher.dwork_at.get();
+                match due {
+                    Some(at) if at <= sim.now() => break,
+                    _ => self.flusher_wake.wait(sim, due).await,
+                }
+            }
+            self.flusher.dwork_at.set(None);
+            loop {
+                self.wb_do_writeback(sim).await;
+                if self.flusher.work_list.borrow().is_empty() {
+                    break;
+                }
+            }
+            if self.state().wb_has_dirty_io() && self.writeback_interval_jiffies() > 0 {
+                self.bdi_wakeup_thread_delayed(sim);
+            }
+        }
+    }
+}
+
+impl super::MmState {
+    /// Pops the next inode of `b_io` for the flusher to write, marking it `I_SYNC`.
+    fn b_io_pop(&mut self) -> Option<Ino> {
+        let ino = self.b_io.pop_front()?;
+        let mapping = self
+            .mappings
+            .get_mut(&ino)
+            .expect("a queued inode is cached");
+        assert_eq!(mapping.wb_list, WbList::Io, "inode {ino} on b_io");
+        assert!(
+            self.wb_syncing.is_none(),
+            "one inode under I_SYNC at a time"
+        );
+        mapping.wb_list = WbList::Sync;
+        self.wb_syncing = Some(ino);
+        Some(ino)
+    }
+
+    /// `queue_io`: the inodes of `b_more_io` (in the order they were requeued), then those of
+    /// `b_dirty` dirtied at or before `older_than` jiffies (`move_expired_inodes`, oldest
+    /// first), go to `b_io`.
+    fn queue_io(&mut self, older_than: i128) {
+        while let Some(ino) = self.b_more_io.pop_front() {
+            self.mappings
+                .get_mut(&ino)
+                .expect("a requeued inode is cached")
+                .wb_list = WbList::Io;
+            self.b_io.push_back(ino);
+        }
+        while let Some(&(when, ino)) = self.b_dirty.first() {
+            // inode_dirtied_after: time_after(dirtied_when, older_than)
+            if i128::from(when) > older_than {
+                break;
+            }
+            self.b_dirty.pop_first();
+            self.mappings
+                .get_mut(&ino)
+                .expect("a dirty inode is cached")
+                .wb_list = WbList::Io;
+            self.b_io.push_back(ino);
+        }
+    }
+
+    /// `redirty_tail`: back to `b_dirty` as its newest inode; its `dirtied_when` becomes now if
+    /// it was older than the newest there.
+    fn redirty_tail(&mut self, ino: Ino, jiffies: u64) {
+        let newest = self.b_dirty.last().map(|&(when, _)| when);
+        let mapping = self
+            .mappings
+            .get_mut(&ino)
+            .expect("a dirty inode is cached");
+        if newest.is_some_and(|newest| mapping.dirtied_when < newest) {
+            mapping.dirtied_when = jiffies;
+        }
+        mapping.wb_list = WbList::Dirty;
+        self.b_dirty.insert((mapping.dirtied_when, ino));
+    }
+
+    /// `requeue_inode` after the flusher wrote `ino` with `nr_to_write` of its chunk left:
+    /// still dirty with the chunk used up, `requeue_io` (`b_more_io`, next turn); still dirty
+    /// otherwise, `redirty_tail`; clean, off the lists. Returns whether it is clean.
+    fn requeue_inode(&mut self, ino: Ino, nr_to_write: u64, jiffies: u64) -> bool {
+        assert_eq!(
+            self.wb_syncing.take(),
+            Some(ino),
+            "requeue of the inode written"
+        );
+        let Some(mapping) = self.mappings.get_mut(&ino) else {
+            return true;
+        };
+        assert_eq!(mapping.wb_list, WbList::Sync);
+        if mapping.dirty.is_empty() {
+            mapping.wb_list = WbList::None;
+            if mapping.pages.is_empty() && mapping.writeback.is_empty() {
+                self.mappings.remove(&ino);
+            }
+            return true;
+        }
+        if nr_to_write == 0 {
+            mapping.wb_list = WbList::MoreIo;
+            self.b_more_io.push_back(ino);
+        } else {
+            self.redirty_tail(ino, jiffies);
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dirty state of one device whose whole threshold is its own.
+    fn state(background: u64, thresh: u64, dirty: u64) -> DirtyState {
+        DirtyState {
+            background,
+            thresh,
+            limit: thresh,
+            dirty,
+            bdi_thresh: thresh,
+            bdi_dirty: dirty,
+        }
+    }
+
+    #[test]
+    fn the_global_control_line_is_two_at_freerun_one_at_the_setpoint_zero_at_the_limit() {
+        // A fast device (huge write bandwidth) makes the device's line flat: only the cubic.
+        let flat = 1 << 40;
+        let d = state(10_000, 20_000, 0);
+        let at = |dirty: u64| {
+            position_ratio(
+                &DirtyState {
+                    dirty,
+                    bdi_dirty: dirty,
+                    ..d
+                },
+                flat,
+            )
+        };
+        assert_eq!(d.freerun(), 15_000);
+        assert_eq!(d.setpoint(), 17_500);
+        // 1.0, less the device line's rounding (its setpoint is setpoint x thresh/(thresh+1)).
+        assert!((1020..=1024).contains(&at(17_500)), "{}", at(17_500));
+        assert!((2040..=2048).contains(&at(15_000)), "{}", at(15_000));
+        assert!(at(19_999) < 10, "{}", at(19_999));
+        assert_eq!(at(20_000), 0);
+        assert_eq!(at(25_000), 0);
+        // Monotonic: more dirty pages, less rate.
+        let mut last = u64::MAX;
+        for dirty in (15_000..20_000).step_by(250) {
+            assert!(at(dirty) <= last);
+            last = at(dirty);
+        }
+    }
+
+    #[test]
+    fn the_device_line_slows_a_device_above_its_setpoint_and_lifts_one_in_its_reserve() {
+        // write_bw 1,000 pages/s: span = 8,000 pages. At the setpoint the device factor is 1;
+        // 4,000 pages above it (half the span) the rate is about half the global line's.
+        let d = state(10_000, 20_000, 17_500);
+        let at_setpoint = position_ratio(&d, 1_000);
+        assert!((1020..=1024).contains(&at_setpoint), "{at_setpoint}");
+        let above = DirtyState {
+            bdi_dirty: 17_500 + 4_000,
+            ..d
+        };
+        let ratio = position_ratio(&above, 1_000);
+        assert!((500..=530).contains(&ratio), "{ratio}");
+        // Far above: clamped to 1/4 of the global line.
+        let far = DirtyState {
+            bdi_dirty: 17_500 + 7_000,
+            ..d
+        };
+        assert!((254..=256).contains(&position_ratio(&far, 1_000)));
+        // Below half its threshold (the reserve area): lifted by bdi_thresh / 2 / bdi_dirty.
+        let reserve = DirtyState {
+            bdi_thresh: 40_000,
+            thresh: 40_000,
+            limit: 40_000,
+            background: 30_000,
+            dirty: 35_000,
+            bdi_dirty: 10_000,
+        };
+        let lifted = position_ratio(&reserve, 1 << 30);
+        let unlifted = position_ratio(
+            &DirtyState {
+                bdi_dirty: 35_000,
+                ..reserve
+            },
+            1 << 30,
+        );
+        assert!(
+            (unlifted * 2..=unlifted * 2 + 4).contains(&lifted),
+            "x 20,000 / 10,000: {lifted} vs {unlifted}"
+        );
+    }
+
+    #[test]
+    fn min_pause_grows_with_concurrent_dirtiers() {
+        // HZ = 1000, max_pause 200 jiffies. One dirtier (ratelimit = bandwidth): 10 ms target.
+        let hz = Hz(1000);
+        let (pause, pages) = bdi_min_pause(hz, 1 << 14, 200, 1 << 14, 1 << 14);
+        assert_eq!(
+            (pause, pages),
+            (6, 160),
+            "1 + 10/2 jiffies, 2^14 x 10 / 1024 pages"
+        );
+        // Four dirtiers (ratelimit = bandwidth / 4 = 2^N with N = 2): 10 + 2 x 10000/1024.
+        let (pause, pages) = bdi_min_pause(hz, 1 << 14, 200, 1 << 12, 1 << 12);
+        assert_eq!((pause, pages), (15, 116), "t = 29 jiffies");
+        // A slow ratelimit is polled every DIRTY_POLL_THRESH pages at most max_pause apart.
+        let (pause, pages) = bdi_min_pause(hz, 1 << 14, 200, 100, 100);
+        assert_eq!((pause, pages), (200, 19));
+        // HZ = 100: the target is one jiffy.
+        let (pause, pages) = bdi_min_pause(Hz(100), 1 << 14, 20, 1 << 14, 1 << 14);
+        assert_eq!((pause, pages), (1, 128));
+    }
+
+    #[test]
+    fn the_ratelimit_follows_the_balanced_rate_only_from_the_same_side() {
+        let hz = Hz(100);
+        let mut bdi = Bdi {
+            avg_write_bandwidth: 10_000,
+            dirty_ratelimit: 10_000,
+            balanced_dirty_ratelimit: 10_000,
+            ..Bdi::new()
+        };
+        // Below the setpoint, task_ratelimit > dirty_ratelimit, but the dirtiers dirtied twice
+        // the bandwidth: the balanced rate is lower. The position error says "faster", the
+        // rate error "slower": no step.
+        let below = state(10_000, 20_000, 16_000);
+        let dirtied = 20_000 * 20 / 100; // 20,000 pages/s over 20 jiffies
+        update_dirty_ratelimit(&mut bdi, &below, dirtied, 20, hz);
+        assert_eq!(bdi.dirty_ratelimit, 10_000);
+        assert!(bdi.balanced_dirty_ratelimit < 10_000);
+        // Above the setpoint with the same rates, both say "slower": it steps down, by an
+        // eighth of the (shaped) gap, not halfway.
+        let mut bdi = Bdi {
+            avg_write_bandwidth: 10_000,
+            dirty_ratelimit: 10_000,
+            balanced_dirty_ratelimit: 5_000,
+            ..Bdi::new()
+        };
+        let above = state(10_000, 20_000, 19_000);
+        update_dirty_ratelimit(&mut bdi, &above, dirtied, 20, hz);
+        assert!(bdi.dirty_ratelimit < 10_000, "{bdi:?}");
+        assert!(bdi.dirty_ratelimit > 9_000, "a small step: {bdi:?}");
+    }
+
+    #[test]
+    fn write_bandwidth_is_smoothed_over_three_seconds() {
+        // HZ = 100: period = roundup_pow_of_two(300) = 512 jiffies. 20 jiffies at 5,000 pages/s
+        // move the estimate by 20/512 of the difference.
+        let hz = Hz(100);
+        let mut bdi = Bdi::new();
+        bdi.written = 1_000;
+        bdi.update_write_bandwidth(20, hz);
+        let expected = (1_000 * 100 + INIT_BW_PAGES_PER_SEC * (512 - 20)) / 512;
+        assert_eq!(bdi.write_bandwidth, expected);
+        assert_eq!(
+            bdi.avg_write_bandwidth, INIT_BW_PAGES_PER_SEC,
+            "avg follows write_bandwidth's previous value"
+        );
+        // After more than a period the estimate is the plain rate.
+        bdi.written_stamp = bdi.written;
+        bdi.written += 6_000;
+        bdi.update_write_bandwidth(600, hz);
+        assert_eq!(
+            (bdi.write_bandwidth, bdi.avg_write_bandwidth),
+            (1_000, 1_000)
+        );
+    }
+    /// A page cache over a fast fixed-latency device, for tests of `Mm`'s own arithmetic.
+    fn mm(config: super::super::VmConfig) -> (crate::sim::Simulation, std::rc::Rc<Mm>) {
+        let sim = crate::sim::Simulation::new(1);
+        let device = Box::new(crate::dev::fixed::FixedLatencyDevice::new(1, 0, 0));
+        let vfs = crate::stack::storage(
+            &sim.handle(),
+            config,
+            crate::kernel::CpuConfig::zero_cost(),
+            device,
+            "noop",
+            1 << 30,
+            None,
+        )
+        .unwrap();
+        (sim, vfs.mm.clone())
+    }
+
+    #[test]
+    fn the_writeout_fraction_ages_away_after_idle_periods() {
+        // VM_COMPLETIONS_PERIOD_LEN = 3 s: at HZ = 100, 300 jiffies; events halve each period.
+        let hz = Hz(100);
+        let mut bdi = Bdi::new();
+        assert!(
+            !bdi.writeout_fraction_is_whole(0, hz),
+            "nothing written yet"
+        );
+        bdi.writeout_inc(100, 10, hz);
+        assert_eq!(bdi.written, 100);
+        assert!(bdi.writeout_fraction_is_whole(299, hz));
+        assert!(bdi.writeout_fraction_is_whole(300 * 6, hz), "100 >> 6 = 1");
+        assert!(!bdi.writeout_fraction_is_whole(300 * 7, hz), "100 >> 7 = 0");
+        bdi.writeout_inc(1, 300 * 7 + 5, hz);
+        assert!(bdi.writeout_fraction_is_whole(300 * 7 + 5, hz));
+    }
+
+    #[test]
+    fn the_global_dirty_limit_rises_at_once_and_falls_by_a_32nd() {
+        let (_sim, mm) = mm(super::super::VmConfig::default());
+        let (_, thresh) = mm.dirty_limits();
+        assert_eq!(
+            mm.global_dirty_limit.get(),
+            thresh,
+            "writeback_set_ratelimit at boot"
+        );
+        mm.update_dirty_limit(thresh + 3_200, 0);
+        assert_eq!(mm.global_dirty_limit.get(), thresh + 3_200);
+        assert_eq!(mm.hard_dirty_limit(thresh), thresh + 3_200);
+        mm.update_dirty_limit(thresh, 0);
+        assert_eq!(mm.global_dirty_limit.get(), thresh + 3_200 - 100);
+        // Never below the dirty pages.
+        mm.update_dirty_limit(thresh, thresh + 3_100);
+        assert_eq!(mm.global_dirty_limit.get(), thresh + 3_100);
+    }
+
+    #[test]
+    fn writeback_chunks_are_half_a_second_of_bandwidth_at_most_an_eighth_of_the_limit() {
+        let (_sim, mm) = mm(super::super::VmConfig::default());
+        let work = |nr_pages| WbWork {
+            nr_pages,
+            reason: WbReason::Background,
+            range_cyclic: true,
+        };
+        mm.global_dirty_limit.set(1 << 20);
+        mm.state().bdi.avg_write_bandwidth = 12_800;
+        // min(6,400, 131,072) + 1,024, rounded down to 1,024s.
+        assert_eq!(mm.writeback_chunk_size(&work(i64::MAX)), 7_168);
+        mm.global_dirty_limit.set(16_000);
+        // min(6,400, 2,000) + 1,024 = 3,024 -> 2,048.
+        assert_eq!(mm.writeback_chunk_size(&work(i64::MAX)), 2_048);
+        // A small work: its own size + 1,024, rounded down.
+        assert_eq!(mm.writeback_chunk_size(&work(100)), 1_024);
+        assert_eq!(mm.writeback_chunk_size(&work(1_500)), 2_048);
+    }
+
+    #[test]
+    fn max_pause_shrinks_with_the_dirty_pool_and_stat_error_scales_with_cpus() {
+        let (_sim, mm) = mm(super::super::VmConfig::default());
+        // HZ = 100: MAX_PAUSE = 20 jiffies; bw 12,800 pages/s / roundup_pow_of_two(1 + 12) =
+        // 800, so t = dirty / 801 + 1.
+        assert_eq!(mm.max_pause_jiffies(), 20);
+        assert_eq!(mm.bdi_max_pause(8_010, 12_800), 11);
+        assert_eq!(mm.bdi_max_pause(1 << 20, 12_800), 20);
+        assert_eq!(mm.bdi_max_pause(0, 12_800), 1);
+        // 64 zero-cost cores: 64 x 8 x (1 + 6).
+        assert_eq!(mm.bdi_stat_error(), 64 * 8 * 7);
+    }
+
+    #[test]
+    fn requeue_sends_a_used_up_inode_to_more_io_and_a_short_one_back_to_b_dirty() {
+        let (_sim, mm) = mm(super::super::VmConfig::default());
+        let mut state = mm.state();
+        // Three inodes dirtied at jiffies 5, 7 and 9, each with one dirty page.
+        for (ino, when) in [(10u64, 5u64), (11, 7), (12, 9)] {
+            let mapping = state.mappings.entry(ino).or_default();
+            mapping.dirty.insert(0);
+            mapping.dirtied_when = when;
+            mapping.wb_list = WbList::Dirty;
+            state.b_dirty.insert((when, ino));
+        }
+        // Kupdate at jiffy 8 with a 0 expiry: the two oldest are expired.
+        state.queue_io(8);
+        assert_eq!(state.b_io, [10, 11]);
+        assert_eq!(state.b_dirty.len(), 1);
+        // Inode 10 used its chunk: next turn, on b_more_io.
+        assert_eq!(state.b_io_pop(), Some(10));
+        assert!(!state.requeue_inode(10, 0, 20));
+        assert_eq!(state.b_more_io, [10]);
+        // Inode 11 stopped short: back to b_dirty, as the newest (dirtied_when now, as it was
+        // older than inode 12).
+        assert_eq!(state.b_io_pop(), Some(11));
+        assert!(!state.requeue_inode(11, 5, 20));
+        assert_eq!(state.mappings[&11].dirtied_when, 20);
+        assert_eq!(state.b_dirty.last(), Some(&(20, 11)));
+        // The next queue_io: b_more_io first, then the expired ones, oldest first.
+        state.queue_io(30);
+        assert_eq!(state.b_io, [10, 12, 11]);
+        // A written-out inode leaves the lists.
+        assert_eq!(state.b_io_pop(), Some(10));
+        state.mappings.get_mut(&10).unwrap().dirty.clear();
+        assert!(state.requeue_inode(10, 3, 40));
+        assert_eq!(
+            state.mappings.get(&10).map(|m| m.wb_list),
+            None,
+            "no pages: dropped"
+        );
     }
 }

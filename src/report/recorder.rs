@@ -1,8 +1,14 @@
 //! Records per-app, per-operation latency distributions, blocked time by reason and counters while
 //! a run goes on.
+//!
+//! Operations still in progress when the run ends are results too ([`Recorder::finish`]): an
+//! fsync blocked for 9 s when the run stops has a latency of at least 9 s. Each is recorded at
+//! its time so far, so every statistic of its operation (count aside) is a lower bound of the
+//! true one, counted as `unfinished`, explained by the wait it is still in, and considered among
+//! the slowest operations.
 
-use super::results::{AppResult, OpSummary, SlowOp, SlowWait};
-use crate::sim::{BlockedTimes, Sim, TaskId, WaitLog, WaitRecord};
+use super::results::{AppResult, OpSummary, SlowOp, SlowWait, UnfinishedOp};
+use crate::sim::{BlockedTimes, Sim, TaskId, Wait, WaitLog, WaitRecord};
 use crate::units::Nanos;
 use hdrhistogram::Histogram;
 use std::cell::RefCell;
@@ -24,11 +30,6 @@ pub struct OpTimer {
 }
 
 impl OpTimer {
-    /// The same operation under another name (e.g. once its direction is known).
-    pub fn renamed(self, op: &'static str) -> OpTimer {
-        OpTimer { op, ..self }
-    }
-
     /// Called from the task performing the operation. Starts the task's wait log, so the
     /// operation's latency can be explained wait by wait (one operation per task at a time).
     pub fn begin(sim: &Sim, op: &'static str) -> OpTimer {
@@ -55,7 +56,14 @@ struct OpRecord {
     blocked: BlockedTimes,
     /// The slowest operations, slowest first.
     slowest: Vec<SlowOp>,
+    /// Operations still in progress when the run ended (in the histogram at their time so far).
+    unfinished: u64,
+    /// The longest of them, longest first.
+    unfinished_ops: Vec<UnfinishedOp>,
 }
+
+/// How many unfinished operations per app and operation are kept with their waits.
+pub const UNFINISHED_KEPT: usize = 8;
 
 impl OpRecord {
     fn new() -> Self {
@@ -66,18 +74,44 @@ impl OpRecord {
             max_ns: 0,
             blocked: BlockedTimes::default(),
             slowest: Vec::new(),
+            unfinished: 0,
+            unfinished_ops: Vec::new(),
+        }
+    }
+
+    /// Adds one operation's latency (or, unfinished, its time so far) and blocked time.
+    fn record(&mut self, latency: Nanos, blocked: &BlockedTimes) {
+        self.histogram
+            .saturating_record(latency.min(HISTOGRAM_HIGHEST_NS));
+        self.sum_ns += u128::from(latency);
+        self.max_ns = self.max_ns.max(latency);
+        for (reason, nanos) in blocked.nonzero() {
+            self.blocked.add(reason, nanos);
         }
     }
 
     /// Keeps the operation if it is among the slowest, with its longest waits described.
-    fn consider_slow(&mut self, sim: &Sim, timer: &OpTimer, latency: Nanos, log: &WaitLog) {
+    /// An `unfinished` operation's `current` wait (the one it is still in) counts up to now.
+    fn consider_slow(
+        &mut self,
+        sim: &Sim,
+        timer: &OpTimer,
+        latency: Nanos,
+        log: &WaitLog,
+        (unfinished, current): (bool, Option<Wait>),
+    ) {
         let position = self.slowest.partition_point(|s| s.latency_ns >= latency);
         if position >= SLOWEST_KEPT {
             return;
         }
+        let current = current.map(|wait| WaitRecord {
+            wait,
+            ended_ns: sim.now(),
+        });
         let mut records: Vec<&WaitRecord> = log
             .records
             .iter()
+            .chain(current.as_ref())
             .filter(|r| !r.wait.reason.is_voluntary())
             .collect();
         records.sort_by_key(|r| std::cmp::Reverse(r.ended_ns - r.wait.since_ns));
@@ -91,6 +125,7 @@ impl OpRecord {
                 held_by: r.wait.holder.map(|t| sim.task_name(t)),
                 start_ns: r.wait.since_ns,
                 ns: r.ended_ns - r.wait.since_ns,
+                still_waiting: current.as_ref() == Some(*r),
             })
             .collect();
         self.slowest.insert(
@@ -101,6 +136,7 @@ impl OpRecord {
                 task: sim.task_name(timer.task),
                 waits,
                 waits_not_logged: log.dropped,
+                unfinished,
             },
         );
         self.slowest.truncate(SLOWEST_KEPT);
@@ -111,12 +147,17 @@ impl OpRecord {
 struct AppRecord {
     ops: BTreeMap<&'static str, OpRecord>,
     counters: BTreeMap<String, u64>,
+    /// When the app's first operation began and its last one ended: the time it was active.
+    first_op_ns: Option<Nanos>,
+    last_op_end_ns: Nanos,
 }
 
 /// Collects one run's measurements.
 #[derive(Default)]
 pub struct Recorder {
     apps: RefCell<BTreeMap<String, AppRecord>>,
+    /// Operations begun and not yet ended, by task: (app, timer).
+    in_progress: RefCell<BTreeMap<TaskId, (String, OpTimer)>>,
 }
 
 impl Recorder {
@@ -124,27 +165,75 @@ impl Recorder {
         Self::default()
     }
 
+    /// Starts operation `op` of `app` in the current task (see [`OpTimer::begin`]); it is an
+    /// unfinished operation of the results if the run ends before [`Recorder::end_op`].
+    pub fn begin_op(&self, sim: &Sim, app: &str, op: &'static str) -> OpTimer {
+        let timer = OpTimer::begin(sim, op);
+        let mut apps = self.apps.borrow_mut();
+        let record = apps.entry(app.to_string()).or_default();
+        record.first_op_ns.get_or_insert(timer.start_ns);
+        drop(apps);
+        self.in_progress
+            .borrow_mut()
+            .insert(timer.task, (app.to_string(), timer));
+        timer
+    }
+
     /// Records an operation of `app` that began with `timer` and ends now.
     pub fn end_op(&self, sim: &Sim, app: &str, timer: OpTimer) {
+        self.in_progress.borrow_mut().remove(&timer.task);
         let latency = sim.now() - timer.start_ns;
         let blocked = sim.blocked_times(timer.task).since(&timer.blocked_before);
         let log = sim.take_wait_log(timer.task);
         let mut apps = self.apps.borrow_mut();
-        let record = apps
-            .entry(app.to_string())
-            .or_default()
-            .ops
-            .entry(timer.op)
-            .or_insert_with(OpRecord::new);
-        record
-            .histogram
-            .saturating_record(latency.min(HISTOGRAM_HIGHEST_NS));
-        record.sum_ns += u128::from(latency);
-        record.max_ns = record.max_ns.max(latency);
-        for (reason, nanos) in blocked.nonzero() {
-            record.blocked.add(reason, nanos);
+        let app_record = apps.entry(app.to_string()).or_default();
+        app_record.first_op_ns.get_or_insert(timer.start_ns);
+        app_record.last_op_end_ns = app_record.last_op_end_ns.max(sim.now());
+        let record = app_record.ops.entry(timer.op).or_insert_with(OpRecord::new);
+        record.record(latency, &blocked);
+        record.consider_slow(sim, &timer, latency, &log, (false, None));
+    }
+
+    /// At the end of the run: records every operation still in progress at its time so far
+    /// (a lower bound of its latency), with the wait it is still in and that wait's chain.
+    pub fn finish(&self, sim: &Sim) {
+        let in_progress = std::mem::take(&mut *self.in_progress.borrow_mut());
+        let now = sim.now();
+        for (task, (app, timer)) in in_progress {
+            let elapsed = now - timer.start_ns;
+            let blocked = sim.blocked_times(task).since(&timer.blocked_before);
+            let log = sim.take_wait_log(task);
+            let current = sim.current_wait(task);
+            let mut apps = self.apps.borrow_mut();
+            let app_record = apps.entry(app).or_default();
+            app_record.last_op_end_ns = now;
+            let record = app_record.ops.entry(timer.op).or_insert_with(OpRecord::new);
+            record.record(elapsed, &blocked);
+            record.unfinished += 1;
+            record.consider_slow(sim, &timer, elapsed, &log, (true, current));
+            let unfinished = UnfinishedOp {
+                start_ns: timer.start_ns,
+                elapsed_ns: elapsed,
+                task: sim.task_name(task),
+                waiting: current.map(|wait| SlowWait {
+                    reason: wait.reason.name().to_string(),
+                    layer: wait.reason.layer().to_string(),
+                    on: sim.describe_blocker(wait.blocker),
+                    held_by: wait.holder.map(|t| sim.task_name(t)),
+                    start_ns: wait.since_ns,
+                    ns: now - wait.since_ns,
+                    still_waiting: true,
+                }),
+                chain: current.map(|_| sim.explain_wait(task)),
+            };
+            let position = record
+                .unfinished_ops
+                .partition_point(|u| u.elapsed_ns >= elapsed);
+            if position < UNFINISHED_KEPT {
+                record.unfinished_ops.insert(position, unfinished);
+                record.unfinished_ops.truncate(UNFINISHED_KEPT);
+            }
         }
-        record.consider_slow(sim, &timer, latency, &log);
     }
 
     pub fn add_counter(&self, app: &str, counter: &str, amount: u64) {
@@ -166,6 +255,9 @@ impl Recorder {
         };
         if let Some(record) = apps.get(app) {
             result.counters = record.counters.clone();
+            result.active_ns = record
+                .first_op_ns
+                .map_or(0, |first| record.last_op_end_ns.saturating_sub(first));
             for (op, op_record) in &record.ops {
                 result.ops.insert(op.to_string(), summarize(op_record));
             }
@@ -176,22 +268,28 @@ impl Recorder {
 
 fn summarize(record: &OpRecord) -> OpSummary {
     let h = &record.histogram;
-    let count = h.len();
+    // Recorded values: the finished operations and the unfinished ones at their time so far.
+    let recorded = h.len();
+    // A bucket's highest equivalent value can exceed the exact maximum: clamp to it.
+    let quantile = |q: f64| h.value_at_quantile(q).min(record.max_ns);
     OpSummary {
-        count,
-        mean_ns: if count == 0 {
+        count: recorded - record.unfinished,
+        unfinished: record.unfinished,
+        mean_ns: if recorded == 0 {
             0.0
         } else {
-            (record.sum_ns as f64 / count as f64).round()
+            (record.sum_ns as f64 / recorded as f64).round()
         },
-        min_ns: h.min(),
-        // A bucket's highest equivalent value can exceed the exact maximum: clamp to it.
-        p50_ns: h.value_at_quantile(0.50).min(record.max_ns),
-        p90_ns: h.value_at_quantile(0.90).min(record.max_ns),
-        p99_ns: h.value_at_quantile(0.99).min(record.max_ns),
+        min_ns: if recorded == 0 { 0 } else { h.min() },
+        p50_ns: quantile(0.50),
+        p90_ns: quantile(0.90),
+        p99_ns: quantile(0.99),
+        p99_9_ns: quantile(0.999),
+        p99_99_ns: quantile(0.9999),
         max_ns: record.max_ns,
         blocked_ns: blocked_map(&record.blocked),
         slowest: record.slowest.clone(),
+        unfinished_ops: record.unfinished_ops.clone(),
         histogram: h
             .iter_recorded()
             .map(|v| {

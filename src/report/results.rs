@@ -8,24 +8,81 @@ use std::collections::BTreeMap;
 
 /// Identifies the JSON format; bumped on incompatible changes.
 pub const RESULTS_SCHEMA: &str = "mobistack.results";
-pub const RESULTS_VERSION: u32 = 1;
+/// Version 2: operations still in progress at the end of a run are recorded (`unfinished`,
+/// `unfinished_ops`; the distribution includes them at their time so far), `p99_9_ns` and
+/// `p99_99_ns`, each app's `active_ns`, each run's `end` explained.
+pub const RESULTS_VERSION: u32 = 2;
 
 /// Latency distribution of one operation of one app, in nanoseconds.
+///
+/// Operations still in progress when the run ended (`unfinished`) are in the distribution at
+/// their time so far: with any, every statistic is a lower bound of the true one.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct OpSummary {
+    /// Operations that completed.
     pub count: u64,
+    /// Operations still in progress (blocked or running) when the run ended.
+    pub unfinished: u64,
     pub mean_ns: f64,
     pub min_ns: u64,
     pub p50_ns: u64,
     pub p90_ns: u64,
     pub p99_ns: u64,
+    pub p99_9_ns: u64,
+    pub p99_99_ns: u64,
     pub max_ns: u64,
     /// Time the operations spent blocked, summed, by wait reason.
     pub blocked_ns: BTreeMap<String, u64>,
     /// The slowest operations, slowest first, each explained by its longest waits.
     pub slowest: Vec<SlowOp>,
-    /// The histogram: [highest value equivalent to the bucket, count] for every non-empty bucket.
+    /// The longest unfinished operations, longest first, with what they still wait on.
+    pub unfinished_ops: Vec<UnfinishedOp>,
+    /// The histogram: [highest value equivalent to the bucket, count] for every non-empty bucket
+    /// (unfinished operations at their time so far).
     pub histogram: Vec<[u64; 2]>,
+}
+
+impl OpSummary {
+    /// Whether the statistics are lower bounds (some operations had not finished).
+    pub fn is_lower_bound(&self) -> bool {
+        self.unfinished > 0
+    }
+}
+
+/// An operation still in progress when the run ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct UnfinishedOp {
+    pub start_ns: u64,
+    /// Time from its start to the end of the run: a lower bound of its latency.
+    pub elapsed_ns: u64,
+    pub task: String,
+    /// The wait it is still in, if it is blocked (not if it was runnable or sleeping).
+    pub waiting: Option<SlowWait>,
+    /// That wait's chain ("A waits on ... held by B; B waits on ...").
+    pub chain: Option<String>,
+}
+
+impl UnfinishedOp {
+    /// "8970 ms so far since 11.030 s: still in submit_bio_wait 8970 ms on request R#12 (...)"
+    pub fn explain(&self) -> String {
+        use crate::units::format_ms;
+        let mut text = format!(
+            "{} ms so far (since {:.3} s)",
+            format_ms(self.elapsed_ns as f64),
+            self.start_ns as f64 / 1e9
+        );
+        match (&self.waiting, &self.chain) {
+            (Some(wait), Some(chain)) => {
+                text.push_str(&format!(
+                    ": still in {} {} ms; {chain}",
+                    wait.reason,
+                    format_ms(wait.ns as f64)
+                ));
+            }
+            _ => text.push_str(": not blocked (runnable or sleeping) when the run ended"),
+        }
+        text
+    }
 }
 
 /// One slow operation and the waits that made it slow.
@@ -39,6 +96,8 @@ pub struct SlowOp {
     pub waits: Vec<SlowWait>,
     /// Waits beyond the task's log bound, counted but not kept.
     pub waits_not_logged: u64,
+    /// Still in progress when the run ended: `latency_ns` is its time so far.
+    pub unfinished: bool,
 }
 
 /// One wait of a slow operation.
@@ -53,6 +112,8 @@ pub struct SlowWait {
     pub held_by: Option<String>,
     pub start_ns: u64,
     pub ns: u64,
+    /// The wait had not ended when the run did (`ns` is its time so far).
+    pub still_waiting: bool,
 }
 
 impl SlowOp {
@@ -60,12 +121,21 @@ impl SlowOp {
     pub fn explain(&self) -> String {
         use crate::units::format_ms;
         let mut text = format!(
-            "{} ms at {:.3} s",
+            "{}{} ms at {:.3} s{}",
+            if self.unfinished { ">= " } else { "" },
             format_ms(self.latency_ns as f64),
-            self.start_ns as f64 / 1e9
+            self.start_ns as f64 / 1e9,
+            if self.unfinished {
+                " (unfinished when the run ended)"
+            } else {
+                ""
+            }
         );
         for (i, wait) in self.waits.iter().enumerate() {
             text.push_str(if i == 0 { ": " } else { "; " });
+            if wait.still_waiting {
+                text.push_str("still in ");
+            }
             text.push_str(&format!("{} {} ms", wait.reason, format_ms(wait.ns as f64)));
             if wait.on != "-" {
                 text.push_str(&format!(" on {}", wait.on));
@@ -81,6 +151,9 @@ impl SlowOp {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct AppResult {
     pub uid: u32,
+    /// From the start of the app's first operation to the end of its last one (or of the run,
+    /// with operations unfinished): the time its throughput is measured over.
+    pub active_ns: u64,
     pub ops: BTreeMap<String, OpSummary>,
     pub counters: BTreeMap<String, u64>,
     /// All of the app's tasks' blocked time, by wait reason (voluntary sleeps excluded).

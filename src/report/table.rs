@@ -1,7 +1,7 @@
 //! The human-readable results table printed by `mobistack run`.
 
-use super::results::ScenarioResults;
-use crate::units::{format_ms, NS_PER_SEC};
+use super::results::{OpSummary, RunResult, ScenarioResults};
+use crate::units::format_ms;
 use std::fmt::Write;
 
 /// Pads cells into aligned columns; the first row is the header.
@@ -22,7 +22,11 @@ pub fn align(rows: &[Vec<String>]) -> String {
         for (c, cell) in row.iter().enumerate() {
             let pad = widths[c] - cell.chars().count();
             // Text left-aligned, numbers right-aligned.
-            let numeric = cell.chars().next().is_some_and(|ch| ch.is_ascii_digit())
+            let numeric = cell
+                .trim_start_matches('≥')
+                .chars()
+                .next()
+                .is_some_and(|ch| ch.is_ascii_digit())
                 || (cell.starts_with('-') && cell.len() > 1);
             if c > 0 {
                 line.push_str("  ");
@@ -41,49 +45,199 @@ pub fn align(rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A statistic of an operation's latency that the table can show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    Min,
+    Mean,
+    P50,
+    P90,
+    P99,
+    P999,
+    P9999,
+    Max,
+}
+
+impl Stat {
+    /// Every statistic, in column order.
+    pub const ALL: [Stat; 8] = [
+        Stat::Min,
+        Stat::Mean,
+        Stat::P50,
+        Stat::P90,
+        Stat::P99,
+        Stat::P999,
+        Stat::P9999,
+        Stat::Max,
+    ];
+    /// The columns shown by default.
+    pub const DEFAULT: [Stat; 5] = [Stat::Mean, Stat::P50, Stat::P90, Stat::P99, Stat::Max];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stat::Min => "min",
+            Stat::Mean => "mean",
+            Stat::P50 => "p50",
+            Stat::P90 => "p90",
+            Stat::P99 => "p99",
+            Stat::P999 => "p99.9",
+            Stat::P9999 => "p99.99",
+            Stat::Max => "max",
+        }
+    }
+
+    fn value(self, summary: &OpSummary) -> f64 {
+        match self {
+            Stat::Min => summary.min_ns as f64,
+            Stat::Mean => summary.mean_ns,
+            Stat::P50 => summary.p50_ns as f64,
+            Stat::P90 => summary.p90_ns as f64,
+            Stat::P99 => summary.p99_ns as f64,
+            Stat::P999 => summary.p99_9_ns as f64,
+            Stat::P9999 => summary.p99_99_ns as f64,
+            Stat::Max => summary.max_ns as f64,
+        }
+    }
+
+    /// Parses `--percentiles`: a comma-separated list of `min mean p50 p90 p99 p99.9 p99.99
+    /// max`, or `all` (every one; what a bare `--percentiles` means).
+    pub fn parse_list(text: &str) -> Result<Vec<Stat>, String> {
+        if text.trim() == "all" {
+            return Ok(Stat::ALL.to_vec());
+        }
+        let mut stats = Vec::new();
+        for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let stat = Stat::ALL
+                .into_iter()
+                .find(|s| s.name() == word)
+                .ok_or_else(|| {
+                    format!(
+                        "unknown statistic `{}` in --percentiles: expected `all` or a list of {}",
+                        crate::units::cut(word),
+                        Stat::ALL.map(Stat::name).join(", ")
+                    )
+                })?;
+            if !stats.contains(&stat) {
+                stats.push(stat);
+            }
+        }
+        if stats.is_empty() {
+            return Err("--percentiles needs at least one statistic, e.g. min,p99.9,p99.99".into());
+        }
+        stats.sort_by_key(|s| Stat::ALL.iter().position(|a| a == s));
+        Ok(stats)
+    }
+}
+
+/// What the table shows.
+#[derive(Debug, Clone)]
+pub struct TableOptions {
+    /// Latency statistics, as columns in this order.
+    pub stats: Vec<Stat>,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            stats: Stat::DEFAULT.to_vec(),
+        }
+    }
+}
+
+/// How a run ended, in words.
+fn end_text(run: &RunResult, duration_ns: u64) -> String {
+    let limit = format_seconds(duration_ns);
+    match run.end.as_str() {
+        "duration" => format!("ended at its duration ({limit})"),
+        "apps-done" => "ended when every app's workload had finished".to_string(),
+        "idle" => "ended idle: nothing left to run (the remaining tasks wait forever)".to_string(),
+        other => format!("ended: {other}"),
+    }
+}
+
+/// Seconds with three significant figures.
+fn format_seconds(nanos: u64) -> String {
+    let text = format_ms(nanos as f64 / 1e3);
+    format!("{text} s")
+}
+
+/// A latency cell: milliseconds, `≥` when unfinished operations make it a lower bound.
+fn latency_cell(nanos: f64, lower_bound: bool) -> String {
+    let text = format_ms(nanos);
+    if lower_bound {
+        format!("≥{text}")
+    } else {
+        text
+    }
+}
+
 /// The table of every run: one row per variant x seed x app x operation, with the latency
 /// distribution in milliseconds and the largest share of blocked time.
 pub fn render(results: &ScenarioResults) -> String {
+    render_with(results, &TableOptions::default())
+}
+
+/// [`render`] with a choice of columns.
+pub fn render_with(results: &ScenarioResults, options: &TableOptions) -> String {
     let mut out = String::new();
     let seeds: std::collections::BTreeSet<u64> = results.runs.iter().map(|r| r.seed).collect();
     let variants: std::collections::BTreeSet<&str> =
         results.runs.iter().map(|r| r.variant.as_str()).collect();
     let _ = writeln!(
         out,
-        "scenario {}: {} variant(s) x {} seed(s), {} s of virtual time each",
+        "scenario {}: {} variant(s) x {} seed(s), at most {} of virtual time each",
         results.scenario,
         variants.len(),
         seeds.len(),
-        results.duration_ns as f64 / NS_PER_SEC as f64
+        format_seconds(results.duration_ns)
     );
-    let mut rows = vec![[
-        "variant",
-        "seed",
-        "app",
-        "op",
-        "count",
-        "mean ms",
-        "p50 ms",
-        "p90 ms",
-        "p99 ms",
-        "max ms",
-        "MB/s",
-        "top wait (share of op time)",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect::<Vec<String>>()];
+    let mut any_unfinished = false;
     for run in &results.runs {
-        let seconds = run.virtual_ns as f64 / NS_PER_SEC as f64;
+        let unfinished: u64 = run
+            .apps
+            .values()
+            .flat_map(|app| app.ops.values())
+            .map(|op| op.unfinished)
+            .sum();
+        any_unfinished |= unfinished > 0;
+        let _ = writeln!(
+            out,
+            "  {} seed {}: simulated {}, {}{}",
+            run.variant,
+            run.seed,
+            format_seconds(run.virtual_ns),
+            end_text(run, results.duration_ns),
+            if unfinished > 0 {
+                format!("; {unfinished} operation(s) still in progress")
+            } else {
+                String::new()
+            }
+        );
+    }
+    let mut header: Vec<String> = ["variant", "seed", "app", "op", "count"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if any_unfinished {
+        header.push("unfinished".into());
+    }
+    header.extend(options.stats.iter().map(|s| format!("{} ms", s.name())));
+    header.extend(["MB/s", "top wait (share of op time)"].map(String::from));
+    let mut rows = vec![header];
+    for run in &results.runs {
         for (app_name, app) in &run.apps {
             let bytes = app.counters.get("bytes").copied().unwrap_or(0);
-            let throughput = if seconds > 0.0 && bytes > 0 {
-                format!("{:.2}", bytes as f64 / 1e6 / seconds)
-            } else {
+            // Over the time the app was active, not the run's length.
+            let throughput = if bytes == 0 {
                 "-".to_string()
+            } else if app.active_ns == 0 {
+                "no time".to_string()
+            } else {
+                format!("{:.2}", bytes as f64 / 1e6 / (app.active_ns as f64 / 1e9))
             };
             for (op, summary) in &app.ops {
-                let total_op_ns = summary.mean_ns * summary.count as f64;
+                let recorded = summary.count + summary.unfinished;
+                let total_op_ns = summary.mean_ns * recorded as f64;
                 let top = summary
                     .blocked_ns
                     .iter()
@@ -96,24 +250,35 @@ pub fn render(results: &ScenarioResults) -> String {
                         )
                     })
                     .unwrap_or_else(|| "-".to_string());
-                rows.push(vec![
+                let mut row = vec![
                     run.variant.clone(),
                     run.seed.to_string(),
                     app_name.clone(),
                     op.clone(),
                     summary.count.to_string(),
-                    format_ms(summary.mean_ns),
-                    format_ms(summary.p50_ns as f64),
-                    format_ms(summary.p90_ns as f64),
-                    format_ms(summary.p99_ns as f64),
-                    format_ms(summary.max_ns as f64),
-                    throughput.clone(),
-                    top,
-                ]);
+                ];
+                if any_unfinished {
+                    row.push(summary.unfinished.to_string());
+                }
+                let lower_bound = summary.is_lower_bound();
+                for stat in &options.stats {
+                    row.push(latency_cell(stat.value(summary), lower_bound));
+                }
+                row.push(throughput.clone());
+                row.push(top);
+                rows.push(row);
             }
         }
     }
     out.push_str(&align(&rows));
+    out.push_str(
+        "(MB/s: the app's bytes over the time it was active, from its first operation's start to its last one's end)\n",
+    );
+    if any_unfinished {
+        out.push_str(
+            "(≥: operations still in progress at the end count at their time so far, so the figure is a lower bound)\n",
+        );
+    }
     out.push_str("\nslowest operation of each app, explained by its longest waits:\n");
     for run in &results.runs {
         for (app_name, app) in &run.apps {
@@ -126,6 +291,34 @@ pub fn render(results: &ScenarioResults) -> String {
                         run.seed,
                         slowest.explain()
                     );
+                }
+            }
+        }
+    }
+    if any_unfinished {
+        out.push_str("\noperations still in progress when the run ended:\n");
+        for run in &results.runs {
+            for (app_name, app) in &run.apps {
+                for (op, summary) in &app.ops {
+                    for unfinished in summary.unfinished_ops.iter().take(3) {
+                        let _ = writeln!(
+                            out,
+                            "  {} seed {} {app_name} {op} ({}): {}",
+                            run.variant,
+                            run.seed,
+                            unfinished.task,
+                            unfinished.explain()
+                        );
+                    }
+                    if summary.unfinished > 3 {
+                        let _ = writeln!(
+                            out,
+                            "  {} seed {} {app_name} {op}: and {} more",
+                            run.variant,
+                            run.seed,
+                            summary.unfinished - 3
+                        );
+                    }
                 }
             }
         }
@@ -152,7 +345,8 @@ pub fn render_breakdown(results: &ScenarioResults) -> String {
     for run in &results.runs {
         for (app_name, app) in &run.apps {
             for (op, summary) in &app.ops {
-                let total = (summary.mean_ns * summary.count as f64).max(1.0);
+                let total =
+                    (summary.mean_ns * (summary.count + summary.unfinished) as f64).max(1.0);
                 let mut reasons: Vec<(&String, &u64)> = summary.blocked_ns.iter().collect();
                 reasons.sort_by_key(|(name, nanos)| (std::cmp::Reverse(**nanos), name.as_str()));
                 for (reason, nanos) in reasons {

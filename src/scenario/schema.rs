@@ -1,5 +1,6 @@
 //! The scenario schema (serde types) and its validation.
 
+use super::locate::{key, Seg, Spans};
 use super::ScenarioError;
 use crate::units::serde_units;
 use crate::units::Nanos;
@@ -70,17 +71,46 @@ pub struct StackConfig {
 impl StackConfig {
     /// Checks what the schema cannot: names of profiles, policies and elevators.
     pub fn validate(&self) -> Result<(), String> {
-        self.device.resolve().map(|_| ())?;
-        if !(0.0..=1.0).contains(&self.device.fill) {
-            return Err(format!(
-                "[stack.device] fill {} must be a fraction between 0 and 1",
-                self.device.fill
-            ));
+        for (_, result) in self.check_tables() {
+            result?;
         }
-        self.block.validate()?;
-        self.kernel.validate()?;
-        self.cpu.validate()?;
-        self.vm.validate()
+        Ok(())
+    }
+
+    /// The checks of [`StackConfig::validate`], table by table (`device`, `block`, `kernel`,
+    /// `cpu`, `vm`), so that an error can be pointed at its table's field.
+    pub fn check_tables(&self) -> [(&'static str, Result<(), String>); 5] {
+        let device = self.device.resolve().map(|_| ()).and_then(|()| {
+            if (0.0..=1.0).contains(&self.device.fill) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "`fill` {} must be a fraction between 0 and 1 (e.g. 0.5)",
+                    self.device.fill
+                ))
+            }
+        });
+        // `VmConfig::validate` checks both ratios in one message; name the one that is wrong.
+        let vm = if self.vm.dirty_ratio == 0 || self.vm.dirty_ratio > 100 {
+            Err(format!(
+                "`dirty_ratio` {} must be a percentage from 1 to 100 (Linux: 20)",
+                self.vm.dirty_ratio
+            ))
+        } else if self.vm.dirty_background_ratio > 100 {
+            Err(format!(
+                "`dirty_background_ratio` {} must be a percentage from 0 to 100 (Linux: 10)",
+                self.vm.dirty_background_ratio
+            ))
+        } else {
+            self.vm.validate()
+        };
+        [
+            ("device", device),
+            ("block", self.block.validate()),
+            ("kernel", self.kernel.validate()),
+            ("cpu", self.cpu.validate()),
+            ("vm", vm),
+        ]
     }
 }
 
@@ -108,7 +138,7 @@ pub struct ToyServerConfig {
 }
 
 /// 1 ms per request: about an eMMC 4 KiB random write (2,000 IOPS at QD1 would be 0.5 ms;
-/// REFERENCES.md, eMMC 4.5) - a round number for a toy, not a calibrated device.
+/// docs/references.md, eMMC 4.5) - a round number for a toy, not a calibrated device.
 fn default_toy_service_time() -> Nanos {
     crate::units::NS_PER_MS
 }
@@ -251,8 +281,13 @@ pub struct Scenario {
 
 /// Bound on apps in one scenario (Android keeps far fewer processes cached).
 pub const MAX_APPS: usize = 256;
-/// Bound on seeds x variants of one scenario.
-pub const MAX_RUNS: usize = 10_000;
+/// Bound on the tasks a scenario's workloads start (toy-io streams, fio submitters): 2^18,
+/// a quarter of the engine's task limit, leaving room for the kernel's.
+pub const MAX_WORKLOAD_TASKS: u64 = 1 << 18;
+/// Bound on variants x seeds of one scenario: 1,000 runs. A paper-sized run takes seconds to
+/// a minute of wall time and holds its own stack (device map, page cache) in memory per worker
+/// thread; a thousand is an afternoon's sweep. Larger sweeps are split into several scenarios.
+pub const MAX_RUNS: usize = 1_000;
 /// Without a duration, an `apps-done` run still stops here: one hour of virtual time.
 pub const DEFAULT_RUN_LIMIT: Nanos = 3_600 * crate::units::NS_PER_SEC;
 
@@ -274,6 +309,7 @@ impl Scenario {
     pub(super) fn from_file(
         file: &str,
         source: &str,
+        spans: &Spans<'_>,
         document: ScenarioFile,
         raw: &toml::Table,
     ) -> Result<Scenario, ScenarioError> {
@@ -281,9 +317,37 @@ impl Scenario {
             ScenarioError::at(file, source, Some(span), message)
         };
         let whole = |message: String| ScenarioError::at(file, source, None, message);
+        let line_of = |span: std::ops::Range<usize>| super::line_column(source, span.start).0;
+        // An error at the value of a top-level field (or the whole file if it is absent).
+        let at_field = |name: &str, message: String| {
+            ScenarioError::at(file, source, spans.value_span(&[key(name)]), message)
+        };
+        // A check's message pointed at the field it names among `tables` (searched in order),
+        // else at `fallback`; other fields it names get their lines.
+        let blame =
+            |message: String, tables: &[Vec<Seg>], fallback: std::ops::Range<usize>| match spans
+                .blame(&message, tables)
+            {
+                Some(found) => {
+                    let mut message = message;
+                    for (name, span) in &found.related {
+                        if line_of(span.clone()) != line_of(found.span.clone()) {
+                            message.push_str(&format!(
+                                " (`{name}` is at line {})",
+                                line_of(span.clone())
+                            ));
+                        }
+                    }
+                    error(found.span, message)
+                }
+                None => error(fallback, message),
+            };
 
         if document.name.trim().is_empty() {
-            return Err(whole("field `name` must not be empty".into()));
+            return Err(at_field(
+                "name",
+                "field `name` must not be empty: name the scenario, e.g. name = \"my-test\"".into(),
+            ));
         }
         let seeds = match document.seeds {
             None => vec![1],
@@ -298,7 +362,12 @@ impl Scenario {
         let end_span = document.end.as_ref().map(|e| e.span());
         let end = document.end.map(|e| e.into_inner()).unwrap_or_default();
         let duration = match (document.duration, end) {
-            (Some(0), _) => return Err(whole("field `duration` must be positive".into())),
+            (Some(0), _) => {
+                return Err(at_field(
+                    "duration",
+                    "field `duration` must be positive, e.g. duration = \"10s\"".into(),
+                ))
+            }
             (Some(d), _) => d,
             (None, EndCondition::AppsDone) => DEFAULT_RUN_LIMIT,
             (None, EndCondition::Duration) => {
@@ -312,7 +381,16 @@ impl Scenario {
         };
 
         if document.apps.len() > MAX_APPS {
-            return Err(whole(format!("at most {MAX_APPS} apps are supported")));
+            let span = spans
+                .value_span(&[key("app"), Seg::Index(MAX_APPS)])
+                .unwrap_or(0..0);
+            return Err(error(
+                span,
+                format!(
+                    "at most {MAX_APPS} apps are supported; this is app {}",
+                    MAX_APPS + 1
+                ),
+            ));
         }
         for (i, app) in document.apps.iter().enumerate() {
             if app.name.get_ref().trim().is_empty() {
@@ -334,9 +412,10 @@ impl Scenario {
                     ),
                 ));
             }
-            app.workload
-                .validate()
-                .map_err(|m| error(app.name.span(), m))?;
+            if let Err(message) = app.workload.validate() {
+                let (table, header) = workload_table(spans, i);
+                return Err(blame(message, &[table], header.unwrap_or(app.name.span())));
+            }
             if !(-20..=19).contains(&app.nice) {
                 return Err(error(
                     app.name.span(),
@@ -348,15 +427,38 @@ impl Scenario {
                 ));
             }
         }
-        let foreground_apps = document
-            .apps
-            .iter()
-            .filter(|a| a.role == Role::Foreground)
-            .count();
-        if foreground_apps > 1 {
-            return Err(whole(format!(
-                "{foreground_apps} apps have role = \"foreground\"; at most one app is on screen at the start"
-            )));
+        let mut tasks = 0u64;
+        for (i, app) in document.apps.iter().enumerate() {
+            tasks += app.workload.tasks();
+            if tasks > MAX_WORKLOAD_TASKS {
+                let (_, header) = workload_table(spans, i);
+                return Err(error(
+                    header.unwrap_or(app.name.span()),
+                    format!(
+                        "the apps up to `{}` start {tasks} tasks, more than the limit of {MAX_WORKLOAD_TASKS}: lower `depth`, `iodepth` or `numjobs`",
+                        app.name.get_ref()
+                    ),
+                ));
+            }
+        }
+        let foreground: Vec<usize> = (0..document.apps.len())
+            .filter(|&i| document.apps[i].role == Role::Foreground)
+            .collect();
+        if let [first, second, ..] = foreground[..] {
+            let role = |i: usize| {
+                spans
+                    .value_span(&[key("app"), Seg::Index(i), key("role")])
+                    .unwrap_or(document.apps[i].name.span())
+            };
+            return Err(error(
+                role(second),
+                format!(
+                    "app `{}` has role = \"foreground\" but app `{}` (line {}) already has it: at most one app is on screen at the start",
+                    document.apps[second].name.get_ref(),
+                    document.apps[first].name.get_ref(),
+                    line_of(role(first))
+                ),
+            ));
         }
 
         let app_index = |name: &Spanned<String>| {
@@ -373,7 +475,11 @@ impl Scenario {
                             document
                                 .apps
                                 .iter()
-                                .map(|a| a.name.get_ref().as_str())
+                                .map(|a| format!(
+                                    "{} at line {}",
+                                    a.name.get_ref(),
+                                    line_of(a.name.span())
+                                ))
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         ),
@@ -464,9 +570,18 @@ impl Scenario {
                             ),
                         )
                     })?;
-            stack
-                .validate()
-                .map_err(|m| error(entry.name.span(), format!("variant `{name}`: {m}")))?;
+            for (table, result) in stack.check_tables() {
+                if let Err(message) = result {
+                    let own = vec![key("variant"), Seg::Index(i), key("stack"), key(table)];
+                    let base = vec![key("stack"), key(table)];
+                    let fallback = spans.value_span(&own).unwrap_or(entry.name.span());
+                    return Err(blame(
+                        format!("variant `{name}`: [stack.{table}] {message}"),
+                        &[own, base],
+                        fallback,
+                    ));
+                }
+            }
             variants.push(Variant {
                 name: name.clone(),
                 description: entry.description.clone(),
@@ -474,10 +589,17 @@ impl Scenario {
             });
         }
         if variants.is_empty() {
-            document
-                .stack
-                .validate()
-                .map_err(|m| whole(format!("[stack]: {m}")))?;
+            for (table, result) in document.stack.check_tables() {
+                if let Err(message) = result {
+                    let path = vec![key("stack"), key(table)];
+                    let fallback = spans.value_span(&path).unwrap_or(0..0);
+                    return Err(blame(
+                        format!("[stack.{table}] {message}"),
+                        &[path],
+                        fallback,
+                    ));
+                }
+            }
             variants.push(Variant {
                 name: "base".into(),
                 description: String::new(),
@@ -485,12 +607,55 @@ impl Scenario {
             });
         }
         if variants.len() * seeds.len() > MAX_RUNS {
-            return Err(whole(format!(
-                "{} variants x {} seeds exceeds the limit of {MAX_RUNS} runs",
-                variants.len(),
-                seeds.len()
-            )));
+            let first_too_many = MAX_RUNS / seeds.len();
+            let span = if seeds.len() > 1 {
+                spans.value_span(&[key("seeds")])
+            } else {
+                spans.value_span(&[key("variant"), Seg::Index(first_too_many)])
+            };
+            return Err(ScenarioError::at(
+                file,
+                source,
+                span,
+                format!(
+                    "{} variants x {} seeds is {} runs, more than the limit of {MAX_RUNS} (runs x threads hold their own stack in memory; split the sweep into several scenarios)",
+                    variants.len(),
+                    seeds.len(),
+                    variants.len() * seeds.len()
+                ),
+            ));
         }
+        // Jobs must fit each variant's device: what `run` would reject, `validate` rejects.
+        for (i, app) in document.apps.iter().enumerate() {
+            let WorkloadConfig::Fio(config) = &app.workload else {
+                continue;
+            };
+            for variant in &variants {
+                let capacity = variant
+                    .stack
+                    .device
+                    .resolve()
+                    .expect("validated above")
+                    .capacity;
+                let check = config
+                    .job(app.name.get_ref())
+                    .and_then(|job| job.check_region(capacity));
+                if let Err(message) = check {
+                    let (table, header) = workload_table(spans, i);
+                    let prefix = if variants.len() > 1 {
+                        format!("variant `{}`: ", variant.name)
+                    } else {
+                        String::new()
+                    };
+                    return Err(blame(
+                        format!("{prefix}{message}"),
+                        &[table],
+                        header.unwrap_or(app.name.span()),
+                    ));
+                }
+            }
+        }
+        let _ = whole;
 
         Ok(Scenario {
             file: file.to_string(),
@@ -527,6 +692,22 @@ impl Scenario {
     }
 }
 
+/// The path of app `index`'s workload table (`app[i].workload.<kind>`) and its header's span.
+fn workload_table(spans: &Spans<'_>, index: usize) -> (Vec<Seg>, Option<std::ops::Range<usize>>) {
+    let workload = vec![key("app"), Seg::Index(index), key("workload")];
+    let kind = spans
+        .entries(&workload)
+        .into_iter()
+        .find(|e| !e.name.contains('.'))
+        .map(|e| e.name);
+    let mut table = workload;
+    if let Some(kind) = kind {
+        table.push(key(&kind));
+    }
+    let header = spans.value_span(&table);
+    (table, header)
+}
+
 /// `android.os.Process.FIRST_APPLICATION_UID`.
 pub const FIRST_APPLICATION_UID: u32 = 10_000;
 
@@ -538,14 +719,29 @@ impl WorkloadConfig {
 
     /// Whether the workload uses files (so the stack needs the page cache and a file system).
     pub fn needs_storage(&self) -> bool {
-        matches!(
-            self,
+        match self {
             WorkloadConfig::SeqWrite(_)
-                | WorkloadConfig::FileRead(_)
-                | WorkloadConfig::FsyncWrite(_)
-                | WorkloadConfig::Ops(_)
-                | WorkloadConfig::Filebench(_)
-        )
+            | WorkloadConfig::FileRead(_)
+            | WorkloadConfig::FsyncWrite(_)
+            | WorkloadConfig::Ops(_)
+            | WorkloadConfig::Filebench(_) => true,
+            // fio's default is buffered I/O, through the page cache.
+            WorkloadConfig::Fio(config) => config.is_buffered(),
+            WorkloadConfig::ToyIo(_) | WorkloadConfig::ToyLocks(_) | WorkloadConfig::Replay(_) => {
+                false
+            }
+        }
+    }
+
+    /// The tasks the workload starts.
+    fn tasks(&self) -> u64 {
+        match self {
+            WorkloadConfig::ToyIo(config) => u64::from(config.depth),
+            WorkloadConfig::Fio(config) => config.job("app").map_or(1, |job| {
+                u64::from(job.numjobs) * u64::from(job.effective_iodepth())
+            }),
+            _ => 1,
+        }
     }
 
     fn validate(&self) -> Result<(), String> {

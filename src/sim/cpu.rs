@@ -69,6 +69,13 @@ impl Cpu {
     /// Runs the current task on a core for `duration` (waiting for a core first if all are
     /// busy). A zero duration costs nothing and never waits.
     pub async fn run(&self, sim: &Sim, duration: Nanos) {
+        self.run_as(sim, duration, WaitReason::OnCpu).await;
+    }
+
+    /// Like [`Cpu::run`], with the time on the core accounted under `reason`: kernel work done
+    /// on behalf of an operation that is itself a stall for it (e.g. direct reclaim scanning
+    /// the LRU for an allocation, [`WaitReason::DirectReclaim`]).
+    pub async fn run_as(&self, sim: &Sim, duration: Nanos, reason: WaitReason) {
         if duration == 0 {
             return;
         }
@@ -88,8 +95,7 @@ impl Cpu {
         }
         self.stats.set(stats);
         assert!(self.busy.get() <= self.cores, "more cores busy than exist");
-        sim.sleep_for(duration, WaitReason::OnCpu, Blocker::None)
-            .await;
+        sim.sleep_for(duration, reason, Blocker::None).await;
         self.release(sim);
     }
 

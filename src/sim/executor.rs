@@ -14,9 +14,16 @@
 //!   with a [`Deadlock`] report instead of hanging.
 //! - Callback events (`Sim::schedule`) let pure state machines such as device models be driven in
 //!   virtual time without a task of their own.
+//! - A task that goes round and round without virtual time advancing (a zero-time livelock: a
+//!   read served from the page cache in 0 ns, a retry loop woken at once) would hang the run with
+//!   no output. The engine counts each task's *steps* at one instant (every poll, and every
+//!   [`Sim::step`] a workload takes at a system call) and the events processed at one instant;
+//!   past [`MAX_STEPS_AT_ONE_INSTANT`] the run ends with a [`Livelock`] naming the task and what
+//!   it keeps doing.
 //!
 //! Limits: at most [`MAX_PENDING_EVENTS`] events may be pending and [`MAX_TASKS`] tasks exist; a
-//! run that exceeds either stops with an assertion failure naming the limit.
+//! run that exceeds either stops with an assertion failure naming the limit (a model bug). A
+//! livelock is not an assertion: it is a [`SimError`] the caller reports.
 
 use super::wait::{BlockedTimes, Blocker, TaskId, Wait, WaitReason};
 use crate::units::{format_ms, Nanos};
@@ -33,8 +40,24 @@ use std::task::{Context, Poll, Waker};
 pub const MAX_PENDING_EVENTS: usize = 1 << 24;
 /// Bound on tasks ever spawned in one run.
 pub const MAX_TASKS: usize = 1 << 20;
-/// How often (in processed events) the progress hook is called.
-const PROGRESS_EVERY_EVENTS: u64 = 1 << 16;
+/// How often (in processed events) the progress hook is called. The hook is cheap (it stores
+/// the virtual time; the CLI's progress bar redraws on its own wall-clock tick), so it can be
+/// called often enough that even a slow run (large devices, many tasks) reports within
+/// milliseconds of wall time.
+pub const PROGRESS_EVERY_EVENTS: u64 = 1 << 10;
+/// Bound on the steps one task takes, and on the events processed, at one instant of virtual
+/// time before the run is declared a zero-time livelock.
+///
+/// A step is a poll of the task (it was woken, or yielded) or a [`Sim::step`] (a workload's
+/// system call). Legitimate same-instant bursts are far smaller: a task is polled once per wake,
+/// and what can wake it at one instant is bounded by the requests in the block layer (at most
+/// 3/2 x `nr_requests` per direction plus the device's queue depth, a few hundred), the tasks of
+/// a run and the dirty pages one write can make at once. The largest real burst today is a
+/// buffered writer's zero-cost `write()` calls at one instant until dirty throttling stops it:
+/// about `dirty_ratio` x RAM / `io_size` calls, e.g. 20 % of 24 GiB in 4 KiB writes = 1.26 M.
+/// 2^22 = 4,194,304 leaves a factor of three over that and is reached in a few wall seconds by
+/// a task that truly loops.
+pub const MAX_STEPS_AT_ONE_INSTANT: u64 = 1 << 22;
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
 type Callback = Box<dyn FnOnce(&Sim)>;
@@ -72,6 +95,40 @@ struct Task {
     finished_ns: Option<Nanos>,
     /// The waits that ended since logging started (see [`Sim::start_wait_log`]).
     wait_log: Option<WaitLog>,
+    /// The last wait that ended, for explaining what a livelocked task loops on.
+    last_wait: Option<Wait>,
+    /// Livelock detection: the instant of the task's current run of steps, their count, and
+    /// what the last one was.
+    spin_ns: Nanos,
+    spin_steps: u64,
+    spin_doing: Doing,
+}
+
+/// What a task did at its last step, for a livelock report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Doing {
+    /// Spawned, not yet run.
+    Started,
+    /// Polled after this wait ended (or after yielding, a `sleep` of 0).
+    Woken(WaitReason, Blocker),
+    /// A [`Sim::step`]: the workload started this system call.
+    Step(&'static str),
+}
+
+impl fmt::Display for Doing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Doing::Started => f.write_str("starting"),
+            Doing::Woken(WaitReason::Sleep, Blocker::None) => {
+                f.write_str("a sleep or yield that ends at once")
+            }
+            Doing::Woken(reason, Blocker::None) => write!(f, "a `{reason}` wait that ends at once"),
+            Doing::Woken(reason, blocker) => {
+                write!(f, "a `{reason}` wait on {blocker} that ends at once")
+            }
+            Doing::Step(op) => write!(f, "`{op}` system calls that take no virtual time"),
+        }
+    }
 }
 
 /// Bound on waits kept in one task's log; later ones are only counted.
@@ -170,6 +227,12 @@ struct Core {
     lock_names: RefCell<Vec<Rc<str>>>,
     progress: RefCell<Option<ProgressHook>>,
     describers: RefCell<Vec<Describer>>,
+    /// Livelock detection: the bound, the instant of the current run of events and its count,
+    /// and the livelock found (which ends the run).
+    step_limit: Cell<u64>,
+    instant_ns: Cell<Nanos>,
+    instant_events: Cell<u64>,
+    livelock: RefCell<Option<Livelock>>,
 }
 
 /// A handle to a running simulation, cloned into every task and primitive that needs it.
@@ -231,6 +294,79 @@ impl fmt::Display for Deadlock {
 
 impl std::error::Error for Deadlock {}
 
+/// The run could not go on: something keeps running without virtual time advancing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Livelock {
+    pub now_ns: Nanos,
+    /// The task that kept stepping, or `None` when callback events kept scheduling more events
+    /// at the same instant.
+    pub task: Option<(TaskId, String)>,
+    /// Steps (or events) counted at this instant.
+    pub steps: u64,
+    /// What the task's last step was.
+    pub doing: Doing,
+}
+
+impl fmt::Display for Livelock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = format_ms(self.now_ns as f64);
+        match &self.task {
+            Some((id, name)) => write!(
+                f,
+                "zero-time livelock at {at} ms: task `{name}` ({id}) took {} steps without virtual \
+                 time advancing; it keeps doing {} (every operation of a task must cost virtual \
+                 time; a workload with no think time over an operation that costs nothing loops \
+                 forever)",
+                self.steps, self.doing
+            ),
+            None => write!(
+                f,
+                "zero-time livelock at {at} ms: {} events were processed without virtual time \
+                 advancing (callbacks keep scheduling more at the same instant)",
+                self.steps
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Livelock {}
+
+/// Why a run could not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SimError {
+    Deadlock(Deadlock),
+    Livelock(Livelock),
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::Deadlock(deadlock) => deadlock.fmt(f),
+            SimError::Livelock(livelock) => livelock.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+impl SimError {
+    /// The deadlock report, if this is one.
+    pub fn deadlock(&self) -> Option<&Deadlock> {
+        match self {
+            SimError::Deadlock(deadlock) => Some(deadlock),
+            SimError::Livelock(_) => None,
+        }
+    }
+
+    /// The livelock report, if this is one.
+    pub fn livelock(&self) -> Option<&Livelock> {
+        match self {
+            SimError::Livelock(livelock) => Some(livelock),
+            SimError::Deadlock(_) => None,
+        }
+    }
+}
+
 impl Simulation {
     pub fn new(seed: u64) -> Self {
         let core = Core {
@@ -248,6 +384,10 @@ impl Simulation {
             lock_names: RefCell::new(Vec::new()),
             progress: RefCell::new(None),
             describers: RefCell::new(Vec::new()),
+            step_limit: Cell::new(MAX_STEPS_AT_ONE_INSTANT),
+            instant_ns: Cell::new(0),
+            instant_events: Cell::new(0),
+            livelock: RefCell::new(None),
         };
         Simulation {
             sim: Sim {
@@ -258,6 +398,12 @@ impl Simulation {
 
     pub fn handle(&self) -> Sim {
         self.sim.clone()
+    }
+
+    /// Replaces [`MAX_STEPS_AT_ONE_INSTANT`] for this simulation (tests use a small bound).
+    pub fn set_step_limit(&self, steps: u64) {
+        assert!(steps > 0, "the step limit must be positive");
+        self.sim.core.step_limit.set(steps);
     }
 }
 
@@ -356,6 +502,10 @@ impl Sim {
                 spawned_ns: self.now(),
                 finished_ns: None,
                 wait_log: None,
+                last_wait: None,
+                spin_ns: self.now(),
+                spin_steps: 0,
+                spin_doing: Doing::Started,
             });
             id
         };
@@ -437,6 +587,7 @@ impl Sim {
             return false;
         }
         let wait = entry.wait.take().expect("a blocked task has a wait");
+        entry.last_wait = Some(wait);
         entry.blocked.add(wait.reason, now - wait.since_ns);
         if let Some(log) = entry.wait_log.as_mut() {
             log.record(WaitRecord {
@@ -489,6 +640,50 @@ impl Sim {
             blocker: Blocker::None,
             token: None,
         }
+    }
+
+    /// A step of the current task that does not block: a workload takes one at each system call
+    /// (`op` names it), so that a loop of calls that cost no virtual time is caught as a
+    /// [`Livelock`] instead of spinning forever inside one poll. Ready at once unless the task
+    /// has taken [`MAX_STEPS_AT_ONE_INSTANT`] steps at this instant; then the run ends with the
+    /// livelock and the task never resumes.
+    pub fn step(&self, op: &'static str) -> Step {
+        Step {
+            sim: self.clone(),
+            op,
+            stuck: false,
+        }
+    }
+
+    /// Counts a step of `task` at the current instant; returns false (and records the
+    /// livelock) past the limit.
+    fn count_step(&self, task: TaskId, doing: Doing) -> bool {
+        let now = self.now();
+        let mut tasks = self.core.tasks.borrow_mut();
+        let entry = &mut tasks[task.0 as usize];
+        if entry.spin_ns != now {
+            entry.spin_ns = now;
+            entry.spin_steps = 0;
+        }
+        entry.spin_steps += 1;
+        entry.spin_doing = doing;
+        if entry.spin_steps <= self.core.step_limit.get() {
+            return true;
+        }
+        let livelock = Livelock {
+            now_ns: now,
+            task: Some((task, entry.name.to_string())),
+            steps: entry.spin_steps,
+            doing,
+        };
+        drop(tasks);
+        self.core.livelock.borrow_mut().get_or_insert(livelock);
+        false
+    }
+
+    /// Whether a livelock was found (the run ends at the next chance).
+    fn livelocked(&self) -> bool {
+        self.core.livelock.borrow().is_some()
     }
 
     /// Asks the run loop to return [`RunEnd::Stopped`] after the current step.
@@ -633,10 +828,17 @@ impl Sim {
 
     /// Runs until virtual time `limit`, until every non-daemon task has finished (when
     /// `end_when_tasks_done`), or until nothing is left to do. A state in which tasks wait and
-    /// nothing can wake them is a [`Deadlock`].
-    pub fn run_until(&self, limit: Nanos, end_when_tasks_done: bool) -> Result<RunEnd, Deadlock> {
+    /// nothing can wake them is a [`Deadlock`]; a task (or a chain of events) that keeps running
+    /// without virtual time advancing is a [`Livelock`]. Either ends the run for good.
+    pub fn run_until(&self, limit: Nanos, end_when_tasks_done: bool) -> Result<RunEnd, SimError> {
+        if let Some(livelock) = self.core.livelock.borrow().clone() {
+            return Err(SimError::Livelock(livelock));
+        }
         loop {
             self.run_ready();
+            if let Some(livelock) = self.core.livelock.borrow().clone() {
+                return Err(SimError::Livelock(livelock));
+            }
             if self.core.stop_requested.get() {
                 self.core.stop_requested.set(false);
                 return Ok(RunEnd::Stopped);
@@ -661,10 +863,38 @@ impl Sim {
                 if report.blocked.is_empty() {
                     return Ok(RunEnd::Idle);
                 }
-                return Err(report);
+                return Err(SimError::Deadlock(report));
             };
             debug_assert!(event.time >= self.now(), "event queue out of order");
             self.core.now.set(event.time);
+            if self.core.instant_ns.get() != event.time {
+                self.core.instant_ns.set(event.time);
+                self.core.instant_events.set(0);
+            }
+            let at_instant = self.core.instant_events.get() + 1;
+            self.core.instant_events.set(at_instant);
+            if at_instant > self.core.step_limit.get() {
+                // A timer that wakes a task at once (a yield, a zero sleep) names that task.
+                let (task, doing) = match &event.kind {
+                    EventKind::Wake(token) => {
+                        let tasks = self.core.tasks.borrow();
+                        let entry = &tasks[token.task.0 as usize];
+                        let doing = entry
+                            .wait
+                            .map_or(entry.spin_doing, |w| Doing::Woken(w.reason, w.blocker));
+                        (Some((token.task, entry.name.to_string())), doing)
+                    }
+                    EventKind::Call(_) => (None, Doing::Started),
+                };
+                let livelock = Livelock {
+                    now_ns: event.time,
+                    task,
+                    steps: at_instant,
+                    doing,
+                };
+                *self.core.livelock.borrow_mut() = Some(livelock.clone());
+                return Err(SimError::Livelock(livelock));
+            }
             let processed = self.core.events_processed.get() + 1;
             self.core.events_processed.set(processed);
             match event.kind {
@@ -683,6 +913,9 @@ impl Sim {
 
     fn run_ready(&self) {
         loop {
+            if self.livelocked() {
+                return;
+            }
             let next = self.core.ready.borrow_mut().pop_front();
             let Some(task) = next else { return };
             self.poll_task(task);
@@ -690,12 +923,24 @@ impl Sim {
     }
 
     fn poll_task(&self, task: TaskId) {
-        let mut future = {
-            let mut tasks = self.core.tasks.borrow_mut();
-            let entry = &mut tasks[task.0 as usize];
+        let doing = {
+            let tasks = self.core.tasks.borrow();
+            let entry = &tasks[task.0 as usize];
             if entry.state != TaskState::Ready {
                 return;
             }
+            match (entry.last_wait, entry.spin_doing) {
+                (Some(wait), _) => Doing::Woken(wait.reason, wait.blocker),
+                (None, doing) => doing,
+            }
+        };
+        if !self.count_step(task, doing) {
+            // Left Ready and off the ready queue: the run ends with the livelock.
+            return;
+        }
+        let mut future = {
+            let mut tasks = self.core.tasks.borrow_mut();
+            let entry = &mut tasks[task.0 as usize];
             entry.state = TaskState::Running;
             entry.future.take().expect("a ready task has its future")
         };
@@ -787,6 +1032,35 @@ impl Future for Sleep {
                 Poll::Pending
             }
         }
+    }
+}
+
+/// The future returned by [`Sim::step`].
+pub struct Step {
+    sim: Sim,
+    op: &'static str,
+    stuck: bool,
+}
+
+impl Future for Step {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.stuck {
+            // Only a livelocked run polls this again, and it is over.
+            return Poll::Pending;
+        }
+        let task = self
+            .sim
+            .current_task()
+            .expect("Sim::step is awaited inside a task");
+        if self.sim.count_step(task, Doing::Step(self.op)) {
+            return Poll::Ready(());
+        }
+        // Park the task for good; the run loop sees the livelock and ends the run.
+        self.stuck = true;
+        self.sim
+            .block_current(WaitReason::Sleep, Blocker::None, None);
+        Poll::Pending
     }
 }
 

@@ -30,8 +30,8 @@ pub mod wait;
 mod tests;
 
 pub use executor::{
-    BlockedTask, Deadlock, JoinHandle, RunEnd, Sim, Simulation, Sleep, WaitLog, WaitRecord,
-    WakeToken, MAX_LOGGED_WAITS,
+    BlockedTask, Deadlock, Doing, JoinHandle, Livelock, RunEnd, Sim, SimError, Simulation, Sleep,
+    Step, WaitLog, WaitRecord, WakeToken, MAX_LOGGED_WAITS, MAX_STEPS_AT_ONE_INSTANT,
 };
 pub use rng::Rng;
 pub use wait::{BlockedTimes, Blocker, TaskId, Wait, WaitReason};

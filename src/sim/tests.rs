@@ -183,7 +183,8 @@ fn tasks_that_wait_on_each_other_end_the_run_with_a_deadlock_report() {
         s.sleep(10).await;
         let _never = second.lock(&s).await;
     });
-    let report = sim.run_until(u64::MAX, true).unwrap_err();
+    let error = sim.run_until(u64::MAX, true).unwrap_err();
+    let report = error.deadlock().expect("a deadlock");
     assert_eq!(report.blocked.len(), 2);
     assert_eq!(report.now_ns, 10);
     let text = report.to_string();
@@ -345,4 +346,112 @@ fn back_to_back_waits_of_one_reason_are_one_record() {
             (WaitReason::OnCpu, 3)
         ]
     );
+}
+
+#[test]
+fn a_task_that_yields_forever_at_one_instant_is_a_livelock_naming_it() {
+    let sim = Simulation::new(1);
+    sim.set_step_limit(1000);
+    let s = sim.handle();
+    sim.spawn("spinner", async move {
+        s.sleep(5).await;
+        loop {
+            s.yield_now().await;
+        }
+    });
+    let error = sim.run_until(u64::MAX, true).unwrap_err();
+    let livelock = error.livelock().expect("a livelock, not a deadlock");
+    assert_eq!(livelock.now_ns, 5);
+    assert_eq!(livelock.task.as_ref().unwrap().1, "spinner");
+    assert_eq!(livelock.steps, 1001, "one more than the limit");
+    let text = error.to_string();
+    assert!(text.contains("zero-time livelock"), "{text}");
+    assert!(text.contains("task `spinner` (T0)"), "{text}");
+    assert!(text.contains("sleep or yield"), "{text}");
+    // The run is over: running again reports the same livelock.
+    assert!(sim
+        .run_until(u64::MAX, true)
+        .unwrap_err()
+        .livelock()
+        .is_some());
+}
+
+#[test]
+fn a_loop_of_steps_that_never_blocks_is_a_livelock_naming_the_operation() {
+    // A system call served from memory in 0 ns never returns Pending: without `Sim::step` the
+    // loop would spin inside one poll forever.
+    let sim = Simulation::new(1);
+    sim.set_step_limit(500);
+    let s = sim.handle();
+    sim.spawn("reader", async move {
+        loop {
+            s.step("read").await;
+        }
+    });
+    let error = sim.run_until(u64::MAX, true).unwrap_err();
+    let text = error.to_string();
+    assert!(text.contains("task `reader`"), "{text}");
+    assert!(
+        text.contains("`read` system calls that take no virtual time"),
+        "{text}"
+    );
+}
+
+#[test]
+fn callbacks_that_reschedule_at_the_same_instant_are_a_livelock() {
+    fn again(sim: &Sim) {
+        sim.schedule(sim.now(), again);
+    }
+    let sim = Simulation::new(1);
+    sim.set_step_limit(200);
+    sim.schedule(7, again);
+    let error = sim.run_until(u64::MAX, false).unwrap_err();
+    let livelock = error.livelock().unwrap();
+    assert_eq!((livelock.now_ns, livelock.task.clone()), (7, None));
+    assert!(
+        error.to_string().contains("events were processed"),
+        "{error}"
+    );
+}
+
+#[test]
+fn bursts_at_one_instant_below_the_limit_and_steps_across_time_are_fine() {
+    // 100,000 wakes of one task at one instant (thousands of completions at once, each waking
+    // the same waiter) and as many events: below the limit.
+    let sim = Simulation::new(1);
+    let queue = WaitQueue::new();
+    let (s, q) = (sim.handle(), queue.clone());
+    let waiter = sim.spawn("waiter", async move {
+        let mut woken = 0u64;
+        while woken < 100_000 {
+            q.wait(&s, WaitReason::BlockIo, Blocker::None).await;
+            woken += 1;
+        }
+        woken
+    });
+    let (s, q) = (sim.handle(), queue.clone());
+    sim.spawn("completions", async move {
+        s.sleep(10).await;
+        for _ in 0..100_000 {
+            let q = q.clone();
+            s.schedule(s.now(), move |sim| {
+                q.wake_one(sim);
+            });
+            s.yield_now().await;
+        }
+    });
+    assert_eq!(sim.run_until(u64::MAX, true), Ok(RunEnd::AllTasksDone));
+    assert_eq!(waiter.result(), Some(100_000));
+    // Steps spread over time never add up: a thousand-step limit, ten thousand steps at
+    // distinct instants.
+    let sim = Simulation::new(1);
+    sim.set_step_limit(1000);
+    let s = sim.handle();
+    sim.spawn("ticker", async move {
+        for _ in 0..10_000 {
+            s.step("read").await;
+            s.sleep(1).await;
+        }
+    });
+    assert_eq!(sim.run_until(u64::MAX, true), Ok(RunEnd::AllTasksDone));
 }

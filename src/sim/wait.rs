@@ -48,8 +48,15 @@ pub enum WaitReason {
     DirtyThrottle,
     /// The page allocator's lock or a free-page wait (FastTrack §3.2).
     PageAlloc,
-    /// Direct reclaim of pages.
+    /// Direct reclaim of pages (scanning the LRU on behalf of an allocation, or, under
+    /// FastTrack's global-lock model, writing dirty pages and waiting for them).
     DirectReclaim,
+    /// `congestion_wait`: reclaim backs off until a device leaves congestion or `HZ / 10`
+    /// passes (`too_many_isolated`, `throttle_vm_writeout`, `wait_iff_congested`).
+    CongestionWait,
+    /// `throttle_direct_reclaim`: free pages are below half the min watermark; the
+    /// allocation waits for kswapd (`pfmemalloc_wait`).
+    ThrottleDirectReclaim,
     // --- file system ---
     /// `lock_buffer` on a metadata buffer (QASIO D_meta).
     BufferLock,
@@ -75,7 +82,7 @@ pub enum WaitReason {
 
 impl WaitReason {
     /// Every reason, in declaration order; indexes per-task accounting arrays.
-    pub const ALL: [WaitReason; 23] = [
+    pub const ALL: [WaitReason; 25] = [
         WaitReason::Sleep,
         WaitReason::Join,
         WaitReason::Mutex,
@@ -91,6 +98,8 @@ impl WaitReason {
         WaitReason::DirtyThrottle,
         WaitReason::PageAlloc,
         WaitReason::DirectReclaim,
+        WaitReason::CongestionWait,
+        WaitReason::ThrottleDirectReclaim,
         WaitReason::BufferLock,
         WaitReason::JournalHandle,
         WaitReason::JournalCommit,
@@ -124,6 +133,8 @@ impl WaitReason {
             WaitReason::DirtyThrottle => "balance_dirty_pages",
             WaitReason::PageAlloc => "alloc_pages",
             WaitReason::DirectReclaim => "direct_reclaim",
+            WaitReason::CongestionWait => "congestion_wait",
+            WaitReason::ThrottleDirectReclaim => "throttle_direct_reclaim",
             WaitReason::BufferLock => "lock_buffer",
             WaitReason::JournalHandle => "start_this_handle",
             WaitReason::JournalCommit => "jbd2_log_wait_commit",
@@ -150,7 +161,9 @@ impl WaitReason {
             | WaitReason::PageWriteback
             | WaitReason::DirtyThrottle
             | WaitReason::PageAlloc
-            | WaitReason::DirectReclaim => "mm",
+            | WaitReason::DirectReclaim
+            | WaitReason::CongestionWait
+            | WaitReason::ThrottleDirectReclaim => "mm",
             WaitReason::BufferLock
             | WaitReason::JournalHandle
             | WaitReason::JournalCommit

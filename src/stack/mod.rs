@@ -105,6 +105,7 @@ impl Stack {
         let vfs = storage_over(
             sim,
             vm,
+            config.kernel.hz,
             config.cpu.clone(),
             bdev,
             fs_size,
@@ -221,9 +222,9 @@ impl Stack {
 
 /// The storage layers under the VFS over `device` (tests and examples): a
 /// [`SimpleFs`](crate::fs::simplefs::SimpleFs) of `fs_size` bytes, the page cache with the CPU
-/// costs of `cpu`, and the block layer's request queue with `elevator` (`noop`, `deadline`,
-/// `cfq`, `mq-deadline`) and its kernel-default request allocation. Errors name a bad elevator,
-/// VM or CPU configuration.
+/// costs of `cpu` and the default tick rate ([`crate::kernel::KernelConfig`]), and the block
+/// layer's request queue with `elevator` (`noop`, `deadline`, `cfq`, `mq-deadline`) and its
+/// kernel-default request allocation. Errors name a bad elevator, VM or CPU configuration.
 #[allow(clippy::too_many_arguments)]
 pub fn storage(
     sim: &Sim,
@@ -234,17 +235,52 @@ pub fn storage(
     fs_size: u64,
     activity: Option<Rc<ForegroundState>>,
 ) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
+    let hz = crate::kernel::KernelConfig::default().hz;
+    storage_with_hz(sim, vm, hz, cpu, device, elevator, fs_size, activity)
+}
+
+/// Like [`storage`] with the kernel's tick rate `hz`.
+#[allow(clippy::too_many_arguments)]
+pub fn storage_with_hz(
+    sim: &Sim,
+    vm: crate::mm::VmConfig,
+    hz: crate::kernel::Hz,
+    cpu: crate::kernel::CpuConfig,
+    device: Box<dyn crate::dev::BlockDevice>,
+    elevator: &str,
+    fs_size: u64,
+    activity: Option<Rc<ForegroundState>>,
+) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
     vm.validate()?;
     let queue = build_queue(device, elevator, false)?;
     let layer = BlockLayer::new(sim, queue);
     let bdev = crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)));
-    storage_over(sim, vm, cpu, bdev, fs_size, activity)
+    storage_over(sim, vm, hz, cpu, bdev, fs_size, activity)
+}
+
+/// The storage layers under the VFS over an existing block layer (`mobistack fio`'s buffered
+/// jobs): a [`SimpleFs`](crate::fs::simplefs::SimpleFs) of `fs_size` bytes and the page cache
+/// configured by `vm` with the default CPU costs and tick rate, submitting through `layer` with bio ids from
+/// `next_bio`.
+pub fn storage_on_layer(
+    sim: &Sim,
+    vm: crate::mm::VmConfig,
+    layer: &BlockLayer,
+    next_bio: Rc<Cell<u64>>,
+    fs_size: u64,
+) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
+    vm.validate()?;
+    let bdev = crate::mm::bio::QueueSubmit::new(layer.clone(), next_bio);
+    let cpu = crate::kernel::CpuConfig::default();
+    let hz = crate::kernel::KernelConfig::default().hz;
+    storage_over(sim, vm, hz, cpu, bdev, fs_size, None)
 }
 
 /// The file system, page cache and VFS over a block path.
 fn storage_over(
     sim: &Sim,
     vm: crate::mm::VmConfig,
+    hz: crate::kernel::Hz,
     cpu: crate::kernel::CpuConfig,
     bdev: Rc<dyn crate::mm::BlockSubmit>,
     fs_size: u64,
@@ -263,6 +299,6 @@ fn storage_over(
     ));
     cpu.validate()?;
     let cores = Rc::new(crate::sim::cpu::Cpu::new(cpu.cores));
-    let mm = crate::mm::Mm::start(sim, vm, fs.clone(), bdev, activity.clone(), cores, cpu);
+    let mm = crate::mm::Mm::start(sim, vm, hz, fs.clone(), bdev, activity.clone(), cores, cpu);
     Ok(crate::fs::vfs::Vfs::new(sim, mm, fs, activity))
 }

@@ -240,11 +240,15 @@ pub(crate) fn note<T>(ctx: &AppContext, result: &Result<T, Errno>) -> bool {
 }
 
 /// Times one system call as operation `op` of the app and notes its errno; `None` on error.
+/// Each call is a step of the task for the engine's livelock detection: a call served from
+/// memory may take no virtual time and never block, and a loop of them with no think time
+/// would otherwise spin forever inside one poll.
 pub(crate) async fn syscall<T>(
     ctx: &AppContext,
     op: &'static str,
     call: impl std::future::Future<Output = Result<T, Errno>>,
 ) -> Option<T> {
+    ctx.sim.step(op).await;
     let timer = ctx.begin_op(op);
     let result = call.await;
     ctx.end_op(timer);

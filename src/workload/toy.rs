@@ -113,7 +113,16 @@ fn one_round() -> u64 {
 impl ToyLocksConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.locks.is_empty() {
-            return Err("toy-locks `locks` must name at least one lock".into());
+            return Err(
+                "toy-locks `locks` must name at least one lock, e.g. locks = [\"inode\"]".into(),
+            );
+        }
+        for (i, name) in self.locks.iter().enumerate() {
+            if self.locks[..i].contains(name) {
+                return Err(format!(
+                    "toy-locks `locks` names `{name}` twice: a task cannot take a lock it already holds (list each lock once)"
+                ));
+            }
         }
         if self.count == 0 {
             return Err("toy-locks `count` must be positive".into());

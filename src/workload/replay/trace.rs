@@ -6,7 +6,8 @@
 //!   3414192 + 8 [kjournald]`. One action is replayed (`Q` by default: bios as processes issued
 //!   them; `D`: requests as the driver received them; `C`: completions). RWBS gives the
 //!   operation and flags (`blk_fill_rwbs`: `F` preflush, `W`/`R`/`D`/`N`, then `F` FUA, `A`
-//!   readahead, `S` sync, `M` meta, `E` secure); `N` with no sectors after `F` is a flush. Other
+//!   readahead, `S` sync, `M` meta, `E` secure); `FWS 0 + 0` or `FN 0 + 0` (a preflush with no
+//!   data) is a flush. Other
 //!   actions, `#` comments and blkparse's closing per-CPU and total summary are skipped.
 //! - **Pixel CSV** of acsl-technion/MobileBlockIOTraces (Pixel 6a, eBPF at the block layer):
 //!   `process,device,rw_flag,sector,size,timestamp` with a header line, `rw_flag` `R` or `W`,
@@ -318,8 +319,10 @@ fn rwbs(field: &[u8], nr_sectors: u32) -> Result<Option<(IoOp, IoFlags)>, String
         }
     }
     Ok(match op {
+        // An empty preflush bio (`blkdev_issue_flush`, jbd2's and fsync's cache flush) is
+        // traced `FWS 0 + 0` by 3.10 and later, `FN 0 + 0` by older blkparse.
+        Some(IoOp::Write) | None if flags.preflush && nr_sectors == 0 => Some((IoOp::Flush, flags)),
         Some(op) => Some((op, flags)),
-        None if flags.preflush && nr_sectors == 0 => Some((IoOp::Flush, flags)),
         None => None,
     })
 }
@@ -727,14 +730,15 @@ mod tests {
   8,0    0        4     1.500000123     0  C  WS 123456 + 8 [0]
   8,0    0        5     1.600000000    77  Q FWFSM 99 + 8 [jbd2/sda1-8]
   8,0    0        6     1.700000000    77  Q  FN 0 + 0 [jbd2/sda1-8]
-  8,0    0        7     1.800000000    12  P   N [kworker]
+  8,0    0        7     1.750000000    77  Q FWS 0 + 0 [jbd2/sda1-8]
+  8,0    0        8     1.800000000    12  P   N [kworker]
 # 0 events dropped
 CPU0 (8,0):
  Reads Queued:           0,        0KiB	 Writes Queued:           3,       12KiB
 Total (8,0):
 ";
         let q = records(text, ReadOptions::new(Format::Blkparse)).unwrap();
-        assert_eq!(q.len(), 3);
+        assert_eq!(q.len(), 4);
         assert_eq!(q[0].2, "proc name");
         assert_eq!(
             (q[0].3, q[0].4, q[0].5, q[0].6),
@@ -744,6 +748,7 @@ Total (8,0):
         let f = q[1].7;
         assert!(f.preflush && f.fua && f.sync && f.meta, "{f:?}");
         assert_eq!(q[2].4, IoOp::Flush);
+        assert_eq!((q[3].4, q[3].6), (IoOp::Flush, 0));
         let mut options = ReadOptions::new(Format::Blkparse);
         options.action = b'C';
         let c = records(text, options).unwrap();
