@@ -254,7 +254,9 @@ pub fn start(
     let mut sizes = Vec::new();
     for spec in &workload.filesets {
         let mut rng = sim.rng(&format!("filebench/{app}/fileset/{}", spec.name));
-        let mut set = Fileset::populate(spec.clone(), &mut rng)?;
+        // Errors name the script line that defined the fileset.
+        let at = |message: String| format!("{}:{}: {message}", workload.file, spec.line);
+        let mut set = Fileset::populate(spec.clone(), &mut rng).map_err(at)?;
         let mb = set.bytes as f64 / 1024.0 / 1024.0;
         if spec.is_file {
             log.push(format!("0.000: File {}: {mb:.3}MB", spec.name));
@@ -270,8 +272,13 @@ pub fn start(
             spec.name
         ));
         for dir in set.dir_paths() {
-            vfs.mkdir_all(&sim, &dir)
-                .map_err(|e| format!("fileset `{}`: mkdir {dir}: {}", spec.name, e.name()))?;
+            vfs.mkdir_all(&sim, &dir).map_err(|e| {
+                at(format!(
+                    "fileset `{}`: mkdir {dir}: {}",
+                    spec.name,
+                    e.name()
+                ))
+            })?;
         }
         log.push(format!("0.000: Pre-allocating files in {} tree", spec.name));
         let mut file_sizes = vec![0u64; set.files.len()];
@@ -281,11 +288,19 @@ pub fn start(
                 let size = set.files[index as usize].size;
                 let path = set.file_path(index);
                 vfs.populate(&sim, &path, size).map_err(|e| {
-                    format!(
-                        "fileset `{}`: preallocating {path}: {}",
+                    let hint = if e == Errno::ENOSPC {
+                        format!(
+                            " (the fileset's files total {mb:.3} MB, {} % of them preallocated: lower `size` or `entries` with --set, or give the device a larger `capacity`)",
+                            spec.prealloc
+                        )
+                    } else {
+                        String::new()
+                    };
+                    at(format!(
+                        "fileset `{}`: preallocating {path}: {}{hint}",
                         spec.name,
                         e.name()
-                    )
+                    ))
                 })?;
                 set.set_preexisting(index);
                 file_sizes[index as usize] = size;
@@ -293,8 +308,13 @@ pub fn start(
         }
         for dir in set.leafdir_paths() {
             if rng.next_f64() * 100.0 < spec.prealloc as f64 {
-                vfs.mkdir_all(&sim, &dir)
-                    .map_err(|e| format!("fileset `{}`: mkdir {dir}: {}", spec.name, e.name()))?;
+                vfs.mkdir_all(&sim, &dir).map_err(|e| {
+                    at(format!(
+                        "fileset `{}`: mkdir {dir}: {}",
+                        spec.name,
+                        e.name()
+                    ))
+                })?;
             }
         }
         filesets.push(set);

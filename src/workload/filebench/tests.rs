@@ -140,6 +140,14 @@ fn script_mistakes_are_errors_with_file_and_line() {
     );
     let error = run_file("bad.f", "set $x=1\n", &options(1)).unwrap_err();
     assert!(error.contains("no run command"), "{error}");
+    // A fileset larger than the device (videoserver.f's 10 GB videos on 1 GiB) names the line
+    // that defined it.
+    let text = "set $x=1\ndefine fileset name=vids,path=/d,size=600m,entries=2,dirwidth=4,prealloc\ndefine process name=p\n{\n thread name=t\n {\n  flowop statfile name=st,filesetname=vids\n }\n}\nrun 1\n";
+    let error = run_file("vids.f", text, &options(1)).unwrap_err();
+    assert!(
+        error.starts_with("vids.f:2: fileset `vids`") && error.contains("ENOSPC"),
+        "{error}"
+    );
 }
 
 #[test]
