@@ -211,6 +211,9 @@ struct Thread {
     flowops: Rc<Vec<super::script::Flowop>>,
     memsize: u64,
     fds: Vec<Option<OpenFd>>,
+    /// `tf_fse`: the file last opened or created on each descriptor, kept after `closefile`
+    /// (which clears only `tf_fd`) until `deletefile` takes it or another open replaces it.
+    fses: Vec<Option<(usize, u32)>>,
     fd_rotor: usize,
     locals: Vec<Local>,
     rng: Rng,
@@ -380,6 +383,7 @@ pub fn start(
                         flowops: flowops.clone(),
                         memsize: thread.memsize,
                         fds: vec![None; MAX_FD],
+                        fses: vec![None; MAX_FD],
                         fd_rotor: 0,
                         locals: vec![Local::default(); thread.flowops.len()],
                         rng: sim.rng(&format!("filebench/{name}")),
@@ -542,8 +546,11 @@ async fn thread_main(run: Rc<FbRun>, mut t: Thread) {
     for (i, flowop) in flowops.iter().enumerate() {
         t.locals[i].value = flowop.value.eval(&mut t.rng);
     }
-    let mut at = 0usize;
+    // The thread's own flowops; a composite runs its inner ones.
+    let top: Vec<usize> = (0..flowops.len()).filter(|&i| !flowops[i].nested).collect();
+    let mut next = 0usize;
     'outer: while !run.stopping() {
+        let at = top[next];
         let flowop = &flowops[at];
         let count = flowop.iters.eval(&mut t.rng).max(0);
         for _ in 0..count {
@@ -572,7 +579,7 @@ async fn thread_main(run: Rc<FbRun>, mut t: Thread) {
                 break 'outer;
             }
         }
-        at = (at + 1) % flowops.len();
+        next = (next + 1) % top.len();
     }
     // The process exits: its descriptors close (no statistics are kept any more).
     for fd in 0..MAX_FD {
@@ -744,6 +751,7 @@ async fn open_common(run: &FbRun, t: &mut Thread, index: usize, fd: usize) -> Ou
     match result {
         Ok(vfs_fd) => {
             unbusy(run, fileset, entry, None, 1);
+            t.fses[fd] = Some((fileset, entry));
             t.fds[fd] = Some(OpenFd {
                 vfs_fd,
                 fileset,
@@ -1101,6 +1109,7 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
                 Ok(vfs_fd) => {
                     run.sizes.borrow_mut()[fileset][entry as usize] = 0;
                     unbusy(run, fileset, entry, Some(true), 1);
+                    t.fses[fd] = Some((fileset, entry));
                     t.fds[fd] = Some(OpenFd {
                         vfs_fd,
                         fileset,
@@ -1138,13 +1147,13 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
         }
         Kind::DeleteFile => {
             let fd = fdnum(t, index);
-            let by_fd = if fd > 0 {
-                t.fds[fd]
-                    .as_mut()
-                    .and_then(|o| o.entry.take().map(|e| (o.fileset, e)))
-            } else {
-                None
-            };
+            // flowoplib_deletefile: the file of `tf_fse[fd]`, open or closed since.
+            let by_fd = if fd > 0 { t.fses[fd].take() } else { None };
+            if by_fd.is_some() {
+                if let Some(open) = t.fds[fd].as_mut() {
+                    open.entry = None;
+                }
+            }
             let (fileset, entry) = match by_fd {
                 Some((set, entry)) => {
                     if !grab(run, set, entry).await {
@@ -1177,7 +1186,9 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
             run.sizes.borrow_mut()[fileset][entry as usize] = 0;
             unbusy(run, fileset, entry, Some(false), -i64::from(open_count));
             match result {
-                Ok(()) => Outcome::Ok,
+                // filebench ignores unlink's result; a file already gone (deleted through
+                // another thread's descriptor) is the case a run meets.
+                Ok(()) | Err(Errno::ENOENT) => Outcome::Ok,
                 Err(errno) => errno_outcome(&format!("unlink {path}"), errno),
             }
         }
@@ -1247,6 +1258,23 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
             begin(run, t, flowop);
             sim.sleep(seconds.saturating_mul(NS_PER_SEC)).await;
             end(run, t, index, 0);
+            Outcome::Ok
+        }
+        Kind::Composite => {
+            // flowop_composite: one pass through the inner flowops, each `iters` times; no
+            // statistics of its own.
+            for &inner in &flowop.inner {
+                if run.stopping() {
+                    return Outcome::Ok;
+                }
+                let count = flowops[inner].iters.eval(&mut t.rng).max(0);
+                for _ in 0..count {
+                    match Box::pin(exec(run, t, inner)).await {
+                        Outcome::Ok => {}
+                        other => return other,
+                    }
+                }
+            }
             Outcome::Ok
         }
         Kind::Hog => {

@@ -19,10 +19,11 @@
 //! Supported: `set` (integers with k/m/g, booleans, strings, `cvar(...)`, `randvar(...)`),
 //! `set mode quit timeout|alldone|firstdone`, `set mode nousestats`, `define file`, `define
 //! fileset`, `define process` / `thread` / `flowop`, `eventgen rate=`, `create files`, `echo`,
-//! `sleep`, `debug`, `version`, `run [N|$var]`, `psrun [period [runtime]]`, and the flowops
-//! listed in [`script::Kind`] with every attribute filebench's grammar allows them. Not supported,
-//! each an error naming the file, line and construct: composite flowops (`define flowop`),
-//! `system`, multi-client commands, `list`, `enable lathist`, flowops `semblock`, `sempost`,
+//! `sleep`, `debug`, `version`, `run [N|$var]`, `psrun [period [runtime]]`, composite flowops
+//! (`define flowop` with local variables, `flowop_composite`), and the flowops listed in
+//! [`script::Kind`] with every attribute filebench's grammar allows them. Not supported, each an
+//! error naming the file, line and construct: `system`, multi-client commands, `list`, `enable
+//! lathist`, flowops `semblock`, `sempost`,
 //! `makedir`, `removedir`, `listdir`, `aiowrite`, `aiowait`, `print`, `testrandvar`, the
 //! attributes `noreadahead`, thread `ioprio`, process `nice`, and `cached=true`.
 

@@ -7,7 +7,11 @@
 //! "..."` lines, `define randvar name=$x, ...`, and the fileset attributes `cached` and
 //! `filesizegamma` (see [`super::fileset`] for their meaning). Refused with an error naming the
 //! construct and its line: `system` (shell commands), `enable multi` / `domultisync`
-//! (multi-client runs), `define flowop` (composite flowops), `list`, `enable lathist`.
+//! (multi-client runs), `list`, `enable lathist`.
+//!
+//! Composite flowops (`define flowop name=N, $local, $local=default, iters=I { flowop ... }`)
+//! are parsed as `parser_composite_flowop_define` takes them; a flowop that uses one binds its
+//! locals with `$local=value` attributes (`get_attr_lvars`).
 
 use super::lexer::{tokenize, Piece, Tok, Token};
 use super::FbError;
@@ -46,6 +50,16 @@ pub struct TableEntry {
 pub struct FlowopDef {
     pub kind: String,
     pub attrs: Vec<Attr>,
+    /// `$name=value` bindings of a composite flowop's local variables.
+    pub locals: Vec<Local>,
+    pub line: usize,
+}
+
+/// A composite flowop's local variable: `$name` (no default) or `$name=value`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Local {
+    pub name: String,
+    pub value: Option<Value>,
     pub line: usize,
 }
 
@@ -94,6 +108,12 @@ pub enum Command {
     DefineProcess {
         attrs: Vec<Attr>,
         threads: Vec<ThreadDef>,
+    },
+    /// `define flowop name=..., $local..., iters=... { flowops }`.
+    DefineComposite {
+        attrs: Vec<Attr>,
+        locals: Vec<Local>,
+        flowops: Vec<FlowopDef>,
     },
     Eventgen(Option<Value>),
     CreateFiles,
@@ -507,11 +527,19 @@ impl Parser<'_> {
                     value: SetValue::Random { attrs, table },
                 })
             }
-            Some(Tok::Word("flowop")) => Err(FbError::new(
-                self.file,
-                line,
-                "composite flowops (`define flowop`) are not supported".into(),
-            )),
+            Some(Tok::Word("flowop")) => {
+                // parser_composite_flowop_define: `name`, `iters` and local variables.
+                let (attrs, locals) =
+                    self.attrs_and_locals(&["name", "iters"], "a composite flowop")?;
+                self.expect(Tok::Open, "`{` after the composite flowop's attributes")?;
+                let flowops = self.flowops()?;
+                self.expect(Tok::Close, "`}` closing the composite flowop")?;
+                Ok(Command::DefineComposite {
+                    attrs,
+                    locals,
+                    flowops,
+                })
+            }
             _ => {
                 self.at = self.at.saturating_sub(1);
                 Err(self.unexpected("`file`, `fileset`, `process` or `randvar` after `define`"))
@@ -523,6 +551,17 @@ impl Parser<'_> {
         let line = self.line();
         let attrs = self.attrs(THREAD_ATTRS, "a thread")?;
         self.expect(Tok::Open, "`{` after the thread attributes")?;
+        let flowops = self.flowops()?;
+        self.expect(Tok::Close, "`}` closing the thread")?;
+        Ok(ThreadDef {
+            attrs,
+            flowops,
+            line,
+        })
+    }
+
+    /// `flowop TYPE attrs` lines, at least one.
+    fn flowops(&mut self) -> Result<Vec<FlowopDef>, FbError> {
         let mut flowops = Vec::new();
         while self.word("flowop") {
             let line = self.line();
@@ -535,12 +574,17 @@ impl Parser<'_> {
                     return Err(self.unexpected("a flowop type"));
                 }
             };
-            let attrs = if matches!(self.peek(), Some(Tok::Word(_))) {
-                self.attrs(FLOWOP_ATTRS, "a flowop")?
+            let (attrs, locals) = if matches!(self.peek(), Some(Tok::Word(_) | Tok::Var(_))) {
+                self.attrs_and_locals(FLOWOP_ATTRS, "a flowop")?
             } else {
-                Vec::new()
+                (Vec::new(), Vec::new())
             };
-            flowops.push(FlowopDef { kind, attrs, line });
+            flowops.push(FlowopDef {
+                kind,
+                attrs,
+                locals,
+                line,
+            });
             if flowops.len() > MAX_ITEMS {
                 return Err(self.error_here("too many flowops".into()));
             }
@@ -548,12 +592,38 @@ impl Parser<'_> {
         if flowops.is_empty() {
             return Err(self.unexpected("`flowop`"));
         }
-        self.expect(Tok::Close, "`}` closing the thread")?;
-        Ok(ThreadDef {
-            attrs,
-            flowops,
-            line,
-        })
+        Ok(flowops)
+    }
+
+    /// Attributes mixed with `$local[=value]` (a composite flowop's local variables).
+    fn attrs_and_locals(
+        &mut self,
+        allowed: &[&str],
+        entity: &str,
+    ) -> Result<(Vec<Attr>, Vec<Local>), FbError> {
+        let mut attrs = Vec::new();
+        let mut locals = Vec::new();
+        loop {
+            if let Some(Tok::Var(name)) = self.peek() {
+                let name = name.clone();
+                let line = self.line();
+                self.at += 1;
+                let value = if self.eat(&Tok::Assign) {
+                    Some(self.value()?)
+                } else {
+                    None
+                };
+                locals.push(Local { name, value, line });
+            } else {
+                attrs.push(self.attr(allowed, entity)?);
+            }
+            if attrs.len() + locals.len() > MAX_ITEMS {
+                return Err(self.error_here("too many attributes".into()));
+            }
+            if !self.eat(&Tok::Comma) {
+                return Ok((attrs, locals));
+            }
+        }
     }
 
     fn value(&mut self) -> Result<Value, FbError> {
@@ -764,8 +834,8 @@ run 60
         let error = parse("x.f", "\n\nsystem \"rm -rf /\"\n").unwrap_err();
         assert_eq!(error.line, 3);
         assert!(error.message.contains("system"), "{error}");
-        let error = parse("x.f", "define flowop name=x { flowop read name=r }").unwrap_err();
-        assert!(error.message.contains("composite"), "{error}");
+        let error = parse("x.f", "define flowop name=x, $a { }").unwrap_err();
+        assert!(error.message.contains("`flowop`"), "{error}");
         let error = parse("x.f", "define process name=p {\n thread name=t {\n }\n}").unwrap_err();
         assert_eq!(error.line, 3);
         assert!(parse("x.f", "run 60 garbage").is_err());

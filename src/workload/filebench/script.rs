@@ -65,6 +65,8 @@ pub enum Kind {
     AppendFileRand,
     DeleteFile,
     WriteWholeFile,
+    /// A composite flowop (`define flowop`): one pass through its inner flowops.
+    Composite,
 }
 
 impl Kind {
@@ -109,7 +111,7 @@ impl Kind {
             "print" | "testrandvar" => return Err(format!("flowop `{kind}` is not supported")),
             other => {
                 return Err(format!(
-                    "unknown flowop type `{other}` (composite flowops are not supported)"
+                    "unknown flowop type `{other}` (neither a flowop of filebench's library nor a composite flowop defined with `define flowop`)"
                 ))
             }
         })
@@ -129,6 +131,7 @@ impl Kind {
                 | Kind::OpsLimit
                 | Kind::FinishOnCount
                 | Kind::FinishOnBytes
+                | Kind::Composite
         )
     }
 
@@ -170,6 +173,10 @@ pub struct Flowop {
     /// Index of the target flowop in the same thread (limits, finishon*).
     pub target_local: Option<usize>,
     pub index: Option<IntExpr>,
+    /// A composite's inner flowops, in order (indices in the thread's list).
+    pub inner: Vec<usize>,
+    /// Inside a composite: run only by it, not by the thread's loop.
+    pub nested: bool,
 }
 
 /// A thread definition with its instances.
@@ -240,6 +247,8 @@ pub fn load(
         filesets: Vec::new(),
         fileset_lines: Vec::new(),
         processes: Vec::new(),
+        composites: BTreeMap::new(),
+        scopes: std::cell::RefCell::new(Vec::new()),
         eventgen: None,
         mode: QuitMode::Timeout,
         sleep_before: 0,
@@ -272,6 +281,27 @@ pub fn load(
     loader.finish(run)
 }
 
+/// `define flowop`, as written.
+struct Composite {
+    attrs: Vec<Attr>,
+    locals: Vec<super::parser::Local>,
+    flowops: Vec<FlowopDef>,
+}
+
+/// Bound on composite flowops inside composite flowops.
+const MAX_COMPOSITE_DEPTH: usize = 16;
+
+/// The statistics index of flowop `name` (one per name, as filebench's FLOW_MASTER flowops).
+fn stat_index(stat_names: &mut Vec<String>, name: &str) -> usize {
+    match stat_names.iter().position(|n| n == name) {
+        Some(i) => i,
+        None => {
+            stat_names.push(name.to_string());
+            stat_names.len() - 1
+        }
+    }
+}
+
 struct Loader<'a> {
     file: &'a str,
     vars: BTreeMap<String, Var>,
@@ -279,6 +309,11 @@ struct Loader<'a> {
     filesets: Vec<(bool, Vec<Attr>)>,
     fileset_lines: Vec<usize>,
     processes: Vec<(Vec<Attr>, Vec<ThreadDef>, usize)>,
+    /// Composite flowops by name: attributes, locals, inner flowops, line.
+    composites: BTreeMap<String, Composite>,
+    /// Local variables of the composite flowops being instantiated, innermost last (an unbound
+    /// local is kept as `name\0unset`).
+    scopes: std::cell::RefCell<Vec<BTreeMap<String, Var>>>,
     eventgen: Option<(Value, usize)>,
     mode: QuitMode,
     sleep_before: u64,
@@ -312,6 +347,35 @@ impl Loader<'_> {
             }
             Command::DefineProcess { attrs, threads } => {
                 self.processes.push((attrs.clone(), threads.clone(), line));
+            }
+            Command::DefineComposite {
+                attrs,
+                locals,
+                flowops,
+            } => {
+                let name = match attrs.iter().rev().find(|a| a.name == "name") {
+                    Some(a) => self.string(&a.value, a.line, "name")?,
+                    None => {
+                        return Err(self.err(
+                            line,
+                            "define flowop: composite flowop specifies no name".into(),
+                        ))
+                    }
+                };
+                if Kind::parse(&name).is_ok() || self.composites.contains_key(&name) {
+                    return Err(self.err(
+                        line,
+                        format!("define flowop: `{name}` is already a flowop type"),
+                    ));
+                }
+                self.composites.insert(
+                    name,
+                    Composite {
+                        attrs: attrs.clone(),
+                        locals: locals.clone(),
+                        flowops: flowops.clone(),
+                    },
+                );
             }
             Command::Eventgen(rate) => {
                 if let Some(rate) = rate {
@@ -382,9 +446,24 @@ impl Loader<'_> {
         Ok(text)
     }
 
-    fn lookup(&self, name: &str, line: usize) -> Result<&Var, FbError> {
+    /// A variable: a local of the composite flowops being instantiated (innermost first), else
+    /// a global.
+    fn lookup(&self, name: &str, line: usize) -> Result<Var, FbError> {
+        let scopes = self.scopes.borrow();
+        if let Some(scope) = scopes.last() {
+            if let Some(var) = scope.get(name) {
+                return Ok(var.clone());
+            }
+            if scope.contains_key(&format!("{name}\0unset")) {
+                return Err(self.err(
+                    line,
+                    format!("the composite flowop's local variable `${name}` is used but not given a value"),
+                ));
+            }
+        }
         self.vars
             .get(name)
+            .cloned()
             .ok_or_else(|| self.err(line, format!("variable `${name}` is used but never set")))
     }
 
@@ -392,7 +471,7 @@ impl Loader<'_> {
         match value {
             Value::Int(v) => Ok(IntExpr::Const(*v)),
             Value::Bool(b) => Ok(IntExpr::Const(i64::from(*b))),
-            Value::Var(name) => match self.lookup(name, line)? {
+            Value::Var(name) => match &self.lookup(name, line)? {
                 Var::Int(v) => Ok(IntExpr::Const(*v)),
                 Var::Bool(b) => Ok(IntExpr::Const(i64::from(*b))),
                 Var::Random(r) => Ok(IntExpr::Random(r.clone())),
@@ -425,7 +504,7 @@ impl Loader<'_> {
         match value {
             Value::Bool(b) => Ok(*b),
             Value::Int(v) => Ok(*v != 0),
-            Value::Var(name) => match self.lookup(name, line)? {
+            Value::Var(name) => match &self.lookup(name, line)? {
                 Var::Bool(b) => Ok(*b),
                 Var::Int(v) => Ok(*v != 0),
                 Var::Str(s) => {
@@ -443,7 +522,7 @@ impl Loader<'_> {
             Value::Quoted(pieces) => self.expand(pieces, line),
             Value::Int(v) => Ok(v.to_string()),
             Value::Bool(b) => Ok(b.to_string()),
-            Value::Var(name) => match self.lookup(name, line)? {
+            Value::Var(name) => match &self.lookup(name, line)? {
                 Var::Str(s) => Ok(s.clone()),
                 Var::Int(v) => Ok(v.to_string()),
                 Var::Bool(b) => Ok(b.to_string()),
@@ -684,7 +763,7 @@ impl Loader<'_> {
                 let boolean = match &a.value {
                     Value::Bool(b) => Some(*b),
                     Value::Var(v) => match self.lookup(v, a.line) {
-                        Ok(Var::Bool(b)) => Some(*b),
+                        Ok(Var::Bool(b)) => Some(b),
                         _ => None,
                     },
                     _ => None,
@@ -854,7 +933,7 @@ impl Loader<'_> {
             };
             let mut flowops = Vec::new();
             for def in &thread.flowops {
-                flowops.push(self.flowop(def, filesets, stat_names)?);
+                self.instantiate(def, "", 0, filesets, stat_names, &mut flowops)?;
             }
             // Limits and finishon* name a flowop of the same thread.
             for i in 0..flowops.len() {
@@ -903,9 +982,156 @@ impl Loader<'_> {
         })
     }
 
+    /// Adds flowop `def` to a thread's `list` (a composite with its inner flowops after it, named
+    /// `composite.inner` as `parser_inner_flowop_define` names them) and returns its index.
+    fn instantiate(
+        &self,
+        def: &FlowopDef,
+        prefix: &str,
+        depth: usize,
+        filesets: &[Rc<FilesetSpec>],
+        stat_names: &mut Vec<String>,
+        list: &mut Vec<Flowop>,
+    ) -> Result<usize, FbError> {
+        let Some(composite) = self.composites.get(&def.kind) else {
+            if let Some(local) = def.locals.first() {
+                return Err(self.err(
+                    local.line,
+                    format!(
+                        "`${}=...`: only a composite flowop takes local variables, not `{}`",
+                        local.name, def.kind
+                    ),
+                ));
+            }
+            let flowop = self.flowop(def, prefix, filesets, stat_names)?;
+            list.push(flowop);
+            return Ok(list.len() - 1);
+        };
+        if depth >= MAX_COMPOSITE_DEPTH {
+            return Err(self.err(
+                def.line,
+                format!("composite flowops nest deeper than {MAX_COMPOSITE_DEPTH} (does `{}` use itself?)", def.kind),
+            ));
+        }
+        let line = def.line;
+        let get = |name: &str| def.attrs.iter().rev().find(|a| a.name == name);
+        let name = match get("name") {
+            Some(a) => format!("{prefix}{}", self.string(&a.value, a.line, "name")?),
+            None => return Err(self.err(line, format!("flowop `{}` specifies no name", def.kind))),
+        };
+        if let Some(a) = def
+            .attrs
+            .iter()
+            .find(|a| !matches!(a.name, "name" | "iters"))
+        {
+            return Err(self.err(
+                a.line,
+                format!(
+                    "composite flowop `{}` takes `name`, `iters` and its local variables, not `{}`",
+                    def.kind, a.name
+                ),
+            ));
+        }
+        // Iterations: the instance's, else the definition's, else 1.
+        let iters = match get("iters")
+            .or_else(|| composite.attrs.iter().rev().find(|a| a.name == "iters"))
+        {
+            Some(a) => self.int_expr(&a.value, a.line, "iters")?,
+            None => IntExpr::Const(1),
+        };
+        // The locals: the definition's defaults, then the instance's values, both evaluated in
+        // the enclosing scope.
+        let mut scope = BTreeMap::new();
+        for local in &composite.locals {
+            match &local.value {
+                Some(value) => {
+                    scope.insert(local.name.clone(), self.local_value(value, local.line)?);
+                }
+                None => {
+                    scope.insert(format!("{}\0unset", local.name), Var::Bool(false));
+                }
+            }
+        }
+        for local in &def.locals {
+            if !composite.locals.iter().any(|l| l.name == local.name) {
+                return Err(self.err(
+                    local.line,
+                    format!(
+                        "composite flowop `{}` has no local variable `${}`",
+                        def.kind, local.name
+                    ),
+                ));
+            }
+            let Some(value) = &local.value else {
+                return Err(self.err(
+                    local.line,
+                    format!("`${}` needs a value (`${}=...`)", local.name, local.name),
+                ));
+            };
+            scope.remove(&format!("{}\0unset", local.name));
+            scope.insert(local.name.clone(), self.local_value(value, local.line)?);
+        }
+        let stat = stat_index(stat_names, &name);
+        list.push(Flowop {
+            name: name.clone(),
+            kind: Kind::Composite,
+            line,
+            stat,
+            fileset: None,
+            fd: 0,
+            srcfd: 0,
+            iosize: IntExpr::Const(0),
+            wss: 0,
+            random: false,
+            dsync: false,
+            directio: false,
+            rotatefd: false,
+            iters,
+            value: IntExpr::Const(0),
+            target: None,
+            target_local: None,
+            index: None,
+            inner: Vec::new(),
+            nested: false,
+        });
+        let at = list.len() - 1;
+        self.scopes.borrow_mut().push(scope);
+        let prefix = format!("{name}.");
+        let mut inner = Vec::new();
+        let mut result = Ok(());
+        for def in &composite.flowops {
+            match self.instantiate(def, &prefix, depth + 1, filesets, stat_names, list) {
+                Ok(index) => inner.push(index),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.scopes.borrow_mut().pop();
+        result?;
+        for &index in &inner {
+            list[index].nested = true;
+        }
+        list[at].inner = inner;
+        Ok(at)
+    }
+
+    /// The value a composite's local variable is given.
+    fn local_value(&self, value: &Value, line: usize) -> Result<Var, FbError> {
+        Ok(match value {
+            Value::Int(v) => Var::Int(*v),
+            Value::Bool(b) => Var::Bool(*b),
+            Value::Str(s) => Var::Str(s.clone()),
+            Value::Quoted(pieces) => Var::Str(self.expand(pieces, line)?),
+            Value::Var(name) => self.lookup(name, line)?,
+        })
+    }
+
     fn flowop(
         &self,
         def: &FlowopDef,
+        prefix: &str,
         filesets: &[Rc<FilesetSpec>],
         stat_names: &mut Vec<String>,
     ) -> Result<Flowop, FbError> {
@@ -913,7 +1139,7 @@ impl Loader<'_> {
         let kind = Kind::parse(&def.kind).map_err(|e| self.err(line, e))?;
         let get = |name: &str| def.attrs.iter().rev().find(|a| a.name == name);
         let name = match get("name") {
-            Some(a) => self.string(&a.value, a.line, "name")?,
+            Some(a) => format!("{prefix}{}", self.string(&a.value, a.line, "name")?),
             None => return Err(self.err(line, format!("flowop `{}` specifies no name", def.kind))),
         };
         let fileset = match get("filename").or_else(|| get("filesetname")) {
@@ -1012,13 +1238,7 @@ impl Loader<'_> {
                 ),
             ));
         }
-        let stat = match stat_names.iter().position(|n| *n == name) {
-            Some(i) => i,
-            None => {
-                stat_names.push(name.clone());
-                stat_names.len() - 1
-            }
-        };
+        let stat = stat_index(stat_names, &name);
         Ok(Flowop {
             name,
             kind,
@@ -1041,6 +1261,8 @@ impl Loader<'_> {
                 Some(a) => Some(self.int_expr(&a.value, a.line, "indexed")?),
                 None => None,
             },
+            inner: Vec::new(),
+            nested: false,
         })
     }
 }

@@ -182,6 +182,71 @@ set = { nfiles = 50, nthreads = 3, dir = "/data" }
     );
 }
 
+const COMPOSITE: &str = "
+set $count=3
+define fileset name=a,path=/data,size=4k,entries=50,dirwidth=100,prealloc=100
+define fileset name=b,path=/data,size=4k,entries=50,dirwidth=100,prealloc=100
+define flowop name=readone, $set
+{
+  flowop openfile name=open,filesetname=$set,fd=1
+  flowop readwholefile name=read,fd=1,iosize=4k
+  flowop closefile name=close,fd=1
+  flowop deletefile name=delete,fd=1
+}
+define flowop name=work, $which, $n=2
+{
+  flowop readone name=r, iters=$n, $set=$which
+  flowop statfile name=stat,filesetname=$which
+}
+define process name=p
+{
+  thread name=t
+  {
+    flowop work name=w1, $which=a
+    flowop work name=w2, iters=$count, $which=b, $n=1
+    flowop finishoncount name=done,value=40
+  }
+}
+set mode quit alldone
+run 10
+";
+
+#[test]
+fn composite_flowops_run_their_inner_flowops_with_local_variables() {
+    let report = run_file("comp.f", COMPOSITE, &options(1)).unwrap();
+    assert_eq!(report.error, None, "{:#?}", report.log);
+    let result = report.result.unwrap();
+    let count = |name: &str| result.flowop(name).map_or(0, |f| f.count);
+    // Per pass of the thread: w1 reads 2 files of `a`, w2 3 x 1 file of `b`.
+    let passes = count("w1.stat");
+    assert!(passes > 0);
+    assert_eq!(count("w1.r.read"), 2 * passes);
+    assert_eq!(count("w2.r.read"), 3 * passes);
+    assert_eq!(count("w2.stat"), 3 * passes);
+    // The composites keep no statistics of their own, as in filebench.
+    assert_eq!((count("w1"), count("w1.r")), (0, 0));
+    // `deletefile fd=1` after `closefile fd=1` deletes the file read (tf_fse is kept).
+    assert_eq!(count("w1.r.delete"), count("w1.r.read"));
+    let log = report.log.join("\n");
+    assert!(log.contains("w2.r.open"), "{log}");
+    // Mistakes name the line.
+    let unbound = COMPOSITE.replace("$which=a", "$nosuch=a");
+    let error = run_file("comp.f", &unbound, &options(1)).unwrap_err();
+    assert!(
+        error.starts_with("comp.f:21:") && error.contains("$nosuch"),
+        "{error}"
+    );
+    let missing = COMPOSITE.replace("flowop work name=w1, $which=a", "flowop work name=w1");
+    let error = run_file("comp.f", &missing, &options(1)).unwrap_err();
+    assert!(
+        error.contains("comp.f:") && error.contains("`$which`"),
+        "{error}"
+    );
+    let recursive = "define flowop name=x\n{\n flowop x name=again\n}\ndefine process name=p\n{\n thread name=t\n {\n  flowop x name=x1\n }\n}\nrun 1\n";
+    let error = run_file("rec.f", recursive, &options(1)).unwrap_err();
+    assert!(error.contains("nest deeper"), "{error}");
+}
+
 #[test]
 fn absurd_numbers_are_errors_not_panics() {
     let process = "define fileset name=s,path=/d,size=4k,entries=2,dirwidth=10,prealloc\ndefine process name=p,instances=10000\n{\n thread name=t,instances=10000\n {\n  flowop statfile name=st,filesetname=s\n }\n}\n";
