@@ -278,13 +278,15 @@ mode = "sync"
         .unwrap();
     assert!(write_row.contains(&expected), "{expected} in {write_row}");
     assert!(!write_row.contains(&over_run), "{write_row}");
-    // Buffered writes that took no virtual time at all (a CPU that costs nothing) say so
+    // Buffered writes that took no virtual time at all (a CPU that costs nothing, no journal)
+    // say so
     // instead of a huge number.
     let zero = source
         .replace("duration = \"6s\"", "duration = \"1ns\"")
         .replace("start = \"4s\"\n", "")
         .replace("mode = \"sync\"", "mode = \"buffered\"")
-        + "\n[stack.cpu]\nsyscall = \"0s\"\ncopy_bandwidth = \"1000TiB/s\"\npage_alloc = \"0s\"\n";
+        + "\n[stack.cpu]\nsyscall = \"0s\"\ncopy_bandwidth = \"1000TiB/s\"\npage_alloc = \"0s\"\n"
+        + "\n[stack.fs]\ntype = \"simplefs\"\n";
     let s = scenario::parse("zero.toml", &zero).unwrap();
     let results = run_scenario(&s, &RunOptions::default()).unwrap();
     let table = mobistack::report::table::render(&results);

@@ -3,10 +3,14 @@
 //! - [`vfs`]: the system calls of simulated tasks (open/creat, read, write, pread/pwrite, fsync,
 //!   fdatasync, truncate/ftruncate, unlink, rename, mkdir, stat, close), per-task fd tables and
 //!   the name space, over the page cache of [`crate::mm`].
-//! - [`FileSystem`]: what the VFS and the page cache need from the on-disk file system (block
-//!   mapping and allocation, inode numbers and where inodes live on disk). [`simplefs`] (no
-//!   journal) lets everything above run; [`ext4`] holds ext4's on-disk structures and
-//!   allocators (pure state; jbd2 and the ext4 operations are issue 10's other half).
+//! - [`FileSystemOps`]: what the VFS calls on a mounted file system, shaped after Linux's
+//!   `inode_operations` (create, mkdir, unlink, rename, setattr), `file_operations` (fsync,
+//!   release) and `super_operations` (evict_inode, dirty_inode); the page cache's half
+//!   (`address_space_operations`) is [`AddressSpaceOps`] plus, for a file system with a journal
+//!   and delayed allocation, [`crate::mm::FsHooks`]. [`ext4`] (with [`jbd2`]) is the default;
+//!   [`simplefs`] (no journal) is `[stack.fs] type = "simplefs"`.
+//! - [`FileSystem`]: the pure block-mapping state a simple file system keeps (inode numbers,
+//!   where inodes live, free blocks).
 //!
 //! A workload mistake (a bad fd, a missing file) is an [`Errno`] returned to the workload and
 //! counted in the results, never a panic.
@@ -17,7 +21,95 @@ pub mod simplefs;
 pub mod vfs;
 
 pub use crate::errno::Errno;
-pub use crate::mm::{AddressSpaceOps, Ino};
+pub use crate::mm::bio::LocalBoxFuture;
+pub use crate::mm::{AddressSpaceOps, Ino, Issuer};
+use crate::sim::sync::Mutex;
+use crate::sim::Sim;
+
+/// A mounted file system as the VFS drives it. The VFS keeps the name space (dentries) and the
+/// in-memory inode (`i_size`, `i_nlink`, `i_mutex`); the file system owns its on-disk metadata
+/// and how it is made durable. Names are a parent directory's inode and one path component.
+/// Every method that may wait is asynchronous and runs in the calling task.
+pub trait FileSystemOps {
+    fn name(&self) -> &str;
+    /// The root directory's inode.
+    fn root(&self) -> Ino;
+    /// `vfs_create` / `vfs_mkdir`: a new inode with an entry `name` in `dir`.
+    fn create<'a>(
+        &'a self,
+        sim: &'a Sim,
+        issuer: Issuer,
+        dir: Ino,
+        name: &'a str,
+        is_dir: bool,
+    ) -> LocalBoxFuture<'a, Result<Ino, Errno>>;
+    /// The same at setup, before the run: no time passes and nothing is journaled (the file
+    /// existed on the phone).
+    fn create_at_setup(&self, dir: Ino, name: &str, is_dir: bool) -> Result<Ino, Errno>;
+    /// Gives a file created at setup blocks for its first `size` bytes, on disk already.
+    fn populate_blocks(&self, ino: Ino, size: u64) -> Result<(), Errno>;
+    /// `vfs_unlink`: removes `name` from `dir`; `last_link` when the inode's link count drops
+    /// to zero (ext4 puts it on the orphan list until it is evicted).
+    fn unlink<'a>(
+        &'a self,
+        sim: &'a Sim,
+        issuer: Issuer,
+        dir: Ino,
+        name: &'a str,
+        last_link: bool,
+    ) -> LocalBoxFuture<'a, Result<(), Errno>>;
+    /// `vfs_rename`: moves an entry, replacing a file at the target (`replaced_last_link` when
+    /// that was its last link).
+    #[allow(clippy::too_many_arguments)]
+    fn rename<'a>(
+        &'a self,
+        sim: &'a Sim,
+        issuer: Issuer,
+        old_dir: Ino,
+        old_name: &'a str,
+        new_dir: Ino,
+        new_name: &'a str,
+        replaced_last_link: bool,
+    ) -> LocalBoxFuture<'a, Result<(), Errno>>;
+    /// `evict_inode` of an inode with no links and no opener (its pages are gone already).
+    fn evict<'a>(&'a self, sim: &'a Sim, issuer: Issuer, ino: Ino) -> LocalBoxFuture<'a, ()>;
+    /// `setattr` of the size, under `i_mutex`, after the page cache dropped the pages past
+    /// `new_size`.
+    fn setattr_size<'a>(
+        &'a self,
+        sim: &'a Sim,
+        issuer: Issuer,
+        ino: Ino,
+        old_size: u64,
+        new_size: u64,
+    ) -> LocalBoxFuture<'a, ()>;
+    /// `file_update_time` before a write, under `i_mutex` (`dirty_inode`).
+    fn update_time<'a>(&'a self, sim: &'a Sim, ino: Ino) -> LocalBoxFuture<'a, ()>;
+    /// `fsync` after the data was written and waited for (`filemap_write_and_wait_range`):
+    /// makes the inode durable. `write_inode` says whether the VFS's inode is dirty (what
+    /// `generic_file_fsync` checks; a journaling file system uses its own transaction ids);
+    /// `i_mutex` is the inode's lock, taken as the file system's fsync takes it.
+    fn fsync<'a>(
+        &'a self,
+        sim: &'a Sim,
+        issuer: Issuer,
+        ino: Ino,
+        datasync: bool,
+        write_inode: bool,
+        i_mutex: Mutex,
+    ) -> LocalBoxFuture<'a, ()>;
+    /// A file is opened for writing.
+    fn open_for_write(&self, ino: Ino);
+    /// The last writer's `release`; true when the file system wants the file's delayed data
+    /// flushed now (ext4's `auto_da_alloc` after a truncate to zero).
+    fn release_writer(&self, ino: Ino) -> bool;
+    /// Whether renaming over a file should first flush `ino`'s delayed data (`auto_da_alloc`).
+    fn flush_on_rename(&self, ino: Ino) -> bool;
+    /// Counters of the file system (and its journal) for the results, as (name, value).
+    fn counters(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+}
 
 /// What the VFS needs from the on-disk file system: inode numbers and where an inode's metadata
 /// lives; the mapping of file pages to disk blocks (`get_block`) is the page cache's

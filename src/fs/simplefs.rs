@@ -11,9 +11,16 @@
 //! directories own no data blocks (their entries live in the VFS name space and a directory
 //! change dirties only the directory inode); no journal, so a crash is not modelled.
 
-use super::{AddressSpaceOps, Errno, FileSystem, Ino};
+use super::{AddressSpaceOps, Errno, FileSystem, FileSystemOps, Ino, Issuer, LocalBoxFuture};
+use crate::dev::{IoFlags, IoOp};
+use crate::mm::bio::BioRequest;
+use crate::mm::Mm;
+use crate::sim::sync::Mutex;
+use crate::sim::Sim;
 use crate::units::PAGE_SIZE;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 /// Inodes per 4 KiB inode-table block: 4096 / 256 (mke2fs default inode size 256 bytes).
 pub const INODES_PER_BLOCK: u64 = PAGE_SIZE / 256;
@@ -221,6 +228,160 @@ impl FileSystem for SimpleFs {
     fn free_blocks(&self) -> u64 {
         self.nr_free
     }
+}
+
+/// [`SimpleFs`] mounted: the VFS's operations over it, with `generic_file_fsync` (the data
+/// first, then the inode-table block written synchronously under `i_mutex` when the inode is
+/// dirty, then a cache flush).
+pub struct SimpleFsOps {
+    fs: Rc<RefCell<SimpleFs>>,
+    mm: Rc<Mm>,
+    root: Ino,
+}
+
+impl SimpleFsOps {
+    /// Mounts `fs` (which the page cache `mm` maps through) and allocates its root directory.
+    pub fn mount(fs: Rc<RefCell<SimpleFs>>, mm: Rc<Mm>) -> Rc<SimpleFsOps> {
+        let root = fs
+            .borrow_mut()
+            .alloc_inode()
+            .expect("an inode for the root");
+        Rc::new(SimpleFsOps { fs, mm, root })
+    }
+}
+
+impl FileSystemOps for SimpleFsOps {
+    fn name(&self) -> &str {
+        "simplefs"
+    }
+
+    fn root(&self) -> Ino {
+        self.root
+    }
+
+    fn create<'a>(
+        &'a self,
+        _sim: &'a Sim,
+        _issuer: Issuer,
+        dir: Ino,
+        name: &'a str,
+        is_dir: bool,
+    ) -> LocalBoxFuture<'a, Result<Ino, Errno>> {
+        Box::pin(async move { self.create_at_setup(dir, name, is_dir) })
+    }
+
+    fn create_at_setup(&self, _dir: Ino, _name: &str, _is_dir: bool) -> Result<Ino, Errno> {
+        self.fs.borrow_mut().alloc_inode()
+    }
+
+    fn populate_blocks(&self, ino: Ino, size: u64) -> Result<(), Errno> {
+        let mut fs = self.fs.borrow_mut();
+        for index in 0..size.div_ceil(PAGE_SIZE) {
+            fs.get_block(ino, index, true)?;
+        }
+        Ok(())
+    }
+
+    fn unlink<'a>(
+        &'a self,
+        _sim: &'a Sim,
+        _issuer: Issuer,
+        _dir: Ino,
+        _name: &'a str,
+        _last_link: bool,
+    ) -> LocalBoxFuture<'a, Result<(), Errno>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn rename<'a>(
+        &'a self,
+        _sim: &'a Sim,
+        _issuer: Issuer,
+        _old_dir: Ino,
+        _old_name: &'a str,
+        _new_dir: Ino,
+        _new_name: &'a str,
+        _replaced_last_link: bool,
+    ) -> LocalBoxFuture<'a, Result<(), Errno>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn evict<'a>(&'a self, _sim: &'a Sim, _issuer: Issuer, ino: Ino) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move { self.fs.borrow_mut().free_inode(ino) })
+    }
+
+    fn setattr_size<'a>(
+        &'a self,
+        _sim: &'a Sim,
+        _issuer: Issuer,
+        ino: Ino,
+        old_size: u64,
+        new_size: u64,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            if new_size < old_size {
+                self.fs
+                    .borrow_mut()
+                    .truncate_blocks(ino, new_size.div_ceil(PAGE_SIZE));
+            }
+        })
+    }
+
+    fn update_time<'a>(&'a self, _sim: &'a Sim, _ino: Ino) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    fn fsync<'a>(
+        &'a self,
+        sim: &'a Sim,
+        issuer: Issuer,
+        ino: Ino,
+        _datasync: bool,
+        write_inode: bool,
+        i_mutex: Mutex,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            let guard = i_mutex.lock(sim).await;
+            if write_inode {
+                // sync_inode_metadata: the inode-table block, synchronously.
+                let block = self.fs.borrow().inode_block(ino);
+                self.mm
+                    .submit_wait(sim, meta_bio(IoOp::Write, block, issuer))
+                    .await;
+            }
+            drop(guard);
+            // blkdev_issue_flush: persist the device's volatile cache.
+            self.mm
+                .submit_wait(sim, meta_bio(IoOp::Flush, 0, issuer))
+                .await;
+        })
+    }
+
+    fn open_for_write(&self, _ino: Ino) {}
+
+    fn release_writer(&self, _ino: Ino) -> bool {
+        false
+    }
+
+    fn flush_on_rename(&self, _ino: Ino) -> bool {
+        false
+    }
+}
+
+fn meta_bio(op: IoOp, block: u64, issuer: Issuer) -> BioRequest {
+    let flush = op == IoOp::Flush;
+    // Metadata writes are `WRITE_SYNC` (`sync_dirty_buffer`) and the cache flush `WRITE_FLUSH`,
+    // both REQ_SYNC | REQ_NOIDLE; a metadata read is not NOIDLE (include/linux/fs.h, 3.10).
+    let flags = IoFlags {
+        sync: true,
+        meta: !flush,
+        preflush: flush,
+        noidle: op != IoOp::Read,
+        ..IoFlags::default()
+    };
+    // A flush carries no data: sector 0, no pages.
+    let (block, count) = if flush { (0, 0) } else { (block, 1) };
+    BioRequest::for_pages(op, block, count, flags, issuer, None)
 }
 
 #[cfg(test)]

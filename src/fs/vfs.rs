@@ -4,11 +4,16 @@
 //! virtual time inside the layers below and returns `Result<_, Errno>`: a workload mistake is an
 //! errno, never a panic.
 //!
+//! The VFS keeps the name space (dentries) and the in-memory inode (`i_size`, `i_nlink`,
+//! `i_mutex`); the mounted file system ([`FileSystemOps`]: ext4 or simplefs) owns its on-disk
+//! metadata and its sync, and the page cache calls the file system's write hooks.
+//!
 //! Locking follows Linux 3.10: `write` holds the inode's `i_mutex` (wait reason `inode_lock`)
-//! around `generic_perform_write` and then, for `O_SYNC`, syncs after releasing it
-//! (`generic_write_sync`); `fsync` writes and waits for the data without the lock
-//! (`filemap_write_and_wait_range`), then writes the inode under it and issues a cache flush
-//! (`generic_file_fsync` + `blkdev_issue_flush`); truncate holds it while dropping pages.
+//! around `file_update_time` and `generic_perform_write` and then, for `O_SYNC`, syncs after
+//! releasing it (`generic_write_sync`); `fsync` writes and waits for the data without the lock
+//! (`filemap_write_and_wait_range`), then calls the file system's fsync (which takes the lock
+//! as `ext4_sync_file` / `generic_file_fsync` do); truncate holds it while dropping pages and
+//! calling `setattr`.
 //!
 //! Simplifications: paths are absolute, with no `.`/`..`, symlinks, permissions or `rmdir`; a
 //! directory's entries live here, and a change to a directory only marks its inode dirty
@@ -16,9 +21,7 @@
 //! only for files created with [`O_STORE_CONTENTS`] (for other files `read` leaves the buffer
 //! as it was); `O_DIRECT` transfers whole pages covering the request.
 
-use super::{Errno, FileSystem, Ino};
-use crate::dev::{IoFlags, IoOp};
-use crate::mm::bio::BioRequest;
+use super::{Errno, FileSystemOps, Ino};
 use crate::mm::filemap::FileRaState;
 use crate::mm::writeback::DirtyThrottleState;
 use crate::mm::{Issuer, Mm};
@@ -118,7 +121,7 @@ struct VfsState {
 /// The VFS of one run.
 pub struct Vfs {
     pub mm: Rc<Mm>,
-    fs: Rc<RefCell<dyn FileSystem>>,
+    fs: Rc<dyn FileSystemOps>,
     activity: Option<Rc<ForegroundState>>,
     state: RefCell<VfsState>,
     next_pid: Cell<u32>,
@@ -129,6 +132,11 @@ fn parent_of(path: &str) -> &str {
         Some(0) | None => "/",
         Some(i) => &path[..i],
     }
+}
+
+/// The last component of `path`.
+fn leaf(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
 }
 
 fn check_path(path: &str) -> Result<(), Errno> {
@@ -143,13 +151,10 @@ impl Vfs {
     pub fn new(
         sim: &Sim,
         mm: Rc<Mm>,
-        fs: Rc<RefCell<dyn FileSystem>>,
+        fs: Rc<dyn FileSystemOps>,
         activity: Option<Rc<ForegroundState>>,
     ) -> Rc<Vfs> {
-        let root = fs
-            .borrow_mut()
-            .alloc_inode()
-            .expect("an inode for the root");
+        let root = fs.root();
         let mut inodes = BTreeMap::new();
         inodes.insert(root, Self::new_inode(sim, root, FileKind::Directory, false));
         let mut names = BTreeMap::new();
@@ -183,6 +188,16 @@ impl Vfs {
 
     pub fn stats(&self) -> VfsStats {
         self.state.borrow().stats
+    }
+
+    /// The mounted file system's name (`ext4`, `simplefs`).
+    pub fn fs_name(&self) -> &str {
+        self.fs.name()
+    }
+
+    /// The file system's counters (`ext4.*`, `jbd2.*`).
+    pub fn fs_counters(&self) -> Vec<(String, u64)> {
+        self.fs.counters()
     }
 
     /// A new process with an empty fd table and a pid of the VFS's own (for tests without a
@@ -259,9 +274,49 @@ impl Vfs {
             .ok_or(Errno::EBADF)
     }
 
-    fn create(&self, sim: &Sim, path: &str, kind: FileKind, contents: bool) -> Result<Ino, Errno> {
+    /// `vfs_create` / `vfs_mkdir` from a system call: the file system's create (ext4
+    /// journals it), then the dentry.
+    async fn create(
+        &self,
+        sim: &Sim,
+        issuer: crate::mm::Issuer,
+        path: &str,
+        kind: FileKind,
+        contents: bool,
+    ) -> Result<Ino, Errno> {
         let parent = self.lookup_parent_dir(path)?;
-        let ino = self.fs.borrow_mut().alloc_inode()?;
+        let is_dir = kind == FileKind::Directory;
+        let ino = self
+            .fs
+            .create(sim, issuer, parent, leaf(path), is_dir)
+            .await?;
+        // Another task may have created it while this one waited in the journal.
+        if self.lookup(path).is_ok() {
+            return Err(Errno::EEXIST);
+        }
+        self.add_dentry(sim, path, parent, ino, kind, contents);
+        Ok(ino)
+    }
+
+    /// The same at setup: no time passes, nothing is journaled.
+    fn create_at_setup(&self, sim: &Sim, path: &str, kind: FileKind) -> Result<Ino, Errno> {
+        let parent = self.lookup_parent_dir(path)?;
+        let ino = self
+            .fs
+            .create_at_setup(parent, leaf(path), kind == FileKind::Directory)?;
+        self.add_dentry(sim, path, parent, ino, kind, false);
+        Ok(ino)
+    }
+
+    fn add_dentry(
+        &self,
+        sim: &Sim,
+        path: &str,
+        parent: Ino,
+        ino: Ino,
+        kind: FileKind,
+        contents: bool,
+    ) {
         let mut state = self.state.borrow_mut();
         state
             .inodes
@@ -270,7 +325,6 @@ impl Vfs {
         let dir = state.inodes.get_mut(&parent).expect("parent inode");
         dir.meta_dirty = true;
         dir.mtime_ns = sim.now();
-        Ok(ino)
     }
 
     /// `open(2)`.
@@ -312,7 +366,10 @@ impl Vfs {
                 ino
             }
             Err(Errno::ENOENT) if flags & O_CREAT != 0 => {
-                self.create(sim, path, FileKind::Regular, flags & O_STORE_CONTENTS != 0)?
+                let issuer = self.issuer(sim, process);
+                let contents = flags & O_STORE_CONTENTS != 0;
+                self.create(sim, issuer, path, FileKind::Regular, contents)
+                    .await?
             }
             Err(errno) => return Err(errno),
         };
@@ -340,8 +397,12 @@ impl Vfs {
             .get_mut(&ino)
             .expect("inode")
             .open += 1;
+        if writable {
+            self.fs.open_for_write(ino);
+        }
         if flags & O_TRUNC != 0 && writable {
-            self.do_truncate(sim, ino, 0).await;
+            let issuer = self.issuer(sim, process);
+            self.do_truncate(sim, issuer, ino, 0).await;
         }
         Ok(fd)
     }
@@ -351,10 +412,15 @@ impl Vfs {
         self.enter(sim).await;
         let result = match process.files.borrow_mut().remove(&fd) {
             None => Err(Errno::EBADF),
-            Some(file) => Ok(file.ino),
+            Some(file) => Ok((file.ino, file.flags & O_ACCMODE != O_RDONLY)),
         };
+        let issuer = self.issuer(sim, process);
         let result = match result {
-            Ok(ino) => {
+            Ok((ino, writable)) => {
+                if writable && self.fs.release_writer(ino) {
+                    // ext4_release_file: auto_da_alloc after a truncate to zero.
+                    self.mm.filemap_flush(sim, ino, issuer).await;
+                }
                 let evict = {
                     let mut state = self.state.borrow_mut();
                     let inode = state.inodes.get_mut(&ino).expect("open inode");
@@ -362,7 +428,7 @@ impl Vfs {
                     inode.open == 0 && inode.nlink == 0
                 };
                 if evict {
-                    self.evict(sim, ino).await;
+                    self.evict(sim, issuer, ino).await;
                 }
                 Ok(())
             }
@@ -372,10 +438,10 @@ impl Vfs {
     }
 
     /// `evict`: drops the pages and frees the inode and its blocks.
-    async fn evict(&self, sim: &Sim, ino: Ino) {
+    async fn evict(&self, sim: &Sim, issuer: crate::mm::Issuer, ino: Ino) {
         self.mm.truncate_pages(sim, ino, 0, u64::MAX).await;
         self.state.borrow_mut().inodes.remove(&ino);
-        self.fs.borrow_mut().free_inode(ino);
+        self.fs.evict(sim, issuer, ino).await;
     }
 
     /// `read(2)` at the file position.
@@ -545,6 +611,8 @@ impl Vfs {
         let issuer = self.issuer(sim, process);
         let lock = self.state.borrow().inodes[&ino].lock.clone();
         let guard = lock.lock(sim).await;
+        // file_update_time: ext4 journals the inode once per tick (ext4_dirty_inode).
+        self.fs.update_time(sim, ino).await;
         let size = self.state.borrow().inodes[&ino].size;
         let pos = match offset {
             Some(offset) => offset,
@@ -629,16 +697,17 @@ impl Vfs {
         self.count(result)
     }
 
-    /// `vfs_fsync` on a file system without a journal (`generic_file_fsync`).
+    /// `vfs_fsync`: the data written and waited for without `i_mutex`
+    /// (`filemap_write_and_wait_range`, where ext4 allocates delayed blocks), then the file
+    /// system makes the inode durable (`ext4_sync_file`: the commit of its transaction, or a
+    /// flush; `generic_file_fsync`: the inode block and a flush).
     async fn do_fsync(&self, sim: &Sim, process: &Process, ino: Ino, datasync: bool) {
         let issuer = self.issuer(sim, process);
         self.state.borrow_mut().stats.fsyncs += 1;
         self.mm
             .write_and_wait_range(sim, ino, 0, u64::MAX, issuer)
             .await;
-        let lock = self.state.borrow().inodes[&ino].lock.clone();
-        let guard = lock.lock(sim).await;
-        let write_inode = {
+        let (lock, write_inode) = {
             let mut state = self.state.borrow_mut();
             let inode = state.inodes.get_mut(&ino).expect("inode");
             let needed = if datasync {
@@ -650,19 +719,10 @@ impl Vfs {
                 inode.meta_dirty = false;
                 inode.size_dirty = false;
             }
-            needed
+            (inode.lock.clone(), needed)
         };
-        if write_inode {
-            // sync_inode_metadata: the inode-table block, synchronously.
-            let block = self.fs.borrow().inode_block(ino);
-            self.mm
-                .submit_wait(sim, meta_bio(IoOp::Write, block, issuer))
-                .await;
-        }
-        drop(guard);
-        // blkdev_issue_flush: persist the device's volatile cache.
-        self.mm
-            .submit_wait(sim, meta_bio(IoOp::Flush, 0, issuer))
+        self.fs
+            .fsync(sim, issuer, ino, datasync, write_inode, lock)
             .await;
     }
 
@@ -670,7 +730,7 @@ impl Vfs {
     pub async fn truncate(
         &self,
         sim: &Sim,
-        _process: &Process,
+        process: &Process,
         path: &str,
         length: u64,
     ) -> Result<(), Errno> {
@@ -680,7 +740,8 @@ impl Vfs {
                 Err(Errno::EISDIR)
             }
             Ok(ino) => {
-                self.do_truncate(sim, ino, length).await;
+                let issuer = self.issuer(sim, process);
+                self.do_truncate(sim, issuer, ino, length).await;
                 Ok(())
             }
             Err(errno) => Err(errno),
@@ -700,7 +761,8 @@ impl Vfs {
         let result = match self.fd_ino(process, fd) {
             Ok((_, flags)) if flags & O_ACCMODE == O_RDONLY => Err(Errno::EINVAL),
             Ok((ino, _)) => {
-                self.do_truncate(sim, ino, length).await;
+                let issuer = self.issuer(sim, process);
+                self.do_truncate(sim, issuer, ino, length).await;
                 Ok(())
             }
             Err(errno) => Err(errno),
@@ -708,14 +770,18 @@ impl Vfs {
         self.count(result)
     }
 
-    async fn do_truncate(&self, sim: &Sim, ino: Ino, length: u64) {
+    async fn do_truncate(&self, sim: &Sim, issuer: crate::mm::Issuer, ino: Ino, length: u64) {
         let lock = self.state.borrow().inodes[&ino].lock.clone();
         let guard = lock.lock(sim).await;
         let size = self.state.borrow().inodes[&ino].size;
+        let first_gone = length.div_ceil(PAGE_SIZE);
         if length < size {
-            let first_gone = length.div_ceil(PAGE_SIZE);
             self.mm.truncate_pages(sim, ino, first_gone, u64::MAX).await;
-            self.fs.borrow_mut().truncate_blocks(ino, first_gone);
+        }
+        // ext4_setattr: the size in a handle (with the orphan list and the freed blocks when
+        // shrinking); simplefs frees the blocks.
+        self.fs.setattr_size(sim, issuer, ino, size, length).await;
+        if length < size {
             let mut state = self.state.borrow_mut();
             let inode = state.inodes.get_mut(&ino).expect("inode");
             if let Some(contents) = inode.contents.as_mut() {
@@ -740,20 +806,33 @@ impl Vfs {
     }
 
     /// `unlink(2)`.
-    pub async fn unlink(&self, sim: &Sim, _process: &Process, path: &str) -> Result<(), Errno> {
+    pub async fn unlink(&self, sim: &Sim, process: &Process, path: &str) -> Result<(), Errno> {
         self.enter(sim).await;
-        let result = self.do_unlink(sim, path).await;
+        let issuer = self.issuer(sim, process);
+        let result = self.do_unlink(sim, issuer, path).await;
         self.count(result)
     }
 
-    async fn do_unlink(&self, sim: &Sim, path: &str) -> Result<(), Errno> {
+    async fn do_unlink(
+        &self,
+        sim: &Sim,
+        issuer: crate::mm::Issuer,
+        path: &str,
+    ) -> Result<(), Errno> {
         let ino = self.lookup(path)?;
         let parent = self.lookup_parent_dir(path)?;
+        let (kind, nlink) = {
+            let state = self.state.borrow();
+            (state.inodes[&ino].kind, state.inodes[&ino].nlink)
+        };
+        if kind == FileKind::Directory {
+            return Err(Errno::EISDIR);
+        }
+        self.fs
+            .unlink(sim, issuer, parent, leaf(path), nlink == 1)
+            .await?;
         let evict = {
             let mut state = self.state.borrow_mut();
-            if state.inodes[&ino].kind == FileKind::Directory {
-                return Err(Errno::EISDIR);
-            }
             state.names.remove(path);
             let dir = state.inodes.get_mut(&parent).expect("parent");
             dir.meta_dirty = true;
@@ -763,7 +842,7 @@ impl Vfs {
             inode.nlink == 0 && inode.open == 0
         };
         if evict {
-            self.evict(sim, ino).await;
+            self.evict(sim, issuer, ino).await;
         }
         Ok(())
     }
@@ -772,16 +851,23 @@ impl Vfs {
     pub async fn rename(
         &self,
         sim: &Sim,
-        _process: &Process,
+        process: &Process,
         from: &str,
         to: &str,
     ) -> Result<(), Errno> {
         self.enter(sim).await;
-        let result = self.do_rename(sim, from, to).await;
+        let issuer = self.issuer(sim, process);
+        let result = self.do_rename(sim, issuer, from, to).await;
         self.count(result)
     }
 
-    async fn do_rename(&self, sim: &Sim, from: &str, to: &str) -> Result<(), Errno> {
+    async fn do_rename(
+        &self,
+        sim: &Sim,
+        issuer: crate::mm::Issuer,
+        from: &str,
+        to: &str,
+    ) -> Result<(), Errno> {
         let ino = self.lookup(from)?;
         check_path(to)?;
         let new_parent = self.lookup_parent_dir(to)?;
@@ -793,6 +879,34 @@ impl Vfs {
         if kind == FileKind::Directory && to.starts_with(&format!("{from}/")) {
             return Err(Errno::EINVAL);
         }
+        // ext4_rename: replacing a file first starts writing the source's delayed data
+        // (auto_da_alloc: ext4_alloc_da_blocks = filemap_flush), before the handle.
+        if self.lookup(to).is_ok() && self.fs.flush_on_rename(ino) {
+            self.mm.filemap_flush(sim, ino, issuer).await;
+        }
+        let replaced_last_link = self
+            .lookup(to)
+            .ok()
+            .is_some_and(|target| self.state.borrow().inodes[&target].nlink == 1);
+        if let Ok(target) = self.lookup(to) {
+            let state = self.state.borrow();
+            match (kind, state.inodes[&target].kind) {
+                (FileKind::Regular, FileKind::Directory) => return Err(Errno::EISDIR),
+                (FileKind::Directory, FileKind::Regular) => return Err(Errno::ENOTDIR),
+                _ => {}
+            }
+        }
+        self.fs
+            .rename(
+                sim,
+                issuer,
+                old_parent,
+                leaf(from),
+                new_parent,
+                leaf(to),
+                replaced_last_link,
+            )
+            .await?;
         let mut evict = None;
         if let Ok(target) = self.lookup(to) {
             let state = self.state.borrow();
@@ -845,19 +959,22 @@ impl Vfs {
             }
         }
         if let Some(target) = evict {
-            self.evict(sim, target).await;
+            self.evict(sim, issuer, target).await;
         }
         Ok(())
     }
 
     /// `mkdir(2)`.
-    pub async fn mkdir(&self, sim: &Sim, _process: &Process, path: &str) -> Result<(), Errno> {
+    pub async fn mkdir(&self, sim: &Sim, process: &Process, path: &str) -> Result<(), Errno> {
         self.enter(sim).await;
         let result = match self.lookup(path) {
             Ok(_) => Err(Errno::EEXIST),
-            Err(Errno::ENOENT) => self
-                .create(sim, path, FileKind::Directory, false)
-                .map(|_| ()),
+            Err(Errno::ENOENT) => {
+                let issuer = self.issuer(sim, process);
+                self.create(sim, issuer, path, FileKind::Directory, false)
+                    .await
+                    .map(|_| ())
+            }
             Err(errno) => Err(errno),
         };
         self.count(result)
@@ -893,7 +1010,7 @@ impl Vfs {
                 Ok(ino) if self.state.borrow().inodes[&ino].kind == FileKind::Directory => {}
                 Ok(_) => return Err(Errno::ENOTDIR),
                 Err(_) => {
-                    self.create(sim, &at, FileKind::Directory, false)?;
+                    self.create_at_setup(sim, &at, FileKind::Directory)?;
                 }
             }
         }
@@ -908,33 +1025,12 @@ impl Vfs {
         if self.lookup(path).is_ok() {
             return Err(Errno::EEXIST);
         }
-        let ino = self.create(sim, path, FileKind::Regular, false)?;
-        let pages = size.div_ceil(PAGE_SIZE);
-        let mut fs = self.fs.borrow_mut();
-        for index in 0..pages {
-            fs.get_block(ino, index, true)?;
-        }
-        drop(fs);
+        let ino = self.create_at_setup(sim, path, FileKind::Regular)?;
+        self.fs.populate_blocks(ino, size)?;
         let mut state = self.state.borrow_mut();
         let inode = state.inodes.get_mut(&ino).expect("inode");
         inode.size = size;
         inode.meta_dirty = false;
         Ok(ino)
     }
-}
-
-fn meta_bio(op: IoOp, block: u64, issuer: Issuer) -> BioRequest {
-    let flush = op == IoOp::Flush;
-    // Metadata writes are `WRITE_SYNC` (`sync_dirty_buffer`) and the cache flush `WRITE_FLUSH`,
-    // both REQ_SYNC | REQ_NOIDLE; a metadata read is not NOIDLE (include/linux/fs.h, 3.10).
-    let flags = IoFlags {
-        sync: true,
-        meta: !flush,
-        preflush: flush,
-        noidle: op != IoOp::Read,
-        ..IoFlags::default()
-    };
-    // A flush carries no data: sector 0, no pages.
-    let (block, count) = if flush { (0, 0) } else { (block, 1) };
-    BioRequest::for_pages(op, block, count, flags, issuer, None)
 }

@@ -100,11 +100,7 @@ impl Mm {
     async fn read_locked_pages(&self, sim: &Sim, ino: Ino, pages: &[u64], issuer: Issuer) {
         let mut current: Option<(u64, u64, u32)> = None;
         for &index in pages {
-            let block = self
-                .fs
-                .borrow_mut()
-                .get_block(ino, index, false)
-                .expect("mapping for a read");
+            let block = self.map_block(ino, index);
             let Some(block) = block else {
                 let id = self
                     .find_page(ino, index)
@@ -353,7 +349,7 @@ impl Mm {
 
     /// Allocates a page (which may sleep in reclaim) and adds it at (ino, index) with `flags`;
     /// `None`, with the page given back, if another task added one there meanwhile.
-    async fn add_new_page(
+    pub(super) async fn add_new_page(
         &self,
         sim: &Sim,
         ino: Ino,
@@ -395,23 +391,27 @@ impl Mm {
         throttle: &mut DirtyThrottleState,
     ) -> (u64, Option<Errno>) {
         let mut written = 0u64;
+        let hooks = self.fs_hooks();
+        let mut size = isize;
         while written < len {
             let at = pos + written;
             let index = at / PAGE_SIZE;
             let offset = at % PAGE_SIZE;
             let bytes = (PAGE_SIZE - offset).min(len - written);
+            // ext4_da_write_begin starts its handle before it grabs the page.
+            let token = match &hooks {
+                Some(hooks) => Some(hooks.write_begin(sim, ino).await),
+                None => None,
+            };
             let id = self.grab_cache_page(sim, ino, index, issuer).await;
             // ext4_da_write_begin (3.10.9): wait_on_page_writeback, unconditionally (QASIO
-            // D_data). Not wait_for_stable_page: that waits only with BDI_CAP_STABLE_WRITES.
+            // D_data), inside the handle. Not wait_for_stable_page: that waits only with
+            // BDI_CAP_STABLE_WRITES.
             if self.page(id).has(pg::WRITEBACK) {
                 self.state().stats.write_stable_waits += 1;
                 self.wait_on_page_writeback(sim, ino, index).await;
             }
-            let mapped = self
-                .fs
-                .borrow_mut()
-                .get_block(ino, index, false)
-                .expect("mapping for a write");
+            let mapped = self.map_block(ino, index);
             if !self.page(id).has(pg::UPTODATE) && bytes < PAGE_SIZE {
                 if let Some(block) = mapped.filter(|_| index * PAGE_SIZE < isize) {
                     // block_write_begin reads the rest of the block first.
@@ -427,14 +427,25 @@ impl Mm {
                 // Otherwise a hole or past EOF: zeroes.
                 self.set_flags(id, pg::UPTODATE, 0);
             }
+            // A page with no block: simplefs allocates now (`get_block` with create); ext4
+            // reserves a block for delayed allocation (`ext4_da_get_block_prep`), once per page.
+            let mut reserved = false;
             if mapped.is_none() {
-                if let Err(errno) = self.fs.borrow_mut().get_block(ino, index, true) {
+                let outcome = match &hooks {
+                    Some(hooks) if self.page(id).has(pg::DIRTY) => Ok(()),
+                    Some(hooks) => hooks.reserve(ino, index).map(|()| reserved = true),
+                    None => self.fs.borrow_mut().get_block(ino, index, true).map(|_| ()),
+                };
+                if let Err(errno) = outcome {
                     let page = self.page(id);
                     if !page.has(pg::UPTODATE) && !page.has(pg::DIRTY) {
                         self.state().delete_from_page_cache(id);
                         self.wake_page(sim, ino, index);
                     } else {
                         self.unlock_page(sim, id);
+                    }
+                    if let (Some(hooks), Some(token)) = (&hooks, token) {
+                        hooks.write_end(sim, token, ino, false, None).await;
                     }
                     return (written, Some(errno));
                 }
@@ -460,6 +471,13 @@ impl Mm {
             self.unlock_page(sim, id);
             self.check(sim, "generic_perform_write");
             written += bytes;
+            // generic_write_end: i_size grows, then mark_inode_dirty; ext4_da_write_end stops
+            // the handle.
+            let grown = (at + bytes > size).then_some(at + bytes);
+            size = size.max(at + bytes);
+            if let (Some(hooks), Some(token)) = (&hooks, token) {
+                hooks.write_end(sim, token, ino, reserved, grown).await;
+            }
             self.balance_dirty_pages_ratelimited(sim, throttle, u64::from(newly_dirty))
                 .await;
         }

@@ -28,6 +28,7 @@
 //!   arise and is asserted against.
 
 pub mod bio;
+pub mod buffer;
 pub mod check;
 pub mod filemap;
 pub mod vmscan;
@@ -68,6 +69,50 @@ pub trait AddressSpaceOps {
     /// `get_block`: the disk block (4 KiB) of page `index` of `ino`, allocating one when
     /// `create` (`ENOSPC` when the disk is full). `Ok(None)` is a hole.
     fn get_block(&mut self, ino: Ino, index: u64, create: bool) -> Result<Option<u64>, Errno>;
+}
+
+/// Inode number of the block device's own mapping (`bdev->bd_inode`): its page `i` is disk
+/// block `i`. Metadata buffers of a journaling file system live there ([`buffer`]). No file
+/// system hands out this number (ext4's and simplefs's inode numbers are far below it).
+pub const BDEV_INO: Ino = u64::MAX - 1;
+
+/// An opaque value a [`FsHooks`] method hands back to the page cache to be returned to the file
+/// system later (a jbd2 handle held across a write or a writeback batch).
+pub type FsToken = Box<dyn std::any::Any>;
+
+/// The asynchronous half of `address_space_operations` for a file system with a journal and
+/// delayed allocation (ext4's `ext4_da_write_begin` / `ext4_da_write_end` / `ext4_da_writepages`
+/// / `ext4_da_get_block_prep`): calls that take journal handles and may wait. A file system
+/// without them (simplefs) allocates in `get_block(create)` at write time and sets no hooks.
+pub trait FsHooks {
+    /// `write_begin` before the page is grabbed: ext4 starts a handle (`ext4_journal_start`),
+    /// which may wait for a committing transaction (QASIO's I_jhandle).
+    fn write_begin<'a>(&'a self, sim: &'a Sim, ino: Ino) -> bio::LocalBoxFuture<'a, FsToken>;
+    /// `ext4_da_get_block_prep` for a page with no block: reserves one for delayed allocation
+    /// (`ENOSPC` when the disk is full counting earlier reservations).
+    fn reserve(&self, ino: Ino, index: u64) -> Result<(), Errno>;
+    /// `write_end` after the page is dirty and unlocked: `reserved` when the page took a new
+    /// reservation, `new_size` when the write grew the file (ext4 journals the inode).
+    fn write_end<'a>(
+        &'a self,
+        sim: &'a Sim,
+        token: FsToken,
+        ino: Ino,
+        reserved: bool,
+        new_size: Option<u64>,
+    ) -> bio::LocalBoxFuture<'a, ()>;
+    /// `ext4_da_writepages`, one batch: starts a handle and allocates blocks for `unmapped`
+    /// (runs of (first page, pages) with no block yet); the page cache then writes the batch
+    /// and ends it with [`FsHooks::writepages_end`], so the handle is held across submission.
+    fn writepages_begin<'a>(
+        &'a self,
+        sim: &'a Sim,
+        issuer: Issuer,
+        ino: Ino,
+        unmapped: Vec<(u64, u64)>,
+    ) -> bio::LocalBoxFuture<'a, Result<FsToken, Errno>>;
+    /// Stops the batch's handle.
+    fn writepages_end<'a>(&'a self, sim: &'a Sim, token: FsToken) -> bio::LocalBoxFuture<'a, ()>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -244,6 +289,9 @@ pub mod pg {
     pub const RECLAIM: u16 = 1 << 6;
     /// `PG_readahead`: reaching this page triggers asynchronous readahead.
     pub const READAHEAD: u16 = 1 << 7;
+    /// The journal holds a reference to the page's buffer (`jh` / `b_count`): reclaim cannot
+    /// free it (`try_to_release_page` fails). Block-device pages only.
+    pub const PINNED: u16 = 1 << 8;
 }
 
 /// One cached page: 32 bytes, no heap.
@@ -413,6 +461,8 @@ pub struct Mm {
     pub(crate) me: Weak<Mm>,
     pub config: VmConfig,
     pub(crate) fs: Rc<RefCell<dyn AddressSpaceOps>>,
+    /// The file system's journaled write and writeback paths, if it has them.
+    pub(crate) hooks: RefCell<Option<Rc<dyn FsHooks>>>,
     pub(crate) bdev: Rc<dyn BlockSubmit>,
     pub(crate) activity: Option<Rc<ForegroundState>>,
     state: RefCell<MmState>,
@@ -472,6 +522,7 @@ impl Mm {
         let mm = Rc::new_cyclic(|me| Mm {
             me: me.clone(),
             fs,
+            hooks: RefCell::new(None),
             bdev,
             activity,
             state: RefCell::new(MmState {
@@ -532,6 +583,26 @@ impl Mm {
 
     pub fn stats(&self) -> MmStats {
         self.state.borrow().stats
+    }
+
+    /// Installs the file system's [`FsHooks`] (once it is mounted over this page cache).
+    pub fn set_fs_hooks(&self, hooks: Rc<dyn FsHooks>) {
+        *self.hooks.borrow_mut() = Some(hooks);
+    }
+
+    pub(crate) fn fs_hooks(&self) -> Option<Rc<dyn FsHooks>> {
+        self.hooks.borrow().clone()
+    }
+
+    /// `get_block` without allocation: the block device's mapping is the identity.
+    pub(crate) fn map_block(&self, ino: Ino, index: u64) -> Option<u64> {
+        if ino == BDEV_INO {
+            return Some(index);
+        }
+        self.fs
+            .borrow_mut()
+            .get_block(ino, index, false)
+            .expect("a lookup without create cannot fail")
     }
 
     pub fn flusher_task(&self) -> Option<TaskId> {

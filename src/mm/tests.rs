@@ -1712,6 +1712,9 @@ mod properties {
         #![proptest_config(ProptestConfig {
             cases: 24,
             failure_persistence: None,
+            // A fixed seed keeps CI deterministic; change it to explore (a reclaim/truncate race was found this way: a page truncated while
+            // isolated by reclaim).
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x6d6f_6269),
             ..ProptestConfig::default()
         })]
 

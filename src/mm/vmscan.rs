@@ -112,6 +112,11 @@ impl Watermarks {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate {
     pub id: PageId,
+    /// Where the page was when isolated: a page truncated while isolated is no longer there
+    /// (Linux keeps it alive by the isolation's reference and `__remove_mapping` finds
+    /// `page->mapping` NULL; here its slot may even have been reused).
+    pub ino: super::Ino,
+    pub index: u64,
     /// Page flags (see [`super::pg`]).
     pub flags: u16,
     /// The app that last touched the page.
@@ -453,6 +458,8 @@ impl Mm {
                     .is_some_and(|a| a.is_foreground(page.uid));
                 candidates.push(Candidate {
                     id: tail,
+                    ino: page.ino,
+                    index: page.index,
                     flags: page.flags,
                     uid: page.uid,
                     foreground,
@@ -506,6 +513,11 @@ impl Mm {
                 continue;
             }
             let id = candidates[position].id;
+            let (ino, index) = (candidates[position].ino, candidates[position].index);
+            if self.find_page(ino, index) != Some(id) {
+                // Truncated while isolated (reclaim's CPU time is a yield point): gone.
+                continue;
+            }
             if !self.trylock_page(id) {
                 self.putback(id);
                 continue;
@@ -516,6 +528,12 @@ impl Mm {
                 // Reclaim it when written (rotate_reclaimable_page).
                 self.set_flags(id, pg::RECLAIM, 0);
                 result.nr_writeback += 1;
+                self.unlock_page(sim, id);
+                self.putback(id);
+                continue;
+            }
+            if page.has(pg::PINNED) {
+                // A buffer the journal holds: try_to_release_page fails, the page stays.
                 self.unlock_page(sim, id);
                 self.putback(id);
                 continue;
@@ -553,8 +571,9 @@ impl Mm {
             result.reclaimed += 1;
         }
         for (position, done) in tried.iter().enumerate() {
-            if !done {
-                self.putback(candidates[position].id);
+            let c = &candidates[position];
+            if !done && self.find_page(c.ino, c.index) == Some(c.id) {
+                self.putback(c.id);
             }
         }
         if !to_pageout.is_empty() {
@@ -787,6 +806,8 @@ impl Mm {
                         .is_some_and(|a| a.is_foreground(page.uid));
                     candidates.push(Candidate {
                         id: tail,
+                        ino: page.ino,
+                        index: page.index,
                         flags: page.flags,
                         uid: page.uid,
                         foreground,
@@ -815,6 +836,11 @@ impl Mm {
                     continue;
                 }
                 let id = candidates[position].id;
+                let c = &candidates[position];
+                if self.find_page(c.ino, c.index) != Some(id) {
+                    // Truncated while isolated.
+                    continue;
+                }
                 if reclaimed + to_write.len() as u64 >= nr_to_reclaim || !self.trylock_page(id) {
                     self.putback(id);
                     continue;
@@ -847,8 +873,9 @@ impl Mm {
                 reclaimed += 1;
             }
             for (position, done) in tried.iter().enumerate() {
-                if !done {
-                    self.putback(candidates[position].id);
+                let c = &candidates[position];
+                if !done && self.find_page(c.ino, c.index) == Some(c.id) {
+                    self.putback(c.id);
                 }
             }
             if !to_write.is_empty() {

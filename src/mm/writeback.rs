@@ -70,6 +70,9 @@ use std::collections::VecDeque;
 pub use crate::block::request::SECTORS_PER_PAGE;
 /// Largest bio the page cache builds: 512 KiB (REFERENCES.md "max request size").
 pub const MAX_BIO_PAGES: u32 = (512 * 1024 / PAGE_SIZE) as u32;
+/// Pages of one `ext4_da_writepages` batch: `mpage_add_bh_to_extent` stops an extent at 8 MiB
+/// ("Don't go larger than mballoc is willing to allocate", fs/ext4/inode.c, 3.10).
+pub const DA_BATCH_PAGES: usize = (8 << 20) / PAGE_SIZE as usize;
 /// `MIN_WRITEBACK_PAGES` = 4096 KiB worth of pages (fs/fs-writeback.c): the chunk written per
 /// inode before the flusher moves on or re-checks its goal.
 pub const MIN_WRITEBACK_PAGES: u64 = 4096 * 1024 / PAGE_SIZE;
@@ -839,12 +842,9 @@ impl Mm {
             let page = state.pages[id as usize];
             (page.ino, page.index)
         };
-        let block = self
-            .fs
-            .borrow_mut()
-            .get_block(ino, index, false)
-            .expect("mapping a written page")
-            .expect("a dirty page has a block (allocated at write time)");
+        let block = self.map_block(ino, index).expect(
+            "a page under writeback has a block (allocated at write time or by writepages)",
+        );
         self.unlock_page(sim, id);
         block
     }
@@ -870,6 +870,12 @@ impl Mm {
         // The bio being built: (inode, first index, first block, pages).
         let mut current: Option<(Ino, u64, u64, u32)> = None;
         for (ino, index, id) in keyed {
+            if self.map_block(ino, index).is_none() {
+                // A delayed-allocation page: ext4_writepage cannot allocate from reclaim and
+                // redirties it (redirty_page_for_writepage); it stays dirty.
+                self.unlock_page(sim, id);
+                continue;
+            }
             let block = self.page_start_writeback(sim, id);
             match current {
                 Some((cur_ino, first, first_block, count))
@@ -942,19 +948,100 @@ impl Mm {
             }
         };
         let mut written = 0u64;
+        // The block device's own mapping is written by blkdev_writepages: no journal.
+        let Some(hooks) = self.fs_hooks().filter(|_| ino != super::BDEV_INO) else {
+            self.write_index_list(
+                sim,
+                ino,
+                &todo,
+                mode,
+                nr_to_write,
+                &mut written,
+                cyclic,
+                issuer,
+                sync,
+            )
+            .await;
+            return written;
+        };
+        // ext4_da_writepages: a handle per batch of up to an 8 MiB extent's pages
+        // (mpage_add_bh_to_extent's cap), blocks allocated for the batch's delayed pages
+        // (mpage_da_map_and_submit), the batch submitted, then the handle stopped.
+        for batch in todo.chunks(DA_BATCH_PAGES) {
+            if written >= nr_to_write && mode == SyncMode::None {
+                break;
+            }
+            let unmapped = self.unmapped_dirty_runs(ino, batch);
+            let token = match hooks.writepages_begin(sim, issuer, ino, unmapped).await {
+                Ok(token) => token,
+                // No space for delayed blocks: the pages stay dirty (ext4 logs and drops them
+                // after marking the file system with an error; here they wait for space).
+                Err(_) => break,
+            };
+            self.write_index_list(
+                sim,
+                ino,
+                batch,
+                mode,
+                nr_to_write,
+                &mut written,
+                cyclic,
+                issuer,
+                sync,
+            )
+            .await;
+            hooks.writepages_end(sim, token).await;
+        }
+        written
+    }
+
+    /// Runs of consecutive pages among `indexes` that are dirty and have no block yet.
+    fn unmapped_dirty_runs(&self, ino: Ino, indexes: &[u64]) -> Vec<(u64, u64)> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for &index in indexes {
+            let dirty = self
+                .find_page(ino, index)
+                .is_some_and(|id| self.page(id).has(pg::DIRTY));
+            if !dirty || self.map_block(ino, index).is_some() {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((first, count)) if *first + *count == index => *count += 1,
+                _ => runs.push((index, 1)),
+            }
+        }
+        runs
+    }
+
+    /// `write_cache_pages`' loop over `indexes`: locks each dirty page, moves it to writeback
+    /// and builds bios of consecutive blocks. Counts pages into `written`.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_index_list(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        indexes: &[u64],
+        mode: SyncMode,
+        nr_to_write: u64,
+        written: &mut u64,
+        cyclic: bool,
+        issuer: Issuer,
+        sync: bool,
+    ) {
         // The bio being built: (first index, first block, pages).
         let mut current: Option<(u64, u64, u32)> = None;
-        for index in todo {
+        for &index in indexes {
             // Integrity sync writes every listed page; others stop at `nr_to_write`.
-            if written >= nr_to_write && mode == SyncMode::None {
+            if *written >= nr_to_write && mode == SyncMode::None {
                 break;
             }
             // write_cache_pages sleeps in lock_page in both modes.
             let Some(id) = self.lock_page(sim, ino, index).await else {
                 continue;
             };
-            if !self.page(id).has(pg::DIRTY) {
-                // Someone wrote it for us.
+            if !self.page(id).has(pg::DIRTY) || self.map_block(ino, index).is_none() {
+                // Someone wrote it for us, or its delayed block could not be allocated
+                // (ext4_writepage redirties such a page).
                 self.unlock_page(sim, id);
                 continue;
             }
@@ -964,7 +1051,7 @@ impl Mm {
             );
 
             let block = self.page_start_writeback(sim, id);
-            written += 1;
+            *written += 1;
             match current {
                 Some((first, first_block, count))
                     if first + u64::from(count) == index
@@ -1001,7 +1088,52 @@ impl Mm {
             self.submit_write_span(sim, span, first_block, issuer, sync)
                 .await;
         }
-        written
+    }
+
+    /// jbd2's `journal_submit_inode_data_buffers` in ordered mode: `generic_writepages` with
+    /// `WB_SYNC_ALL` from the journal thread, which writes the inode's dirty pages that have
+    /// blocks (`ext4_writepage` redirties delayed ones: they are not part of the commit) as
+    /// `WRITE_SYNC`, without journal handles.
+    pub async fn write_mapped_pages(&self, sim: &Sim, ino: Ino, issuer: Issuer) {
+        let todo: Vec<u64> = {
+            let state = self.state();
+            let Some(mapping) = state.mappings.get(&ino) else {
+                return;
+            };
+            mapping.dirty.iter().copied().collect()
+        };
+        let mapped: Vec<u64> = todo
+            .into_iter()
+            .filter(|&index| self.map_block(ino, index).is_some())
+            .collect();
+        let mut written = 0;
+        self.write_index_list(
+            sim,
+            ino,
+            &mapped,
+            SyncMode::All,
+            u64::MAX,
+            &mut written,
+            false,
+            issuer,
+            true,
+        )
+        .await;
+    }
+
+    /// `filemap_flush`: starts asynchronous writeback of every dirty page of `ino`
+    /// (`WB_SYNC_NONE`), as `ext4_alloc_da_blocks` does for `auto_da_alloc`.
+    pub async fn filemap_flush(&self, sim: &Sim, ino: Ino, issuer: Issuer) {
+        self.writepages(
+            sim,
+            ino,
+            SyncMode::None,
+            u64::MAX,
+            WbRange::Whole,
+            issuer,
+            false,
+        )
+        .await;
     }
 
     /// `jiffies` now.

@@ -63,6 +63,9 @@ pub struct StackConfig {
     /// The CPU: cores and the cost of syscalls, copies and page allocation (`[stack.cpu]`).
     #[serde(default)]
     pub cpu: crate::kernel::CpuConfig,
+    /// The file system and its mount options (`[stack.fs]`; see `docs/ext4.md`).
+    #[serde(default)]
+    pub fs: crate::fs::ext4::Ext4Config,
     /// The toy I/O server of the foundation stack.
     #[serde(default)]
     pub toy: ToyServerConfig,
@@ -78,8 +81,8 @@ impl StackConfig {
     }
 
     /// The checks of [`StackConfig::validate`], table by table (`device`, `block`, `kernel`,
-    /// `cpu`, `vm`), so that an error can be pointed at its table's field.
-    pub fn check_tables(&self) -> [(&'static str, Result<(), String>); 5] {
+    /// `cpu`, `vm`, `fs`), so that an error can be pointed at its table's field.
+    pub fn check_tables(&self) -> [(&'static str, Result<(), String>); 6] {
         let device = self.device.resolve().map(|_| ()).and_then(|()| {
             if (0.0..=1.0).contains(&self.device.fill) {
                 Ok(())
@@ -110,6 +113,7 @@ impl StackConfig {
             ("kernel", self.kernel.validate()),
             ("cpu", self.cpu.validate()),
             ("vm", vm),
+            ("fs", self.fs.validate()),
         ]
     }
 }

@@ -231,6 +231,10 @@ impl fmt::Display for Blocker {
             Blocker::None => f.write_str("-"),
             Blocker::Task(task) => write!(f, "task {task}"),
             Blocker::Request(id) => write!(f, "request R#{id}"),
+            // The block device's own mapping (crate::mm::BDEV_INO): a metadata buffer.
+            Blocker::Page { ino, index } if *ino == u64::MAX - 1 => {
+                write!(f, "metadata buffer of block {index}")
+            }
             Blocker::Page { ino, index } => write!(f, "page {ino}:{index}"),
             Blocker::Buffer(block) => write!(f, "buffer #{block}"),
             Blocker::Lock(id) => write!(f, "lock L#{id}"),

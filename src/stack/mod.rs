@@ -107,10 +107,18 @@ impl Stack {
             vm,
             config.kernel.hz,
             config.cpu.clone(),
+            &config.fs,
             bdev,
             fs_size,
             Some(activity.clone()),
         )?;
+        if config.fs.kind == crate::fs::ext4::FsKind::Ext4 {
+            // The journal thread's I/O priority: the mount's journal_ioprio (best effort).
+            tasks.ioprio_set(
+                crate::fs::jbd2::JBD2_PID,
+                crate::task::IoPrio::new(crate::task::IoPrioClass::Be, config.fs.journal_ioprio),
+            );
+        }
         Ok(Rc::new(Stack {
             activity,
             tasks,
@@ -201,6 +209,7 @@ impl Stack {
             let vfs_stats = vfs.stats();
             counters.insert("vfs.syscalls".into(), vfs_stats.syscalls);
             counters.insert("vfs.errors".into(), vfs_stats.errors);
+            counters.extend(vfs.fs_counters());
         }
         counters
     }
@@ -239,6 +248,25 @@ pub fn storage(
     storage_with_hz(sim, vm, hz, cpu, device, elevator, fs_size, activity)
 }
 
+/// Like [`storage_with_hz`] with the file system `fs` (`[stack.fs]`: ext4 or simplefs).
+#[allow(clippy::too_many_arguments)]
+pub fn storage_with_fs(
+    sim: &Sim,
+    vm: crate::mm::VmConfig,
+    hz: crate::kernel::Hz,
+    cpu: crate::kernel::CpuConfig,
+    fs: &crate::fs::ext4::Ext4Config,
+    device: Box<dyn crate::dev::BlockDevice>,
+    elevator: &str,
+    fs_size: u64,
+) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
+    vm.validate()?;
+    let queue = build_queue(device, elevator, false)?;
+    let layer = BlockLayer::new(sim, queue);
+    let bdev = crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)));
+    storage_over(sim, vm, hz, cpu, fs, bdev, fs_size, None)
+}
+
 /// Like [`storage`] with the kernel's tick rate `hz`.
 #[allow(clippy::too_many_arguments)]
 pub fn storage_with_hz(
@@ -255,7 +283,8 @@ pub fn storage_with_hz(
     let queue = build_queue(device, elevator, false)?;
     let layer = BlockLayer::new(sim, queue);
     let bdev = crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)));
-    storage_over(sim, vm, hz, cpu, bdev, fs_size, activity)
+    let fs = crate::fs::ext4::Ext4Config::simplefs();
+    storage_over(sim, vm, hz, cpu, &fs, bdev, fs_size, activity)
 }
 
 /// The storage layers under the VFS over an existing block layer (`mobistack fio`'s buffered
@@ -273,32 +302,64 @@ pub fn storage_on_layer(
     let bdev = crate::mm::bio::QueueSubmit::new(layer.clone(), next_bio);
     let cpu = crate::kernel::CpuConfig::default();
     let hz = crate::kernel::KernelConfig::default().hz;
-    storage_over(sim, vm, hz, cpu, bdev, fs_size, None)
+    let fs = crate::fs::ext4::Ext4Config::simplefs();
+    storage_over(sim, vm, hz, cpu, &fs, bdev, fs_size, None)
 }
 
-/// The file system, page cache and VFS over a block path.
+/// The file system (`fs`: ext4 or simplefs), page cache and VFS over a block path.
+#[allow(clippy::too_many_arguments)]
 fn storage_over(
     sim: &Sim,
     vm: crate::mm::VmConfig,
     hz: crate::kernel::Hz,
     cpu: crate::kernel::CpuConfig,
+    fs: &crate::fs::ext4::Ext4Config,
     bdev: Rc<dyn crate::mm::BlockSubmit>,
     fs_size: u64,
     activity: Option<Rc<ForegroundState>>,
 ) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
-    use crate::fs::FileSystem;
     if fs_size < crate::fs::simplefs::MIN_FS_BYTES {
         return Err(format!(
             "file system of {fs_size} bytes is too small (at least {} bytes)",
             crate::fs::simplefs::MIN_FS_BYTES
         ));
     }
-    // One inode per 16 KiB of disk (mke2fs's default bytes-per-inode ratio), at least 64.
-    let fs: Rc<RefCell<dyn FileSystem>> = Rc::new(RefCell::new(
-        crate::fs::simplefs::SimpleFs::new(fs_size, (fs_size / 16384).max(64)),
-    ));
     cpu.validate()?;
     let cores = Rc::new(crate::sim::cpu::Cpu::new(cpu.cores));
-    let mm = crate::mm::Mm::start(sim, vm, hz, fs.clone(), bdev, activity.clone(), cores, cpu);
-    Ok(crate::fs::vfs::Vfs::new(sim, mm, fs, activity))
+    let start_mm = |mapping: Rc<RefCell<dyn crate::mm::AddressSpaceOps>>| {
+        crate::mm::Mm::start(
+            sim,
+            vm,
+            hz,
+            mapping,
+            bdev.clone(),
+            activity.clone(),
+            cores,
+            cpu,
+        )
+    };
+    match fs.kind {
+        crate::fs::ext4::FsKind::Simplefs => {
+            // One inode per 16 KiB of disk (mke2fs's default bytes-per-inode ratio), at least 64.
+            let simple = Rc::new(RefCell::new(crate::fs::simplefs::SimpleFs::new(
+                fs_size,
+                (fs_size / 16384).max(64),
+            )));
+            let mm = start_mm(simple.clone());
+            let ops = crate::fs::simplefs::SimpleFsOps::mount(simple, mm.clone());
+            Ok(crate::fs::vfs::Vfs::new(sim, mm, ops, activity))
+        }
+        crate::fs::ext4::FsKind::Ext4 => {
+            let (mm, ops) = crate::fs::ext4::glue::mount(
+                sim,
+                fs.clone(),
+                fs_size,
+                hz,
+                bdev.clone(),
+                None,
+                start_mm,
+            )?;
+            Ok(crate::fs::vfs::Vfs::new(sim, mm, ops, activity))
+        }
+    }
 }

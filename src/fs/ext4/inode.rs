@@ -114,20 +114,52 @@ impl Ext4 {
         first: u64,
         count: u64,
     ) -> Result<(), Errno> {
-        if count == 0 {
+        if count == 0 || !self.any_unmapped(ino, first, count) {
             return Ok(());
         }
-        let unmapped = {
-            let alloc = self.alloc.borrow();
-            (first..first + count).any(|lblk| alloc.map_block(ino, lblk).is_none())
-        };
-        if !unmapped {
-            return Ok(());
+        let handle = self.start(sim, Self::writeback_credits(count)).await;
+        match self
+            .allocate_in(sim, handle, issuer, ino, first, count)
+            .await
+        {
+            Ok(handle) => {
+                self.journal.stop(sim, handle).await;
+                Ok(())
+            }
+            Err((handle, errno)) => {
+                self.journal.stop(sim, handle).await;
+                Err(errno)
+            }
         }
-        // ext4_da_writepages_trans_blocks: the tree path, a bitmap and a descriptor per group
-        // touched, the inode and the superblock.
-        let credits = DATA_TRANS_BLOCKS + 2 * count.div_ceil(super::layout::BLOCKS_PER_GROUP);
-        let mut handle = self.start(sim, credits).await;
+    }
+
+    /// Credits of a writeback allocation of `count` blocks (`ext4_da_writepages_trans_blocks`
+    /// -> `ext4_chunk_trans_blocks`: the data-trans blocks plus a bitmap and a descriptor per
+    /// group touched).
+    pub fn writeback_credits(count: u64) -> u64 {
+        DATA_TRANS_BLOCKS + 2 * count.div_ceil(super::layout::BLOCKS_PER_GROUP)
+    }
+
+    fn any_unmapped(&self, ino: Ino, first: u64, count: u64) -> bool {
+        let alloc = self.alloc.borrow();
+        (first..first + count).any(|lblk| alloc.map_block(ino, lblk).is_none())
+    }
+
+    /// [`Ext4::allocate_for_writeback`] in a handle the caller holds (`ext4_da_writepages`
+    /// holds one across a batch's allocation and submission); returns the handle, with the
+    /// error if allocation failed.
+    pub async fn allocate_in(
+        &self,
+        sim: &Sim,
+        mut handle: Handle,
+        issuer: Issuer,
+        ino: Ino,
+        first: u64,
+        count: u64,
+    ) -> Result<Handle, (Handle, Errno)> {
+        if count == 0 || !self.any_unmapped(ino, first, count) {
+            return Ok(handle);
+        }
         let (size, writers) = {
             let inodes = self.inodes.borrow();
             let info = inodes.get(&ino).cloned().unwrap_or_default();
@@ -146,10 +178,7 @@ impl Ext4 {
         let allocated = self.alloc.borrow_mut().allocate_blocks(&request);
         let allocation = match allocated {
             Ok(allocation) => allocation,
-            Err(errno) => {
-                self.journal.stop(sim, handle).await;
-                return Err(errno);
-            }
+            Err(errno) => return Err((handle, errno)),
         };
         handle = self.journal_touched(sim, handle, &allocation.touched).await;
         let newly: u64 = allocation
@@ -161,7 +190,9 @@ impl Ext4 {
         let disksize_grows = {
             let mut inodes = self.inodes.borrow_mut();
             let info = inodes.entry(ino).or_default();
-            info.delalloc_pages = info.delalloc_pages.saturating_sub(newly);
+            let released = newly.min(info.delalloc_pages);
+            info.delalloc_pages -= released;
+            self.release_reservations(released);
             let end = ((first + count) * PAGE_SIZE).min(info.size.max(info.disksize));
             if end > info.disksize {
                 info.disksize = end;
@@ -170,8 +201,6 @@ impl Ext4 {
                 false
             }
         };
-        // ext4_map_blocks records a block allocation as a datasync change; the new disksize is
-        // written in the inode (ext4_update_i_disksize -> ext4_mark_inode_dirty).
         if disksize_grows || !allocation.touched.is_empty() {
             handle = self.mark_inode_dirty(sim, handle, ino, true).await;
         }
@@ -183,8 +212,7 @@ impl Ext4 {
             stats.allocations += 1;
             stats.allocated_blocks += newly;
         }
-        self.journal.stop(sim, handle).await;
-        Ok(())
+        Ok(handle)
     }
 
     /// `ext4_setattr` shrinking the file to `new_size` (the caller has dropped the pages past it):
@@ -209,6 +237,7 @@ impl Ext4 {
             info.disksize = info.disksize.min(new_size);
             // Delayed pages past the end were dropped with the page cache.
             if new_size == 0 {
+                self.release_reservations(info.delalloc_pages);
                 info.delalloc_pages = 0;
                 info.da_alloc_close = self.config.auto_da_alloc;
             }
@@ -216,6 +245,37 @@ impl Ext4 {
         handle = self.orphan(sim, handle, ino, false).await;
         handle = self.mark_inode_dirty(sim, handle, ino, true).await;
         self.stats.borrow_mut().truncates += 1;
+        self.journal.stop(sim, handle).await;
+    }
+
+    /// `ext4_da_reserve_space` for one page (`ext4_da_get_block_prep`): `ENOSPC` when the free
+    /// blocks are all reserved by delayed pages already (`ext4_claim_free_clusters` with the
+    /// reserve counted as used).
+    pub fn reserve_delalloc(&self) -> Result<(), Errno> {
+        let free = crate::fs::FileSystem::free_blocks(&*self.alloc.borrow());
+        if free <= self.reserved_blocks.get() {
+            return Err(Errno::ENOSPC);
+        }
+        self.reserved_blocks.set(self.reserved_blocks.get() + 1);
+        Ok(())
+    }
+
+    /// Gives back `pages` delayed-allocation reservations (allocated, truncated or evicted).
+    pub(crate) fn release_reservations(&self, pages: u64) {
+        let reserved = self.reserved_blocks.get();
+        self.reserved_blocks.set(reserved.saturating_sub(pages));
+    }
+
+    /// `ext4_setattr` growing a file (`truncate` up, `ftruncate` past the end): the new size
+    /// goes to the inode in a handle (`EXT4_HT_INODE`, 3 credits), no orphan, no blocks freed.
+    pub async fn setattr_grow(&self, sim: &Sim, ino: Ino, new_size: u64) {
+        let handle = self.start(sim, SETATTR_CREDITS).await;
+        {
+            let mut inodes = self.inodes.borrow_mut();
+            let info = inodes.entry(ino).or_default();
+            info.size = new_size;
+        }
+        let handle = self.mark_inode_dirty(sim, handle, ino, true).await;
         self.journal.stop(sim, handle).await;
     }
 

@@ -22,6 +22,7 @@ pub mod alloc;
 pub mod dir;
 pub mod extents;
 pub mod fsync;
+pub mod glue;
 pub mod ialloc;
 pub mod inode;
 pub mod layout;
@@ -30,8 +31,10 @@ pub mod mount;
 pub mod namei;
 #[cfg(test)]
 mod ops_tests;
+#[cfg(test)]
+mod vfs_tests;
 
-pub use mount::{DataMode, Ext4, Ext4Config, Ext4Stats, JournalLocation};
+pub use mount::{DataMode, Ext4, Ext4Config, Ext4Stats, FsKind, JournalLocation};
 
 /// A jbd2 transaction id (`tid_t`; widened to 64 bits so that it never wraps in a run).
 pub type Tid = u64;

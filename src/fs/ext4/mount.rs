@@ -41,6 +41,17 @@ pub enum DataMode {
     Journal,
 }
 
+/// The file system of `[stack.fs] type`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FsKind {
+    /// ext4 with jbd2 ([`super`]).
+    #[default]
+    Ext4,
+    /// [`crate::fs::simplefs`]: no journal, blocks allocated at write time.
+    Simplefs,
+}
+
 /// Where the journal lives.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -57,6 +68,10 @@ pub enum JournalLocation {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Ext4Config {
+    /// Which file system is mounted: `type = "ext4"` (default) or `"simplefs"` (no journal;
+    /// the other options then do not apply).
+    #[serde(rename = "type")]
+    pub kind: FsKind,
     /// `data=`: default ordered.
     pub data: DataMode,
     /// Internal journal (default) or external.
@@ -88,6 +103,7 @@ pub struct Ext4Config {
 impl Default for Ext4Config {
     fn default() -> Self {
         Ext4Config {
+            kind: FsKind::Ext4,
             data: DataMode::Ordered,
             journal: JournalLocation::Internal,
             journal_size: None,
@@ -103,21 +119,28 @@ impl Default for Ext4Config {
 }
 
 impl Ext4Config {
+    /// `[stack.fs] type = "simplefs"` with nothing else set.
+    pub fn simplefs() -> Self {
+        Ext4Config {
+            kind: FsKind::Simplefs,
+            ..Ext4Config::default()
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.data == DataMode::Journal {
             return Err(
-                "[stack.fs] data = \"journal\" is not modelled yet: use \"ordered\" or \"writeback\""
-                    .into(),
+                "`data` = \"journal\" is not modelled yet: use \"ordered\" or \"writeback\"".into(),
             );
         }
         if self.journal_ioprio > 7 {
             return Err(format!(
-                "[stack.fs] journal_ioprio = {} must be a best-effort level 0..=7",
+                "`journal_ioprio` {} must be a best-effort level 0..=7",
                 self.journal_ioprio
             ));
         }
         if self.commit == 0 {
-            return Err("[stack.fs] commit must be positive (e.g. \"5s\")".into());
+            return Err("`commit` must be positive (e.g. \"5s\")".into());
         }
         Ok(())
     }
@@ -176,6 +199,8 @@ pub struct Ext4 {
     pub(crate) bdev: Rc<dyn BlockSubmit>,
     pub(crate) hz: Hz,
     pub(crate) stats: RefCell<Ext4Stats>,
+    /// Blocks reserved for delayed allocation, over every inode (`s_dirtyclusters_counter`).
+    pub(crate) reserved_blocks: std::cell::Cell<u64>,
 }
 
 /// Largest discard bio: `blkdev_issue_discard` splits at the queue's `max_discard_sectors`; the
@@ -280,6 +305,7 @@ impl Ext4 {
             bdev,
             hz,
             stats: RefCell::new(Ext4Stats::default()),
+            reserved_blocks: std::cell::Cell::new(0),
         });
         let weak = Rc::downgrade(&ext4);
         ext4.journal

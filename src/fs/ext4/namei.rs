@@ -166,7 +166,9 @@ impl Ext4 {
             handle = self.orphan(sim, handle, ino, false).await;
         }
         handle = self.journal_touched(sim, handle, &touched).await;
-        self.inodes.borrow_mut().remove(&ino);
+        if let Some(info) = self.inodes.borrow_mut().remove(&ino) {
+            self.release_reservations(info.delalloc_pages);
+        }
         self.stats.borrow_mut().evictions += 1;
         self.journal.stop(sim, handle).await;
     }

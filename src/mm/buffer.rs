@@ -1,0 +1,185 @@
+//! Metadata buffers in the block device's page cache (fs/buffer.c, Linux 3.10): a journaling
+//! file system's bitmaps, inode tables, directory and extent blocks are `buffer_head`s on the
+//! pages of the block device's own mapping ([`BDEV_INO`]), read on first use (`sb_bread` /
+//! `__ext4_get_inode_loc`), cached afterwards, dirtied by jbd2 after commit and written home by
+//! the flusher like any other dirty page, as asynchronous I/O (QASIO's D_meta when a task then
+//! needs the buffer).
+//!
+//! Simplifications: a 4 KiB block is one page with one buffer, so buffer state is page state:
+//! `BH_Lock` is the page lock *or* the page's writeback (a buffer under write I/O is locked
+//! until `end_buffer_async_write`); `BH_Dirty` is the page's dirty bit; `BH_Uptodate` the
+//! page's; a journal reference (`jh`, `b_count`) is [`pg::PINNED`]. No `BH_JBDDirty` here: jbd2
+//! keeps that itself and calls [`Mm::mark_buffer_dirty`] when it refiles the buffer after commit.
+//! A buffer redirtied while its home write is in flight is not written a second time.
+
+use super::{pg, Issuer, Mm, PageSpan, BDEV_INO};
+use crate::dev::{IoFlags, IoOp};
+use crate::mm::bio::BioRequest;
+use crate::sim::{Sim, WaitReason};
+
+/// A metadata read is `READ_META` = `READ_SYNC | REQ_META` (`sb_bread` -> `__bread` ->
+/// `submit_bh(READ, ...)` in 3.10 is plain `READ`, but ext4's `__ext4_get_inode_loc` and
+/// `ext4_read_block_bitmap` use `READ_META` / `READ | REQ_META | REQ_PRIO`): someone waits.
+const META_READ: IoFlags = IoFlags {
+    sync: true,
+    meta: true,
+    prio: false,
+    fua: false,
+    preflush: false,
+    noidle: false,
+};
+
+/// Checkpoint writes are `write_dirty_buffer(bh, WRITE_SYNC)`: REQ_SYNC | REQ_NOIDLE.
+const CHECKPOINT_WRITE: IoFlags = IoFlags {
+    sync: true,
+    meta: true,
+    prio: false,
+    fua: false,
+    preflush: false,
+    noidle: true,
+};
+
+impl Mm {
+    /// `lock_buffer` on disk block `block`: waits while the buffer is locked by another task or
+    /// under write I/O (wait reason `lock_buffer`, the request carrying it as blocker: QASIO's
+    /// D_meta), then locks it. A buffer not cached is read first, synchronously, as `issuer`.
+    pub async fn lock_buffer(&self, sim: &Sim, block: u64, issuer: Issuer) {
+        loop {
+            let Some(id) = self.find_page(BDEV_INO, block) else {
+                // Not cached: allocate, lock and read it (`__bread`).
+                let Some(id) = self.add_new_page(sim, BDEV_INO, block, issuer, 0).await else {
+                    continue;
+                };
+                self.state().stats.pages_read += 1;
+                let span = PageSpan {
+                    ino: BDEV_INO,
+                    index: block,
+                    count: 1,
+                };
+                let bio =
+                    BioRequest::for_pages(IoOp::Read, block, 1, META_READ, issuer, Some(span));
+                self.submit_wait(sim, bio).await;
+                self.set_flags(id, pg::UPTODATE, 0);
+                self.check(sim, "__bread");
+                return;
+            };
+            let page = self.page(id);
+            if page.has(pg::WRITEBACK) {
+                self.wait_on_page_bit(sim, BDEV_INO, block, pg::WRITEBACK, WaitReason::BufferLock)
+                    .await;
+                continue;
+            }
+            if page.has(pg::LOCKED) {
+                self.wait_on_page_bit(sim, BDEV_INO, block, pg::LOCKED, WaitReason::BufferLock)
+                    .await;
+                continue;
+            }
+            if self.trylock_page(id) {
+                return;
+            }
+        }
+    }
+
+    /// `unlock_buffer`.
+    pub fn unlock_buffer(&self, sim: &Sim, block: u64) {
+        let id = self
+            .find_page(BDEV_INO, block)
+            .expect("a locked buffer stays cached");
+        self.unlock_page(sim, id);
+    }
+
+    /// `test_clear_buffer_dirty`: whether the buffer was dirty; it is not any more.
+    pub fn test_clear_buffer_dirty(&self, block: u64) -> bool {
+        let Some(id) = self.find_page(BDEV_INO, block) else {
+            return false;
+        };
+        let cleared = self.state().clear_page_dirty(id);
+        cleared
+    }
+
+    /// `mark_buffer_dirty`: the buffer is to be written home by writeback. A buffer no longer
+    /// cached (it cannot be: the journal pins it until now) is re-created uptodate.
+    pub fn mark_buffer_dirty(&self, sim: &Sim, block: u64) {
+        let id = self
+            .find_page(BDEV_INO, block)
+            .expect("a journaled buffer is pinned in the cache");
+        if self.page(id).has(pg::WRITEBACK) {
+            // Redirtied while its previous home write is in flight. Linux lets a buffer be dirty
+            // and under write at once and writes it again; the page cache here keeps the two
+            // apart, so this second home write is not issued (a simplification: one fewer
+            // metadata write; contents are not modelled).
+            return;
+        }
+        let first_dirty_inode = {
+            let mut state = self.state();
+            state.pages[id as usize].flags |= pg::UPTODATE;
+            let (_, first) = state.set_page_dirty(id, self.hz.jiffies(sim.now()));
+            first
+        };
+        if first_dirty_inode {
+            self.bdi_wakeup_thread_delayed(sim);
+        }
+        self.check(sim, "mark_buffer_dirty");
+    }
+
+    /// Neither dirty nor under write (nor absent and never written).
+    pub fn buffer_is_clean(&self, block: u64) -> bool {
+        self.find_page(BDEV_INO, block)
+            .is_none_or(|id| !self.page(id).has(pg::DIRTY) && !self.page(id).has(pg::WRITEBACK))
+    }
+
+    /// `write_dirty_buffer(bh, WRITE_SYNC)` + `wait_on_buffer` (checkpointing): writes the buffer
+    /// home if dirty, else waits for a write in flight.
+    pub async fn write_buffer_home(&self, sim: &Sim, block: u64, issuer: Issuer) {
+        let Some(id) = self.lock_page(sim, BDEV_INO, block).await else {
+            return;
+        };
+        if !self.page(id).has(pg::DIRTY) {
+            self.unlock_page(sim, id);
+            self.wait_on_page_bit(sim, BDEV_INO, block, pg::WRITEBACK, WaitReason::BufferLock)
+                .await;
+            return;
+        }
+        self.state().start_writeback(id);
+        self.unlock_page(sim, id);
+        let span = PageSpan {
+            ino: BDEV_INO,
+            index: block,
+            count: 1,
+        };
+        let bio = BioRequest {
+            uid: 0,
+            ..BioRequest::for_pages(IoOp::Write, block, 1, CHECKPOINT_WRITE, issuer, Some(span))
+        };
+        self.state().stats.pages_written_sync += 1;
+        let mm = self.rc();
+        let request = self
+            .bdev
+            .submit_bio(
+                sim,
+                bio,
+                Box::new(move |sim, _| mm.end_writeback_span(sim, span)),
+            )
+            .await;
+        if let Some(mapping) = self.state().mappings.get_mut(&BDEV_INO) {
+            if let Some(carrier) = mapping.writeback.get_mut(&block) {
+                if *carrier == 0 {
+                    *carrier = request;
+                }
+            }
+        }
+        self.wait_on_page_bit(sim, BDEV_INO, block, pg::WRITEBACK, WaitReason::BufferLock)
+            .await;
+    }
+
+    /// The journal takes (or drops) its reference on the buffer.
+    pub fn pin_buffer(&self, block: u64, pinned: bool) {
+        if let Some(id) = self.find_page(BDEV_INO, block) {
+            if pinned {
+                self.set_flags(id, pg::PINNED, 0);
+            } else {
+                self.set_flags(id, 0, pg::PINNED);
+            }
+        }
+    }
+}
