@@ -235,9 +235,19 @@ pub fn run_one_checked(
     if let Some(vfs) = stack.vfs.as_ref().filter(|_| check) {
         vfs.mm.enable_checks();
     }
-    // The apps' processes start at their app's nice value.
+    // The apps' processes start at their app's nice value and I/O priority, in their cgroup.
     for (i, app) in scenario.apps.iter().enumerate() {
         stack.tasks.set_app_nice(scenario.uid(i), app.nice);
+        if let Some(ioprio) = &app.ioprio {
+            let ioprio = crate::task::parse_ioprio(ioprio).map_err(&run_error)?;
+            stack.tasks.set_app_ioprio(scenario.uid(i), ioprio);
+        }
+        if let Some(cgroup) = &app.cgroup {
+            stack
+                .tasks
+                .set_app_cgroup(scenario.uid(i), cgroup)
+                .map_err(&run_error)?;
+        }
     }
     if let Some(block) = &stack.block {
         // Jobs must fit the device: checked here, where its capacity is known, with the checks

@@ -50,12 +50,19 @@ fn line_in(from: &str, to: &str, needle: &str) -> usize {
 
 #[test]
 fn bad_stack_names_in_variants_are_errors_at_the_field() {
-    let err = edit("elevator = \"cfq\"", "elevator = \"bfq\"").unwrap_err();
+    let err = edit("elevator = \"cfq\"", "elevator = \"anticipatory\"").unwrap_err();
     assert!(err.message.contains("variant `cfq`"), "{err}");
-    assert!(err.message.contains("unknown `elevator` `bfq`"), "{err}");
+    assert!(
+        err.message.contains("unknown `elevator` `anticipatory`"),
+        "{err}"
+    );
     assert_eq!(
         err.position.unwrap().0,
-        line_in("elevator = \"cfq\"", "elevator = \"bfq\"", "\"bfq\""),
+        line_in(
+            "elevator = \"cfq\"",
+            "elevator = \"anticipatory\"",
+            "\"anticipatory\""
+        ),
         "{err}"
     );
     let err = edit("profile = \"emmc-5.1\"", "profile = \"emmc-9\"").unwrap_err();

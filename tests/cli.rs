@@ -154,10 +154,10 @@ fn fio_runs_a_job_file_and_writes_a_blkparse_trace() {
         "fio",
         "examples/fio/fg_read_bg_write.fio",
         "--elevator",
-        "bfq",
+        "anticipatory",
     ]);
     assert_eq!(code, 2);
-    assert!(err.contains("bfq"), "{err}");
+    assert!(err.contains("anticipatory"), "{err}");
 }
 
 /// Writes `text` to a scenario file in the temporary directory; returns its path.

@@ -46,9 +46,16 @@ fn mutations() -> Vec<Mutation> {
             if trimmed.starts_with('#') || trimmed.starts_with('[') {
                 continue;
             }
-            let Some((key, _)) = line.split_once(" = ") else {
+            let Some((key, value)) = line.split_once(" = ") else {
                 continue;
             };
+            // One `key = value` per line is what this mutates: an element of a multi-line array
+            // (`{ op = ... }`) or the line that opens one holds more than one value, and
+            // replacing the line breaks the TOML around it rather than one field.
+            let opens_array = value.trim_start().starts_with('[') && !value.contains(']');
+            if trimmed.starts_with('{') || opens_array {
+                continue;
+            }
             let mut edit = |replacement: String, what: String| {
                 let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
                 edited[index] = replacement;

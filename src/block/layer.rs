@@ -35,8 +35,9 @@ pub struct BioHandle {
 
 struct Shared {
     queue: RefCell<RequestQueue>,
-    /// `rl->wait[ASYNC]`, `rl->wait[SYNC]` (blk-mq uses the sync one for its tag pool).
-    alloc_wait: [WaitQueue; 2],
+    /// `rl->wait[ASYNC]`, `rl->wait[SYNC]` (blk-mq uses the sync one for its tag pool), and
+    /// writeback throttling's `rq_wait`s.
+    alloc_wait: [WaitQueue; super::queue::ALLOC_CLASSES],
     /// Bios in flight: their completions.
     pending: RefCell<BTreeMap<BioId, Completion<Nanos>>>,
     /// `bio->bi_end_io` of the bios that have one, called at completion.
@@ -128,7 +129,7 @@ impl BlockLayer {
         let elevator = queue.elevator().name();
         let shared = Rc::new(Shared {
             queue: RefCell::new(queue),
-            alloc_wait: [WaitQueue::new(), WaitQueue::new()],
+            alloc_wait: std::array::from_fn(|_| WaitQueue::new()),
             pending: RefCell::new(BTreeMap::new()),
             end_io: RefCell::new(BTreeMap::new()),
             armed: Cell::new(None),
@@ -210,8 +211,13 @@ impl BlockLayer {
                 SubmitOutcome::Merged(request) | SubmitOutcome::Queued(request) => break request,
                 SubmitOutcome::MustWait(class) => {
                     self.arm();
+                    let reason = if class >= super::queue::ALLOC_WBT {
+                        WaitReason::WbtThrottle
+                    } else {
+                        WaitReason::RequestAlloc
+                    };
                     self.shared.alloc_wait[class]
-                        .wait(&self.sim, WaitReason::RequestAlloc, Blocker::None)
+                        .wait(&self.sim, reason, Blocker::None)
                         .await;
                     sleeps += 1;
                     assert!(sleeps < 1 << 32, "get_request retried without end");
@@ -342,7 +348,22 @@ impl BlockLayer {
                 }
             }
         }
+        for (rwq, &woken) in report.wbt_woken.iter().enumerate() {
+            for _ in 0..woken {
+                let woke =
+                    self.shared.alloc_wait[super::queue::ALLOC_WBT + rwq].wake_one(&self.sim);
+                assert!(woke, "wbt granted a slot to a bio nobody sleeps for");
+            }
+        }
         self.arm();
+    }
+
+    /// `balance_dirty_pages` paused a task now (`bdi->last_bdp_sleep`, read by wbt).
+    pub fn note_dirty_sleep(&self) {
+        self.shared
+            .queue
+            .borrow_mut()
+            .note_dirty_sleep(self.sim.now());
     }
 
     /// Bios submitted and not yet completed.

@@ -11,6 +11,7 @@ pub mod fio;
 pub mod layer;
 pub mod queue;
 pub mod request;
+pub mod wbt;
 
 use crate::kernel::Hz;
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,21 @@ pub struct BlockConfig {
     /// mq-deadline's tunables.
     #[serde(default, rename = "mq-deadline")]
     pub mq_deadline: MqDeadlineConfig,
+    /// kyber's tunables.
+    #[serde(default)]
+    pub kyber: KyberConfig,
+    /// BFQ's tunables.
+    #[serde(default)]
+    pub bfq: BfqConfig,
+    /// Writeback throttling (block/blk-wbt.c) in front of the elevator. Default: on for blk-mq
+    /// queues (`mq-deadline`, `kyber`, `none`), off under `bfq` (`bfq_init_queue` disables it)
+    /// and for the legacy 3.10 elevators, which predate it (4.10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wbt: Option<bool>,
+    /// `queue/wbt_lat_usec`: wbt's read latency target in microseconds; default 2000
+    /// (`wbt_default_latency_nsec`, non-rotational); 0 turns wbt off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wbt_lat_usec: Option<u64>,
 }
 
 /// `queue/iosched/` of CFQ (block/cfq-iosched.c `cfq_attrs`). Times in ms.
@@ -98,6 +114,111 @@ pub struct MqDeadlineConfig {
     pub prio_aging_expire: Option<u32>,
     /// Scheduler tags writes and async reads may hold; at most `nr_requests`.
     pub async_depth: Option<u32>,
+}
+
+/// `queue/iosched/` of kyber (block/kyber-iosched.c `kyber_sched_attrs`): targets in ns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KyberConfig {
+    pub read_lat_nsec: Option<u64>,
+    pub write_lat_nsec: Option<u64>,
+}
+
+impl KyberConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        for (field, value) in [
+            ("read_lat_nsec", self.read_lat_nsec),
+            ("write_lat_nsec", self.write_lat_nsec),
+        ] {
+            if value == Some(0) {
+                return Err(format!(
+                    "[stack.block.kyber] {field} = 0 is invalid: a latency target must be positive"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernel defaults (2 ms reads, 10 ms writes) overridden by the values given.
+    pub fn tunables(&self) -> elevator::kyber::KyberTunables {
+        let defaults = elevator::kyber::KyberTunables::default();
+        elevator::kyber::KyberTunables {
+            read_lat_nsec: self.read_lat_nsec.unwrap_or(defaults.read_lat_nsec),
+            write_lat_nsec: self.write_lat_nsec.unwrap_or(defaults.write_lat_nsec),
+        }
+    }
+}
+
+/// `queue/iosched/` of BFQ (block/bfq-iosched.c `bfq_attrs`), in sysfs units: times in ms
+/// (`slice_idle_us` in us), `max_budget` in sectors (0: automatic), switches as booleans.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BfqConfig {
+    pub fifo_expire_sync: Option<u32>,
+    pub fifo_expire_async: Option<u32>,
+    /// KiB.
+    pub back_seek_max: Option<u32>,
+    pub back_seek_penalty: Option<u32>,
+    pub slice_idle: Option<u32>,
+    pub slice_idle_us: Option<u32>,
+    pub max_budget: Option<u64>,
+    pub timeout_sync: Option<u32>,
+    pub strict_guarantees: Option<bool>,
+    pub low_latency: Option<bool>,
+}
+
+impl BfqConfig {
+    /// The kernel's store functions clamp below their minimum; a scenario value below it is
+    /// rejected instead, naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        for (field, value) in [
+            ("fifo_expire_sync", self.fifo_expire_sync),
+            ("fifo_expire_async", self.fifo_expire_async),
+            ("back_seek_penalty", self.back_seek_penalty),
+            ("timeout_sync", self.timeout_sync),
+        ] {
+            at_least("bfq", field, value, 1)?;
+        }
+        if self.slice_idle.is_some() && self.slice_idle_us.is_some() {
+            return Err(
+                "[stack.block.bfq] slice_idle and slice_idle_us both set: give one".to_string(),
+            );
+        }
+        Ok(())
+    }
+
+    /// `bfq_init_queue` defaults at `hz`, overridden by the values given (`bfq_*_store`).
+    pub fn tunables(&self, hz: Hz) -> elevator::bfq::BfqTunables {
+        use crate::units::{NS_PER_MS, NS_PER_US};
+        let mut t = elevator::bfq::BfqTunables::defaults(hz);
+        let ms =
+            |value: Option<u32>, default: u64| value.map_or(default, |v| u64::from(v) * NS_PER_MS);
+        t.fifo_expire = [
+            ms(self.fifo_expire_async, t.fifo_expire[0]),
+            ms(self.fifo_expire_sync, t.fifo_expire[1]),
+        ];
+        t.back_seek_max_kib = self.back_seek_max.map_or(t.back_seek_max_kib, u64::from);
+        t.back_seek_penalty = self
+            .back_seek_penalty
+            .map_or(t.back_seek_penalty, u64::from);
+        t.slice_idle = ms(self.slice_idle, t.slice_idle);
+        if let Some(us) = self.slice_idle_us {
+            t.slice_idle = u64::from(us) * NS_PER_US;
+        }
+        t.max_budget = self.max_budget.unwrap_or(t.max_budget);
+        if let Some(timeout) = self.timeout_sync {
+            t.timeout = hz.msecs_to_jiffies(u64::from(timeout)) as i64;
+        }
+        t.low_latency = self.low_latency.unwrap_or(t.low_latency);
+        if let Some(strict) = self.strict_guarantees {
+            // bfq_strict_guarantees_store raises slice_idle to 8 ms.
+            if strict && t.slice_idle < 8 * NS_PER_MS {
+                t.slice_idle = 8 * NS_PER_MS;
+            }
+            t.strict_guarantees = strict;
+        }
+        t
+    }
 }
 
 /// `BLKDEV_MIN_RQ = 4` (include/linux/blkdev.h): the smallest `nr_requests` sysfs accepts.
@@ -221,11 +342,30 @@ impl Default for BlockConfig {
             cfq: CfqConfig::default(),
             deadline: DeadlineConfig::default(),
             mq_deadline: MqDeadlineConfig::default(),
+            kyber: KyberConfig::default(),
+            bfq: BfqConfig::default(),
+            wbt: None,
+            wbt_lat_usec: None,
         }
     }
 }
 
+/// The blk-mq elevators (5.0+; `none` is blk-mq without a scheduler).
+pub const BLK_MQ_ELEVATORS: [&str; 4] = ["mq-deadline", "bfq", "kyber", "none"];
+
 impl BlockConfig {
+    /// wbt's read target in ns if wbt is on for this configuration (`blk_mq`: whether the
+    /// queue is a blk-mq one).
+    pub fn wbt_min_lat_nsec(&self, blk_mq: bool) -> Option<u64> {
+        let on = self.wbt.unwrap_or(blk_mq && self.elevator != "bfq");
+        match self.wbt_lat_usec {
+            Some(0) => None,
+            _ if !on => None,
+            Some(usec) => Some(usec * 1000),
+            None => Some(wbt::DEFAULT_MIN_LAT_NSEC_NONROT),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if !(elevator::ELEVATOR_NAMES.contains(&self.elevator.as_str()) || self.elevator == "none")
         {
@@ -237,9 +377,18 @@ impl BlockConfig {
         }
         at_least("", "nr_requests", self.nr_requests, BLKDEV_MIN_RQ)
             .map_err(|e| e.replace("[stack.block.]", "[stack.block]"))?;
+        if self.wbt == Some(true) && !BLK_MQ_ELEVATORS.contains(&self.elevator.as_str()) {
+            return Err(format!(
+                "[stack.block] wbt = true needs a blk-mq elevator ({}); `{}` is a 3.10 legacy elevator",
+                BLK_MQ_ELEVATORS.join(", "),
+                self.elevator
+            ));
+        }
         self.cfq.validate()?;
         self.deadline.validate()?;
         self.mq_deadline.validate()?;
+        self.kyber.validate()?;
+        self.bfq.validate()?;
         if let (Some(depth), Some(nr)) = (self.mq_deadline.async_depth, self.nr_requests) {
             if depth > nr {
                 return Err(format!(
@@ -296,5 +445,25 @@ mod tests {
         assert!(error.contains("fifo_batch"), "{error}");
         let error = parse("nr_requests = 8\n[mq-deadline]\nasync_depth = 9\n").unwrap_err();
         assert!(error.contains("async_depth = 9"), "{error}");
+    }
+
+    #[test]
+    fn wbt_is_on_for_blk_mq_queues_but_bfq_and_off_for_legacy_elevators() {
+        let on = |text: &str| parse(text).unwrap().wbt_min_lat_nsec(true);
+        assert_eq!(on("elevator = \"mq-deadline\"\n"), Some(2_000_000));
+        assert_eq!(on("elevator = \"kyber\"\n"), Some(2_000_000));
+        assert_eq!(on("elevator = \"none\"\nwbt = false\n"), None);
+        assert_eq!(on("elevator = \"none\"\nwbt_lat_usec = 0\n"), None);
+        assert_eq!(
+            on("elevator = \"mq-deadline\"\nwbt_lat_usec = 5000\n"),
+            Some(5_000_000)
+        );
+        let legacy = parse("elevator = \"cfq\"\n").unwrap();
+        assert_eq!(legacy.wbt_min_lat_nsec(false), None);
+        let error = parse("elevator = \"cfq\"\nwbt = true\n").unwrap_err();
+        assert!(
+            error.contains("wbt = true") && error.contains("cfq"),
+            "{error}"
+        );
     }
 }

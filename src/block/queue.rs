@@ -67,6 +67,8 @@ pub fn congestion_off_threshold(nr_requests: usize) -> usize {
 
 /// `BLK_MAX_REQUEST_COUNT = 16`: a plug list this long is flushed (blk-core.c, 3.10).
 pub const BLK_MAX_REQUEST_COUNT: usize = 16;
+/// Bound on bios asleep in one wbt wait class (each is a task): exceeding it is a model bug.
+const MAX_WBT_SLEEPERS: usize = 1 << 16;
 /// Bound on plugged requests per task, above the flush point: exceeding it is a model bug.
 const MAX_PLUGGED: usize = 4 * BLK_MAX_REQUEST_COUNT;
 
@@ -80,18 +82,21 @@ pub enum AllocModel {
 }
 
 impl AllocModel {
-    /// The kernel default for an elevator: blk-mq ones get `2 * min(tag_set_depth, BLKDEV_MAX_RQ)`
-    /// scheduler tags (`blk_mq_init_sched`), legacy ones `BLKDEV_MAX_RQ` per direction.
-    /// `tag_set_depth` is the host driver's tag-set depth (see [`tag_set_depth`]).
+    /// The kernel default for an elevator: blk-mq schedulers (mq-deadline, bfq, kyber) get
+    /// `2 * min(tag_set_depth, BLKDEV_MAX_RQ)` scheduler tags (`blk_mq_init_sched`), blk-mq
+    /// without a scheduler (`none`) the tag set's own depth, legacy ones `BLKDEV_MAX_RQ` per
+    /// direction. `tag_set_depth` is the host driver's tag-set depth (see [`tag_set_depth`]).
     pub fn default_for(elevator: &str, tag_set_depth: usize) -> AllocModel {
-        if elevator == "mq-deadline" {
-            AllocModel::Mq {
+        match elevator {
+            "mq-deadline" | "bfq" | "kyber" => AllocModel::Mq {
                 nr_requests: 2 * tag_set_depth.min(BLKDEV_MAX_RQ),
-            }
-        } else {
-            AllocModel::Legacy {
+            },
+            "none" => AllocModel::Mq {
+                nr_requests: tag_set_depth,
+            },
+            _ => AllocModel::Legacy {
                 nr_requests: BLKDEV_MAX_RQ,
-            }
+            },
         }
     }
 }
@@ -115,6 +120,11 @@ pub fn tag_set_depth(device_queue_depth: usize) -> usize {
 pub type AllocClass = usize;
 pub const ALLOC_ASYNC: AllocClass = 0;
 pub const ALLOC_SYNC: AllocClass = 1;
+/// Bios throttled by writeback throttling (`rq_qos_wait`): class `ALLOC_WBT + i` for wbt's
+/// `rq_wait[i]` (background, kswapd, discard).
+pub const ALLOC_WBT: AllocClass = 2;
+/// Wait classes of the queue.
+pub const ALLOC_CLASSES: usize = ALLOC_WBT + super::wbt::WBT_NUM_RWQ;
 
 /// The result of submitting a bio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +151,8 @@ pub struct QueueStats {
     pub completed: u64,
     pub alloc_sleeps: u64,
     pub plug_flushes: u64,
+    /// Bios that slept in writeback throttling.
+    pub wbt_sleeps: u64,
 }
 
 impl QueueStats {
@@ -157,6 +169,9 @@ pub struct AdvanceReport {
     /// Wake-ups per allocation class (`wake_up(&rl->wait[sync])` in `__freed_request`): wake
     /// that many sleepers of each class.
     pub freed: [usize; 2],
+    /// Writeback throttling woke this many sleepers of each of its wait classes: the first
+    /// ones, which already hold their in-flight slot (`rq_qos_wake_function`).
+    pub wbt_woken: [usize; super::wbt::WBT_NUM_RWQ],
 }
 
 /// Per-task batching state (`ioc->nr_batch_requests`, `ioc->last_waited` in jiffies).
@@ -269,6 +284,12 @@ pub struct RequestQueue {
     tasks: Option<Rc<TaskTable>>,
     /// The kernel's tick rate: `BLK_BATCH_TIME` and `ioc->last_waited` are jiffies.
     hz: Hz,
+    /// Writeback throttling in front of the elevator (blk-mq queues).
+    wbt: Option<super::wbt::Wbt>,
+    /// Bios sleeping in wbt, per wait class in the order they went to sleep.
+    wbt_waiting: [VecDeque<(BioId, super::wbt::WbtBio)>; super::wbt::WBT_NUM_RWQ],
+    /// Bios through wbt and still waiting for a request (a tag): their accounting.
+    wbt_tokens: BTreeMap<BioId, super::wbt::WbtFlags>,
 }
 
 impl RequestQueue {
@@ -306,6 +327,27 @@ impl RequestQueue {
             mmc,
             tasks: None,
             hz: crate::kernel::KernelConfig::default().hz,
+            wbt: None,
+            wbt_waiting: Default::default(),
+            wbt_tokens: BTreeMap::new(),
+        }
+    }
+
+    /// Puts writeback throttling in front of the elevator (`wbt_init`).
+    pub fn enable_wbt(&mut self, wbt: super::wbt::Wbt) {
+        assert!(self.is_blk_mq(), "wbt throttles blk-mq queues only");
+        self.wbt = Some(wbt);
+    }
+
+    pub fn wbt(&self) -> Option<&super::wbt::Wbt> {
+        self.wbt.as_ref()
+    }
+
+    /// A task paused in `balance_dirty_pages` at `now` (`bdi->last_bdp_sleep`, which wbt's
+    /// `wb_recent_wait` reads).
+    pub fn note_dirty_sleep(&mut self, now: Nanos) {
+        if let Some(wbt) = self.wbt.as_mut() {
+            wbt.note_dirty_sleep(now);
         }
     }
 
@@ -322,23 +364,38 @@ impl RequestQueue {
         }
     }
 
-    /// The bio as the allocating task issues it: a task that set an I/O priority
-    /// (`ioprio_set`) issues its bios at that priority (`cic->ioprio`); a bio that carries its
-    /// own (a fio job's `prio` / `prioclass`) keeps it.
+    /// The bio as the allocating task issues it. Legacy (3.10) queues: a task that set an I/O
+    /// priority (`ioprio_set`) issues its bios at that priority (`cic->ioprio`); a bio that
+    /// carries its own (a fio job's `prio` / `prioclass`) keeps it. blk-mq queues (5.14+):
+    /// `bio_set_ioprio`, the task's priority (nice-derived for class NONE) then its cgroup's
+    /// `io.prio.class` ([`TaskTable::bio_set_ioprio`]).
     fn with_task_ioprio<'b>(&self, bio: &'b Bio) -> Cow<'b, Bio> {
         let Some(tasks) = &self.tasks else {
             return Cow::Borrowed(bio);
         };
-        let (ioprio, _) = tasks.io_context(bio.task.pid, bio.task.uid);
-        if ioprio.class == crate::task::IoPrioClass::None
-            || bio.ioprio.class != crate::task::IoPrioClass::None
-        {
+        let ioprio = if self.is_blk_mq() {
+            tasks.bio_set_ioprio(bio.task.pid, bio.task.uid, bio.ioprio)
+        } else {
+            let (ioprio, _) = tasks.io_context(bio.task.pid, bio.task.uid);
+            if ioprio.class == crate::task::IoPrioClass::None
+                || bio.ioprio.class != crate::task::IoPrioClass::None
+            {
+                return Cow::Borrowed(bio);
+            }
+            ioprio
+        };
+        if ioprio == bio.ioprio {
             return Cow::Borrowed(bio);
         }
         Cow::Owned(Bio {
             ioprio,
             ..bio.clone()
         })
+    }
+
+    /// Whether requests come from blk-mq tags (mq-deadline, bfq, kyber, none).
+    pub fn is_blk_mq(&self) -> bool {
+        matches!(self.alloc, AllocModel::Mq { .. })
     }
 
     /// Sets the tick rate (`[stack.kernel] hz`); default: the `[stack.kernel]` default.
@@ -372,9 +429,25 @@ impl RequestQueue {
             },
             (default, None) => default,
         };
+        let wbt_depth = if device.mmc_host() {
+            match alloc {
+                AllocModel::Legacy { nr_requests } | AllocModel::Mq { nr_requests } => nr_requests,
+            }
+        } else {
+            device.queue_depth()
+        };
+        let write_cache = device.write_cache();
         let (major, minor) = device.device_numbers();
         let mut queue = RequestQueue::new(elevator, device, alloc);
         queue.set_hz(hz);
+        if let Some(min_lat_nsec) = config.wbt_min_lat_nsec(queue.is_blk_mq()) {
+            queue.enable_wbt(super::wbt::Wbt::new(
+                wbt_depth as u32,
+                min_lat_nsec,
+                write_cache,
+                hz,
+            ));
+        }
         if config.blktrace {
             queue.enable_trace(BlkTrace::new(
                 major,
@@ -577,9 +650,12 @@ impl RequestQueue {
                 if self.allocated() >= nr_requests {
                     return false;
                 }
-                // `dd_limit_depth`: only sync reads are exempt from the shallow depth.
+                // The elevator's `limit_depth`: sync reads are never limited.
                 let exempt = bio.is_sync() && !bio.op.is_write();
-                match self.elevator.async_depth(nr_requests) {
+                match self
+                    .elevator
+                    .limit_depth(nr_requests, bio.is_sync(), bio.op.is_write())
+                {
                     Some(depth) if !exempt => self.allocated_limited < depth,
                     _ => true,
                 }
@@ -603,8 +679,12 @@ impl RequestQueue {
         self.stats.requests += 1;
         self.trace_bio(now, Action::GetRequest, bio);
         let mut rq = Request::from_bio(id, bio, now);
+        rq.wbt = self.wbt_tokens.remove(&bio.id).unwrap_or_default();
         if let Some(tasks) = &self.tasks {
-            rq.nice = tasks.io_context(bio.task.pid, bio.task.uid).1;
+            let (ioc_ioprio, nice) = tasks.io_context(bio.task.pid, bio.task.uid);
+            rq.nice = nice;
+            rq.ioc_ioprio = ioc_ioprio;
+            rq.blkcg = tasks.blkcg(bio.task.pid, bio.task.uid);
         }
         rq
     }
@@ -693,16 +773,79 @@ impl RequestQueue {
         self.trace_bio(now, action, bio);
     }
 
-    /// The retry in `get_request` after the submitter slept: it is now a batcher.
+    /// The retry in `get_request` after the submitter slept: it is now a batcher. (A bio woken
+    /// from writeback throttling already holds its wbt slot.)
     pub fn retry_get_request(&mut self, now: Nanos, bio: &Bio) -> SubmitOutcome {
         self.tick(now);
         let bio = &*self.with_task_ioprio(bio);
+        assert!(
+            !self.wbt_sleeping(bio.id),
+            "bio {} retried while asleep in wbt",
+            bio.id
+        );
         self.set_batching(bio.task.pid, now);
         self.get_request(now, bio)
     }
 
-    /// `get_request` + the rest of `blk_queue_bio`.
+    fn wbt_sleeping(&self, id: BioId) -> bool {
+        self.wbt_waiting
+            .iter()
+            .any(|sleepers| sleepers.iter().any(|&(bio, _)| bio == id))
+    }
+
+    /// `rq_qos_throttle` (wbt's `wbt_wait`) for a bio about to need a request: `Err` when it
+    /// must sleep on its wbt wait class.
+    fn wbt_throttle(&mut self, now: Nanos, bio: &Bio) -> Result<(), AllocClass> {
+        let Some(wbt) = self.wbt.as_mut() else {
+            return Ok(());
+        };
+        if self.wbt_tokens.contains_key(&bio.id) {
+            return Ok(());
+        }
+        let kind = super::wbt::Wbt::classify(bio);
+        let rwq = kind.flags.rwq();
+        match wbt.throttle(now, &kind, self.wbt_waiting[rwq].len()) {
+            Ok(flags) => {
+                self.wbt_tokens.insert(bio.id, flags);
+                Ok(())
+            }
+            Err(rwq) => {
+                assert!(self.wbt_waiting[rwq].len() < MAX_WBT_SLEEPERS);
+                self.wbt_waiting[rwq].push_back((bio.id, kind));
+                self.stats.wbt_sleeps += 1;
+                // The task is about to sleep: `io_schedule` flushes its plug.
+                self.flush_plug(now, bio.task.pid);
+                Err(ALLOC_WBT + rwq)
+            }
+        }
+    }
+
+    /// `wake_up_all` on wbt's `rq_wait`s: in the order they slept, sleepers take their
+    /// in-flight slot until one cannot (`rq_qos_wake_function` returns -1 and stops the walk).
+    fn wbt_wake(&mut self, now: Nanos, wake: super::wbt::WbtWake, report: &mut AdvanceReport) {
+        let Some(wbt) = self.wbt.as_mut() else {
+            return;
+        };
+        for (rwq, sleepers) in self.wbt_waiting.iter_mut().enumerate() {
+            if !wake.all[rwq] {
+                continue;
+            }
+            while let Some(&(id, kind)) = sleepers.front() {
+                if !wbt.try_acquire(now, &kind) {
+                    break;
+                }
+                sleepers.pop_front();
+                self.wbt_tokens.insert(id, kind.flags);
+                report.wbt_woken[rwq] += 1;
+            }
+        }
+    }
+
+    /// `get_request` + the rest of `blk_queue_bio` (blk-mq: `rq_qos_throttle` first).
     fn get_request(&mut self, now: Nanos, bio: &Bio) -> SubmitOutcome {
+        if let Err(class) = self.wbt_throttle(now, bio) {
+            return SubmitOutcome::MustWait(class);
+        }
         if !self.may_allocate(now, bio) {
             self.stats.alloc_sleeps += 1;
             self.trace_bio(now, Action::Sleep, bio);
@@ -829,6 +972,9 @@ impl RequestQueue {
             rq.id
         );
         rq.issued_ns = Some(now);
+        if let Some(wbt) = self.wbt.as_mut() {
+            wbt.issue(now, &rq, rq.wbt);
+        }
         self.trace_request(now, Action::Issue, &rq);
         self.stats.dispatched += 1;
         rq
@@ -838,7 +984,14 @@ impl RequestQueue {
     fn submit_to_device(&mut self, now: Nanos, group: Vec<Request>) {
         if group.len() == 1 {
             let rq = &group[0];
-            self.device.submit(now, rq.dev_request());
+            let mut command = rq.dev_request();
+            // `ufshcd_comp_scsi_upiu` (drivers/ufs/core/ufshcd.c, 6.5+): RT-class requests carry
+            // the UFS Command Priority flag (`UPIU_CMD_FLAGS_CP`); the device's `cmd-priority`
+            // scheduler starts them first.
+            if self.device.command_priority() && rq.ioprio.class == crate::task::IoPrioClass::Rt {
+                command.flags.prio = true;
+            }
+            self.device.submit(now, command);
         } else {
             let commands: Vec<crate::dev::DevRequest> =
                 group.iter().map(Request::dev_request).collect();
@@ -899,10 +1052,14 @@ impl RequestQueue {
 
     /// The earliest time at which [`advance`](Self::advance) has something to do.
     pub fn next_event(&self) -> Option<Nanos> {
-        [self.device.next_event(), self.elevator.next_timer()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.device.next_event(),
+            self.elevator.next_timer(),
+            self.wbt.as_ref().and_then(|wbt| wbt.next_timer()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Moves to `now`: completes requests the device finished, fires the elevator's timer if due,
@@ -926,6 +1083,10 @@ impl RequestQueue {
             }
             self.trace_request(completion.completed_ns, Action::Complete, &rq);
             self.stats.completed += 1;
+            if let Some(wbt) = self.wbt.as_mut() {
+                let wake = wbt.done(completion.completed_ns, &rq, rq.wbt);
+                self.wbt_wake(completion.completed_ns, wake, &mut report);
+            }
             let wake = self.free_request(&rq);
             match self.alloc {
                 AllocModel::Legacy { .. } => {
@@ -944,6 +1105,12 @@ impl RequestQueue {
         }
         if self.elevator.next_timer().is_some_and(|timer| timer <= now) {
             self.elevator.timer_fired(now);
+        }
+        if let Some(wbt) = self.wbt.as_mut() {
+            if wbt.next_timer().is_some_and(|timer| timer <= now) {
+                let wake = wbt.timer_fired(now);
+                self.wbt_wake(now, wake, &mut report);
+            }
         }
         self.run_queue(now);
         self.check_invariants();
@@ -1727,5 +1894,192 @@ mod tests {
         assert!(finished(100) > packed && finished(6) > finished(100));
         let order: Vec<u64> = done.iter().map(|rq| rq.bios[0]).collect();
         assert_eq!(order, vec![0, 1, 2, 3, 4, 5, 100, 6]);
+    }
+
+    /// mq-deadline over a one-slot device (1 ms per request) with a task table: tasks 1.. of app
+    /// 10_000 + pid.
+    fn mq_with_tasks(tasks: &Rc<TaskTable>) -> RequestQueue {
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let mut queue = RequestQueue::new(
+            Box::new(MqDeadline::new(crate::kernel::Hz(1000))),
+            Box::new(device),
+            AllocModel::Mq { nr_requests: 256 },
+        );
+        queue.set_task_table(tasks.clone());
+        queue
+    }
+
+    fn app_bio(id: u64, op: IoOp, sector: u64, pid: u32) -> Bio {
+        let mut bio = bio(id, op, sector, 8, pid);
+        bio.task.uid = 10_000 + pid;
+        bio
+    }
+
+    #[test]
+    fn promote_to_rt_requests_pass_a_best_effort_flood() {
+        // A background app queues 100 reads (class NONE: best effort at its nice level); the
+        // foreground app's read arrives after them. In a promote-to-rt cgroup it leaves
+        // blk-ioprio as RT4 and mq-deadline serves it next; in the root (no-change) it waits
+        // for the flood.
+        use crate::task::{CgroupConfig, IoPolicy, IoPrioClass, PrioPolicy};
+        let read_done = |promote: bool| {
+            let tasks = Rc::new(TaskTable::new());
+            let mut cgroups = std::collections::BTreeMap::new();
+            cgroups.insert(
+                "fg".to_string(),
+                CgroupConfig {
+                    prio_class: Some(PrioPolicy::PromoteToRt),
+                    ..CgroupConfig::default()
+                },
+            );
+            tasks
+                .configure_cgroups(IoPolicy::None, &cgroups, None)
+                .unwrap();
+            if promote {
+                tasks.set_app_cgroup(10_000 + READER, "fg").unwrap();
+            }
+            let mut queue = mq_with_tasks(&tasks);
+            for i in 0..100 {
+                queue.submit_bio(0, &app_bio(i, IoOp::Read, 10_000 * i, WRITER));
+            }
+            queue.submit_bio(NS_PER_MS / 2, &app_bio(1000, IoOp::Read, 5_000_000, READER));
+            let done = drain(&mut queue);
+            let read = done.iter().find(|rq| rq.task.pid == READER).unwrap();
+            let flood = done.iter().find(|rq| rq.task.pid == WRITER).unwrap();
+            assert_eq!(flood.ioprio.class, IoPrioClass::Be);
+            (read.ioprio, read.issued_ns.unwrap())
+        };
+        let (ioprio, issued) = read_done(true);
+        assert_eq!(ioprio, crate::task::IoPrio::new(IoPrioClass::Rt, 4));
+        assert_eq!(issued, NS_PER_MS, "next after the request on the device");
+        let (ioprio, issued) = read_done(false);
+        assert_eq!(ioprio.class, IoPrioClass::Be);
+        assert!(issued > 50 * NS_PER_MS, "behind the flood: {issued}");
+    }
+
+    #[test]
+    fn restrict_to_be_demotes_a_real_time_tasks_requests() {
+        // A task that set RT0 (`ioprio_set`) reads after a best-effort flood. In a
+        // restrict-to-be cgroup its requests leave blk-ioprio as BE0 (its io context stays RT0)
+        // and wait for the flood; elsewhere they are RT and go first.
+        use crate::task::{CgroupConfig, IoPolicy, IoPrio, IoPrioClass, PrioPolicy};
+        let read_done = |restrict: bool| {
+            let tasks = Rc::new(TaskTable::new());
+            let mut cgroups = std::collections::BTreeMap::new();
+            cgroups.insert(
+                "bg".to_string(),
+                CgroupConfig {
+                    prio_class: Some(PrioPolicy::RestrictToBe),
+                    ..CgroupConfig::default()
+                },
+            );
+            tasks
+                .configure_cgroups(IoPolicy::None, &cgroups, None)
+                .unwrap();
+            tasks.register(READER, 10_000 + READER, "rt-reader");
+            tasks.ioprio_set(READER, IoPrio::new(IoPrioClass::Rt, 0));
+            if restrict {
+                tasks.set_app_cgroup(10_000 + READER, "bg").unwrap();
+            }
+            let mut queue = mq_with_tasks(&tasks);
+            for i in 0..100 {
+                queue.submit_bio(0, &app_bio(i, IoOp::Read, 10_000 * i, WRITER));
+            }
+            queue.submit_bio(NS_PER_MS / 2, &app_bio(1000, IoOp::Read, 5_000_000, READER));
+            let done = drain(&mut queue);
+            let read = done.iter().find(|rq| rq.task.pid == READER).unwrap();
+            assert_eq!(read.ioc_ioprio, IoPrio::new(IoPrioClass::Rt, 0));
+            (read.ioprio, read.issued_ns.unwrap())
+        };
+        let (ioprio, issued) = read_done(true);
+        assert_eq!(ioprio, IoPrio::new(IoPrioClass::Be, 0));
+        assert!(
+            issued > 50 * NS_PER_MS,
+            "demoted behind the flood: {issued}"
+        );
+        let (ioprio, issued) = read_done(false);
+        assert_eq!(ioprio, IoPrio::new(IoPrioClass::Rt, 0));
+        assert_eq!(issued, NS_PER_MS);
+    }
+
+    /// A one-slot device that honours command priority and records the commands it gets.
+    struct RecordingDevice {
+        inner: FixedLatencyDevice,
+        seen: Rc<std::cell::RefCell<Vec<crate::dev::DevRequest>>>,
+    }
+
+    impl BlockDevice for RecordingDevice {
+        fn name(&self) -> &str {
+            "recording"
+        }
+        fn capacity_sectors(&self) -> u64 {
+            self.inner.capacity_sectors()
+        }
+        fn queue_depth(&self) -> usize {
+            self.inner.queue_depth()
+        }
+        fn in_flight(&self) -> usize {
+            self.inner.in_flight()
+        }
+        fn command_priority(&self) -> bool {
+            true
+        }
+        fn submit(&mut self, now: Nanos, request: crate::dev::DevRequest) {
+            self.seen.borrow_mut().push(request);
+            self.inner.submit(now, request);
+        }
+        fn next_event(&self) -> Option<Nanos> {
+            self.inner.next_event()
+        }
+        fn advance(&mut self, now: Nanos, completions: &mut Vec<DevCompletion>) {
+            self.inner.advance(now, completions);
+        }
+    }
+
+    #[test]
+    fn real_time_requests_carry_the_ufs_command_priority_flag() {
+        // Under the Android preset the foreground app's reads are promoted to RT and reach a
+        // device that honours Command Priority with the flag set; the background app's do not.
+        use crate::task::{ForegroundState, IoPolicy};
+        let activity = Rc::new(ForegroundState::new(Some(10_000 + READER)));
+        let tasks = Rc::new(TaskTable::new());
+        tasks
+            .configure_cgroups(
+                IoPolicy::Android,
+                &std::collections::BTreeMap::new(),
+                Some(activity),
+            )
+            .unwrap();
+        let seen = Rc::new(std::cell::RefCell::new(Vec::new()));
+        let device = RecordingDevice {
+            inner: FixedLatencyDevice::new(1, NS_PER_MS, 0),
+            seen: seen.clone(),
+        };
+        let mut queue = RequestQueue::new(
+            Box::new(MqDeadline::new(crate::kernel::Hz(1000))),
+            Box::new(device),
+            AllocModel::Mq { nr_requests: 64 },
+        );
+        queue.set_task_table(tasks);
+        queue.submit_bio(0, &app_bio(1, IoOp::Read, 0, WRITER));
+        queue.submit_bio(0, &app_bio(2, IoOp::Read, 80_000, READER));
+        drain(&mut queue);
+        let flags: Vec<(u64, bool)> = seen
+            .borrow()
+            .iter()
+            .map(|command| (command.sector, command.flags.prio))
+            .collect();
+        assert_eq!(flags, vec![(0, false), (80_000, true)]);
+        assert!(crate::dev::build_device(
+            &crate::dev::DeviceConfig {
+                profile: "ufs-2.1".into(),
+                capacity: Some(1 << 30),
+                fill: 0.0,
+                ..crate::dev::DeviceConfig::default()
+            },
+            1
+        )
+        .unwrap()
+        .command_priority());
     }
 }

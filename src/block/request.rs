@@ -118,6 +118,12 @@ pub struct Request {
     /// The allocating task's nice value (`task_nice(current)` at `cfq_set_request`): the
     /// level of an `IOPRIO_CLASS_NONE` request's queue.
     pub nice: i8,
+    /// The allocating task's `ioc->ioprio` (what `ioprio_set` left; class NONE by default), which
+    /// BFQ reads for the queue's class and weight (`bfq_check_ioprio_change`), where `ioprio` is
+    /// the request's own priority (`req_get_ioprio`, after blk-ioprio on blk-mq queues).
+    pub ioc_ioprio: IoPrio,
+    /// The cgroup of the allocating task (`rq->bio->bi_blkg`).
+    pub blkcg: crate::task::Blkcg,
     pub issued_async: bool,
     pub foreground: bool,
     /// Bios in sector order.
@@ -134,6 +140,8 @@ pub struct Request {
     /// When it reached the device: at D, or later for a request the mmc driver fetched ahead
     /// while the card was busy.
     pub device_start_ns: Option<Nanos>,
+    /// `rq->wbt_flags`: what writeback throttling accounts this request as.
+    pub wbt: super::wbt::WbtFlags,
 }
 
 impl Request {
@@ -165,6 +173,8 @@ impl Request {
             task: bio.task.clone(),
             ioprio: bio.ioprio,
             nice: 0,
+            ioc_ioprio: IoPrio::NONE,
+            blkcg: crate::task::Blkcg::default(),
             issued_async: bio.issued_async,
             foreground: bio.foreground,
             bios: vec![bio.id],
@@ -174,6 +184,7 @@ impl Request {
             fifo_time_ns: 0,
             issued_ns: None,
             device_start_ns: None,
+            wbt: super::wbt::WbtFlags::default(),
         }
     }
 
@@ -272,6 +283,66 @@ pub(crate) mod test_support {
 
     pub fn request(id: RequestId, op: IoOp, sector: u64, nr_sectors: u32, pid: u32) -> Request {
         Request::from_bio(id, &bio(id, op, sector, nr_sectors, pid), 0)
+    }
+
+    /// A device that queues up to 32 commands and serves them one at a time, FIFO, each taking
+    /// `service_ns`: a read queued behind writes waits for them inside the device, which is
+    /// what latency-driven throttles (wbt, kyber) watch.
+    pub struct SerialDevice {
+        service_ns: Nanos,
+        queue: std::collections::VecDeque<(u64, Nanos)>,
+        busy: Option<(u64, Nanos, Nanos)>,
+    }
+
+    impl SerialDevice {
+        pub fn new(service_ns: Nanos) -> SerialDevice {
+            SerialDevice {
+                service_ns,
+                queue: Default::default(),
+                busy: None,
+            }
+        }
+    }
+
+    impl crate::dev::BlockDevice for SerialDevice {
+        fn name(&self) -> &str {
+            "serial"
+        }
+        fn capacity_sectors(&self) -> u64 {
+            1 << 40
+        }
+        fn queue_depth(&self) -> usize {
+            32
+        }
+        fn in_flight(&self) -> usize {
+            self.queue.len() + usize::from(self.busy.is_some())
+        }
+        fn submit(&mut self, now: Nanos, request: crate::dev::DevRequest) {
+            self.queue.push_back((request.tag, now));
+            if self.busy.is_none() {
+                let (tag, submitted) = self.queue.pop_front().unwrap();
+                self.busy = Some((tag, submitted, now + self.service_ns));
+            }
+        }
+        fn next_event(&self) -> Option<Nanos> {
+            self.busy.map(|(_, _, done)| done)
+        }
+        fn advance(&mut self, now: Nanos, completions: &mut Vec<crate::dev::DevCompletion>) {
+            while let Some((tag, submitted, done)) = self.busy {
+                if done > now {
+                    break;
+                }
+                completions.push(crate::dev::DevCompletion {
+                    tag,
+                    submitted_ns: submitted,
+                    completed_ns: done,
+                });
+                self.busy = self
+                    .queue
+                    .pop_front()
+                    .map(|(tag, submitted)| (tag, submitted, done + self.service_ns));
+            }
+        }
     }
 }
 

@@ -534,6 +534,14 @@ impl BlockDevice for FlashDevice {
         self.queue.len() + self.active.len()
     }
 
+    fn command_priority(&self) -> bool {
+        self.profile.cmd_priority
+    }
+
+    fn write_cache(&self) -> bool {
+        self.profile.write_cache > 0
+    }
+
     fn packed_write_max(&self) -> u32 {
         if self.mmc_host() {
             self.profile.packed_write_max

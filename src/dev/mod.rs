@@ -103,6 +103,16 @@ pub trait BlockDevice {
     fn packed_write_max(&self) -> u32 {
         0
     }
+    /// Whether the device honours a command priority flag the host sets on real-time requests
+    /// (UFS 2.1+ Command Priority, `UPIU_CMD_FLAGS_CP`; JESD220C). Default: false.
+    fn command_priority(&self) -> bool {
+        false
+    }
+    /// Whether the device has a volatile write cache (`QUEUE_FLAG_WC`, which writeback
+    /// throttling reads). Default: false.
+    fn write_cache(&self) -> bool {
+        false
+    }
     /// Hands a packed write command to an idle device at `now`: one command (one firmware
     /// overhead) carrying every write of `requests` in order; they complete together.
     /// Precondition: `in_flight() == 0` and `requests.len() <= packed_write_max()`.

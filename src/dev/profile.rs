@@ -131,6 +131,11 @@ pub struct DeviceProfile {
     /// profile sets it: no source says which of the papers' phones enabled it.
     #[serde(default)]
     pub packed_write_max: u32,
+    /// UFS Command Priority (the CP flag of the command UPIU, UFS 2.1 / JESD220C on): whether
+    /// the host marks real-time requests for the device. The device's `cmd-priority` scheduler
+    /// is what serves them first. Default false.
+    #[serde(default)]
+    pub cmd_priority: bool,
     #[serde(default)]
     pub published: Published,
 }
@@ -309,6 +314,7 @@ fn base(name: &str, interface: Interface) -> DeviceProfile {
         // FastTrack §3.4: devices as shipped serve reads first, FIFO within a type.
         scheduler: "fifo-read-priority".to_string(),
         packed_write_max: 0,
+        cmd_priority: false,
         published: Published::default(),
     }
 }
@@ -447,6 +453,8 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             slc_program_time: 984 * US,
             // asm: 8 MiB cache.
             write_cache: 8 * MIB,
+            // UFS 2.1 (JESD220C, 2016) added Command Priority.
+            cmd_priority: true,
             published: Published {
                 source: Some(
                     "Samsung lineup table, UFS 2.1 512 GB (2017), docs/references.md".into(),
@@ -486,6 +494,8 @@ pub fn builtin_profiles() -> Vec<DeviceProfile> {
             slc_program_time: 217 * US,
             // asm: 16 MiB cache.
             write_cache: 16 * MIB,
+            // Command Priority since UFS 2.1 (JESD220C).
+            cmd_priority: true,
             published: Published {
                 source: Some(
                     "Samsung lineup table, UFS 3.1 512 GB (2020), docs/references.md".into(),

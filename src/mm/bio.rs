@@ -87,6 +87,9 @@ pub trait BlockSubmit {
     fn in_flight(&self) -> usize;
     /// Names process `pid` (its `comm` and uid) for the bios it submits.
     fn register_task(&self, _pid: u32, _uid: u32, _comm: &str) {}
+    /// A task paused in `balance_dirty_pages` now (`bdi->last_bdp_sleep`, which writeback
+    /// throttling reads).
+    fn note_dirty_sleep(&self, _sim: &Sim) {}
     /// `bdi_write_congested` / `nr_bdi_congested[BLK_RW_ASYNC] > 0`: the device's request list
     /// is over its congestion threshold.
     fn congested(&self) -> bool {
@@ -252,6 +255,10 @@ impl BlockSubmit for QueueSubmit {
 
     fn in_flight(&self) -> usize {
         self.in_flight.get()
+    }
+
+    fn note_dirty_sleep(&self, _sim: &Sim) {
+        self.layer.note_dirty_sleep();
     }
 
     fn register_task(&self, pid: u32, uid: u32, comm: &str) {

@@ -1860,3 +1860,51 @@ fn throttle_vm_writeout_waits_in_congestion_wait_while_writeback_exceeds_the_lim
     assert_eq!(blocked.get(WaitReason::CongestionWait), 300 * NS_PER_MS);
     assert_eq!(mm.stats().congestion_waits, 3);
 }
+
+#[test]
+fn lock_buffer_waits_for_the_flushers_async_write_of_the_buffer() {
+    // QASIO's D_meta: a metadata buffer dirtied after a commit is written home as asynchronous
+    // writeback; a task that then needs the buffer (jbd2_journal_get_write_access ->
+    // lock_buffer) waits for that write, with the request as blocker, and reason lock_buffer.
+    let rig = Rig::new(VmConfig::default(), 20 * NS_PER_MS, 50_000_000);
+    let block = 1234;
+    let mm = rig.mm().clone();
+    rig.spawn("ext4", 10_000, move |sim, _vfs, p| async move {
+        let issuer = Issuer {
+            task: sim.current_task(),
+            pid: p.pid,
+            uid: p.uid,
+            foreground: false,
+        };
+        // First use reads the block; then it is journaled and, after commit, dirty.
+        mm.lock_buffer(&sim, block, issuer).await;
+        mm.unlock_buffer(&sim, block);
+        mm.pin_buffer(block, true);
+        mm.mark_buffer_dirty(&sim, block);
+        assert!(!mm.buffer_is_clean(block));
+        // The flusher's kind of write: WB_SYNC_NONE, asynchronous.
+        let flusher = Issuer {
+            pid: crate::mm::FLUSHER_PID,
+            ..issuer
+        };
+        mm.filemap_flush(&sim, crate::mm::BDEV_INO, flusher).await;
+        assert!(mm.writeback_request(crate::mm::BDEV_INO, block).is_some());
+        let before = my_blocked(&sim);
+        mm.lock_buffer(&sim, block, issuer).await;
+        let waited = blocked_since(&sim, &before);
+        assert!(
+            waited.get(WaitReason::BufferLock) >= 19 * NS_PER_MS,
+            "waited for the write: {waited:?}"
+        );
+        assert!(mm.buffer_is_clean(block), "written home");
+        mm.unlock_buffer(&sim, block);
+        // A clean, cached buffer locks at once.
+        let before = my_blocked(&sim);
+        mm.lock_buffer(&sim, block, issuer).await;
+        assert_eq!(blocked_since(&sim, &before).get(WaitReason::BufferLock), 0);
+        mm.unlock_buffer(&sim, block);
+    });
+    rig.run_to_end();
+    let stats = rig.mm().stats();
+    assert_eq!(stats.pages_read, 1, "read once, cached after");
+}

@@ -710,6 +710,8 @@ impl Mm {
                 state.stats.throttle_pauses += 1;
                 state.stats.throttle_ns += slept;
             }
+            // `bdi->last_bdp_sleep = jiffies` before `io_schedule_timeout` (read by wbt).
+            self.bdev.note_dirty_sleep(sim);
             sim.sleep_for(slept, WaitReason::DirtyThrottle, Blocker::None)
                 .await;
             throttle.dirty_paused_when = Some(now + pause);

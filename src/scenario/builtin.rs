@@ -3,6 +3,9 @@
 pub struct Builtin {
     pub name: &'static str,
     pub source: &'static str,
+    /// Runs in about a second of wall time (tests run every quick one several times); the
+    /// paper reproductions simulate minutes of 8 GB writes and are checked on scaled copies.
+    pub quick: bool,
 }
 
 /// Every built-in scenario, by name (the file name without `.toml`).
@@ -10,18 +13,77 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "demo",
         source: include_str!("../../scenarios/demo.toml"),
+        quick: true,
     },
     Builtin {
         name: "bg-write-fg-read",
         source: include_str!("../../scenarios/bg-write-fg-read.toml"),
+        quick: true,
     },
     Builtin {
         name: "fg-read-bg-write",
         source: include_str!("../../scenarios/fg-read-bg-write.toml"),
+        quick: true,
+    },
+    Builtin {
+        name: "production/fg-vs-bg",
+        source: include_str!("../../scenarios/production/fg-vs-bg.toml"),
+        quick: false,
     },
     Builtin {
         name: "deadlock",
         source: include_str!("../../scenarios/deadlock.toml"),
+        quick: true,
+    },
+    Builtin {
+        name: "qasio/m1",
+        source: include_str!("../../scenarios/qasio/m1.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/m2",
+        source: include_str!("../../scenarios/qasio/m2.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/m3",
+        source: include_str!("../../scenarios/qasio/m3.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/m4",
+        source: include_str!("../../scenarios/qasio/m4.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/m5",
+        source: include_str!("../../scenarios/qasio/m5.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/alone/m1",
+        source: include_str!("../../scenarios/qasio/alone/m1.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/alone/m2",
+        source: include_str!("../../scenarios/qasio/alone/m2.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/alone/m3",
+        source: include_str!("../../scenarios/qasio/alone/m3.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/alone/m4",
+        source: include_str!("../../scenarios/qasio/alone/m4.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/alone/m5",
+        source: include_str!("../../scenarios/qasio/alone/m5.toml"),
+        quick: false,
     },
 ];
 

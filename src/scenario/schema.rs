@@ -69,6 +69,13 @@ pub struct StackConfig {
     /// The toy I/O server of the foundation stack.
     #[serde(default)]
     pub toy: ToyServerConfig,
+    /// Where apps' processes go in the block cgroups: `"none"` (the root, unless an app names
+    /// its cgroup) or `"android"` (the task profiles; see `crate::task`).
+    #[serde(default)]
+    pub io_policy: crate::task::IoPolicy,
+    /// Cgroups and their I/O files (`[stack.cgroup.<name>]`, `root` for the root).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub cgroup: std::collections::BTreeMap<String, crate::task::CgroupConfig>,
 }
 
 impl StackConfig {
@@ -77,6 +84,7 @@ impl StackConfig {
         for (_, result) in self.check_tables() {
             result?;
         }
+        crate::task::TaskTable::new().configure_cgroups(self.io_policy, &self.cgroup, None)?;
         Ok(())
     }
 
@@ -115,6 +123,22 @@ impl StackConfig {
             ("vm", vm),
             ("fs", self.fs.validate()),
         ]
+    }
+}
+
+impl StackConfig {
+    /// Checks that every app's `cgroup` exists in this stack's cgroups.
+    pub fn check_app_cgroups(&self, apps: &[AppConfig]) -> Result<(), String> {
+        let tasks = crate::task::TaskTable::new();
+        tasks.configure_cgroups(self.io_policy, &self.cgroup, None)?;
+        for app in apps {
+            if let Some(cgroup) = &app.cgroup {
+                tasks
+                    .set_app_cgroup(0, cgroup)
+                    .map_err(|m| format!("app `{}`: {m}", app.name.get_ref()))?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -187,6 +211,14 @@ pub struct AppConfig {
     /// effort level 6 (`task_nice_ioprio`).
     #[serde(default)]
     pub nice: i8,
+    /// I/O priority the app's processes set when they start (`ioprio_set`): `"rt:N"`, `"be:N"`
+    /// (N 0..=7), `"idle"`; default none (class NONE: derived from `nice`).
+    #[serde(default)]
+    pub ioprio: Option<String>,
+    /// The cgroup the app's processes are in (`root` or a `[stack.cgroup.<name>]`); default: the
+    /// root, or where `[stack] io_policy` puts it.
+    #[serde(default)]
+    pub cgroup: Option<String>,
     pub workload: WorkloadConfig,
 }
 
@@ -420,6 +452,14 @@ impl Scenario {
                 let (table, header) = workload_table(spans, i);
                 return Err(blame(message, &[table], header.unwrap_or(app.name.span())));
             }
+            if let Some(ioprio) = &app.ioprio {
+                crate::task::parse_ioprio(ioprio).map_err(|m| {
+                    error(
+                        app.name.span(),
+                        format!("app `{}`: {m}", app.name.get_ref()),
+                    )
+                })?;
+            }
             if !(-20..=19).contains(&app.nice) {
                 return Err(error(
                     app.name.span(),
@@ -586,6 +626,9 @@ impl Scenario {
                     ));
                 }
             }
+            stack
+                .check_app_cgroups(&document.apps)
+                .map_err(|m| error(entry.name.span(), format!("variant `{name}`: {m}")))?;
             variants.push(Variant {
                 name: name.clone(),
                 description: entry.description.clone(),
@@ -604,6 +647,10 @@ impl Scenario {
                     ));
                 }
             }
+            document
+                .stack
+                .check_app_cgroups(&document.apps)
+                .map_err(|m| whole(format!("[stack]: {m}")))?;
             variants.push(Variant {
                 name: "base".into(),
                 description: String::new(),

@@ -39,6 +39,8 @@ pub enum WaitReason {
     RequestAlloc,
     /// `submit_bio_wait` / `wait_on_buffer` after a read or sync write: the I/O is in flight.
     BlockIo,
+    /// `wbt_wait` (`rq_qos_wait`): writeback throttling holds a write back.
+    WbtThrottle,
     // --- memory management ---
     /// `lock_page` / `wait_on_page_locked` (includes waiting for a page read to finish).
     PageLock,
@@ -82,7 +84,7 @@ pub enum WaitReason {
 
 impl WaitReason {
     /// Every reason, in declaration order; indexes per-task accounting arrays.
-    pub const ALL: [WaitReason; 25] = [
+    pub const ALL: [WaitReason; 26] = [
         WaitReason::Sleep,
         WaitReason::Join,
         WaitReason::Mutex,
@@ -93,6 +95,7 @@ impl WaitReason {
         WaitReason::Device,
         WaitReason::RequestAlloc,
         WaitReason::BlockIo,
+        WaitReason::WbtThrottle,
         WaitReason::PageLock,
         WaitReason::PageWriteback,
         WaitReason::DirtyThrottle,
@@ -128,6 +131,7 @@ impl WaitReason {
             WaitReason::Device => "device",
             WaitReason::RequestAlloc => "get_request",
             WaitReason::BlockIo => "submit_bio_wait",
+            WaitReason::WbtThrottle => "wbt_wait",
             WaitReason::PageLock => "lock_page",
             WaitReason::PageWriteback => "wait_on_page_writeback",
             WaitReason::DirtyThrottle => "balance_dirty_pages",
@@ -156,7 +160,7 @@ impl WaitReason {
             | WaitReason::Completion => "engine",
             WaitReason::OnCpu | WaitReason::CpuWait => "cpu",
             WaitReason::Device => "device",
-            WaitReason::RequestAlloc | WaitReason::BlockIo => "block",
+            WaitReason::RequestAlloc | WaitReason::BlockIo | WaitReason::WbtThrottle => "block",
             WaitReason::PageLock
             | WaitReason::PageWriteback
             | WaitReason::DirtyThrottle

@@ -52,6 +52,7 @@ impl Stack {
     ) -> Result<Rc<Stack>, String> {
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
         let tasks = Rc::new(TaskTable::new());
+        tasks.configure_cgroups(config.io_policy, &config.cgroup, Some(activity.clone()))?;
         let block = if with_block {
             let device = crate::dev::build_device(&config.device, sim.seed())?;
             let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
@@ -91,6 +92,7 @@ impl Stack {
         vm.validate()?;
         let toy_server = toy::ToyServer::start(sim, config.toy.clone(), activity.clone());
         let tasks = Rc::new(TaskTable::new());
+        tasks.configure_cgroups(config.io_policy, &config.cgroup, Some(activity.clone()))?;
         let device = crate::dev::build_device(&config.device, sim.seed())?;
         let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
         let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
@@ -183,6 +185,7 @@ impl Stack {
                 ("completed", stats.completed),
                 ("get_request_sleeps", stats.alloc_sleeps),
                 ("plug_flushes", stats.plug_flushes),
+                ("wbt_sleeps", stats.wbt_sleeps),
             ] {
                 counters.insert(format!("block.{name}"), value);
             }

@@ -25,8 +25,10 @@
 //!   insert-time merges of plugged requests are not modelled; bio merges are.
 //! - The `last_merge` one-entry cache is not modelled (it only speeds the lookup up).
 
+pub mod bfq;
 pub mod cfq;
 pub mod deadline;
+pub mod kyber;
 pub mod mq_deadline;
 pub mod noop;
 
@@ -90,15 +92,23 @@ pub trait Elevator {
         false
     }
 
-    /// blk-mq `limit_depth`: the number of scheduler tags async (non-sync) requests may hold, if
-    /// the elevator limits them (mq-deadline's `async_depth`).
-    fn async_depth(&self, _nr_requests: usize) -> Option<usize> {
+    /// The concrete scheduler, for tests and reports that read its state (kyber's domain
+    /// depths, BFQ's queues). Default: none.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
+    /// blk-mq `limit_depth` (`data->shallow_depth`): how many of the `nr_requests` scheduler
+    /// tags a request of this kind may find in use by depth-limited requests (all but sync
+    /// reads, which are never limited) and still get one, if the elevator limits it
+    /// (mq-deadline's `async_depth`, BFQ's `word_depths`, kyber's `async_depth`).
+    fn limit_depth(&self, _nr_requests: usize, _sync: bool, _write: bool) -> Option<usize> {
         None
     }
 }
 
 /// The names accepted by [`new_elevator`].
-pub const ELEVATOR_NAMES: [&str; 4] = ["noop", "deadline", "cfq", "mq-deadline"];
+pub const ELEVATOR_NAMES: [&str; 6] = ["noop", "deadline", "cfq", "mq-deadline", "kyber", "bfq"];
 
 /// What an elevator needs to know about the device (CFQ: `blk_queue_nonrot`, queue depth).
 #[derive(Debug, Clone, Copy)]
@@ -139,6 +149,8 @@ pub fn build_elevator(
             hz,
             config.mq_deadline.tunables(hz),
         ))),
+        "kyber" => Ok(Box::new(kyber::Kyber::new(hz, config.kyber.tunables()))),
+        "bfq" => Ok(Box::new(bfq::Bfq::new(traits, hz, config.bfq.tunables(hz)))),
         _ => Err(format!(
             "unknown elevator `{name}`: expected one of {}",
             ELEVATOR_NAMES.join(", ")
@@ -286,8 +298,8 @@ mod tests {
             nonrot: true,
             queue_depth: 1,
         };
-        let error = new_elevator("bfq", traits).err().unwrap();
-        assert!(error.contains("bfq") && error.contains("mq-deadline"));
+        let error = new_elevator("anticipatory", traits).err().unwrap();
+        assert!(error.contains("anticipatory") && error.contains("mq-deadline"));
         for name in ELEVATOR_NAMES {
             assert_eq!(new_elevator(name, traits).unwrap().name(), name);
         }

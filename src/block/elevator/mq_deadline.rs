@@ -328,8 +328,9 @@ impl Elevator for MqDeadline {
         self.store.len()
     }
 
-    /// `dd_limit_depth` with `async_depth = max(1, 3 * nr_requests / 4)` (`dd_depth_updated`).
-    fn async_depth(&self, nr_requests: usize) -> Option<usize> {
+    /// `dd_limit_depth` with `async_depth = max(1, 3 * nr_requests / 4)` (`dd_depth_updated`):
+    /// writes and async reads.
+    fn limit_depth(&self, nr_requests: usize, _sync: bool, _write: bool) -> Option<usize> {
         if let Some(depth) = self.tunables.async_depth {
             return Some(depth.min(nr_requests).max(1));
         }
@@ -402,7 +403,13 @@ mod tests {
 
     #[test]
     fn async_depth_is_three_quarters_of_the_tags() {
-        assert_eq!(MqDeadline::new(Hz(1000)).async_depth(64), Some(48));
-        assert_eq!(MqDeadline::new(Hz(1000)).async_depth(1), Some(1));
+        assert_eq!(
+            MqDeadline::new(Hz(1000)).limit_depth(64, false, true),
+            Some(48)
+        );
+        assert_eq!(
+            MqDeadline::new(Hz(1000)).limit_depth(1, true, true),
+            Some(1)
+        );
     }
 }

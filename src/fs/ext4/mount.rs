@@ -416,7 +416,8 @@ impl Ext4 {
     }
 
     /// `ext4_free_data_callback` for every extent transaction `tid` freed: with `-o discard`, a
-    /// discard per extent, issued by the journal thread and waited for (`ext4_issue_discard` ->
+    /// discard per extent (its bios submitted together), issued by the journal thread and waited
+    /// for, extent after extent (`ext4_issue_discard` ->
     /// `sb_issue_discard`: the bios carry no `REQ_SYNC`, so CFQ queues them as asynchronous I/O:
     /// QASIO's D_discard); then the blocks become free.
     pub(crate) async fn free_data_callback(&self, sim: &Sim, tid: Tid) {
@@ -425,35 +426,50 @@ impl Ext4 {
             return;
         }
         let issuer = self.jbd2_issuer(sim);
-        let pieces = freed.into_iter().flat_map(|(start, len)| {
-            (0..len)
+        for (start, len) in freed {
+            // blkdev_issue_discard (block/blk-lib.c, 3.10): the extent's bios, cut at the
+            // queue's discard limit, are all submitted, then waited for together
+            // (wait_for_completion_io once `bb.done` drops to zero).
+            let pieces: Vec<(u64, u64)> = (0..len)
                 .step_by(DISCARD_MAX_BLOCKS as usize)
-                .map(move |at| (start + at, (len - at).min(DISCARD_MAX_BLOCKS)))
-        });
-        for (start, len) in pieces {
-            {
-                let mut stats = self.stats.borrow_mut();
-                stats.discards += 1;
-                stats.discarded_blocks += len;
-            }
-            let bio = BioRequest {
-                issued_async: true,
-                ..BioRequest::for_pages(
-                    IoOp::Discard,
-                    start,
-                    len as u32,
-                    IoFlags::default(),
-                    issuer,
-                    None,
-                )
-            };
+                .map(|at| (start + at, (len - at).min(DISCARD_MAX_BLOCKS)))
+                .collect();
+            let outstanding = Rc::new(std::cell::Cell::new(pieces.len()));
             let done: Completion<()> = Completion::new();
-            let signal = done.clone();
-            let id = self
-                .bdev
-                .submit_bio(sim, bio, Box::new(move |s, _| signal.complete(s, ())))
-                .await;
-            done.wait(sim, WaitReason::Discard, Blocker::Request(id))
+            let mut last = 0;
+            for (start, len) in pieces {
+                {
+                    let mut stats = self.stats.borrow_mut();
+                    stats.discards += 1;
+                    stats.discarded_blocks += len;
+                }
+                let bio = BioRequest {
+                    issued_async: true,
+                    ..BioRequest::for_pages(
+                        IoOp::Discard,
+                        start,
+                        len as u32,
+                        IoFlags::default(),
+                        issuer,
+                        None,
+                    )
+                };
+                let (signal, left) = (done.clone(), outstanding.clone());
+                last = self
+                    .bdev
+                    .submit_bio(
+                        sim,
+                        bio,
+                        Box::new(move |s, _| {
+                            left.set(left.get() - 1);
+                            if left.get() == 0 {
+                                signal.complete(s, ());
+                            }
+                        }),
+                    )
+                    .await;
+            }
+            done.wait(sim, WaitReason::Discard, Blocker::Request(last))
                 .await;
         }
     }

@@ -1,0 +1,349 @@
+//! BFQ's mechanisms, each pinned by a test that fails without it. The tests drive the elevator
+//! directly over a device that serves one request at a time, FIFO, while holding up to
+//! `depth` (a queueing flash device seen from the host).
+
+use super::*;
+use crate::block::request::test_support::request;
+use crate::block::request::{IoPrio, IoPrioClass};
+use crate::dev::IoOp;
+use crate::units::{NS_PER_MS, NS_PER_US};
+use std::collections::VecDeque;
+
+/// What a test's processes do when one of their requests completes: new requests, each at a
+/// time.
+type React<'a> = dyn FnMut(&Request, Nanos) -> Vec<(Nanos, Request)> + 'a;
+
+struct Sim {
+    bfq: Bfq,
+    now: Nanos,
+    depth: usize,
+    /// Service time of a request: fixed part plus per sector.
+    base_ns: Nanos,
+    per_sector_ns: Nanos,
+    in_device: VecDeque<Request>,
+    head_done: Nanos,
+    submissions: BTreeMap<(Nanos, u64), Request>,
+    seq: u64,
+    /// (completion time, request) of everything completed.
+    completed: Vec<(Nanos, Request)>,
+}
+
+impl Sim {
+    fn new(base_ns: Nanos, per_sector_ns: Nanos) -> Sim {
+        let traits = QueueTraits {
+            nonrot: true,
+            queue_depth: 32,
+        };
+        Sim {
+            bfq: Bfq::new(traits, Hz(1000), BfqTunables::defaults(Hz(1000))),
+            now: 0,
+            depth: 32,
+            base_ns,
+            per_sector_ns,
+            in_device: VecDeque::new(),
+            head_done: 0,
+            submissions: BTreeMap::new(),
+            seq: 0,
+            completed: Vec::new(),
+        }
+    }
+
+    fn submit(&mut self, at: Nanos, rq: Request) {
+        self.seq += 1;
+        self.submissions.insert((at, self.seq), rq);
+    }
+
+    fn service(&self, rq: &Request) -> Nanos {
+        self.base_ns + u64::from(rq.nr_sectors) * self.per_sector_ns
+    }
+
+    fn dispatch(&mut self) {
+        while self.in_device.len() < self.depth {
+            let Some(mut rq) = self.bfq.dispatch_request(self.now) else {
+                break;
+            };
+            rq.issued_ns = Some(self.now);
+            if self.in_device.is_empty() {
+                self.head_done = self.now + self.service(&rq);
+            }
+            self.in_device.push_back(rq);
+        }
+    }
+
+    /// Runs events until `until`.
+    fn run(&mut self, until: Nanos, react: &mut React) {
+        loop {
+            let done = (!self.in_device.is_empty()).then_some(self.head_done);
+            let timer = self.bfq.next_timer();
+            let submission = self.submissions.keys().next().map(|&(at, _)| at);
+            let Some(next) = [done, timer, submission].into_iter().flatten().min() else {
+                break;
+            };
+            if next > until {
+                break;
+            }
+            self.now = next;
+            if done == Some(next) {
+                let rq = self.in_device.pop_front().expect("head");
+                if let Some(head) = self.in_device.front() {
+                    self.head_done = next + self.service(head);
+                }
+                self.bfq.completed_request(next, &rq);
+                for (at, follow) in react(&rq, next) {
+                    self.submit(at, follow);
+                }
+                self.completed.push((next, rq));
+            } else if timer == Some(next) {
+                self.bfq.timer_fired(next);
+            } else {
+                let key = *self.submissions.keys().next().expect("submission");
+                let rq = self.submissions.remove(&key).expect("submission");
+                Elevator::add_request(&mut self.bfq, next, rq);
+            }
+            self.dispatch();
+        }
+        self.now = until;
+    }
+
+    /// Sectors completed for `pid` in `[from, to)`.
+    fn sectors(&self, pid: u32, from: Nanos, to: Nanos) -> u64 {
+        self.completed
+            .iter()
+            .filter(|(at, rq)| rq.task.pid == pid && (from..to).contains(at))
+            .map(|(_, rq)| u64::from(rq.nr_sectors))
+            .sum()
+    }
+}
+
+/// A request with its own id.
+fn rq(id: u64, op: IoOp, sector: u64, nr_sectors: u32, pid: u32) -> Request {
+    request(id, op, sector, nr_sectors, pid)
+}
+
+#[test]
+fn weights_follow_the_ioprio_level_and_only_default_weight_queues_may_be_raised() {
+    assert_eq!(queue::ioprio_to_weight(0), 80);
+    assert_eq!(queue::ioprio_to_weight(4), queue::BFQ_DEFAULT_WEIGHT);
+    assert_eq!(queue::ioprio_to_weight(7), 10);
+    // A background app at nice 10 (BE6, weight 20) is never deemed interactive.
+    let mut sim = Sim::new(100 * NS_PER_US, 0);
+    let mut background = rq(1, IoOp::Read, 1000, 8, 7);
+    background.nice = 10;
+    sim.submit(0, background);
+    sim.submit(0, rq(2, IoOp::Read, 900_000, 8, 8));
+    sim.run(NS_PER_MS, &mut |_, _| Vec::new());
+    let (q7, q8) = (
+        sim.bfq.sync_queue_of(7).unwrap(),
+        sim.bfq.sync_queue_of(8).unwrap(),
+    );
+    assert_eq!(sim.bfq.queue(q7).wr_coeff, 1);
+    assert_eq!(
+        sim.bfq.queue(q8).wr_coeff,
+        30,
+        "a new default-weight queue is interactive"
+    );
+}
+
+#[test]
+fn bfq_weight_raises_a_new_interactive_reader_and_stops_after_the_raising_period() {
+    // A greedy sequential reader (pid 1) keeps four 128 KiB reads outstanding. At 4 s a
+    // random reader (pid 2) starts: one 4 KiB read, 5 ms of think time, the next. It is a new
+    // sync queue with the default weight: interactive, raised x30 for bfq_wr_duration (3 s on
+    // flash at the reference rates), during which BFQ plugs dispatch for it and the greedy
+    // reader gets only injected requests. Then the raising ends and the two share the device.
+    let mut sim = Sim::new(20 * NS_PER_US, NS_PER_US);
+    let mut next_id = 100;
+    let mut next_random = 77u64;
+    for i in 0..4 {
+        sim.submit(0, rq(i + 1, IoOp::Read, 256 * i, 256, 1));
+    }
+    let reader_start = 4 * NS_PER_SEC;
+    let mut sequential_pos = 1024;
+    let mut react = |done: &Request, now: Nanos| {
+        next_id += 1;
+        match done.task.pid {
+            1 => {
+                sequential_pos += 256;
+                vec![(now, rq(next_id, IoOp::Read, sequential_pos, 256, 1))]
+            }
+            _ => {
+                next_random = next_random.wrapping_mul(6364136223846793005) % (1 << 40);
+                let sector = 10_000_000 + (next_random % 1_000_000) * 64;
+                vec![(now + 5 * NS_PER_MS, rq(next_id, IoOp::Read, sector, 8, 2))]
+            }
+        }
+    };
+    sim.run(reader_start, &mut react);
+    let greedy = sim.bfq.sync_queue_of(1).unwrap();
+    assert_eq!(
+        sim.bfq.queue(greedy).wr_coeff,
+        1,
+        "its own raising ended long ago"
+    );
+    sim.submit(reader_start, rq(99, IoOp::Read, 50_000_000, 8, 2));
+    sim.run(reader_start + NS_PER_MS, &mut react);
+    let reader = sim.bfq.sync_queue_of(2).unwrap();
+    assert_eq!(sim.bfq.queue(reader).wr_coeff, 30);
+    assert_eq!(sim.bfq.weight_of(reader), 40 * 30);
+    let duration = sim.bfq.wr_duration_ns();
+    assert_eq!(duration, 3 * NS_PER_SEC, "clamped to 3 s on a fast device");
+    sim.run(reader_start + duration - 100 * NS_PER_MS, &mut react);
+    assert_eq!(
+        sim.bfq.queue(reader).wr_coeff,
+        30,
+        "still raised near the end"
+    );
+    sim.run(reader_start + duration + 100 * NS_PER_MS, &mut react);
+    assert_eq!(
+        sim.bfq.queue(reader).wr_coeff,
+        1,
+        "raising ended after its period"
+    );
+    assert_eq!(sim.bfq.weight_of(reader), 40);
+    sim.run(reader_start + 2 * duration, &mut react);
+    // While raised the reader owned the device; afterwards the greedy reader gets it back.
+    let raised = sim.sectors(1, reader_start + NS_PER_SEC, reader_start + 2 * NS_PER_SEC);
+    let after = sim.sectors(
+        1,
+        reader_start + duration + NS_PER_SEC,
+        reader_start + duration + 2 * NS_PER_SEC,
+    );
+    assert!(
+        2 * raised < after,
+        "greedy reader: {raised} sectors/s while the other was raised, {after} after"
+    );
+}
+
+#[test]
+fn bfq_splits_bandwidth_two_to_one_between_groups_of_weight_200_and_100() {
+    // Two greedy sequential readers with eight 128 KiB reads outstanding each, in cgroups with
+    // io.bfq.weight 200 and 100: B-WF2Q+ serves the two group entities in proportion to their
+    // weights, in sectors.
+    let mut sim = Sim::new(20 * NS_PER_US, NS_PER_US);
+    let group = |id, weight| crate::task::Blkcg {
+        id,
+        bfq_weight: weight,
+    };
+    let mut next_id = 0;
+    let mut make = move |pid: u32, sector: u64| {
+        next_id += 1;
+        let mut r = rq(next_id, IoOp::Read, sector, 256, pid);
+        r.blkcg = if pid == 1 {
+            group(1, 200)
+        } else {
+            group(2, 100)
+        };
+        r
+    };
+    let mut position = [0u64, 0, 1 << 30];
+    for pid in [1u32, 2] {
+        for _ in 0..8 {
+            position[pid as usize] += 256;
+            let r = make(pid, position[pid as usize]);
+            sim.submit(0, r);
+        }
+    }
+    sim.run(6 * NS_PER_SEC, &mut |done, now| {
+        let pid = done.task.pid;
+        position[pid as usize] += 256;
+        vec![(now, make(pid, position[pid as usize]))]
+    });
+    let heavy = sim.sectors(1, 2 * NS_PER_SEC, 6 * NS_PER_SEC) as f64;
+    let light = sim.sectors(2, 2 * NS_PER_SEC, 6 * NS_PER_SEC) as f64;
+    let ratio = heavy / light;
+    assert!(
+        (1.8..=2.2).contains(&ratio),
+        "{heavy} vs {light}: ratio {ratio}"
+    );
+}
+
+#[test]
+fn bfq_injects_the_wakers_io_while_the_woken_queue_idles() {
+    // The jbd2 pattern: an app (pid 10) writes with fsync; each write is followed by a journal
+    // commit write from jbd2 (pid 20, ioprio BE3, not raised), and the app writes again only
+    // after the commit completes. The app's queue is new, hence raised, so BFQ plugs dispatch
+    // for it (20 ms) each time it empties, and jbd2's commit would wait for the idle timer.
+    // BFQ detects that jbd2 wakes the app (three times within 4 ms of its completion, with a
+    // long think time) and injects jbd2's I/O while the app's queue idles.
+    let mut sim = Sim::new(NS_PER_MS, 0);
+    let mut next_id = 1;
+    let write = |id, sector, pid| {
+        let mut r = rq(id, IoOp::Write, sector, 8, pid);
+        r.flags.sync = true;
+        if pid == 20 {
+            r.ioc_ioprio = IoPrio::new(IoPrioClass::Be, 3);
+        }
+        r
+    };
+    sim.submit(0, write(next_id, 1000, 10));
+    let mut commit_latencies = Vec::new();
+    sim.run(2 * NS_PER_SEC, &mut |done, now| {
+        next_id += 1;
+        if done.task.pid == 10 {
+            vec![(now, write(next_id, 5_000_000 + 8 * next_id, 20))]
+        } else {
+            commit_latencies.push((now, now - done.start_ns.max(done.inserted_ns)));
+            vec![(now + NS_PER_MS / 2, write(next_id, 1000 + 8 * next_id, 10))]
+        }
+    });
+    let app = sim.bfq.sync_queue_of(10).unwrap();
+    let jbd2 = sim.bfq.sync_queue_of(20).unwrap();
+    assert_eq!(
+        sim.bfq.queue(app).waker,
+        Some(jbd2),
+        "jbd2 detected as the waker"
+    );
+    assert!(sim.bfq.queue(app).wr_coeff > 1, "the app is still raised");
+    assert!(sim.bfq.stats.injected_waker > 0, "{:?}", sim.bfq.stats);
+    let late: Vec<Nanos> = commit_latencies
+        .iter()
+        .filter(|(at, _)| *at > NS_PER_SEC)
+        .map(|&(_, latency)| latency)
+        .collect();
+    assert!(
+        late.len() > 100,
+        "{} commits in the last second",
+        late.len()
+    );
+    assert!(
+        late.iter().all(|&latency| latency <= 2 * NS_PER_MS),
+        "commits wait for the idle slice: {late:?}"
+    );
+}
+
+#[test]
+fn async_and_sync_writes_get_a_limited_share_of_the_tags() {
+    let sim = Sim::new(NS_PER_MS, 0);
+    assert_eq!(sim.bfq.depth_limit(64, true, false), None);
+    assert_eq!(sim.bfq.depth_limit(64, false, true), Some(32));
+    assert_eq!(sim.bfq.depth_limit(64, true, true), Some(48));
+}
+
+#[test]
+fn a_burst_of_new_queues_is_denied_weight_raising() {
+    // Ten processes start reading within a few ms of each other (a service spawning workers).
+    // The first seven are raised as new queues; the eighth makes the burst large: it and the
+    // later ones are not raised, and the first seven lose their raising at their next request.
+    let mut sim = Sim::new(100 * NS_PER_US, 0);
+    for pid in 1..=10u64 {
+        sim.submit(
+            pid * NS_PER_MS,
+            rq(pid, IoOp::Read, 100_000 * pid, 8, pid as u32),
+        );
+        sim.submit(
+            40 * NS_PER_MS + pid * NS_PER_MS,
+            rq(100 + pid, IoOp::Read, 100_000 * pid + 8, 8, pid as u32),
+        );
+    }
+    sim.run(20 * NS_PER_MS, &mut |_, _| Vec::new());
+    let raised = |sim: &Sim, pid| sim.bfq.queue(sim.bfq.sync_queue_of(pid).unwrap()).wr_coeff > 1;
+    assert!((1..=7).all(|pid| raised(&sim, pid)));
+    assert!((8..=10).all(|pid| !raised(&sim, pid)));
+    sim.run(100 * NS_PER_MS, &mut |_, _| Vec::new());
+    for pid in 1..=10 {
+        let q = sim.bfq.sync_queue_of(pid).unwrap();
+        assert!(sim.bfq.queue(q).in_large_burst, "pid {pid}");
+        assert_eq!(sim.bfq.queue(q).wr_coeff, 1, "pid {pid}");
+    }
+    assert_eq!(sim.bfq.stats.large_bursts, 1);
+}
