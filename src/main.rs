@@ -141,7 +141,7 @@ enum Command {
         /// Device profile (see `mobistack device list`); replaces the stack's.
         #[arg(long, value_name = "PROFILE")]
         device: Option<String>,
-        /// I/O scheduler: noop, deadline, cfq or mq-deadline; replaces the stack's.
+        /// I/O scheduler: noop, deadline, cfq, mq-deadline, kyber or bfq; replaces the stack's.
         #[arg(long, value_name = "NAME")]
         elevator: Option<String>,
         /// Set a script variable, replacing its `set $NAME=...` (repeatable), e.g. --set nfiles=1000.
