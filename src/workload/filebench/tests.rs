@@ -55,6 +55,26 @@ fn varmail_runs_and_prints_filebench_s_summary_deterministically() {
 }
 
 #[test]
+fn varmail_s_fsyncs_wrap_a_small_journal_under_cfq() {
+    // 64 MiB of ext4 (a 4 MiB journal): varmail's fsyncs fill the log within two seconds, and
+    // the commit thread's tail update and a task's in log_wait_for_space used to both free
+    // the same transactions' log blocks (an invariant failure in jbd2's checkpoint).
+    let stack: StackConfig = toml::from_str(
+        "[device]\nprofile = \"sata-ssd\"\ncapacity = \"64MiB\"\n[block]\nelevator = \"cfq\"\n",
+    )
+    .unwrap();
+    let mut options = options(1);
+    options.stack = stack;
+    options.runtime = Some(2);
+    options
+        .overrides
+        .insert("nfiles".into(), override_value("100"));
+    let report = run_file("varmail.f", builtin("varmail").unwrap(), &options).unwrap();
+    assert_eq!(report.error, None, "{:#?}", report.log);
+    assert!(report.counters["jbd2.checkpoints"] + report.counters["jbd2.commits"] > 0);
+}
+
+#[test]
 fn every_shipped_personality_loads() {
     for (name, text) in BUILTIN {
         let workload = script::load(name, text, &BTreeMap::new(), None)
