@@ -169,6 +169,18 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
             let handle = sim.spawn(&ctx.name, ops::ops(ctx.clone(), config.clone()));
             tasks.push(handle.task());
         }
+        WorkloadConfig::Filebench(config) => {
+            // Validated when the scenario was loaded; a failure here is counted, as for the
+            // other file workloads.
+            match crate::workload::filebench::start(&ctx, config) {
+                Ok(started) => tasks.extend(started),
+                Err(_) => ctx.add_counter("errno.EINVAL", 1),
+            }
+        }
+        WorkloadConfig::Replay(config) => match crate::workload::replay::start(&ctx, config) {
+            Ok(started) => tasks.extend(started),
+            Err(_) => ctx.add_counter("errno.EINVAL", 1),
+        },
     }
 }
 
