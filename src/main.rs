@@ -144,8 +144,80 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Measure the engine (timer events and task wake-ups per second of wall time, on one core)
-    /// and the whole stack (virtual seconds simulated per wall second with 8 GiB of writeback).
+    /// Run a filebench workload (a `.f` file in filebench's WML, or a built-in personality:
+    /// fileserver, webserver, varmail, webproxy, fivestreamread) on the simulated stack and print
+    /// filebench's own output (per-flowop breakdown and IO Summary).
+    Filebench {
+        /// The `.f` file, or the name of a built-in personality.
+        file: String,
+        /// Take the stack from the `[stack]` table of this TOML file (a scenario file works).
+        #[arg(long, value_name = "FILE")]
+        stack: Option<std::path::PathBuf>,
+        /// Device profile (see `mobistack device list`); replaces the stack's.
+        #[arg(long, value_name = "PROFILE")]
+        device: Option<String>,
+        /// I/O scheduler: noop, deadline, cfq, mq-deadline, kyber or bfq; replaces the stack's.
+        #[arg(long, value_name = "NAME")]
+        elevator: Option<String>,
+        /// Set a script variable, replacing its `set $NAME=...` (repeatable), e.g. --set nfiles=1000.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Run time in seconds, replacing the script's `run N` (required if it has no `run`).
+        #[arg(long, value_name = "SECONDS")]
+        runtime: Option<u64>,
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        seed: u64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay a block trace (blkparse text, Pixel 6a CSV, DiskSim/MQSim ASCII) on a device model
+    /// alone, open loop at its timestamps or closed loop at a queue depth, and print MQSim's
+    /// summary (requests, device response time, end-to-end delay) with percentiles.
+    Replay {
+        /// The trace file.
+        trace: std::path::PathBuf,
+        /// Device profile (see `mobistack device list`), or a TOML file with a [stack.device]
+        /// table (as `mobistack device fit` prints).
+        #[arg(long, default_value = "emmc-5.1", value_name = "PROFILE")]
+        device: String,
+        /// Exported capacity, replacing the profile's (e.g. 16GiB).
+        #[arg(long, value_name = "SIZE")]
+        capacity: Option<String>,
+        /// Fraction of the logical space written before the replay (default 0.5).
+        #[arg(long, value_name = "FRACTION")]
+        fill: Option<f64>,
+        /// blkparse, pixel or disksim (detected from the first lines when not given).
+        #[arg(long, value_name = "FORMAT")]
+        format: Option<String>,
+        /// blkparse: the action replayed, D (requests issued to the driver), Q (bios) or C.
+        #[arg(long, default_value = "D", value_name = "ACTION")]
+        event: String,
+        /// DiskSim: the unit of the time column: s, ms (DiskSim's), us, ns (MQSim's traces).
+        #[arg(long, default_value = "ms", value_name = "UNIT")]
+        time_unit: String,
+        /// Open loop: multiply the trace's times (0.5 replays twice as fast).
+        #[arg(long, default_value_t = 1.0, value_name = "X")]
+        time_scale: f64,
+        /// Closed loop at this many requests outstanding (timestamps ignored).
+        #[arg(long, value_name = "N")]
+        queue_depth: Option<usize>,
+        /// Fold sectors beyond the device's capacity into it instead of failing.
+        #[arg(long)]
+        wrap: bool,
+        /// Skip (and count) lines that do not parse instead of failing.
+        #[arg(long)]
+        skip_bad_lines: bool,
+        /// Stop after this many requests.
+        #[arg(long, value_name = "N")]
+        max_requests: Option<u64>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure the engine (timer events and task wake-ups per second of wall time, on one core),
+    /// the whole stack (virtual seconds simulated per wall second with 8 GiB of writeback) and
+    /// device-only trace replay (requests per wall second).
     Bench {
         /// Multiply the amount of work (1 takes about a second in a release build).
         #[arg(long, default_value_t = 4, value_name = "N")]
@@ -229,6 +301,60 @@ fn main() -> ExitCode {
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
         Command::Reproduce { paper, json } => cmd_reproduce(&paper, json),
+        Command::Replay {
+            trace,
+            device,
+            capacity,
+            fill,
+            format,
+            event,
+            time_unit,
+            time_scale,
+            queue_depth,
+            wrap,
+            skip_bad_lines,
+            max_requests,
+            json,
+        } => {
+            let args = mobistack::workload::replay::device::CommandArgs {
+                trace,
+                device,
+                capacity,
+                fill,
+                format,
+                event,
+                time_unit,
+                time_scale,
+                queue_depth,
+                wrap,
+                skip_bad_lines,
+                max_requests,
+            };
+            print_report(
+                mobistack::workload::replay::device::run_command(&args)
+                    .map(|report| (report.table(), report.json())),
+                json,
+            )
+        }
+        Command::Filebench {
+            file,
+            stack,
+            device,
+            elevator,
+            set,
+            runtime,
+            seed,
+            json,
+        } => cmd_filebench(
+            &file,
+            stack.as_deref(),
+            device.as_deref(),
+            elevator.as_deref(),
+            &set,
+            runtime,
+            seed,
+            json,
+        ),
         Command::Device(command) => cmd_device(command),
         Command::Fio {
             jobfile,
@@ -247,6 +373,66 @@ fn main() -> ExitCode {
             cmd_fio(&jobfile, &device, &elevator, blktrace, seed, &format)
         }
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cmd_filebench(
+    file: &str,
+    stack: Option<&std::path::Path>,
+    device: Option<&str>,
+    elevator: Option<&str>,
+    set: &[String],
+    runtime: Option<u64>,
+    seed: u64,
+    json: bool,
+) -> ExitCode {
+    use mobistack::workload::filebench as fb;
+    let prepared = fb::read_script(file).and_then(|(name, text)| {
+        let stack = fb::command_line_stack(stack, device, elevator)?;
+        let overrides = fb::parse_overrides(set)?;
+        Ok((name, text, stack, overrides))
+    });
+    let (name, text, stack, overrides) = match prepared {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let options = fb::RunFileOptions {
+        seed,
+        stack,
+        overrides,
+        runtime,
+    };
+    let report = match fb::run_file(&name, &text, &options) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    if json {
+        outln!(
+            "{}",
+            serde_json::to_value(&report).expect("serializable report")
+        );
+    } else {
+        outln!(
+            "mobistack filebench: {} on {} under {}",
+            report.script,
+            report.device,
+            report.elevator
+        );
+        for line in &report.log {
+            outln!("{line}");
+        }
+    }
+    if let Some(error) = &report.error {
+        eprintln!("error: {error}");
+        return ExitCode::from(EXIT_RUN_FAILED);
+    }
+    ExitCode::SUCCESS
 }
 
 fn cmd_fio(
@@ -871,6 +1057,10 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
         let mut results = mobistack::sim::bench::run_all(scale);
         // 8 GiB written in the background over 240 s of virtual time through the whole stack.
         results.push(mobistack::run::bench_stack(8, 240));
+        // QASIO's M1 with its 8 GB background write through ext4, CFQ and the eMMC model.
+        results.push(mobistack::run::bench_qasio_m1(8));
+        // A DiskSim trace of 4 KiB random reads replayed on the device model alone.
+        results.push(mobistack::workload::replay::device::bench(250_000 * scale));
         results
     });
     if json {

@@ -243,6 +243,10 @@ pub enum WorkloadConfig {
     FsyncWrite(crate::workload::file::FsyncWriteConfig),
     /// A loop of system calls written step by step (QASIO's microbenchmarks, app launches).
     Ops(crate::workload::ops::OpsConfig),
+    /// A filebench `.f` script (its threads are the app's tasks).
+    Filebench(crate::workload::filebench::FilebenchConfig),
+    /// A block trace replayed through the block layer (each trace process a process of the app).
+    Replay(crate::workload::replay::ReplayConfig),
 }
 
 /// A timeline entry as written: `{ at = "5s", foreground = "camera" }`, with exactly one action.
@@ -764,7 +768,7 @@ pub const FIRST_APPLICATION_UID: u32 = 10_000;
 impl WorkloadConfig {
     /// Whether the workload issues block I/O (so the stack needs a device and block layer).
     pub fn needs_block(&self) -> bool {
-        matches!(self, WorkloadConfig::Fio(_)) || self.needs_storage()
+        matches!(self, WorkloadConfig::Fio(_) | WorkloadConfig::Replay(_)) || self.needs_storage()
     }
 
     /// Whether the workload uses files (so the stack needs the page cache and a file system).
@@ -773,10 +777,13 @@ impl WorkloadConfig {
             WorkloadConfig::SeqWrite(_)
             | WorkloadConfig::FileRead(_)
             | WorkloadConfig::FsyncWrite(_)
-            | WorkloadConfig::Ops(_) => true,
+            | WorkloadConfig::Ops(_)
+            | WorkloadConfig::Filebench(_) => true,
             // fio's default is buffered I/O, through the page cache.
             WorkloadConfig::Fio(config) => config.is_buffered(),
-            WorkloadConfig::ToyIo(_) | WorkloadConfig::ToyLocks(_) => false,
+            WorkloadConfig::ToyIo(_) | WorkloadConfig::ToyLocks(_) | WorkloadConfig::Replay(_) => {
+                false
+            }
         }
     }
 
@@ -800,6 +807,8 @@ impl WorkloadConfig {
             WorkloadConfig::FileRead(config) => config.validate(),
             WorkloadConfig::FsyncWrite(config) => config.validate(),
             WorkloadConfig::Ops(config) => config.validate(),
+            WorkloadConfig::Filebench(config) => config.validate(),
+            WorkloadConfig::Replay(config) => config.validate(),
         }
     }
 }

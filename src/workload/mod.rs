@@ -2,6 +2,8 @@
 //! `[app.workload.<kind>]`) and the async body of the app's tasks.
 
 pub mod file;
+pub mod filebench;
 pub mod fio;
 pub mod ops;
+pub mod replay;
 pub mod toy;

@@ -928,7 +928,13 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(48))]
+            // A fixed seed keeps CI deterministic (change it to explore).
+            #![proptest_config(ProptestConfig {
+                cases: 48,
+                failure_persistence: None,
+                rng_seed: proptest::test_runner::RngSeed::Fixed(0x6578_7434),
+                ..ProptestConfig::default()
+            })]
             #[test]
             fn random_operations_never_double_allocate(ops in prop::collection::vec(op(), 1..60)) {
                 let mut fs = fs(64 * MIB);

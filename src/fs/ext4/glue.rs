@@ -284,7 +284,13 @@ impl FileSystemOps for Ext4Ops {
                 cpu: 0,
                 tid: 0,
             };
-            self.ext4.alloc.borrow_mut().allocate_blocks(&request)?;
+            let allocation = self.ext4.alloc.borrow_mut().allocate_blocks(&request)?;
+            // allocate_blocks returns what it got when the disk fills: a file preallocated at
+            // setup must have every block.
+            let mapped: u64 = allocation.extents.iter().map(|e| e.len).sum();
+            if mapped < pages {
+                return Err(Errno::ENOSPC);
+            }
         }
         self.ext4.note_on_disk_size(ino, size);
         Ok(())

@@ -142,15 +142,22 @@ impl Journal {
             .await;
         let mut state = self.state.borrow_mut();
         state.stats.tail_updates += 1;
+        // Only the transactions still on the checkpoint list free their log blocks: another
+        // tail update (the commit thread's and a task's in log_wait_for_space) may have moved
+        // the tail past some of them while this superblock write was in flight
+        // (jbd2_update_log_tail rechecks `tid_gt(tid, j_tail_sequence)` for the same reason).
+        let mut freed = 0;
         for tid in tids {
             if let Some(list) = state.checkpoint.remove(&tid) {
                 assert!(
                     list.buffers.is_empty(),
                     "tail moved past a dirty transaction"
                 );
+                freed += list.log_blocks;
             }
         }
-        state.free += blocks;
+        debug_assert!(freed <= blocks, "freed {freed} of {blocks} log blocks");
+        state.free += freed;
         assert!(
             state.free < self.config.blocks,
             "more free log blocks than the log holds"
