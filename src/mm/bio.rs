@@ -413,6 +413,18 @@ pub trait BlockSubmit {
     }
 }
 
+/// `submit_bio_wait`: submits `bio` to `bdev` and waits for it (reason `submit_bio_wait`, the
+/// request as blocker).
+pub async fn submit_bio_wait(bdev: &dyn BlockSubmit, sim: &Sim, bio: BioRequest) {
+    let done: crate::sim::sync::Completion<()> = crate::sim::sync::Completion::new();
+    let signal = done.clone();
+    let id = bdev
+        .submit_bio(sim, bio, Box::new(move |sim, _| signal.complete(sim, ())))
+        .await;
+    done.wait(sim, WaitReason::BlockIo, Blocker::Request(id))
+        .await;
+}
+
 /// [`BlockSubmit`] over the block layer's request queue ([`crate::block::layer::BlockLayer`]):
 /// plugging, merging, `get_request`, the elevator and the device.
 ///

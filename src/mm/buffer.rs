@@ -177,23 +177,7 @@ impl Mm {
                 IoPurpose::Checkpoint,
             )
         };
-        self.state().stats.pages_written_sync += 1;
-        let mm = self.rc();
-        let request = self
-            .bdev
-            .submit_bio(
-                sim,
-                bio,
-                Box::new(move |sim, _| mm.end_writeback_span(sim, span)),
-            )
-            .await;
-        if let Some(mapping) = self.state().mappings.get_mut(&BDEV_INO) {
-            if let Some(carrier) = mapping.writeback.get_mut(&block) {
-                if *carrier == 0 {
-                    *carrier = request;
-                }
-            }
-        }
+        self.submit_writeback_bio(sim, span, bio).await;
         self.wait_on_page_bit(sim, BDEV_INO, block, pg::WRITEBACK, WaitReason::BufferLock)
             .await;
     }

@@ -36,8 +36,7 @@ use super::Ino;
 use super::{pg, Issuer, Mm, PageId};
 use crate::dev::{IoFlags, IoOp};
 use crate::errno::Errno;
-use crate::sim::sync::Completion;
-use crate::sim::{Blocker, Sim, WaitReason};
+use crate::sim::{Sim, WaitReason};
 use crate::units::PAGE_SIZE;
 
 /// Per-open-file readahead state (`struct file_ra_state`).
@@ -84,14 +83,7 @@ impl Mm {
     /// Submits one bio and waits for it (`submit_bio_wait`): the caller is blocked in
     /// `submit_bio_wait` on the request.
     pub async fn submit_wait(&self, sim: &Sim, bio: BioRequest) {
-        let done: Completion<()> = Completion::new();
-        let signal = done.clone();
-        let id = self
-            .bdev
-            .submit_bio(sim, bio, Box::new(move |sim, _| signal.complete(sim, ())))
-            .await;
-        done.wait(sim, WaitReason::BlockIo, Blocker::Request(id))
-            .await;
+        super::bio::submit_bio_wait(&*self.bdev, sim, bio).await;
     }
 
     /// Reads pages `[start, start + count)` that exist, are locked and not uptodate: holes are

@@ -445,26 +445,7 @@ impl Mm {
         let mut candidates = Vec::with_capacity(SWAP_CLUSTER_MAX);
         {
             let mut state = self.state();
-            for _ in 0..nr_to_scan {
-                let tail = state.lru[Lru::Inactive as usize].tail;
-                if tail == super::NIL {
-                    break;
-                }
-                state.lru_del(tail);
-                let page = state.pages[tail as usize];
-                let foreground = self
-                    .activity
-                    .as_ref()
-                    .is_some_and(|a| a.is_foreground(page.uid));
-                candidates.push(Candidate {
-                    id: tail,
-                    ino: page.ino,
-                    index: page.index,
-                    flags: page.flags,
-                    uid: page.uid,
-                    foreground,
-                });
-            }
+            self.isolate_inactive(&mut state, nr_to_scan, &mut candidates);
             let taken = candidates.len() as u64;
             state.zone.nr_isolated += taken;
             state.zone.pages_scanned += taken;
@@ -513,8 +494,7 @@ impl Mm {
                 continue;
             }
             let id = candidates[position].id;
-            let (ino, index) = (candidates[position].ino, candidates[position].index);
-            if self.find_page(ino, index) != Some(id) {
+            if !self.still_cached(&candidates[position]) {
                 // Truncated while isolated (reclaim's CPU time is a yield point): gone.
                 continue;
             }
@@ -571,9 +551,8 @@ impl Mm {
             result.reclaimed += 1;
         }
         for (position, done) in tried.iter().enumerate() {
-            let c = &candidates[position];
-            if !done && self.find_page(c.ino, c.index) == Some(c.id) {
-                self.putback(c.id);
+            if !done && self.still_cached(&candidates[position]) {
+                self.putback(candidates[position].id);
             }
         }
         if !to_pageout.is_empty() {
@@ -601,6 +580,36 @@ impl Mm {
     }
 
     /// Back to the inactive list's head (`putback_inactive_pages`).
+    /// `isolate_lru_pages`: takes up to `nr` pages from the inactive tail into `out`.
+    fn isolate_inactive(&self, state: &mut super::MmState, nr: u64, out: &mut Vec<Candidate>) {
+        for _ in 0..nr {
+            let tail = state.lru[Lru::Inactive as usize].tail;
+            if tail == super::NIL {
+                break;
+            }
+            state.lru_del(tail);
+            let page = state.pages[tail as usize];
+            let foreground = self
+                .activity
+                .as_ref()
+                .is_some_and(|a| a.is_foreground(page.uid));
+            out.push(Candidate {
+                id: tail,
+                ino: page.ino,
+                index: page.index,
+                flags: page.flags,
+                uid: page.uid,
+                foreground,
+            });
+        }
+    }
+
+    /// Whether an isolated page is still the one cached where it was isolated (truncation
+    /// while isolated removes it, and its slot may be reused).
+    fn still_cached(&self, c: &Candidate) -> bool {
+        self.find_page(c.ino, c.index) == Some(c.id)
+    }
+
     fn putback(&self, id: PageId) {
         let mut state = self.state();
         if state.pages[id as usize].lru == Lru::None {
@@ -793,26 +802,7 @@ impl Mm {
             candidates.clear();
             {
                 let mut state = self.state();
-                for _ in 0..SWAP_CLUSTER_MAX {
-                    let tail = state.lru[Lru::Inactive as usize].tail;
-                    if tail == super::NIL {
-                        break;
-                    }
-                    state.lru_del(tail);
-                    let page = state.pages[tail as usize];
-                    let foreground = self
-                        .activity
-                        .as_ref()
-                        .is_some_and(|a| a.is_foreground(page.uid));
-                    candidates.push(Candidate {
-                        id: tail,
-                        ino: page.ino,
-                        index: page.index,
-                        flags: page.flags,
-                        uid: page.uid,
-                        foreground,
-                    });
-                }
+                self.isolate_inactive(&mut state, SWAP_CLUSTER_MAX as u64, &mut candidates);
                 state.zone.nr_isolated += candidates.len() as u64;
             }
             if candidates.is_empty() {
@@ -836,8 +826,7 @@ impl Mm {
                     continue;
                 }
                 let id = candidates[position].id;
-                let c = &candidates[position];
-                if self.find_page(c.ino, c.index) != Some(id) {
+                if !self.still_cached(&candidates[position]) {
                     // Truncated while isolated.
                     continue;
                 }
@@ -873,9 +862,8 @@ impl Mm {
                 reclaimed += 1;
             }
             for (position, done) in tried.iter().enumerate() {
-                let c = &candidates[position];
-                if !done && self.find_page(c.ino, c.index) == Some(c.id) {
-                    self.putback(c.id);
+                if !done && self.still_cached(&candidates[position]) {
+                    self.putback(candidates[position].id);
                 }
             }
             if !to_write.is_empty() {

@@ -813,9 +813,20 @@ impl Mm {
                 purpose,
             )
         };
+        self.submit_writeback_bio(sim, span, bio).await
+    }
+
+    /// Submits `bio`, which writes `span` (pages already under writeback): counts the pages,
+    /// ends their writeback at completion and links them to the request carrying them.
+    pub(crate) async fn submit_writeback_bio(
+        &self,
+        sim: &Sim,
+        span: PageSpan,
+        bio: BioRequest,
+    ) -> u64 {
         {
             let mut state = self.state();
-            if sync {
+            if bio.flags.sync {
                 state.stats.pages_written_sync += u64::from(span.count);
             } else {
                 state.stats.pages_written_async += u64::from(span.count);

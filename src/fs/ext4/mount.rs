@@ -511,13 +511,6 @@ impl Ext4 {
             ..IoFlags::default()
         };
         let bio = BioRequest::for_pages(IoOp::Flush, 0, 0, flags, issuer, None, IoPurpose::Flush);
-        let done: Completion<()> = Completion::new();
-        let signal = done.clone();
-        let id = self
-            .bdev
-            .submit_bio(sim, bio, Box::new(move |s, _| signal.complete(s, ())))
-            .await;
-        done.wait(sim, WaitReason::BlockIo, Blocker::Request(id))
-            .await;
+        crate::mm::bio::submit_bio_wait(&*self.bdev, sim, bio).await;
     }
 }

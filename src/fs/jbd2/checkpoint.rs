@@ -20,8 +20,7 @@
 use super::{Journal, Tid, MIN_LOG_RESERVED_BLOCKS};
 use crate::dev::{IoFlags, IoOp};
 use crate::mm::bio::{BioRequest, IoPurpose};
-use crate::sim::sync::Completion;
-use crate::sim::{Blocker, Sim, WaitReason};
+use crate::sim::Sim;
 use std::collections::BTreeSet;
 
 /// A committed transaction's checkpoint list (`t_checkpoint_list`) and its log blocks.
@@ -132,14 +131,7 @@ impl Journal {
             None,
             IoPurpose::JournalSuperblock,
         );
-        let done: Completion<()> = Completion::new();
-        let signal = done.clone();
-        let id = self
-            .log_device
-            .submit_bio(sim, bio, Box::new(move |s, _| signal.complete(s, ())))
-            .await;
-        done.wait(sim, WaitReason::BlockIo, Blocker::Request(id))
-            .await;
+        crate::mm::bio::submit_bio_wait(&*self.log_device, sim, bio).await;
         let mut state = self.state.borrow_mut();
         state.stats.tail_updates += 1;
         // Only the transactions still on the checkpoint list free their log blocks: another
