@@ -434,6 +434,12 @@ impl FileSystemOps for Ext4Ops {
                 ("frozen_copies", j.frozen_copies),
                 ("shadow_waits", j.shadow_waits),
                 ("committed_buffers", j.committed_buffers),
+                ("commit_ns.updates", j.phase_ns.updates),
+                ("commit_ns.data_submit", j.phase_ns.data_submit),
+                ("commit_ns.log_submit", j.phase_ns.log_submit),
+                ("commit_ns.data_wait", j.phase_ns.data_wait),
+                ("commit_ns.log_wait", j.phase_ns.log_wait),
+                ("commit_ns.callback", j.phase_ns.callback),
             ]
             .into_iter()
             .map(|(name, value)| (format!("jbd2.{name}"), value)),

@@ -195,6 +195,17 @@ impl Journal {
                 .await;
         }
         let locked_ns = sim.now();
+        let mut phases = super::CommitPhaseNs {
+            updates: locked_ns - started_ns,
+            ..Default::default()
+        };
+        let mut mark = locked_ns;
+        let mut lap = |sim: &Sim| {
+            let now = sim.now();
+            let elapsed = now - mark;
+            mark = now;
+            elapsed
+        };
         // 2. T_FLUSH: switch transactions; new handles may start.
         let (inodes, buffers, requested, opened_ns) = {
             let mut state = self.state.borrow_mut();
@@ -219,6 +230,7 @@ impl Journal {
         for &ino in &inodes {
             self.data.submit(sim, ino).await;
         }
+        phases.data_submit = lap(sim);
         // 3. T_COMMIT: descriptor blocks and metadata copies: `submit_bh(WRITE_SYNC, bh)` in
         // 3.10, REQ_SYNC | REQ_NOIDLE without REQ_META (jbd2's log writes carry REQ_META only
         // from Linux 6.8: JBD2_JOURNAL_REQ_FLAGS, commit 6a3afb6ac6df).
@@ -242,10 +254,12 @@ impl Journal {
                     .await,
             );
         }
+        phases.log_submit = lap(sim);
         // journal_finish_inode_data_buffers: the ordered data must be on disk.
         for &ino in &inodes {
             self.data.wait(sim, ino).await;
         }
+        phases.data_wait = lap(sim);
         let log_blocks = log_writes.len() as u64 + 1;
         let commit_flags = if self.config.barrier {
             IoFlags {
@@ -278,6 +292,7 @@ impl Journal {
         }
         // The tail may move now that the commit record is out.
         self.maybe_update_tail_after_commit(sim).await;
+        phases.log_wait = lap(sim);
         // 4. Refile for checkpoint: the buffers may now be written home.
         let mut to_dirty = Vec::with_capacity(buffers.len());
         {
@@ -324,9 +339,17 @@ impl Journal {
         if let Some(callback) = callback {
             callback.await;
         }
+        phases.callback = lap(sim);
         // 6. Done: wake the waiters of this tid.
         {
             let mut state = self.state.borrow_mut();
+            let total = &mut state.stats.phase_ns;
+            total.updates += phases.updates;
+            total.data_submit += phases.data_submit;
+            total.log_submit += phases.log_submit;
+            total.data_wait += phases.data_wait;
+            total.log_wait += phases.log_wait;
+            total.callback += phases.callback;
             let committing = state.committing.take().expect("the committing transaction");
             assert_eq!(committing.tid, tid);
             assert_eq!(

@@ -293,6 +293,27 @@ pub struct JournalStats {
     pub committed_buffers: u64,
     /// Tail moves (each writes the journal superblock).
     pub tail_updates: u64,
+    /// Where the commits' time went, summed over commits (ns), phase by phase of
+    /// `jbd2_journal_commit_transaction`: see [`CommitPhaseNs`].
+    pub phase_ns: CommitPhaseNs,
+}
+
+/// Time of the commit phases, summed over commits (virtual ns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CommitPhaseNs {
+    /// T_LOCKED: waiting for open handles to stop (`j_wait_updates`).
+    pub updates: u64,
+    /// T_FLUSH: submitting the ordered data (`journal_submit_data_buffers`).
+    pub data_submit: u64,
+    /// Submitting the descriptor and metadata copies.
+    pub log_submit: u64,
+    /// `journal_finish_inode_data_buffers`: waiting for the ordered data, the flusher's
+    /// asynchronous writeback of the filed inodes included.
+    pub data_wait: u64,
+    /// Waiting for the log copies and writing and waiting for the commit block.
+    pub log_wait: u64,
+    /// Refiling for checkpoint and the file system's commit callback (ext4's discards).
+    pub callback: u64,
 }
 
 pub(crate) struct JournalState {

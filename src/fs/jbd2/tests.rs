@@ -195,6 +195,18 @@ fn fsync_waits_through_the_commit_callback() {
         rig.sim.blocked_times(jbd2).get(WaitReason::Discard),
         200 * NS_PER_MS
     );
+    // The phase account: the callback's 200 ms are in its phase, and the phases add up to the
+    // commit's duration.
+    let phases = rig.journal.stats().phase_ns;
+    assert_eq!(phases.callback, 200 * NS_PER_MS, "{phases:?}");
+    let record = rig.journal.commit_records().pop().unwrap();
+    let sum = phases.updates
+        + phases.data_submit
+        + phases.log_submit
+        + phases.data_wait
+        + phases.log_wait
+        + phases.callback;
+    assert_eq!(sum, record.finished_ns - record.started_ns, "{phases:?}");
 }
 
 #[test]
