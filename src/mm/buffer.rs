@@ -98,6 +98,15 @@ impl Mm {
         }
     }
 
+    /// `trylock_buffer`: locks a cached buffer with no lock holder and no write in flight;
+    /// false where [`Self::lock_buffer`] would wait or read.
+    pub fn trylock_buffer(&self, block: u64) -> bool {
+        let Some(id) = self.find_page(BDEV_INO, block) else {
+            return false;
+        };
+        !self.page(id).has(pg::WRITEBACK) && self.trylock_page(id)
+    }
+
     /// `unlock_buffer`.
     pub fn unlock_buffer(&self, sim: &Sim, block: u64) {
         let id = self

@@ -83,8 +83,8 @@ impl MmState {
             let mapped = self
                 .mappings
                 .get(&page.ino)
-                .and_then(|m| m.pages.get(&page.index));
-            if mapped != Some(&(id as super::PageId)) {
+                .and_then(|m| m.pages.get(page.index));
+            if mapped != Some(id as super::PageId) {
                 return Err(format!(
                     "page {}:{} (slot {id}) is not in its mapping",
                     page.ino, page.index
@@ -103,20 +103,20 @@ impl MmState {
             mapped += mapping.pages.len() as u64;
             tagged_dirty += mapping.dirty.len() as u64;
             tagged_writeback += mapping.writeback.len() as u64;
-            for &index in &mapping.dirty {
+            for index in mapping.dirty.iter() {
                 let flagged = mapping
                     .pages
-                    .get(&index)
-                    .is_some_and(|&id| self.pages[id as usize].has(pg::DIRTY));
+                    .get(index)
+                    .is_some_and(|id| self.pages[id as usize].has(pg::DIRTY));
                 if !flagged {
                     return Err(format!("page {ino}:{index} tagged dirty but not PG_dirty"));
                 }
             }
-            for &index in mapping.writeback.keys() {
+            for index in mapping.writeback.keys() {
                 let flagged = mapping
                     .pages
-                    .get(&index)
-                    .is_some_and(|&id| self.pages[id as usize].has(pg::WRITEBACK));
+                    .get(index)
+                    .is_some_and(|id| self.pages[id as usize].has(pg::WRITEBACK));
                 if !flagged {
                     return Err(format!(
                         "page {ino}:{index} tagged writeback but not PG_writeback"

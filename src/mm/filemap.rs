@@ -144,7 +144,7 @@ impl Mm {
                         mm.state()
                             .mappings
                             .get_mut(&span.ino)
-                            .map(|mapping| mapping.reading.remove(&index));
+                            .map(|mapping| mapping.reading.remove(index));
                         mm.set_flags(id, pg::UPTODATE, 0);
                         mm.unlock_page(sim, id);
                     }
@@ -160,8 +160,8 @@ impl Mm {
             for index in span.index..span.index + u64::from(span.count) {
                 let reading = mapping
                     .pages
-                    .get(&index)
-                    .is_some_and(|&id| !pages[id as usize].has(pg::UPTODATE));
+                    .get(index)
+                    .is_some_and(|id| !pages[id as usize].has(pg::UPTODATE));
                 if reading {
                     mapping.reading.insert(index, request);
                 }
@@ -359,7 +359,7 @@ impl Mm {
             if state
                 .mappings
                 .get(&ino)
-                .is_some_and(|m| m.pages.contains_key(&index))
+                .is_some_and(|m| m.pages.contains_key(index))
             {
                 state.nr_free += 1;
                 None
@@ -501,7 +501,7 @@ impl Mm {
             let state = self.state();
             match state.mappings.get(&ino) {
                 None => return,
-                Some(m) => m.dirty.range(start..=end).copied().collect(),
+                Some(m) => m.dirty.range(start, end).collect(),
             }
         };
         if !dirty.is_empty() {
@@ -526,7 +526,7 @@ impl Mm {
             let state = self.state();
             match state.mappings.get(&ino) {
                 None => return,
-                Some(m) => m.writeback.range(start..=end).map(|(&i, _)| i).collect(),
+                Some(m) => m.writeback.range(start, end).map(|(i, _)| i).collect(),
             }
         };
         for index in under_writeback {
@@ -541,7 +541,7 @@ impl Mm {
             let state = self.state();
             match state.mappings.get(&ino) {
                 None => return,
-                Some(m) => m.pages.range(start..=end).map(|(&i, _)| i).collect(),
+                Some(m) => m.pages.range(start, end).map(|(i, _)| i).collect(),
             }
         };
         for index in cached {

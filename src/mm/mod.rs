@@ -31,6 +31,7 @@ pub mod bio;
 pub mod buffer;
 pub mod check;
 pub mod filemap;
+pub mod radix;
 pub mod vmscan;
 pub mod writeback;
 
@@ -346,19 +347,19 @@ impl Default for LruList {
 }
 
 /// The pages of one inode (`struct address_space`), with the dirty and writeback tags of its
-/// radix tree as ordered sets of page indexes.
+/// radix tree as ordered sets of page indexes ([`radix`]).
 #[derive(Debug, Default)]
 pub struct Mapping {
-    pub pages: BTreeMap<u64, PageId>,
+    pub pages: radix::RadixMap<PageId>,
     /// `PAGECACHE_TAG_DIRTY`.
-    pub dirty: BTreeSet<u64>,
+    pub dirty: radix::RadixSet,
     /// `PAGECACHE_TAG_WRITEBACK`, with the block request carrying each page (0 until its bio is
     /// submitted), so a wait on the page can name the request (QASIO's dependency on an async
     /// request; `elv_boost` needs the same link).
-    pub writeback: BTreeMap<u64, u64>,
+    pub writeback: radix::RadixMap<u64>,
     /// Pages locked for a read in flight, with the block request reading each, so a wait on
     /// the locked page can name the request (the kernel finds it through the page's bio).
-    pub reading: BTreeMap<u64, u64>,
+    pub reading: radix::RadixMap<u64>,
     /// `inode->dirtied_when` in jiffies: when the inode went from clean to dirty (valid while
     /// it is on a writeback list).
     pub dirtied_when: u64,
@@ -658,7 +659,7 @@ impl Mm {
     /// The flags of page `index` of `ino`, if cached.
     pub fn page_flags(&self, ino: Ino, index: u64) -> Option<u16> {
         let state = self.state.borrow();
-        let id = *state.mappings.get(&ino)?.pages.get(&index)?;
+        let id = state.mappings.get(&ino)?.pages.get(index)?;
         Some(state.pages[id as usize].flags)
     }
 
@@ -700,7 +701,7 @@ impl Mm {
     /// `find_get_page`.
     pub(crate) fn find_page(&self, ino: Ino, index: u64) -> Option<PageId> {
         let state = self.state.borrow();
-        state.mappings.get(&ino)?.pages.get(&index).copied()
+        state.mappings.get(&ino)?.pages.get(index)
     }
 
     /// `wait_on_page_bit` for `flag` of page (ino, index): returns once the page does not have
@@ -746,14 +747,14 @@ impl Mm {
     /// The block request writing page (ino, index), if it is under writeback and submitted.
     pub fn writeback_request(&self, ino: Ino, index: u64) -> Option<u64> {
         let state = self.state.borrow();
-        let request = *state.mappings.get(&ino)?.writeback.get(&index)?;
+        let request = state.mappings.get(&ino)?.writeback.get(index)?;
         (request != 0).then_some(request)
     }
 
     /// The block request reading page (ino, index), while the read is in flight.
     pub fn read_request(&self, ino: Ino, index: u64) -> Option<u64> {
         let state = self.state.borrow();
-        state.mappings.get(&ino)?.reading.get(&index).copied()
+        state.mappings.get(&ino)?.reading.get(index)
     }
 
     /// `wait_on_page_writeback` (QASIO D_data when a writer waits, D_sync when fsync does).
@@ -940,7 +941,7 @@ impl MmState {
             .mappings
             .get_mut(&page.ino)
             .expect("page has a mapping");
-        assert_eq!(mapping.pages.remove(&page.index), Some(id));
+        assert_eq!(mapping.pages.remove(page.index), Some(id));
         // An inode the flusher is writing stays pinned (`I_SYNC`); `requeue_inode` drops it.
         if mapping.pages.is_empty()
             && mapping.dirty.is_empty()
@@ -1036,7 +1037,7 @@ impl MmState {
             .mappings
             .get_mut(&page.ino)
             .expect("page has a mapping");
-        mapping.dirty.remove(&page.index);
+        mapping.dirty.remove(page.index);
         if mapping.dirty.is_empty() {
             self.wb_list_del(page.ino);
         }

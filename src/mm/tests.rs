@@ -1480,7 +1480,15 @@ fn the_full_scan_recounts_flags_tags_lists_and_lru() {
     let mm = rig.mm();
     assert_eq!(mm.scan_invariants(), Ok(()));
     // A page whose flag was lost: the counter and the tag still say dirty.
-    let id = mm.state().mappings.values().next().unwrap().pages[&3];
+    let id = mm
+        .state()
+        .mappings
+        .values()
+        .next()
+        .unwrap()
+        .pages
+        .get(3)
+        .unwrap();
     mm.state().pages[id as usize].flags &= !pg::DIRTY;
     let error = mm.scan_invariants().unwrap_err();
     assert!(

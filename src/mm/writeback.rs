@@ -744,12 +744,12 @@ impl Mm {
                     .mappings
                     .get_mut(&span.ino)
                     .expect("written inode cached");
-                let id = *mapping
+                let id = mapping
                     .pages
-                    .get(&index)
+                    .get(index)
                     .expect("a page under writeback stays cached");
                 assert!(
-                    mapping.writeback.remove(&index).is_some(),
+                    mapping.writeback.remove(index).is_some(),
                     "page not tagged writeback"
                 );
                 let page = &mut state.pages[id as usize];
@@ -845,14 +845,14 @@ impl Mm {
         // from later events).
         let mut state = self.state();
         if let Some(mapping) = state.mappings.get_mut(&span.ino) {
-            for (_, carrier) in mapping
+            let last = span.index + u64::from(span.count) - 1;
+            mapping
                 .writeback
-                .range_mut(span.index..span.index + u64::from(span.count))
-            {
-                if *carrier == 0 {
-                    *carrier = request;
-                }
-            }
+                .for_each_mut(span.index, last, |_, carrier| {
+                    if *carrier == 0 {
+                        *carrier = request;
+                    }
+                });
         }
         request
     }
@@ -963,10 +963,14 @@ impl Mm {
                 let start = if cyclic { mapping.writeback_index } else { 0 };
                 mapping
                     .dirty
-                    .range(start..)
-                    .chain(mapping.dirty.range(..start))
+                    .range(start, u64::MAX)
+                    .chain(
+                        mapping
+                            .dirty
+                            .range(0, start)
+                            .take_while(move |&i| i < start),
+                    )
                     .take(usize::try_from(nr_to_write).unwrap_or(usize::MAX))
-                    .copied()
                     .collect()
             }
         };
@@ -1123,7 +1127,7 @@ impl Mm {
             let Some(mapping) = state.mappings.get(&ino) else {
                 return;
             };
-            mapping.dirty.iter().copied().collect()
+            mapping.dirty.iter().collect()
         };
         let mapped: Vec<u64> = todo
             .into_iter()

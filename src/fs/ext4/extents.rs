@@ -15,7 +15,8 @@
 //!   splitting for conversion, no `EXT_UNINIT_MAX_LEN`.
 //! - Removal is `ext4_ext_remove_space(inode, from, EXT_MAX_BLOCKS - 1)` only (truncate), not
 //!   punching holes; the path walk is recursive, visiting the same nodes right to left.
-//! - No `ext4_ext_precache`, no extent status tree, no checksums.
+//! - No `ext4_ext_precache`, no checksums; the extent status tree is one cached extent or hole
+//!   (the last lookup's), enough for the page-by-page walks of writers and writeback.
 
 use crate::errno::Errno;
 use std::collections::BTreeMap;
@@ -119,12 +120,24 @@ struct Step {
 /// inode's goal" (`ext4_inode_to_goal_block`), which the caller knows.
 pub type AllocMeta<'a> = dyn FnMut(Option<u64>, bool) -> Result<u64, Errno> + 'a;
 
+/// A range of logical blocks the last lookup found: mapped from `pblk`, or a hole (`None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CachedRange {
+    start: u64,
+    end: u64,
+    pblk: Option<u64>,
+}
+
 /// One inode's extent tree.
 #[derive(Debug, Clone)]
 pub struct ExtentTree {
     depth: u32,
     root: Node,
     blocks: BTreeMap<u64, Node>,
+    /// The extent (or hole) the last [`Self::map`] landed in, dropped by every change: what
+    /// ext4's extent status tree (`ext4_es_lookup_extent`, 3.10; `i_cached_extent` before it)
+    /// spares a page-by-page writer, a walk of the tree per page.
+    cached: std::cell::Cell<Option<CachedRange>>,
 }
 
 impl Default for ExtentTree {
@@ -153,6 +166,7 @@ impl ExtentTree {
             depth: 0,
             root: Node::Leaf(Vec::new()),
             blocks: BTreeMap::new(),
+            cached: std::cell::Cell::new(None),
         }
     }
 
@@ -221,11 +235,70 @@ impl ExtentTree {
     }
 
     /// The extent mapping `lblk`, cut to start there: `(pblk, blocks mapped from lblk on)`.
+    /// Served from the last lookup's extent or hole when `lblk` is in it; otherwise the walk
+    /// of [`Self::find_path`] without keeping the path, which caches the extent or the hole
+    /// it lands in.
     pub fn map(&self, lblk: u64) -> Option<(u64, u64)> {
-        let path = self.find_path(lblk);
-        let leaf = self.leaf(&path);
-        let ex = leaf.get(path.last().expect("path").pos)?;
-        (ex.lblk <= lblk && lblk < ex.end()).then(|| (ex.pblk + (lblk - ex.lblk), ex.end() - lblk))
+        let range = match self.cached.get() {
+            Some(range) if range.start <= lblk && lblk < range.end => range,
+            _ => {
+                let range = self.lookup(lblk);
+                self.cached.set(Some(range));
+                range
+            }
+        };
+        range
+            .pblk
+            .map(|pblk| (pblk + (lblk - range.start), range.end - lblk))
+    }
+
+    /// The extent holding `lblk`, or the hole around it (bounded by the neighbouring extents,
+    /// or by the next index key where the next extent is in another leaf).
+    fn lookup(&self, lblk: u64) -> CachedRange {
+        let mut node = &self.root;
+        // The first logical block not under the subtree the walk is in.
+        let mut upper = u64::MAX;
+        loop {
+            match node {
+                Node::Index(entries) => {
+                    let pos = search(entries, lblk, |e| e.0);
+                    if let Some(&(next, _)) = entries.get(pos + 1) {
+                        upper = next;
+                    }
+                    node = self.node(Some(entries[pos].1));
+                }
+                Node::Leaf(entries) => {
+                    let pos = search(entries, lblk, |e| e.lblk);
+                    let Some(ex) = entries.get(pos) else {
+                        return CachedRange {
+                            start: lblk,
+                            end: upper,
+                            pblk: None,
+                        };
+                    };
+                    if lblk < ex.lblk {
+                        return CachedRange {
+                            start: lblk,
+                            end: ex.lblk,
+                            pblk: None,
+                        };
+                    }
+                    if lblk < ex.end() {
+                        return CachedRange {
+                            start: ex.lblk,
+                            end: ex.end(),
+                            pblk: Some(ex.pblk),
+                        };
+                    }
+                    let end = entries.get(pos + 1).map_or(upper, |next| next.lblk);
+                    return CachedRange {
+                        start: ex.end(),
+                        end,
+                        pblk: None,
+                    };
+                }
+            }
+        }
     }
 
     /// `ext4_ext_search_left` / `ext4_ext_search_right`: the closest mapped blocks left and
@@ -319,6 +392,7 @@ impl ExtentTree {
         alloc: &mut AllocMeta<'_>,
     ) -> Result<TreeChange, Errno> {
         assert!(len > 0, "empty extent");
+        self.cached.set(None);
         let mut change = TreeChange::default();
         let mut remaining = Extent { lblk, len, pblk };
         // An extent longer than EXT_INIT_MAX_LEN is inserted in pieces.
@@ -345,6 +419,8 @@ impl ExtentTree {
             self.map(new.lblk).is_none() && self.map(new.end() - 1).is_none(),
             "extent {new:?} overlaps a mapped block"
         );
+        // Those lookups cached the hole this extent fills.
+        self.cached.set(None);
         let mut path = self.find_path(new.lblk);
         let leaf_id = path.last().expect("path").node;
         // Try to merge into the extent found, or its neighbour on the side of `new`.
@@ -635,6 +711,7 @@ impl ExtentTree {
     /// empty are freed and dropped from their parent (`ext4_ext_rm_idx`); an empty tree goes
     /// back to depth 0 in the inode.
     pub fn remove_from(&mut self, from: u64) -> Removed {
+        self.cached.set(None);
         let mut removed = Removed::default();
         self.remove_in(None, from, &mut removed);
         if self.root.len() == 0 && self.depth > 0 {
@@ -642,6 +719,7 @@ impl ExtentTree {
             self.root = Node::Leaf(Vec::new());
             removed.change.dirty(TreeBlock::Inode);
         }
+        self.cached.set(None);
         removed
     }
 
@@ -844,5 +922,64 @@ mod tests {
         assert_eq!(t.extents().len(), 1);
         assert_eq!(t.depth(), 0);
         assert_eq!(freed, vec![1_000_001]);
+    }
+
+    /// The mapping from the extent list itself, no tree walk and no cache.
+    fn reference_map(t: &ExtentTree, lblk: u64) -> Option<(u64, u64)> {
+        t.extents()
+            .into_iter()
+            .find(|e| e.lblk <= lblk && lblk < e.end())
+            .map(|e| (e.pblk + (lblk - e.lblk), e.end() - lblk))
+    }
+
+    #[test]
+    fn cached_lookups_match_the_extent_list_through_inserts_and_truncates() {
+        // Depth 2 (more than 4 x 340 discontiguous extents), holes between and around the
+        // extents, lookups in a sequential sweep (the cache serves them) and a scattered order
+        // (it misses), with the tree changed between sweeps: a stale cached extent or hole
+        // would disagree with the list.
+        let mut t = ExtentTree::new();
+        let mut next = 10_000_000;
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut scattered = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % 9_000
+        };
+        let check = |t: &ExtentTree, scattered: &mut dyn FnMut() -> u64| {
+            for lblk in 0..9_000 {
+                assert_eq!(
+                    t.map(lblk),
+                    reference_map(t, lblk),
+                    "sequential, lblk {lblk}"
+                );
+            }
+            for _ in 0..3_000 {
+                let lblk = scattered();
+                assert_eq!(
+                    t.map(lblk),
+                    reference_map(t, lblk),
+                    "scattered, lblk {lblk}"
+                );
+            }
+        };
+        for i in 0..1_500u64 {
+            t.insert(10 + i * 4, 100_000 + i * 7, 2, &mut bump(&mut next))
+                .unwrap();
+        }
+        assert_eq!(t.depth(), 2);
+        check(&t, &mut scattered);
+        // Fill one hole (an insert next to a cached hole) and look again.
+        t.map(13);
+        t.insert(12, 100_002, 2, &mut bump(&mut next)).unwrap();
+        assert_eq!(t.map(13), Some((100_003, 1)));
+        check(&t, &mut scattered);
+        t.map(5_000);
+        t.remove_from(4_001);
+        assert_eq!(t.map(5_000), None);
+        check(&t, &mut scattered);
+        t.remove_from(0);
+        check(&t, &mut scattered);
     }
 }

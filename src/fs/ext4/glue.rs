@@ -81,6 +81,10 @@ impl MetaBuffers for PageCacheBuffers {
         })
     }
 
+    fn trylock_buffer(&self, block: u64) -> bool {
+        self.mm().trylock_buffer(block)
+    }
+
     fn unlock_buffer(&self, sim: &Sim, block: u64) {
         self.mm().unlock_buffer(sim, block);
     }

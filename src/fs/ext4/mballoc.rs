@@ -9,7 +9,8 @@
 //! aligned free chunks the buddy bitmaps hold: `bb_counters`), and the on-disk block bitmap
 //! (used runs) with its descriptor's free count. The two differ exactly by preallocated blocks
 //! (used in the buddy, free on disk) and blocks freed by a transaction that has not committed
-//! (likewise): `disk_free == buddy_free + preallocated + pending`, checked by
+//! (likewise): `disk_free == buddy_free + preallocated + pending` (and `s_freeclusters_counter` is
+//! the groups' on-disk free counts summed), checked by
 //! [`MbAlloc::check_invariants`].
 //!
 //! Simplifications:
@@ -402,6 +403,9 @@ pub struct MbAlloc {
     pub stream_request: u64,
     /// `s_mb_group_prealloc`.
     pub group_prealloc: u64,
+    /// `s_freeclusters_counter`: the groups' `disk_free`, summed, kept as they change (every
+    /// delayed-allocation reservation reads it).
+    free_total: u64,
 }
 
 impl MbAlloc {
@@ -449,7 +453,9 @@ impl MbAlloc {
             }
             group.disk_free = group.buddy.free;
         }
+        let free_total = groups.iter().map(|g| g.disk_free as u64).sum();
         MbAlloc {
+            free_total,
             blocks_count: layout.blocks_count,
             groups,
             inode_pa: BTreeMap::new(),
@@ -470,7 +476,7 @@ impl MbAlloc {
     /// Free blocks on disk (`s_freeclusters_counter`; includes blocks freed by transactions
     /// that have not committed, as `ext4_free_blocks` adds them at once).
     pub fn free_blocks_count(&self) -> u64 {
-        self.groups.iter().map(|g| g.disk_free as u64).sum()
+        self.free_total
     }
 
     /// `bg_free_blocks_count` of `group`.
@@ -1094,6 +1100,7 @@ impl MbAlloc {
         );
         group.disk_mark_used(ex.start, ex.len);
         group.disk_free -= ex.len;
+        self.free_total -= ex.len as u64;
         group.block_uninit = false;
         let mut touched = Touched::new();
         touched.add(group.block_bitmap, MetaKind::BlockBitmap);
@@ -1198,6 +1205,7 @@ impl MbAlloc {
             let take = (pblk + len - block).min((group.nblocks - offset) as u64) as u32;
             group.disk_mark_free(offset, take);
             group.disk_free += take;
+            self.free_total += take as u64;
             touched.add(group.block_bitmap, MetaKind::BlockBitmap);
             touched.add(group.gdt_block, MetaKind::GroupDesc);
             match tid {
@@ -1257,6 +1265,11 @@ impl MbAlloc {
     /// pending blocks are free on disk and used in the buddy; and the on-disk free count is
     /// buddy free + preallocated + pending.
     pub fn check_invariants(&self) {
+        assert_eq!(
+            self.free_total,
+            self.groups.iter().map(|g| g.disk_free as u64).sum::<u64>(),
+            "s_freeclusters_counter"
+        );
         let mut pa_per_group = vec![0u64; self.groups.len()];
         let mut held: BTreeMap<u64, u64> = BTreeMap::new();
         for pa in self.inode_pa.values().flatten() {

@@ -169,6 +169,12 @@ pub trait MetaBuffers {
     /// submitted asynchronously by the flusher is QASIO's D_meta), then locks it. Reads the
     /// block first if it is not cached (`__ext4_get_inode_loc` / `sb_bread`).
     fn lock_buffer<'a>(&'a self, sim: &'a Sim, block: u64) -> LocalBoxFuture<'a, ()>;
+    /// `trylock_buffer`: locks the buffer if that needs no wait and no read (cached, unlocked,
+    /// no write in flight); `lock_buffer` is `trylock_buffer` or else the sleeping path, as
+    /// in include/linux/buffer_head.h. The default never succeeds (always the slow path).
+    fn trylock_buffer(&self, _block: u64) -> bool {
+        false
+    }
     /// `unlock_buffer`.
     fn unlock_buffer(&self, sim: &Sim, block: u64);
     /// `test_clear_buffer_dirty`: the buffer was dirty (waiting to be written home) and is not

@@ -162,7 +162,9 @@ impl Journal {
     /// writing to the log right now is waited for (`BJ_Shadow`); one it has not written yet is
     /// frozen (the commit writes the old copy) and passes.
     pub async fn get_write_access(&self, sim: &Sim, handle: &Handle, block: u64) {
-        self.buffers.lock_buffer(sim, block).await;
+        if !self.buffers.trylock_buffer(block) {
+            self.buffers.lock_buffer(sim, block).await;
+        }
         // clear_buffer_dirty + set_buffer_jbddirty: writeback must not write a copy that is
         // part of a transaction again.
         self.buffers.test_clear_dirty(block);
