@@ -131,10 +131,10 @@ impl Mm {
             .find_page(BDEV_INO, block)
             .expect("a journaled buffer is pinned in the cache");
         if self.page(id).has(pg::WRITEBACK) {
-            // Redirtied while its previous home write is in flight. Linux lets a buffer be dirty
-            // and under write at once and writes it again; the page cache here keeps the two
-            // apart, so this second home write is not issued (a simplification: one fewer
-            // metadata write; contents are not modelled).
+            // Redirtied while its previous home write is in flight: the page cache keeps dirty
+            // and under-write apart, so it is marked to become dirty when that write ends
+            // (end_writeback_span), and the newer contents are written home after it.
+            self.set_flags(id, pg::REDIRTY, 0);
             return;
         }
         let first_dirty_inode = {

@@ -297,6 +297,10 @@ pub mod pg {
     /// The journal holds a reference to the page's buffer (`jh` / `b_count`): reclaim cannot
     /// free it (`try_to_release_page` fails). Block-device pages only.
     pub const PINNED: u16 = 1 << 8;
+    /// Dirtied while its write was in flight: Linux lets a buffer be dirty and under write at
+    /// once (`mark_buffer_dirty` during `end_buffer_async_write`'s wait) and writes it again;
+    /// here the page becomes dirty when that write ends. Block-device pages only.
+    pub const REDIRTY: u16 = 1 << 9;
 }
 
 /// One cached page: 32 bytes, no heap.

@@ -1870,6 +1870,49 @@ fn throttle_vm_writeout_waits_in_congestion_wait_while_writeback_exceeds_the_lim
 }
 
 #[test]
+fn a_buffer_dirtied_during_its_home_write_is_written_again_after_it() {
+    // Linux lets a buffer be dirty and under write at once: a commit refiling a buffer whose
+    // previous home write is in flight (mark_buffer_dirty) gets the newer contents written
+    // after that write, not dropped.
+    let rig = Rig::new(VmConfig::default(), 20 * NS_PER_MS, 50_000_000);
+    let block = 777;
+    let mm = rig.mm().clone();
+    rig.spawn("ext4", 10_000, move |sim, _vfs, p| async move {
+        let issuer = Issuer {
+            task: sim.current_task(),
+            pid: p.pid,
+            uid: p.uid,
+            foreground: false,
+        };
+        mm.lock_buffer(&sim, block, issuer).await;
+        mm.unlock_buffer(&sim, block);
+        mm.pin_buffer(block, true);
+        mm.mark_buffer_dirty(&sim, block);
+        let flusher = Issuer {
+            pid: crate::mm::FLUSHER_PID,
+            ..issuer
+        };
+        mm.filemap_flush(&sim, crate::mm::BDEV_INO, flusher).await;
+        assert!(mm.writeback_request(crate::mm::BDEV_INO, block).is_some());
+        // Dirtied again while the first write is in flight.
+        mm.mark_buffer_dirty(&sim, block);
+        sim.sleep_for(30 * NS_PER_MS, WaitReason::Sleep, Blocker::None)
+            .await;
+        assert!(
+            mm.writeback_request(crate::mm::BDEV_INO, block).is_none(),
+            "the first write ended"
+        );
+        assert!(!mm.buffer_is_clean(block), "dirty again after it");
+        mm.filemap_flush(&sim, crate::mm::BDEV_INO, flusher).await;
+        sim.sleep_for(30 * NS_PER_MS, WaitReason::Sleep, Blocker::None)
+            .await;
+        assert!(mm.buffer_is_clean(block), "written home twice");
+    });
+    rig.run_to_end();
+    assert_eq!(rig.mm().stats().pages_written_async, 2);
+}
+
+#[test]
 fn lock_buffer_waits_for_the_flushers_async_write_of_the_buffer() {
     // QASIO's D_meta: a metadata buffer dirtied after a commit is written home as asynchronous
     // writeback; a task that then needs the buffer (jbd2_journal_get_write_access ->

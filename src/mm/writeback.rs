@@ -737,8 +737,10 @@ impl Mm {
 
     /// `end_page_writeback` for the pages of a completed write bio.
     pub(crate) fn end_writeback_span(&self, sim: &Sim, span: PageSpan) {
+        let mut redirtied = false;
         {
             let mut state = self.state();
+            let jiffies = self.hz.jiffies(sim.now());
             for index in span.index..span.index + u64::from(span.count) {
                 let mapping = state
                     .mappings
@@ -759,18 +761,26 @@ impl Mm {
                 );
                 page.flags &= !pg::WRITEBACK;
                 let reclaim = page.has(pg::RECLAIM);
-                page.flags &= !pg::RECLAIM;
+                let redirty = page.has(pg::REDIRTY);
+                page.flags &= !(pg::RECLAIM | pg::REDIRTY);
                 state.nr_writeback -= 1;
+                if redirty {
+                    // A buffer dirtied during its write (pg::REDIRTY): dirty again now.
+                    let (_, first_dirty_inode) = state.set_page_dirty(id, jiffies);
+                    redirtied |= first_dirty_inode;
+                }
                 if reclaim && state.pages[id as usize].lru == super::Lru::Inactive {
                     // rotate_reclaimable_page: to the tail, to be reclaimed next.
                     state.lru_del(id);
                     state.lru_add_tail(id, super::Lru::Inactive);
                 }
             }
-            let jiffies = self.hz.jiffies(sim.now());
             state
                 .bdi
                 .writeout_inc(u64::from(span.count), jiffies, self.hz);
+        }
+        if redirtied {
+            self.bdi_wakeup_thread_delayed(sim);
         }
         for index in span.index..span.index + u64::from(span.count) {
             self.wake_page(sim, span.ino, index);
