@@ -772,6 +772,11 @@ impl Mm {
                 .bdi
                 .writeout_inc(u64::from(span.count), jiffies, self.hz);
         }
+        if span.ino != super::BDEV_INO {
+            if let Some(observer) = self.write_observer() {
+                observer.data_settled(span.ino, span.index, u64::from(span.count));
+            }
+        }
         for index in span.index..span.index + u64::from(span.count) {
             self.wake_page(sim, span.ino, index);
         }
@@ -824,6 +829,11 @@ impl Mm {
         span: PageSpan,
         bio: BioRequest,
     ) -> u64 {
+        if span.ino == super::BDEV_INO {
+            if let Some(observer) = self.write_observer() {
+                observer.home_write(sim, span.index, u64::from(span.count));
+            }
+        }
         {
             let mut state = self.state();
             if bio.flags.sync {

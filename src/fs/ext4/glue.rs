@@ -399,6 +399,18 @@ impl FileSystemOps for Ext4Ops {
         self.ext4.wants_da_flush_on_rename(ino)
     }
 
+    fn enable_checks(&self) {
+        self.ext4.journal.enable_checks();
+    }
+
+    fn violation(&self) -> Option<String> {
+        self.ext4.journal.violation()
+    }
+
+    fn check_end_of_run(&self, sim: &Sim) {
+        self.ext4.journal.check_end_of_run(sim);
+    }
+
     fn counters(&self) -> Vec<(String, u64)> {
         let fs = self.ext4.stats();
         let j = self.ext4.journal.stats();
@@ -439,6 +451,26 @@ impl FileSystemOps for Ext4Ops {
             .map(|(name, value)| (format!("jbd2.{name}"), value)),
         );
         out
+    }
+}
+
+/// The journal's checks' view of the page cache's writes: home writes of metadata buffers
+/// (invariant a) and ordered data reaching the device (invariant c).
+struct JournalWriteObserver {
+    ext4: Weak<Ext4>,
+}
+
+impl crate::mm::WriteObserver for JournalWriteObserver {
+    fn home_write(&self, sim: &Sim, block: u64, count: u64) {
+        if let Some(ext4) = self.ext4.upgrade() {
+            ext4.journal.check_home_write(sim, block, count);
+        }
+    }
+
+    fn data_settled(&self, ino: Ino, index: u64, count: u64) {
+        if let Some(ext4) = self.ext4.upgrade() {
+            ext4.journal.check_data_settled(ino, index, count);
+        }
     }
 }
 
@@ -495,6 +527,10 @@ pub fn mount(
                 ext4.meta_purpose(block)
             })
     }));
+    mm.set_write_observer(Rc::new(JournalWriteObserver {
+        ext4: Rc::downgrade(&ext4),
+    }));
+    ext4.ordered_data_tracked.set(true);
     mm.set_fs_hooks(Rc::new(Ext4Hooks {
         ext4: ext4.clone(),
         issuers: issuers.clone(),

@@ -205,6 +205,11 @@ pub struct Ext4 {
     /// purpose: recorded before the buffer is first read, kept while the block is metadata
     /// (a freed directory or extent block taken again for metadata gets its new kind).
     pub(crate) meta_kinds: RefCell<BTreeMap<u64, MetaKind>>,
+    /// Invariant d's record of blocks freed by transactions not yet durable ([`super::check`]).
+    pub(crate) freed_check: RefCell<super::check::FreedBlocks>,
+    /// The page cache reports when ordered data reaches the device (mounted over it by
+    /// [`super::glue::mount`]), so invariant c can follow each allocated page.
+    pub(crate) ordered_data_tracked: std::cell::Cell<bool>,
 }
 
 /// Largest discard bio: `blkdev_issue_discard` splits at the queue's `max_discard_sectors`
@@ -310,7 +315,11 @@ impl Ext4 {
             stats: RefCell::new(Ext4Stats::default()),
             reserved_blocks: std::cell::Cell::new(0),
             meta_kinds: RefCell::new(BTreeMap::new()),
+            freed_check: RefCell::new(Default::default()),
+            ordered_data_tracked: std::cell::Cell::new(false),
         });
+        let checking = ext4.journal.checks_enabled();
+        ext4.alloc.borrow_mut().record_events(checking);
         let weak = Rc::downgrade(&ext4);
         ext4.journal
             .set_commit_callback(Box::new(move |sim: &Sim, tid: Tid| {
