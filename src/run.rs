@@ -368,10 +368,11 @@ pub fn run_one_checked(
             Some(app) => &mut app.io_by_purpose,
             None => &mut kernel_io_by_purpose,
         };
+        let purpose = row.purpose_key();
         by_cause
             .entry(row.cause)
             .or_default()
-            .entry(row.purpose.name().to_string())
+            .entry(purpose)
             .or_default()
             .add(&row.count);
     }
@@ -427,6 +428,11 @@ pub fn memory_estimate(scenario: &Scenario, options: &RunOptions) -> MemoryEstim
             if with_block {
                 let capacity = variant.stack.device.resolve().map_or(0, |p| p.capacity);
                 bytes += capacity.div_ceil(GIB) * MEMORY_PER_DEVICE_GIB;
+                // An external journal's device has an FTL of its own.
+                if let Some(journal) = &variant.stack.fs.journal_device {
+                    let capacity = journal.resolve().map_or(0, |p| p.capacity);
+                    bytes += capacity.div_ceil(GIB) * MEMORY_PER_DEVICE_GIB;
+                }
             }
             if with_storage {
                 bytes += variant.stack.vm.ram.div_ceil(GIB) * MEMORY_PER_RAM_GIB;

@@ -499,6 +499,7 @@ pub fn mount(
         mm: Rc::downgrade(&mm),
         issuers: issuers.clone(),
     });
+    let log_device = journal_device.as_ref().map(|(device, _)| device.clone());
     let ext4 = Ext4::mount(
         sim,
         config,
@@ -518,7 +519,11 @@ pub fn mount(
             foreground: false,
         });
     }
+    // The journal thread is named after the file system's device, wherever its log is.
     bdev.register_task(JBD2_PID, 0, "jbd2/mmcblk0p25-8");
+    if let Some(log_device) = log_device {
+        log_device.register_task(JBD2_PID, 0, "jbd2/mmcblk0p25-8");
+    }
     let classifier = Rc::downgrade(&ext4);
     mm.set_meta_classifier(Rc::new(move |block| {
         classifier
