@@ -85,8 +85,8 @@ enum Command {
         /// the scenario has several runs).
         #[arg(long, value_name = "FILE")]
         blktrace: Option<std::path::PathBuf>,
-        /// Check the page cache's invariants as the runs go (always on in debug builds); a
-        /// violation ends the run with an error.
+        /// Check the page cache's and the journal's invariants as the runs go (always on in
+        /// debug builds); a violation ends the run with an error.
         #[arg(long)]
         check: bool,
         /// Latency columns of the table: a comma-separated list of min, mean, p50, p90, p99,

@@ -52,8 +52,8 @@ pub struct RunOptions {
     /// Worker threads for independent runs; 0 = one per core.
     pub threads: usize,
     pub progress: Option<ProgressFn>,
-    /// Check the page cache's invariants as the runs go (always on in debug builds; `mobistack
-    /// run --check` in release): a violation ends the run with an error.
+    /// Check the page cache's and the journal's invariants as the runs go (always on in debug
+    /// builds; `mobistack run --check` in release): a violation ends the run with an error.
     pub check: bool,
 }
 
@@ -194,8 +194,8 @@ pub fn run_one(
     run_one_checked(scenario, variant, seed, false, progress)
 }
 
-/// [`run_one`], checking the page cache's invariants when `check` (they are always checked in
-/// debug builds).
+/// [`run_one`], checking the page cache's and the journal's invariants when `check` (they are
+/// always checked in debug builds).
 pub fn run_one_checked(
     scenario: &Scenario,
     variant: &Variant,
@@ -233,7 +233,7 @@ pub fn run_one_checked(
     }
     .map_err(run_error)?;
     if let Some(vfs) = stack.vfs.as_ref().filter(|_| check) {
-        vfs.mm.enable_checks();
+        vfs.enable_checks();
     }
     // The apps' processes start at their app's nice value and I/O priority, in their cgroup.
     for (i, app) in scenario.apps.iter().enumerate() {
@@ -330,7 +330,11 @@ pub fn run_one_checked(
     let end = sim
         .run_until(scenario.duration, end_when_done)
         .map_err(|error| run_error(error.to_string()))?;
-    if let Some(violation) = stack.vfs.as_ref().and_then(|vfs| vfs.mm.violation()) {
+    if let Some(violation) = stack
+        .vfs
+        .as_ref()
+        .and_then(|vfs| vfs.end_of_run_violation(&sim))
+    {
         return Err(run_error(violation));
     }
     // Operations still blocked (or running) now are results: at their time so far.
@@ -364,10 +368,11 @@ pub fn run_one_checked(
             Some(app) => &mut app.io_by_purpose,
             None => &mut kernel_io_by_purpose,
         };
+        let purpose = row.purpose_key();
         by_cause
             .entry(row.cause)
             .or_default()
-            .entry(row.purpose.name().to_string())
+            .entry(purpose)
             .or_default()
             .add(&row.count);
     }
@@ -423,6 +428,11 @@ pub fn memory_estimate(scenario: &Scenario, options: &RunOptions) -> MemoryEstim
             if with_block {
                 let capacity = variant.stack.device.resolve().map_or(0, |p| p.capacity);
                 bytes += capacity.div_ceil(GIB) * MEMORY_PER_DEVICE_GIB;
+                // An external journal's device has an FTL of its own.
+                if let Some(journal) = &variant.stack.fs.journal_device {
+                    let capacity = journal.resolve().map_or(0, |p| p.capacity);
+                    bytes += capacity.div_ceil(GIB) * MEMORY_PER_DEVICE_GIB;
+                }
             }
             if with_storage {
                 bytes += variant.stack.vm.ram.div_ceil(GIB) * MEMORY_PER_RAM_GIB;

@@ -74,6 +74,40 @@ fn run_io_account_prints_the_block_io_of_each_call_by_purpose() {
         "3"
     );
     assert_eq!(row("fua", "append-fdatasync", "fdatasync", "data")[8], "1");
+    // The journal on its own device: log and commit blocks counted on mmcblk1; the data, and
+    // the flush jbd2 sends the file system's device before the commit block, on mmcblk0.
+    let commit = row(
+        "external-journal",
+        "creat-write-fsync",
+        "fsync",
+        "journal-commit@mmcblk1",
+    );
+    assert_eq!(
+        (&commit[8][..], &commit[11][..], &commit[12][..]),
+        ("1", "1", "1")
+    );
+    assert_eq!(
+        row(
+            "external-journal",
+            "creat-write-fsync",
+            "fsync",
+            "journal-metadata@mmcblk1"
+        )[8],
+        "5"
+    );
+    assert_eq!(
+        row("external-journal", "creat-write-fsync", "fsync", "flush")[11],
+        "1"
+    );
+    assert_eq!(
+        row("external-journal", "creat-write-fsync", "fsync", "data")[8],
+        "1"
+    );
+    assert!(
+        !out.lines()
+            .any(|l| l.starts_with("external-journal") && l.contains(" journal-commit ")),
+        "no commit block on the file system's device: {out}"
+    );
     let (code, json, _) = mobistack(&["run", "io-account", "--variant", "fua", "--json"]);
     assert_eq!(code, 0);
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -104,6 +138,59 @@ fn run_writes_one_blktrace_per_run() {
         std::fs::remove_file(format!("{base_text}.{variant}.1.blktrace.0")).ok();
     }
     assert!(err.contains("blktrace:"), "{err}");
+}
+
+#[test]
+fn blktrace_of_an_external_journal_shows_its_device() {
+    let path = std::env::temp_dir().join(format!("mobistack-ej-{}.blktrace", std::process::id()));
+    let text_path = path.to_str().unwrap();
+    let (code, out, err) = mobistack(&[
+        "run",
+        "io-account",
+        "--variant",
+        "external-journal",
+        "--blktrace",
+        text_path,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let binary = std::fs::read(format!("{text_path}.blktrace.0")).unwrap();
+    std::fs::remove_file(&path).ok();
+    std::fs::remove_file(format!("{text_path}.blktrace.0")).ok();
+    // The journal's device is mmcblk1 (179,8): the log blocks and the commit block (flush +
+    // FUA) go there, from the journal thread; nothing of the journal's on mmcblk0 but the flush
+    // before the commit block; metadata reads on mmcblk0 carry M.
+    let journal: Vec<&str> = text.lines().filter(|l| l.starts_with("179,8 ")).collect();
+    assert!(
+        journal
+            .iter()
+            .any(|l| l.contains(" Q FWFS ") && l.ends_with("[jbd2/mmcblk0p25-8]")),
+        "{text}"
+    );
+    assert!(journal.iter().all(|l| !l.contains("[creat-write-fsync]")));
+    let fs: Vec<&str> = text.lines().filter(|l| l.starts_with("179,0 ")).collect();
+    assert!(fs.iter().any(|l| l.contains(" Q  RM ")), "{text}");
+    assert!(
+        fs.iter().any(|l| l.contains(" Q FWS 0 + 0 [jbd2")),
+        "{text}"
+    );
+    assert!(!fs.iter().any(|l| l.contains("FWFS")), "{text}");
+    // Each device numbers its own events from 1.
+    assert!(
+        journal[0].split_whitespace().nth(2) == Some("1"),
+        "{}",
+        journal[0]
+    );
+    // The binary records carry each event's device (MKDEV(179, 8) = 179 << 20 | 8).
+    let records = mobistack::block::blktrace::decode_binary(&binary).unwrap();
+    assert!(records.iter().any(|r| r.device == (179 << 20) | 8));
+    assert!(records.iter().any(|r| r.device == 179 << 20));
+    // Per-device counters in the results.
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let counters = &value["runs"][0]["counters"];
+    assert!(counters["journal_device.block.requests"].as_u64().unwrap() > 0);
+    assert!(counters["block.requests"].as_u64().unwrap() > 0);
 }
 
 #[test]

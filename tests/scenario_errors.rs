@@ -273,3 +273,38 @@ fn a_long_value_with_spaces_and_backticks_is_cut_too() {
         "{err}"
     );
 }
+
+const IO_ACCOUNT: &str = include_str!("../scenarios/io-account.toml");
+
+#[test]
+fn an_external_journal_without_its_device_names_the_journal_field_and_its_line() {
+    // The external-journal variant without its [variant.stack.fs.journal_device] table.
+    let cut = IO_ACCOUNT
+        .find("\n[variant.stack.fs.journal_device]")
+        .expect("the variant's device table");
+    let source = &IO_ACCOUNT[..cut];
+    let err = scenario::parse("edited.toml", source).unwrap_err();
+    assert_eq!(err.file, "edited.toml");
+    let (line, _) = err.position.expect("a position");
+    assert_eq!(line, line_of(source, "journal = \"external\""), "{err}");
+    assert!(
+        err.message.contains("variant `external-journal`: [stack.fs] `journal` = \"external\" needs the journal's device: add [stack.fs.journal_device]"),
+        "{err}"
+    );
+    // A journal device for an internal journal is an error at the device's table too.
+    let source = IO_ACCOUNT.replace("journal = \"external\"", "journal = \"internal\"");
+    let err = scenario::parse("edited.toml", &source).unwrap_err();
+    assert!(
+        err.message
+            .contains("`journal_device` is the device of an external journal"),
+        "{err}"
+    );
+    // The journal's device is checked like [stack.device].
+    let source = IO_ACCOUNT.replace("capacity = \"512MiB\"", "capacity = \"1MiB\"");
+    let err = scenario::parse("edited.toml", &source).unwrap_err();
+    assert!(
+        err.message
+            .contains("device profile `emmc-5.0`: `capacity` 1048576 B"),
+        "{err}"
+    );
+}

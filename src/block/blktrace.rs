@@ -173,6 +173,9 @@ pub struct TraceEvent {
     pub comm: String,
     /// Requests flushed, for an unplug (its pdu).
     pub depth: u32,
+    /// The device (major, minor) when the trace holds several ([`BlkTrace::merge`]); `None`:
+    /// the trace's own.
+    pub device: Option<(u32, u32)>,
 }
 
 impl TraceEvent {
@@ -264,6 +267,7 @@ pub fn rwbs(op: IoOp, flags: IoFlags, nr_sectors: u32) -> String {
         nr_sectors,
         comm: String::new(),
         depth: 0,
+        device: None,
     };
     rwbs_of(event.action_field(), event.bytes())
 }
@@ -315,6 +319,7 @@ impl BlkTrace {
             nr_sectors: bio.nr_sectors,
             comm: bio.task.comm.clone(),
             depth: 0,
+            device: None,
         });
     }
 
@@ -335,6 +340,7 @@ impl BlkTrace {
             nr_sectors: rq.nr_sectors,
             comm: rq.task.comm.clone(),
             depth: 0,
+            device: None,
         });
     }
 
@@ -351,11 +357,51 @@ impl BlkTrace {
             nr_sectors: 0,
             comm: comm.to_string(),
             depth,
+            device: None,
         });
     }
 
     pub fn events(&self) -> &[TraceEvent] {
         &self.events
+    }
+
+    /// The device of `event`: its own, or the trace's.
+    pub fn device_of(&self, event: &TraceEvent) -> (u32, u32) {
+        event.device.unwrap_or((self.major, self.minor))
+    }
+
+    /// The traces of two devices as one (what `blkparse -i a -i b` reads): every event keeps
+    /// its device, in time order (this trace's first at equal times); the numbers of the
+    /// result are this trace's.
+    pub fn merge(&self, other: &BlkTrace) -> BlkTrace {
+        let mine = self.events.iter().map(|e| TraceEvent {
+            device: Some(self.device_of(e)),
+            ..e.clone()
+        });
+        let theirs: Vec<TraceEvent> = other
+            .events
+            .iter()
+            .map(|e| TraceEvent {
+                device: Some(other.device_of(e)),
+                ..e.clone()
+            })
+            .collect();
+        let mut events = Vec::with_capacity(self.events.len() + theirs.len());
+        let mut theirs = theirs.into_iter().peekable();
+        for event in mine {
+            while theirs.peek().is_some_and(|t| t.time_ns < event.time_ns) {
+                events.extend(theirs.next());
+            }
+            events.push(event);
+        }
+        events.extend(theirs);
+        BlkTrace {
+            major: self.major,
+            minor: self.minor,
+            events,
+            capacity: self.capacity + other.capacity,
+            dropped: self.dropped + other.dropped,
+        }
     }
 
     pub fn dropped(&self) -> u64 {
@@ -366,10 +412,11 @@ impl BlkTrace {
     pub fn format_event(&self, sequence: u64, event: &TraceEvent) -> String {
         let seconds = event.time_ns / NS_PER_SEC;
         let nanos = event.time_ns % NS_PER_SEC;
+        let (major, minor) = self.device_of(event);
         let head = format!(
             "{:3},{:<3} {:2} {:8} {:5}.{:09} {:5} {:>2} {:>3}",
-            self.major,
-            self.minor,
+            major,
+            minor,
             0,
             sequence,
             seconds,
@@ -393,8 +440,12 @@ impl BlkTrace {
 
     /// Writes every event in blkparse format, sequence numbers from 1.
     pub fn write_blkparse(&self, out: &mut impl Write) -> io::Result<()> {
-        for (index, event) in self.events.iter().enumerate() {
-            writeln!(out, "{}", self.format_event(index as u64 + 1, event))?;
+        // blkparse numbers each device's events on its own.
+        let mut sequences: std::collections::BTreeMap<(u32, u32), u64> = Default::default();
+        for event in &self.events {
+            let sequence = sequences.entry(self.device_of(event)).or_insert(0);
+            *sequence += 1;
+            writeln!(out, "{}", self.format_event(*sequence, event))?;
         }
         if self.dropped > 0 {
             writeln!(
@@ -416,11 +467,16 @@ impl BlkTrace {
     /// Writes the trace as blktrace's binary format: the contents of `<name>.blktrace.0`
     /// (CPU 0, the only one), with a `BLK_TN_PROCESS` note before each pid's first event.
     pub fn write_binary(&self, out: &mut impl Write) -> io::Result<()> {
-        let device = dev_t(self.major, self.minor);
-        let mut named: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
+        let mut named: std::collections::BTreeSet<(u32, u32)> = std::collections::BTreeSet::new();
+        let mut sequences: std::collections::BTreeMap<u32, u32> = Default::default();
         let mut record = Vec::with_capacity(BLK_IO_TRACE_BYTES + TASK_COMM_LEN);
-        for (index, event) in self.events.iter().enumerate() {
-            if named.insert(event.pid) {
+        for event in &self.events {
+            let (major, minor) = self.device_of(event);
+            let device = dev_t(major, minor);
+            let sequence = sequences.entry(device).or_insert(0);
+            *sequence += 1;
+            let sequence = *sequence;
+            if named.insert((device, event.pid)) {
                 let mut comm = [0u8; TASK_COMM_LEN];
                 let name = if event.pid == 0 {
                     "swapper/0"
@@ -451,7 +507,7 @@ impl BlkTrace {
             push_header(
                 &mut record,
                 Header {
-                    sequence: index as u32 + 1,
+                    sequence,
                     time_ns: event.time_ns,
                     sector: event.sector,
                     bytes: event.bytes(),

@@ -109,6 +109,15 @@ pub trait FileSystemOps {
     fn counters(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
+    /// Turns the file system's run-time invariant checks on (`mobistack run --check`; they
+    /// are on in debug builds).
+    fn enable_checks(&self) {}
+    /// The first invariant violation its checks found, if any.
+    fn violation(&self) -> Option<String> {
+        None
+    }
+    /// The checks due at the end of a run (handles still open, ext4).
+    fn check_end_of_run(&self, _sim: &Sim) {}
 }
 
 /// What the VFS needs from the on-disk file system: inode numbers and where an inode's metadata

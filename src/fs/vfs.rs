@@ -206,6 +206,27 @@ impl Vfs {
         self.fs.counters()
     }
 
+    /// The inode `path` names, if it exists.
+    pub fn ino_of(&self, path: &str) -> Option<Ino> {
+        self.state.borrow().names.get(path).copied()
+    }
+
+    /// Turns the run-time invariant checks of the page cache and the file system on (release
+    /// builds: `mobistack run --check`; debug builds have them on).
+    pub fn enable_checks(&self) {
+        self.mm.enable_checks();
+        self.fs.enable_checks();
+    }
+
+    /// Runs the checks due at the end of a run, then returns the first violation the page
+    /// cache's or the file system's checks found, if any.
+    pub fn end_of_run_violation(&self, sim: &Sim) -> Option<String> {
+        if self.mm.violation().is_none() && self.fs.violation().is_none() {
+            self.fs.check_end_of_run(sim);
+        }
+        self.mm.violation().or_else(|| self.fs.violation())
+    }
+
     /// A new process with an empty fd table and a pid of the VFS's own (for tests without a
     /// [`crate::stack::Stack`]; in a stack use [`Vfs::new_process_with_pid`] with
     /// `Stack::alloc_pid`, so pids stay unique across workloads).

@@ -275,7 +275,21 @@ pub struct IoAccountRow {
     /// The system call, or `[comm]` of the kernel thread that issued the bio on its own.
     pub cause: String,
     pub purpose: IoPurpose,
+    /// The device the bios went to, when it is not the file system's own (an external
+    /// journal's device, e.g. `mmcblk1`).
+    pub device: Option<String>,
     pub count: IoCount,
+}
+
+impl IoAccountRow {
+    /// The row's purpose as the results name it: `journal-commit`, or on another device than
+    /// the file system's `journal-commit@mmcblk1`.
+    pub fn purpose_key(&self) -> String {
+        match &self.device {
+            None => self.purpose.name().to_string(),
+            Some(device) => format!("{}@{device}", self.purpose.name()),
+        }
+    }
 }
 
 /// The block I/O account by purpose (issue 10): every bio the page cache and the file system
@@ -285,7 +299,11 @@ pub struct IoAccountRow {
 pub struct IoAccount {
     causes: RefCell<BTreeMap<TaskId, IoCause>>,
     comms: RefCell<BTreeMap<u32, String>>,
-    counts: RefCell<BTreeMap<(u32, Charge, IoPurpose), IoCount>>,
+    /// By uid, charge, purpose and device (0: the file system's, else an index into
+    /// `devices` + 1).
+    counts: RefCell<BTreeMap<(u32, Charge, IoPurpose, u8), IoCount>>,
+    /// Names of the other devices that count into this account (an external journal's).
+    devices: RefCell<Vec<String>>,
 }
 
 impl IoAccount {
@@ -329,8 +347,17 @@ impl IoAccount {
         self.comms.borrow_mut().insert(pid, comm.to_string());
     }
 
-    /// Counts `bio`, submitted by `task` to a device that honours FUA or not.
-    pub fn note(&self, task: Option<TaskId>, bio: &BioRequest, device_fua: bool) {
+    /// Adds a device other than the file system's (an external journal's) named `name`;
+    /// returns its index for [`IoAccount::note`].
+    pub fn add_device(&self, name: &str) -> u8 {
+        let mut devices = self.devices.borrow_mut();
+        devices.push(name.to_string());
+        u8::try_from(devices.len()).expect("a few devices")
+    }
+
+    /// Counts `bio`, submitted by `task` to device `device` (0: the file system's; else from
+    /// [`IoAccount::add_device`]) that honours FUA or not.
+    pub fn note(&self, task: Option<TaskId>, bio: &BioRequest, device: u8, device_fua: bool) {
         let cause = task.and_then(|t| self.cause(t));
         let (uid, charge) = match cause {
             Some(cause) => (cause.uid, Charge::Syscall(cause.syscall)),
@@ -342,7 +369,7 @@ impl IoAccount {
         };
         self.counts
             .borrow_mut()
-            .entry((uid, charge, bio.purpose))
+            .entry((uid, charge, bio.purpose, device))
             .or_default()
             .note(bio, device_fua);
     }
@@ -350,10 +377,11 @@ impl IoAccount {
     /// Every non-empty cell, by uid, cause and purpose.
     pub fn rows(&self) -> Vec<IoAccountRow> {
         let comms = self.comms.borrow();
+        let devices = self.devices.borrow();
         self.counts
             .borrow()
             .iter()
-            .map(|(&(uid, charge, purpose), count)| IoAccountRow {
+            .map(|(&(uid, charge, purpose, device), count)| IoAccountRow {
                 uid,
                 cause: match charge {
                     Charge::Syscall(name) => name.to_string(),
@@ -362,6 +390,7 @@ impl IoAccount {
                     }
                 },
                 purpose,
+                device: (device > 0).then(|| devices[device as usize - 1].clone()),
                 count: *count,
             })
             .collect()
@@ -448,6 +477,8 @@ pub struct QueueSubmit {
     congestion_waiters: RefCell<BTreeMap<TaskId, WakeToken>>,
     /// The account by purpose (shared with an external journal's device).
     account: Rc<IoAccount>,
+    /// This device in the account (0: the file system's own).
+    account_device: u8,
 }
 
 /// `queue_congestion_on_threshold` / `queue_congestion_off_threshold` of a request list of
@@ -462,16 +493,18 @@ pub fn congestion_thresholds(nr_requests: usize) -> (usize, usize) {
 
 impl QueueSubmit {
     pub fn new(layer: crate::block::layer::BlockLayer, next_bio: Rc<Cell<u64>>) -> Rc<QueueSubmit> {
-        QueueSubmit::with_account(layer, next_bio, IoAccount::new())
+        QueueSubmit::with_account(layer, next_bio, IoAccount::new(), None)
     }
 
     /// Like [`QueueSubmit::new`], counting into `account` (an external journal's device shares
-    /// the file system's).
+    /// the file system's), as device `name` (None: the file system's own device).
     pub fn with_account(
         layer: crate::block::layer::BlockLayer,
         next_bio: Rc<Cell<u64>>,
         account: Rc<IoAccount>,
+        name: Option<&str>,
     ) -> Rc<QueueSubmit> {
+        let account_device = name.map_or(0, |name| account.add_device(name));
         Rc::new_cyclic(|me| QueueSubmit {
             me: me.clone(),
             layer,
@@ -481,6 +514,7 @@ impl QueueSubmit {
             congested: Cell::new(false),
             congestion_waiters: RefCell::new(BTreeMap::new()),
             account,
+            account_device,
         })
     }
 
@@ -548,7 +582,8 @@ impl BlockSubmit for QueueSubmit {
         Box::pin(async move {
             use crate::block::request::{Bio, IoPrio, PageRef};
             let device_fua = self.layer.with_queue(|q| q.device().fua());
-            self.account.note(sim.current_task(), &bio, device_fua);
+            self.account
+                .note(sim.current_task(), &bio, self.account_device, device_fua);
             let id = self.next_bio.get();
             self.next_bio.set(id + 1);
             let pages = bio.pages.map_or_else(Vec::new, |span| {

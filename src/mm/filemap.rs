@@ -555,6 +555,9 @@ impl Mm {
             state.clear_page_dirty(id);
             state.delete_from_page_cache(id);
             drop(state);
+            if let Some(observer) = self.write_observer() {
+                observer.data_settled(ino, index, 1);
+            }
             self.wake_page(sim, ino, index);
         }
         self.check(sim, "truncate_inode_pages_range");

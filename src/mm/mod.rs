@@ -76,6 +76,17 @@ pub trait AddressSpaceOps {
 /// [`Mm::set_meta_classifier`]).
 pub type MetaClassifier = Rc<dyn Fn(u64) -> bio::IoPurpose>;
 
+/// What a journaling file system's run-time checks see of the page cache's writes (installed
+/// with [`Mm::set_write_observer`]; the page cache cannot import the file system).
+pub trait WriteObserver {
+    /// A write of the block device's pages `[block, block + count)` (metadata buffers going
+    /// home: the flusher's, reclaim's or a checkpoint's) is being submitted.
+    fn home_write(&self, sim: &Sim, block: u64, count: u64);
+    /// Pages `[index, index + count)` of file `ino` reached the device (their writeback ended)
+    /// or left the cache unwritten (truncated).
+    fn data_settled(&self, ino: Ino, index: u64, count: u64);
+}
+
 /// Inode number of the block device's own mapping (`bdev->bd_inode`): its page `i` is disk
 /// block `i`. Metadata buffers of a journaling file system live there ([`buffer`]). No file
 /// system hands out this number (ext4's and simplefs's inode numbers are far below it).
@@ -475,6 +486,8 @@ pub struct Mm {
     /// What each block of the block device's mapping holds (the file system's metadata kinds),
     /// for the account by purpose; [`bio::IoPurpose::Metadata`] without one.
     meta_purpose: RefCell<Option<MetaClassifier>>,
+    /// The file system's checks' view of writes ([`WriteObserver`]).
+    write_observer: RefCell<Option<Rc<dyn WriteObserver>>>,
     pub(crate) bdev: Rc<dyn BlockSubmit>,
     pub(crate) activity: Option<Rc<ForegroundState>>,
     state: RefCell<MmState>,
@@ -536,6 +549,7 @@ impl Mm {
             fs,
             hooks: RefCell::new(None),
             meta_purpose: RefCell::new(None),
+            write_observer: RefCell::new(None),
             bdev,
             activity,
             state: RefCell::new(MmState {
@@ -607,6 +621,16 @@ impl Mm {
     /// kind from when it journaled or read it; the page cache cannot import the file system).
     pub fn set_meta_classifier(&self, classify: MetaClassifier) {
         *self.meta_purpose.borrow_mut() = Some(classify);
+    }
+
+    /// Installs the file system's [`WriteObserver`] (its invariant checks).
+    pub fn set_write_observer(&self, observer: Rc<dyn WriteObserver>) {
+        *self.write_observer.borrow_mut() = Some(observer);
+    }
+
+    /// The installed [`WriteObserver`], if any.
+    pub(crate) fn write_observer(&self) -> Option<Rc<dyn WriteObserver>> {
+        self.write_observer.borrow().clone()
     }
 
     /// The purpose of I/O on page `index` of `ino`: data, or for the block device's mapping

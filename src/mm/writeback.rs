@@ -782,6 +782,11 @@ impl Mm {
         if redirtied {
             self.bdi_wakeup_thread_delayed(sim);
         }
+        if span.ino != super::BDEV_INO {
+            if let Some(observer) = self.write_observer() {
+                observer.data_settled(span.ino, span.index, u64::from(span.count));
+            }
+        }
         for index in span.index..span.index + u64::from(span.count) {
             self.wake_page(sim, span.ino, index);
         }
@@ -834,6 +839,11 @@ impl Mm {
         span: PageSpan,
         bio: BioRequest,
     ) -> u64 {
+        if span.ino == super::BDEV_INO {
+            if let Some(observer) = self.write_observer() {
+                observer.home_write(sim, span.index, u64::from(span.count));
+            }
+        }
         {
             let mut state = self.state();
             if bio.flags.sync {

@@ -404,26 +404,34 @@ pub fn render_io_account(results: &ScenarioResults) -> String {
             .chain(std::iter::once(("(kernel)", &run.kernel_io_by_purpose)));
         for (app, by_cause) in apps {
             for (cause, by_purpose) in by_cause {
-                // Purposes in the account's order (data, metadata, journal, discard, flush).
+                // Purposes in the account's order (data, metadata, journal, discard, flush),
+                // each on the file system's device, then on others (`journal-commit@mmcblk1`).
                 for purpose in crate::mm::IoPurpose::ALL {
-                    let Some(c) = by_purpose.get(purpose.name()) else {
-                        continue;
-                    };
-                    rows.push(vec![
-                        run.variant.clone(),
-                        run.seed.to_string(),
-                        app.to_string(),
-                        cause.clone(),
-                        purpose.name().to_string(),
-                        c.bios.to_string(),
-                        c.reads.to_string(),
-                        (c.read_bytes / 1024).to_string(),
-                        c.writes.to_string(),
-                        (c.write_bytes / 1024).to_string(),
-                        (c.discard_bytes / 1024).to_string(),
-                        c.flushes.to_string(),
-                        c.fua.to_string(),
-                    ]);
+                    let name = purpose.name();
+                    let keys = by_purpose.keys().filter(|key| {
+                        key.as_str() == name
+                            || key
+                                .strip_prefix(name)
+                                .is_some_and(|rest| rest.starts_with('@'))
+                    });
+                    for key in keys {
+                        let c = &by_purpose[key];
+                        rows.push(vec![
+                            run.variant.clone(),
+                            run.seed.to_string(),
+                            app.to_string(),
+                            cause.clone(),
+                            key.clone(),
+                            c.bios.to_string(),
+                            c.reads.to_string(),
+                            (c.read_bytes / 1024).to_string(),
+                            c.writes.to_string(),
+                            (c.write_bytes / 1024).to_string(),
+                            (c.discard_bytes / 1024).to_string(),
+                            c.flushes.to_string(),
+                            c.fua.to_string(),
+                        ]);
+                    }
                 }
             }
         }

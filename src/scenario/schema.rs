@@ -362,11 +362,15 @@ impl Scenario {
             ScenarioError::at(file, source, spans.value_span(&[key(name)]), message)
         };
         // A check's message pointed at the field it names among `tables` (searched in order),
-        // else at `fallback`; other fields it names get their lines.
-        let blame =
-            |message: String, tables: &[Vec<Seg>], fallback: std::ops::Range<usize>| match spans
-                .blame(&message, tables)
-            {
+        // else at `fallback`; other fields it names get their lines. `prefix` (which variant and
+        // table) is shown first but not searched: a variant's name is no field.
+        let blame = |prefix: String,
+                     message: String,
+                     tables: &[Vec<Seg>],
+                     fallback: std::ops::Range<usize>| {
+            let found = spans.blame(&message, tables);
+            let message = prefix + &message;
+            match found {
                 Some(found) => {
                     let mut message = message;
                     for (name, span) in &found.related {
@@ -380,7 +384,8 @@ impl Scenario {
                     error(found.span, message)
                 }
                 None => error(fallback, message),
-            };
+            }
+        };
 
         if document.name.trim().is_empty() {
             return Err(at_field(
@@ -453,7 +458,12 @@ impl Scenario {
             }
             if let Err(message) = app.workload.validate() {
                 let (table, header) = workload_table(spans, i);
-                return Err(blame(message, &[table], header.unwrap_or(app.name.span())));
+                return Err(blame(
+                    String::new(),
+                    message,
+                    &[table],
+                    header.unwrap_or(app.name.span()),
+                ));
             }
             if let Some(ioprio) = &app.ioprio {
                 crate::task::parse_ioprio(ioprio).map_err(|m| {
@@ -623,7 +633,8 @@ impl Scenario {
                     let base = vec![key("stack"), key(table)];
                     let fallback = spans.value_span(&own).unwrap_or(entry.name.span());
                     return Err(blame(
-                        format!("variant `{name}`: [stack.{table}] {message}"),
+                        format!("variant `{name}`: [stack.{table}] "),
+                        message,
                         &[own, base],
                         fallback,
                     ));
@@ -644,7 +655,8 @@ impl Scenario {
                     let path = vec![key("stack"), key(table)];
                     let fallback = spans.value_span(&path).unwrap_or(0..0);
                     return Err(blame(
-                        format!("[stack.{table}] {message}"),
+                        format!("[stack.{table}] "),
+                        message,
                         &[path],
                         fallback,
                     ));
@@ -702,7 +714,8 @@ impl Scenario {
                         String::new()
                     };
                     return Err(blame(
-                        format!("{prefix}{message}"),
+                        prefix,
+                        message,
                         &[table],
                         header.unwrap_or(app.name.span()),
                     ));

@@ -32,6 +32,9 @@ pub struct Stack {
     pub toy_server: Rc<toy::ToyServer>,
     /// Present when some app issues block I/O.
     pub block: Option<BlockStack>,
+    /// An external journal's device and its own request queue (`[stack.fs] journal =
+    /// "external"`), with its name (`mmcblk1`).
+    pub journal_block: Option<(BlockStack, String)>,
     /// The VFS and page cache (over `block`), present when some app does file I/O.
     pub vfs: Option<Rc<crate::fs::vfs::Vfs>>,
     named_locks: RefCell<BTreeMap<String, Mutex>>,
@@ -72,6 +75,7 @@ impl Stack {
             tasks,
             toy_server,
             block,
+            journal_block: None,
             vfs: None,
             named_locks: RefCell::new(BTreeMap::new()),
             next_pid: Cell::new(FIRST_APP_PID),
@@ -106,6 +110,50 @@ impl Stack {
         };
         let fs_size = fs_size.unwrap_or(capacity_bytes).min(capacity_bytes);
         let bdev = crate::mm::bio::QueueSubmit::new(block.layer.clone(), block.next_bio.clone());
+        // An external journal: a second device with a request queue and elevator of its own,
+        // counting into the file system's account (its bios keep their causes).
+        let journal_block = match (&config.fs.journal_device, config.fs.journal) {
+            (Some(device_config), crate::fs::ext4::JournalLocation::External)
+                if config.fs.kind == crate::fs::ext4::FsKind::Ext4 =>
+            {
+                let device = crate::dev::build_device(device_config, sim.seed())
+                    .map_err(|e| format!("[stack.fs.journal_device]: {e}"))?;
+                let fs_numbers = block.layer.with_queue(|q| q.device().device_numbers());
+                let (major, minor) = second_device_numbers(fs_numbers, device.device_numbers());
+                let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
+                let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
+                queue.set_task_table(tasks.clone());
+                queue.set_qasio(config.qasio.clone());
+                if config.block.blktrace {
+                    queue.enable_trace(crate::block::blktrace::BlkTrace::new(
+                        major,
+                        minor,
+                        crate::block::blktrace::DEFAULT_CAPACITY,
+                    ));
+                }
+                let name = device_name(major, minor);
+                Some((
+                    BlockStack {
+                        layer: BlockLayer::new(sim, queue),
+                        next_bio: block.next_bio.clone(),
+                        capacity_bytes,
+                    },
+                    name,
+                ))
+            }
+            _ => None,
+        };
+        let journal_device = journal_block.as_ref().map(|(journal, name)| {
+            let account =
+                crate::mm::BlockSubmit::io_account(&*bdev).expect("a queue keeps an account");
+            let submit: Rc<dyn crate::mm::BlockSubmit> = crate::mm::bio::QueueSubmit::with_account(
+                journal.layer.clone(),
+                journal.next_bio.clone(),
+                account,
+                Some(name),
+            );
+            (submit, journal.capacity_bytes)
+        });
         let vfs = storage_over(
             sim,
             vm,
@@ -113,6 +161,7 @@ impl Stack {
             config.cpu.clone(),
             &config.fs,
             bdev,
+            journal_device,
             fs_size,
             Some(activity.clone()),
         )?;
@@ -128,6 +177,7 @@ impl Stack {
             tasks,
             toy_server,
             block: Some(block),
+            journal_block,
             vfs: Some(vfs),
             named_locks: RefCell::new(BTreeMap::new()),
             next_pid: Cell::new(FIRST_APP_PID),
@@ -148,6 +198,7 @@ impl Stack {
             tasks: Rc::new(TaskTable::new()),
             toy_server,
             block: None,
+            journal_block: None,
             vfs: Some(vfs),
             named_locks: RefCell::new(BTreeMap::new()),
             next_pid: Cell::new(FIRST_APP_PID),
@@ -223,7 +274,32 @@ impl Stack {
             counters.insert("vfs.errors".into(), vfs_stats.errors);
             counters.extend(vfs.fs_counters());
         }
+        self.journal_device_counters(&mut counters);
         counters
+    }
+
+    /// Per-device counters of an external journal's request queue (`journal_device.block.*`,
+    /// the same names as the file system's device's `block.*`).
+    fn journal_device_counters(&self, counters: &mut BTreeMap<String, u64>) {
+        let Some((journal, _)) = &self.journal_block else {
+            return;
+        };
+        let stats = journal.layer.with_queue(|queue| queue.stats());
+        for (name, value) in [
+            ("bios", stats.bios),
+            ("bio_sectors", stats.bio_sectors),
+            ("plug_merges", stats.plug_merges),
+            ("back_merges", stats.back_merges),
+            ("front_merges", stats.front_merges),
+            ("requests", stats.requests),
+            ("dispatched", stats.dispatched),
+            ("completed", stats.completed),
+            ("get_request_sleeps", stats.alloc_sleeps),
+            ("plug_flushes", stats.plug_flushes),
+            ("wbt_sleeps", stats.wbt_sleeps),
+        ] {
+            counters.insert(format!("journal_device.block.{name}"), value);
+        }
     }
 
     /// The block I/O account by purpose of the page cache's and file system's bios.
@@ -237,7 +313,17 @@ impl Stack {
     /// The block layer's trace, when the configuration asked for one.
     pub fn blktrace(&self) -> Option<crate::block::blktrace::BlkTrace> {
         let block = self.block.as_ref()?;
-        block.layer.with_queue(|queue| queue.trace().cloned())
+        let trace = block.layer.with_queue(|queue| queue.trace().cloned())?;
+        // An external journal's device: its events beside the file system's device's, each
+        // with its own device numbers.
+        let journal = self
+            .journal_block
+            .as_ref()
+            .and_then(|(journal, _)| journal.layer.with_queue(|queue| queue.trace().cloned()));
+        Some(match journal {
+            Some(journal) => trace.merge(&journal),
+            None => trace,
+        })
     }
 
     /// The device model's own statistics (NAND, GC, cache), or null without a device.
@@ -246,6 +332,29 @@ impl Stack {
             Some(block) => block.layer.with_queue(|queue| queue.device().stats_json()),
             None => serde_json::Value::Null,
         }
+    }
+}
+
+/// Device numbers for a second device beside one numbered `first`: its own kind's numbers,
+/// moved to the next disk when the kind is the same (`mmcblk1` is 179,8 with the mmc block
+/// driver's default `CONFIG_MMC_BLOCK_MINORS` = 8; `sdb` is 8,16: `SD_MINORS` = 16 in
+/// drivers/scsi/sd.c).
+pub fn second_device_numbers(first: (u32, u32), second: (u32, u32)) -> (u32, u32) {
+    if first.0 != second.0 {
+        return second;
+    }
+    let minors_per_disk = if second.0 == 179 { 8 } else { 16 };
+    (second.0, first.1 + minors_per_disk)
+}
+
+/// The kernel's name of the disk numbered `(major, minor)`: `mmcblk<n>` for 179 (mmc), else
+/// `sd<letter>` (8: SCSI disks, UFS's).
+pub fn device_name(major: u32, minor: u32) -> String {
+    if major == 179 {
+        format!("mmcblk{}", minor / 8)
+    } else {
+        let letter = (b'a' + (minor / 16).min(25) as u8) as char;
+        format!("sd{letter}")
     }
 }
 
@@ -298,7 +407,7 @@ pub fn storage_with_fs_on_layer(
 ) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
     vm.validate()?;
     let bdev = crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)));
-    storage_over(sim, vm, hz, cpu, fs, bdev, fs_size, None)
+    storage_over(sim, vm, hz, cpu, fs, bdev, None, fs_size, None)
 }
 
 /// Like [`storage`] with the kernel's tick rate `hz`.
@@ -318,7 +427,7 @@ pub fn storage_with_hz(
     let layer = BlockLayer::new(sim, queue);
     let bdev = crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)));
     let fs = crate::fs::ext4::Ext4Config::simplefs();
-    storage_over(sim, vm, hz, cpu, &fs, bdev, fs_size, activity)
+    storage_over(sim, vm, hz, cpu, &fs, bdev, None, fs_size, activity)
 }
 
 /// The storage layers under the VFS over an existing block layer (`mobistack fio`'s buffered
@@ -337,7 +446,7 @@ pub fn storage_on_layer(
     let cpu = crate::kernel::CpuConfig::default();
     let hz = crate::kernel::KernelConfig::default().hz;
     let fs = crate::fs::ext4::Ext4Config::simplefs();
-    storage_over(sim, vm, hz, cpu, &fs, bdev, fs_size, None)
+    storage_over(sim, vm, hz, cpu, &fs, bdev, None, fs_size, None)
 }
 
 /// The file system (`fs`: ext4 or simplefs), page cache and VFS over a block path.
@@ -349,6 +458,7 @@ fn storage_over(
     cpu: crate::kernel::CpuConfig,
     fs: &crate::fs::ext4::Ext4Config,
     bdev: Rc<dyn crate::mm::BlockSubmit>,
+    journal_device: Option<(Rc<dyn crate::mm::BlockSubmit>, u64)>,
     fs_size: u64,
     activity: Option<Rc<ForegroundState>>,
 ) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
@@ -390,7 +500,7 @@ fn storage_over(
                 fs_size,
                 hz,
                 bdev.clone(),
-                None,
+                journal_device,
                 start_mm,
             )?;
             Ok(crate::fs::vfs::Vfs::new(sim, mm, ops, activity))

@@ -162,6 +162,16 @@ impl Ext4Alloc {
         &self.layout
     }
 
+    /// Logs the allocator's allocations and frees (ext4's run-time check of block reuse).
+    pub fn record_events(&mut self, on: bool) {
+        self.mb.record_events(on);
+    }
+
+    /// The allocator's events since the last call.
+    pub fn take_events(&mut self) -> Vec<super::mballoc::MbEvent> {
+        self.mb.take_events()
+    }
+
     pub fn mballoc(&self) -> &MbAlloc {
         &self.mb
     }

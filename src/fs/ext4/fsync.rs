@@ -16,8 +16,8 @@
 //! `fdatasync` of a file whose size and block map did not change commits nothing: it only
 //! flushes the device cache (the JOJ paper's point on `fdatasync`).
 //!
-//! Simplifications: `jbd2_trans_will_send_data_barrier` is "the transaction has not committed
-//! yet and barriers are on" (3.10 also checks `JBD2_BARRIER` on an external journal device);
+//! Simplifications: see [`crate::fs::jbd2::Journal::trans_will_send_data_barrier`] (on an
+//! internal journal: "the transaction has not committed yet and barriers are on");
 //! `ext4_flush_unwritten_io` has nothing to do (no unwritten extents).
 
 use super::mount::Ext4;
@@ -36,8 +36,7 @@ impl Ext4 {
                 info.sync_tid
             }
         };
-        let committed = self.journal.commit_sequence() >= tid;
-        let needs_barrier = self.config.barrier && committed;
+        let needs_barrier = self.config.barrier && !self.journal.trans_will_send_data_barrier(tid);
         let waited = self.journal.complete_transaction(sim, tid).await;
         {
             let mut stats = self.stats.borrow_mut();

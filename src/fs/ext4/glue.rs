@@ -403,6 +403,18 @@ impl FileSystemOps for Ext4Ops {
         self.ext4.wants_da_flush_on_rename(ino)
     }
 
+    fn enable_checks(&self) {
+        self.ext4.journal.enable_checks();
+    }
+
+    fn violation(&self) -> Option<String> {
+        self.ext4.journal.violation()
+    }
+
+    fn check_end_of_run(&self, sim: &Sim) {
+        self.ext4.journal.check_end_of_run(sim);
+    }
+
     fn counters(&self) -> Vec<(String, u64)> {
         let fs = self.ext4.stats();
         let j = self.ext4.journal.stats();
@@ -452,6 +464,26 @@ impl FileSystemOps for Ext4Ops {
     }
 }
 
+/// The journal's checks' view of the page cache's writes: home writes of metadata buffers
+/// (invariant a) and ordered data reaching the device (invariant c).
+struct JournalWriteObserver {
+    ext4: Weak<Ext4>,
+}
+
+impl crate::mm::WriteObserver for JournalWriteObserver {
+    fn home_write(&self, sim: &Sim, block: u64, count: u64) {
+        if let Some(ext4) = self.ext4.upgrade() {
+            ext4.journal.check_home_write(sim, block, count);
+        }
+    }
+
+    fn data_settled(&self, ino: Ino, index: u64, count: u64) {
+        if let Some(ext4) = self.ext4.upgrade() {
+            ext4.journal.check_data_settled(ino, index, count);
+        }
+    }
+}
+
 /// mke2fs + mount of ext4 over `size_bytes` of `bdev`, with the page cache `start_mm` builds
 /// over ext4's mapping: the metadata buffers and ordered data go through that page cache, which
 /// gets ext4's write hooks. `journal_device` holds an external journal.
@@ -477,6 +509,7 @@ pub fn mount(
         mm: Rc::downgrade(&mm),
         issuers: issuers.clone(),
     });
+    let log_device = journal_device.as_ref().map(|(device, _)| device.clone());
     let ext4 = Ext4::mount(
         sim,
         config,
@@ -496,7 +529,11 @@ pub fn mount(
             foreground: false,
         });
     }
+    // The journal thread is named after the file system's device, wherever its log is.
     bdev.register_task(JBD2_PID, 0, "jbd2/mmcblk0p25-8");
+    if let Some(log_device) = log_device {
+        log_device.register_task(JBD2_PID, 0, "jbd2/mmcblk0p25-8");
+    }
     let classifier = Rc::downgrade(&ext4);
     mm.set_meta_classifier(Rc::new(move |block| {
         classifier
@@ -505,6 +542,10 @@ pub fn mount(
                 ext4.meta_purpose(block)
             })
     }));
+    mm.set_write_observer(Rc::new(JournalWriteObserver {
+        ext4: Rc::downgrade(&ext4),
+    }));
+    ext4.ordered_data_tracked.set(true);
     mm.set_fs_hooks(Rc::new(Ext4Hooks {
         ext4: ext4.clone(),
         issuers: issuers.clone(),

@@ -175,7 +175,7 @@ impl Ext4 {
             cpu: 0,
             tid: handle.tid,
         };
-        let allocated = self.alloc.borrow_mut().allocate_blocks(&request);
+        let allocated = self.alloc_mut(sim, |alloc| alloc.allocate_blocks(&request));
         let allocation = match allocated {
             Ok(allocation) => allocation,
             Err(errno) => return Err((handle, errno)),
@@ -206,6 +206,17 @@ impl Ext4 {
         }
         if self.config.data == super::mount::DataMode::Ordered {
             self.journal.file_inode(&handle, ino);
+            if self.ordered_data_tracked.get() {
+                // Invariant c: these pages' data must reach the device before the commit.
+                for extent in &allocation.extents {
+                    let start = extent.lblk.max(first);
+                    let end = (extent.lblk + extent.len).min(first + count);
+                    if start < end {
+                        self.journal
+                            .check_ordered_allocated(handle.tid, ino, start, end - start);
+                    }
+                }
+            }
         }
         {
             let mut stats = self.stats.borrow_mut();
@@ -225,10 +236,8 @@ impl Ext4 {
         self.journal.stop(sim, handle).await;
         let mut handle = self.start(sim, DATA_TRANS_BLOCKS + 3).await;
         let first_gone = new_size.div_ceil(PAGE_SIZE);
-        let touched = self
-            .alloc
-            .borrow_mut()
-            .truncate(ino, first_gone, handle.tid);
+        let tid = handle.tid;
+        let touched = self.alloc_mut(sim, |alloc| alloc.truncate(ino, first_gone, tid));
         handle = self.journal_touched(sim, handle, &touched).await;
         {
             let mut inodes = self.inodes.borrow_mut();

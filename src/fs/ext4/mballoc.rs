@@ -384,6 +384,16 @@ struct AllocContext {
     status: Status,
 }
 
+/// What the allocator did, logged for ext4's run-time check of block reuse
+/// (`src/fs/ext4/check.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MbEvent {
+    /// `ext4_mb_mark_diskspace_used`: blocks handed out.
+    Allocated { pblk: u64, len: u64 },
+    /// `ext4_free_blocks` in transaction `tid`: held until it commits.
+    Freed { pblk: u64, len: u64, tid: Tid },
+}
+
 /// The allocator of one file system.
 #[derive(Debug, Clone)]
 pub struct MbAlloc {
@@ -406,6 +416,8 @@ pub struct MbAlloc {
     /// `s_freeclusters_counter`: the groups' `disk_free`, summed, kept as they change (every
     /// delayed-allocation reservation reads it).
     free_total: u64,
+    /// Allocations and frees since the last [`MbAlloc::take_events`], while recording.
+    events: Option<Vec<MbEvent>>,
 }
 
 impl MbAlloc {
@@ -466,11 +478,32 @@ impl MbAlloc {
             last_start: 0,
             stream_request: MB_DEFAULT_STREAM_THRESHOLD,
             group_prealloc: MB_DEFAULT_GROUP_PREALLOC,
+            events: None,
         }
     }
 
     pub fn groups(&self) -> u64 {
         self.groups.len() as u64
+    }
+
+    /// Logs allocations and frees (on) or stops (off, dropping the log).
+    pub fn record_events(&mut self, on: bool) {
+        match (on, self.events.is_some()) {
+            (true, false) => self.events = Some(Vec::new()),
+            (false, true) => self.events = None,
+            _ => {}
+        }
+    }
+
+    /// The events logged since the last call.
+    pub fn take_events(&mut self) -> Vec<MbEvent> {
+        self.events.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    fn log(&mut self, event: MbEvent) {
+        if let Some(events) = self.events.as_mut() {
+            events.push(event);
+        }
     }
 
     /// Free blocks on disk (`s_freeclusters_counter`; includes blocks freed by transactions
@@ -1093,6 +1126,11 @@ impl MbAlloc {
     /// `ext4_mb_mark_diskspace_used`: set the bits in the on-disk bitmap, lower the
     /// descriptor's free count; the bitmap and descriptor blocks are dirtied.
     fn mark_diskspace_used(&mut self, ex: FreeExtent) -> Touched {
+        let pblk = self.groups[ex.group as usize].first_block + ex.start as u64;
+        self.log(MbEvent::Allocated {
+            pblk,
+            len: ex.len as u64,
+        });
         let group = &mut self.groups[ex.group as usize];
         assert!(
             ex.start + ex.len <= group.nblocks,
@@ -1209,7 +1247,14 @@ impl MbAlloc {
             touched.add(group.block_bitmap, MetaKind::BlockBitmap);
             touched.add(group.gdt_block, MetaKind::GroupDesc);
             match tid {
-                Some(tid) => self.add_pending(tid, block, take as u64),
+                Some(tid) => {
+                    self.add_pending(tid, block, take as u64);
+                    self.log(MbEvent::Freed {
+                        pblk: block,
+                        len: take as u64,
+                        tid,
+                    });
+                }
                 None => group.buddy.free_range(offset, take),
             }
             block += take as u64;

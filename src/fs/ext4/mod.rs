@@ -21,6 +21,9 @@
 #[cfg(test)]
 mod account_tests;
 pub mod alloc;
+pub mod check;
+#[cfg(test)]
+mod check_tests;
 pub mod dir;
 pub mod extents;
 pub mod fsync;

@@ -74,8 +74,13 @@ pub struct Ext4Config {
     pub kind: FsKind,
     /// `data=`: default ordered.
     pub data: DataMode,
-    /// Internal journal (default) or external.
+    /// Internal journal (default) or external (`mke2fs -J device=`): then the journal's own
+    /// device is `journal_device`.
     pub journal: JournalLocation,
+    /// `[stack.fs.journal_device]`: the external journal's device, configured like
+    /// `[stack.device]` (profile, capacity, fua, ...); it gets a request queue and elevator of
+    /// its own (`[stack.block]`'s settings).
+    pub journal_device: Option<crate::dev::DeviceConfig>,
     /// Journal size; default mke2fs's table (`ext2fs_default_journal_size`: 128 MiB from 4 GiB).
     #[serde(default, with = "serde_units::option_size")]
     pub journal_size: Option<u64>,
@@ -106,6 +111,7 @@ impl Default for Ext4Config {
             kind: FsKind::Ext4,
             data: DataMode::Ordered,
             journal: JournalLocation::Internal,
+            journal_device: None,
             journal_size: None,
             commit: crate::fs::jbd2::DEFAULT_COMMIT_INTERVAL_NS,
             discard: true,
@@ -141,6 +147,36 @@ impl Ext4Config {
         }
         if self.commit == 0 {
             return Err("`commit` must be positive (e.g. \"5s\")".into());
+        }
+        if self.kind == FsKind::Ext4 {
+            match (self.journal, &self.journal_device) {
+                (JournalLocation::External, None) => {
+                    return Err(
+                        "`journal` = \"external\" needs the journal's device: add [stack.fs.journal_device] with its `profile` (e.g. profile = \"emmc-5.0\", capacity = \"512MiB\")"
+                            .into(),
+                    )
+                }
+                (JournalLocation::Internal, Some(_)) => {
+                    return Err(
+                        "`journal_device` is the device of an external journal: set `journal` = \"external\" or remove [stack.fs.journal_device]"
+                            .into(),
+                    )
+                }
+                (JournalLocation::External, Some(device)) => {
+                    let profile = device
+                        .resolve()
+                        .map_err(|e| format!("{e} (the external journal's device)"))?;
+                    // jbd2 needs JBD2_MIN_JOURNAL_BLOCKS blocks and its superblock.
+                    let min = crate::fs::jbd2::MIN_JOURNAL_BLOCKS * crate::units::PAGE_SIZE;
+                    if profile.capacity < min {
+                        return Err(format!(
+                            "`journal_device` of {} bytes is smaller than jbd2's minimum journal ({min} bytes, 1024 blocks)",
+                            profile.capacity
+                        ));
+                    }
+                }
+                (JournalLocation::Internal, None) => {}
+            }
         }
         Ok(())
     }
@@ -205,6 +241,11 @@ pub struct Ext4 {
     /// purpose: recorded before the buffer is first read, kept while the block is metadata
     /// (a freed directory or extent block taken again for metadata gets its new kind).
     pub(crate) meta_kinds: RefCell<BTreeMap<u64, MetaKind>>,
+    /// Invariant d's record of blocks freed by transactions not yet durable ([`super::check`]).
+    pub(crate) freed_check: RefCell<super::check::FreedBlocks>,
+    /// The page cache reports when ordered data reaches the device (mounted over it by
+    /// [`super::glue::mount`]), so invariant c can follow each allocated page.
+    pub(crate) ordered_data_tracked: std::cell::Cell<bool>,
 }
 
 /// Largest discard bio: `blkdev_issue_discard` splits at the queue's `max_discard_sectors`
@@ -299,7 +340,13 @@ impl Ext4 {
             }
         };
         journal_config.validate()?;
+        let external = config.journal == JournalLocation::External;
         let journal = Journal::load(sim, journal_config, buffers, data, log_device);
+        if external {
+            // j_fs_dev != j_dev: commits flush the file system's device before their commit
+            // block when they carry ordered data.
+            journal.set_fs_device(bdev.clone());
+        }
         let ext4 = Rc::new(Ext4 {
             config,
             alloc: RefCell::new(alloc),
@@ -310,7 +357,11 @@ impl Ext4 {
             stats: RefCell::new(Ext4Stats::default()),
             reserved_blocks: std::cell::Cell::new(0),
             meta_kinds: RefCell::new(BTreeMap::new()),
+            freed_check: RefCell::new(Default::default()),
+            ordered_data_tracked: std::cell::Cell::new(false),
         });
+        let checking = ext4.journal.checks_enabled();
+        ext4.alloc.borrow_mut().record_events(checking);
         let weak = Rc::downgrade(&ext4);
         ext4.journal
             .set_commit_callback(Box::new(move |sim: &Sim, tid: Tid| {

@@ -29,7 +29,7 @@ impl Ext4 {
         // the same (its first block is counted in the data blocks).
         let credits = DATA_TRANS_BLOCKS + INDEX_EXTRA_TRANS_BLOCKS + 3;
         let mut handle = self.start(sim, credits).await;
-        let created = self.alloc.borrow_mut().create_inode(dir, name, is_dir);
+        let created = self.alloc_mut(sim, |alloc| alloc.create_inode(dir, name, is_dir));
         let (ino, touched) = match created {
             Ok(created) => created,
             Err(errno) => {
@@ -58,7 +58,7 @@ impl Ext4 {
         last_link: bool,
     ) -> Result<Ino, Errno> {
         let mut handle = self.start(sim, DATA_TRANS_BLOCKS).await;
-        let removed = self.alloc.borrow_mut().unlink(dir, name);
+        let removed = self.alloc_mut(sim, |alloc| alloc.unlink(dir, name));
         let (ino, touched) = match removed {
             Ok(removed) => removed,
             Err(errno) => {
@@ -97,8 +97,7 @@ impl Ext4 {
         // ext4_rename: 2 * EXT4_DATA_TRANS_BLOCKS + EXT4_INDEX_EXTRA_TRANS_BLOCKS + 2.
         let credits = 2 * DATA_TRANS_BLOCKS + INDEX_EXTRA_TRANS_BLOCKS + 2;
         let mut handle = self.start(sim, credits).await;
-        let result = (|| {
-            let mut alloc = self.alloc.borrow_mut();
+        let result = self.alloc_mut(sim, |alloc| {
             let mut touched = Touched::new();
             let replaced = match alloc.lookup(new_dir, new_name)?.0 {
                 Some(_) => {
@@ -115,7 +114,7 @@ impl Ext4 {
             let inode_block = alloc.inode_block(ino);
             touched.add(inode_block, super::MetaKind::InodeTable);
             Ok::<_, Errno>((ino, replaced, touched))
-        })();
+        });
         let (ino, replaced, touched) = match result {
             Ok(result) => result,
             Err(errno) => {
@@ -159,7 +158,7 @@ impl Ext4 {
         let credits = DATA_TRANS_BLOCKS + 3;
         let mut handle = self.start(sim, credits).await;
         let tid = handle.tid;
-        let touched = self.alloc.borrow_mut().free_inode(ino, tid);
+        let touched = self.alloc_mut(sim, |alloc| alloc.free_inode(ino, tid));
         // ext4_orphan_del first dirties the superblock and the inode, then ext4_free_inode the
         // bitmaps: journal the orphan blocks before the rest, as 3.10 orders them.
         if self.inodes.borrow().get(&ino).is_some_and(|i| i.orphan) {

@@ -164,6 +164,10 @@ impl Journal {
         // Drop checkpointed buffers already written home (`__jbd2_journal_clean_checkpoint_list`).
         self.clean_checkpoint_list();
         // 1. T_LOCKED: wait for the handles.
+        let running_tid = self.state.borrow().running.as_ref().map(|t| t.tid);
+        if let Some(tid) = running_tid {
+            self.check_commit_start(sim, tid);
+        }
         let (tid, requested_by) = {
             let mut state = self.state.borrow_mut();
             assert!(state.committing.is_none(), "two commits at once");
@@ -194,6 +198,7 @@ impl Journal {
                 )
                 .await;
         }
+        self.check_updates_drained(sim, tid);
         let locked_ns = sim.now();
         let mut phases = super::CommitPhaseNs {
             updates: locked_ns - started_ns,
@@ -256,10 +261,40 @@ impl Journal {
         }
         phases.log_submit = lap(sim);
         // journal_finish_inode_data_buffers: the ordered data must be on disk.
-        for &ino in &inodes {
-            self.data.wait(sim, ino).await;
+        #[cfg(test)]
+        let skip_data_wait = self.faults.skip_data_wait.get();
+        #[cfg(not(test))]
+        let skip_data_wait = false;
+        if !skip_data_wait {
+            for &ino in &inodes {
+                self.data.wait(sim, ino).await;
+            }
         }
         phases.data_wait = lap(sim);
+        // An external journal: the file system's device is flushed before the commit record
+        // when the transaction filed ordered data (3.10: `t_need_data_flush &&
+        // j_fs_dev != j_dev && JBD2_BARRIER` -> `blkdev_issue_flush(j_fs_dev)`); the commit
+        // block's own flush reaches only the journal's device.
+        let need_data_flush = self
+            .state
+            .borrow()
+            .committing
+            .as_ref()
+            .is_some_and(|t| t.need_data_flush);
+        if let Some(fs_device) = self.fs_device.get().filter(|_| self.config.barrier) {
+            if need_data_flush {
+                let flags = IoFlags {
+                    sync: true,
+                    noidle: true,
+                    preflush: true,
+                    ..IoFlags::default()
+                };
+                let bio =
+                    BioRequest::for_pages(IoOp::Flush, 0, 0, flags, issuer, None, IoPurpose::Flush);
+                crate::mm::bio::submit_bio_wait(&**fs_device, sim, bio).await;
+            }
+        }
+        self.state.borrow_mut().data_flushed = Some(tid);
         let log_blocks = log_writes.len() as u64 + 1;
         let commit_flags = if self.config.barrier {
             IoFlags {
@@ -274,6 +309,7 @@ impl Journal {
         };
         if self.config.async_commit {
             // journal_async_commit: the commit block goes out with the log blocks.
+            self.check_commit_block_submit(sim, tid);
             let commit = self
                 .write_log_block(sim, LogBlock::Commit, commit_flags, issuer)
                 .await;
@@ -283,6 +319,7 @@ impl Journal {
                 .await;
         } else {
             self.wait_log_writes(sim, tid, &log_writes, &buffers).await;
+            self.check_commit_block_submit(sim, tid);
             let commit = self
                 .write_log_block(sim, LogBlock::Commit, commit_flags, issuer)
                 .await;
@@ -290,6 +327,7 @@ impl Journal {
                 .wait(sim, WaitReason::BlockIo, Blocker::Transaction(tid))
                 .await;
         }
+        self.check_commit_block_done(sim, tid);
         // The tail may move now that the commit record is out.
         self.maybe_update_tail_after_commit(sim).await;
         phases.log_wait = lap(sim);
@@ -352,6 +390,10 @@ impl Journal {
             total.callback += phases.callback;
             let committing = state.committing.take().expect("the committing transaction");
             assert_eq!(committing.tid, tid);
+            state.data_flushed = None;
+            drop(state);
+            self.check_commit_done(sim, tid);
+            let mut state = self.state.borrow_mut();
             assert_eq!(
                 state.commit_sequence + 1,
                 tid,

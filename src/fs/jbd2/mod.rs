@@ -34,6 +34,7 @@
 //! blocks hold [`TAGS_PER_DESCRIPTOR`] tags; one handle per task at a time (no nesting);
 //! credits are counted per buffer and unused credits are returned at `jbd2_journal_stop`.
 
+pub mod check;
 pub mod checkpoint;
 pub mod commit;
 pub mod transaction;
@@ -239,6 +240,9 @@ pub(crate) struct Transaction {
     pub inodes: BTreeSet<Ino>,
     /// A commit was asked for by someone waiting (fsync), not by the timer.
     pub requested_ns: Option<Nanos>,
+    /// `t_need_data_flush`: it filed an inode's ordered data (`jbd2_journal_file_inode`), so
+    /// with an external journal the file system's device is flushed before its commit block.
+    pub need_data_flush: bool,
     /// The cause of the first `jbd2_log_start_commit` for it, if made in a system call: the
     /// commit's I/O is charged to it in the account by purpose.
     pub requested_by: Option<crate::mm::IoCause>,
@@ -259,6 +263,7 @@ impl Transaction {
             inodes: BTreeSet::new(),
             requested_ns: None,
             requested_by: None,
+            need_data_flush: false,
         }
     }
 }
@@ -316,7 +321,8 @@ pub struct CommitPhaseNs {
     /// `journal_finish_inode_data_buffers`: waiting for the ordered data, the flusher's
     /// asynchronous writeback of the filed inodes included.
     pub data_wait: u64,
-    /// Waiting for the log copies and writing and waiting for the commit block.
+    /// Waiting for the log copies (with an external journal, flushing the file system's
+    /// device too), then writing and waiting for the commit block.
     pub log_wait: u64,
     /// Refiling for checkpoint and the file system's commit callback (ext4's discards).
     pub callback: u64,
@@ -341,6 +347,10 @@ pub(crate) struct JournalState {
     pub stats: JournalStats,
     /// Commits, newest last, bounded (for tests and the account of what each wrote).
     pub records: std::collections::VecDeque<CommitRecord>,
+    /// The committing transaction passed `T_COMMIT_DFLUSH` (its data is on the file system's
+    /// device and, with an external journal, that device was flushed):
+    /// `jbd2_trans_will_send_data_barrier` answers no after this point.
+    pub data_flushed: Option<Tid>,
 }
 
 /// Bound on commit records kept.
@@ -354,6 +364,9 @@ pub struct Journal {
     pub(crate) data: Rc<dyn OrderedData>,
     /// The device the log lives on (the file system's own, or an external journal device).
     pub(crate) log_device: Rc<dyn BlockSubmit>,
+    /// With an external journal, the file system's device (`j_fs_dev` when it is not
+    /// `j_dev`): flushed before a commit block that follows ordered data.
+    pub(crate) fs_device: std::cell::OnceCell<Rc<dyn BlockSubmit>>,
     pub(crate) callback: RefCell<Option<CommitCallback>>,
     /// `j_wait_transaction_locked`.
     pub(crate) wait_transaction_locked: WaitQueue,
@@ -368,6 +381,11 @@ pub struct Journal {
     /// `j_checkpoint_mutex`: one checkpointer at a time.
     pub(crate) checkpoint_mutex: crate::sim::sync::Mutex,
     pub(crate) thread: Cell<Option<TaskId>>,
+    /// The run-time invariant checks ([`check`]).
+    pub(crate) check: check::Jbd2Check,
+    /// Test-only faults that break an invariant on purpose (the checks' own tests).
+    #[cfg(test)]
+    pub(crate) faults: test_support::Faults,
 }
 
 impl Journal {
@@ -397,10 +415,12 @@ impl Journal {
                 checkpoint: BTreeMap::new(),
                 stats: JournalStats::default(),
                 records: std::collections::VecDeque::new(),
+                data_flushed: None,
             }),
             buffers,
             data,
             log_device,
+            fs_device: std::cell::OnceCell::new(),
             callback: RefCell::new(None),
             wait_transaction_locked: WaitQueue::new(),
             wait_updates: WaitQueue::new(),
@@ -413,6 +433,9 @@ impl Journal {
                 crate::sim::WaitReason::JournalSpace,
             ),
             thread: Cell::new(None),
+            check: check::Jbd2Check::default(),
+            #[cfg(test)]
+            faults: test_support::Faults::default(),
             config,
         });
         journal
@@ -422,6 +445,17 @@ impl Journal {
         let handle = sim.spawn_daemon("jbd2/mmcblk0p1-8", async move { j.kjournald2(&s).await });
         journal.thread.set(Some(handle.task()));
         journal
+    }
+
+    /// An external journal: `fs_device` is the file system's own device (`j_fs_dev`), which
+    /// commits flush before their commit block when they filed ordered data.
+    pub fn set_fs_device(&self, fs_device: Rc<dyn BlockSubmit>) {
+        let _ = self.fs_device.set(fs_device);
+    }
+
+    /// Whether the log lives on a device of its own.
+    pub fn is_external(&self) -> bool {
+        self.fs_device.get().is_some()
     }
 
     /// Installs the file system's commit callback (`j_commit_callback`).

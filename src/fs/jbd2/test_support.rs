@@ -12,6 +12,14 @@ use crate::sim::{Blocker, Simulation, WaitReason};
 use crate::units::NS_PER_MS;
 use std::collections::BTreeMap;
 
+/// Faults a test can inject into the journal to break one of its invariants on purpose.
+#[derive(Default)]
+pub struct Faults {
+    /// The commit does not wait for the ordered data (`journal_finish_inode_data_buffers`
+    /// skipped): breaks invariant c.
+    pub skip_data_wait: Cell<bool>,
+}
+
 /// One fake buffer: dirty, locked by a task, or under a write that ends at a time.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FakeBuffer {

@@ -300,3 +300,123 @@ fn an_oversized_transaction_commits_before_another_handle_joins() {
         "it waited for the first handle's stop"
     );
 }
+
+// The run-time invariant checks (check.rs), each broken on purpose.
+
+#[test]
+#[should_panic(
+    expected = "commit of transaction 2 starts before transaction 1 submitted its commit block"
+)]
+fn check_b_a_second_commit_may_not_start_before_the_first_submitted_its_commit_block() {
+    // A second commit thread (kjournald2 is one thread in jbd2) starts committing transaction 2
+    // while the commit of 1 still waits for its ordered data (3 ms), before its commit block.
+    let rig = default_rig();
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("app", async move {
+        let mut handle = j.start(&s, 2).await;
+        j.get_write_access(&s, &handle, 100).await;
+        j.dirty_metadata(&mut handle, 100);
+        j.file_inode(&handle, 12);
+        let first = handle.tid;
+        j.stop(&s, handle).await;
+        j.log_start_commit(&s, first);
+        s.sleep(NS_PER_MS).await;
+        let mut handle = j.start(&s, 2).await;
+        assert_eq!(
+            handle.tid,
+            first + 1,
+            "the commit of 1 switched transactions"
+        );
+        j.get_write_access(&s, &handle, 200).await;
+        j.dirty_metadata(&mut handle, 200);
+        j.stop(&s, handle).await;
+        j.commit_transaction(&s).await;
+    });
+    rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+}
+
+#[test]
+fn check_b_commit_blocks_complete_in_increasing_tid_order() {
+    // Driving the checker's commit-order state machine wrongly: transaction 2's commit block
+    // completes, then 1's.
+    let rig = default_rig();
+    rig.journal.set_panic_on_violation(false);
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("driver", async move {
+        j.check_commit_block_done(&s, 2);
+        assert!(j.violation().is_none());
+        j.check_commit_block_done(&s, 1);
+    });
+    let end = rig.sim.run_until(NS_PER_SEC, true).unwrap();
+    assert_eq!(
+        end,
+        crate::sim::RunEnd::Stopped,
+        "a violation stops the run"
+    );
+    let message = rig.journal.violation().expect("a violation");
+    assert!(
+        message.contains("commit block of transaction 1 completed after that of 2"),
+        "{message}"
+    );
+    assert!(message.contains("task driver"), "{message}");
+}
+
+#[test]
+fn check_e_t_updates_may_reach_zero_only_by_handle_stops() {
+    // A holder keeps its handle for 100 ms; at 10 ms someone asks for the commit and t_updates
+    // is forced to zero without a stop (a lost update): the commit must not go on.
+    let rig = default_rig();
+    rig.journal.set_panic_on_violation(false);
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("holder", async move {
+        let handle = j.start(&s, 2).await;
+        s.sleep_for(100 * NS_PER_MS, WaitReason::PageWriteback, Blocker::None)
+            .await;
+        j.stop(&s, handle).await;
+    });
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("breaker", async move {
+        s.sleep(10 * NS_PER_MS).await;
+        let tid = j.running_tid().unwrap();
+        j.log_start_commit(&s, tid);
+        s.sleep(NS_PER_MS).await;
+        j.state.borrow_mut().running.as_mut().unwrap().updates = 0;
+        j.wait_updates.wake_all(&s);
+    });
+    let end = rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+    assert_eq!(end, crate::sim::RunEnd::Stopped);
+    let message = rig.journal.violation().expect("a violation");
+    assert!(
+        message.contains(
+            "t_updates of transaction 1 is zero with 1 handle(s) not stopped, held by holder"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn check_e_a_task_that_ends_holding_a_handle_is_reported_at_the_end_of_the_run() {
+    let rig = default_rig();
+    rig.journal.set_panic_on_violation(false);
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("leaker", async move {
+        // Returns without jbd2_journal_stop (the handle is dropped unstopped).
+        let _leaked = j.start(&s, 2).await;
+    });
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("blocked", async move {
+        // Holds its handle across the end of the run, blocked: not a violation.
+        let handle = j.start(&s, 2).await;
+        s.sleep(20 * NS_PER_SEC).await;
+        j.stop(&s, handle).await;
+    });
+    rig.sim.run_until(NS_PER_SEC, false).unwrap();
+    rig.journal.check_end_of_run(&rig.sim.handle());
+    let message = rig.journal.violation().expect("a violation");
+    assert!(
+        message.contains("task leaker")
+            && message.contains("finished holding a handle of transaction 1"),
+        "{message}"
+    );
+    assert!(!message.contains("task blocked"), "{message}");
+}

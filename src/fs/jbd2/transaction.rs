@@ -105,6 +105,8 @@ impl Journal {
             running.outstanding_credits += credits;
             running.updates += 1;
             *running.holders.entry(task).or_insert(0) += 1;
+            drop(state);
+            self.check_handle_started(task, tid);
             return Handle {
                 tid,
                 credits,
@@ -124,6 +126,7 @@ impl Journal {
             sync,
             task,
         } = handle;
+        self.check_handle_stopped(sim, task, tid);
         let expired = {
             let mut state = self.state.borrow_mut();
             let running = state
@@ -243,6 +246,8 @@ impl Journal {
                 handle.tid
             );
             handle.credits -= 1;
+            drop(state);
+            self.check_journaled(handle.tid, block);
         }
     }
 
@@ -284,6 +289,7 @@ impl Journal {
             .filter(|t| t.tid == handle.tid)
             .expect("the handle's transaction runs");
         running.inodes.insert(ino);
+        running.need_data_flush = true;
     }
 
     /// Marks the handle synchronous (`ext4_handle_sync`).
@@ -348,6 +354,30 @@ impl Journal {
         self.log_start_commit(sim, tid);
         self.log_wait_commit(sim, tid).await;
         true
+    }
+
+    /// `jbd2_trans_will_send_data_barrier` (3.10): whether the commit of `tid` will still flush
+    /// the file system's device, so that `ext4_sync_file` need not. No when barriers are off or
+    /// `tid` has committed; yes while it runs (3.10 answers yes even when an external journal's
+    /// commit will not flush the data device because nothing filed ordered data: fixed only in
+    /// Linux 6.12, which sets `t_need_data_flush` then); while it commits, on its own device yes
+    /// (simplified: 3.10 says no once the commit record is being written, `T_COMMIT_JFLUSH`),
+    /// with an external journal yes if it filed ordered data and has not flushed the data device
+    /// yet (`T_COMMIT_DFLUSH`).
+    pub fn trans_will_send_data_barrier(&self, tid: Tid) -> bool {
+        if !self.config.barrier {
+            return false;
+        }
+        let state = self.state.borrow();
+        if state.commit_sequence >= tid {
+            return false;
+        }
+        match state.committing.as_ref().filter(|t| t.tid == tid) {
+            Some(committing) if self.is_external() => {
+                committing.need_data_flush && state.data_flushed != Some(tid)
+            }
+            _ => true,
+        }
     }
 
     /// Whether `block` is already on the metadata list of the handle's transaction (dirtying it
