@@ -414,6 +414,11 @@ pub trait BlockSubmit {
     ) -> LocalBoxFuture<'a, u64>;
     /// Bios submitted and not yet completed.
     fn in_flight(&self) -> usize;
+    /// `blk_start_plug` for task `pid`: its bios gather in its plug list until
+    /// [`Self::finish_plug`] (or it sleeps). Default: no plugging.
+    fn start_plug(&self, _pid: u32) {}
+    /// `blk_finish_plug`: the plug list goes to the elevator, merged.
+    fn finish_plug(&self, _pid: u32) {}
     /// Names process `pid` (its `comm` and uid) for the bios it submits.
     fn register_task(&self, _pid: u32, _uid: u32, _comm: &str) {}
     /// The account by purpose of the bios submitted here, if kept.
@@ -624,6 +629,14 @@ impl BlockSubmit for QueueSubmit {
 
     fn in_flight(&self) -> usize {
         self.in_flight.get()
+    }
+
+    fn start_plug(&self, pid: u32) {
+        self.layer.start_plug(pid);
+    }
+
+    fn finish_plug(&self, pid: u32) {
+        self.layer.finish_plug(pid);
     }
 
     fn boost(&self, _sim: &Sim, request: u64, dependency: crate::block::qasio::Dependency) {

@@ -246,6 +246,9 @@ impl Journal {
         };
         let mut log_writes = Vec::with_capacity(buffers.len() + buffers.len() / 64 + 1);
         let mut descriptors = 0u64;
+        // The log writes go out under one plug (blk_start_plug before the t_buffers loop,
+        // blk_finish_plug after it): consecutive log blocks merge into one request.
+        self.log_device.start_plug(issuer.pid);
         for (i, _) in buffers.iter().enumerate() {
             if (i as u64).is_multiple_of(TAGS_PER_DESCRIPTOR) {
                 descriptors += 1;
@@ -259,6 +262,7 @@ impl Journal {
                     .await,
             );
         }
+        self.log_device.finish_plug(issuer.pid);
         phases.log_submit = lap(sim);
         // journal_finish_inode_data_buffers: the ordered data must be on disk.
         #[cfg(test)]

@@ -40,9 +40,9 @@ fn a_commit_writes_descriptor_copies_and_a_flushed_fua_commit_block() {
     );
     assert_eq!(rig.journal.commit_sequence(), tid);
     // Ordered data first: the inode's data was submitted and waited for before the commit
-    // block. The descriptor goes to the idle device at once and the three copies (consecutive
-    // log blocks) merge behind it: 2 ms of log writes, overlapped by the 3 ms data wait; then
-    // the commit block (flush + FUA, one 1 ms request on the fixed-latency device).
+    // block. The descriptor and the three copies (consecutive log blocks, submitted under one
+    // plug) merge into one request, overlapped by the 3 ms data wait; then the commit block
+    // (flush + FUA, one 1 ms request on the fixed-latency device).
     let calls = rig.data.calls.borrow();
     assert_eq!(calls[0].0, "submit");
     assert_eq!(calls[1].0, "waited");
@@ -58,7 +58,12 @@ fn a_commit_writes_descriptor_copies_and_a_flushed_fua_commit_block() {
     assert_eq!(record.buffers, vec![100, 101, 102]);
     assert!(record.requested && record.barrier);
     let queue = rig.layer.with_queue(|q| q.stats());
-    assert_eq!((queue.bios, queue.requests), (5, 3), "{queue:?}");
+    // Five bios, two requests: the log writes' plug merged four of them.
+    assert_eq!(
+        (queue.bios, queue.requests, queue.plug_merges),
+        (5, 2, 3),
+        "{queue:?}"
+    );
 }
 
 #[test]
