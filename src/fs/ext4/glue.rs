@@ -530,9 +530,9 @@ pub fn mount(
         });
     }
     // The journal thread is named after the file system's device, wherever its log is.
-    bdev.register_task(JBD2_PID, 0, "jbd2/mmcblk0p25-8");
+    bdev.register_task(JBD2_PID, 0, crate::fs::jbd2::JBD2_COMM);
     if let Some(log_device) = log_device {
-        log_device.register_task(JBD2_PID, 0, "jbd2/mmcblk0p25-8");
+        log_device.register_task(JBD2_PID, 0, crate::fs::jbd2::JBD2_COMM);
     }
     let classifier = Rc::downgrade(&ext4);
     mm.set_meta_classifier(Rc::new(move |block| {

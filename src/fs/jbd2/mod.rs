@@ -67,6 +67,10 @@ pub const MIN_LOG_RESERVED_BLOCKS: u64 = 32;
 pub const TAGS_PER_DESCRIPTOR: u64 = (4096 - 12 - 16) / 16;
 /// Process id of the journal thread in bios (`jbd2/mmcblk0p…`).
 pub const JBD2_PID: u32 = 102;
+/// The journal thread's name: `jbd2/<partition>-8` (`kthread_run(kjournald2, ...,
+/// "jbd2/%s", journal->j_devname)`, the name ending in the journal inode number 8); the
+/// Galaxy S5's /data is mmcblk0p25. One name for the task and its bios.
+pub const JBD2_COMM: &str = "jbd2/mmcblk0p25-8";
 
 /// The journal's part of the mount options (ext4's `journal_*`, `commit=`, `barrier`).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -438,11 +442,9 @@ impl Journal {
             faults: test_support::Faults::default(),
             config,
         });
-        journal
-            .log_device
-            .register_task(JBD2_PID, 0, "jbd2/mmcblk0p1-8");
+        journal.log_device.register_task(JBD2_PID, 0, JBD2_COMM);
         let (s, j) = (sim.clone(), journal.clone());
-        let handle = sim.spawn_daemon("jbd2/mmcblk0p1-8", async move { j.kjournald2(&s).await });
+        let handle = sim.spawn_daemon(JBD2_COMM, async move { j.kjournald2(&s).await });
         journal.thread.set(Some(handle.task()));
         journal
     }
