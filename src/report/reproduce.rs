@@ -428,16 +428,17 @@ fn qasio(
             .collect(),
     });
     // Today's baselines.
-    let baseline_sets: Vec<(&str, &str, &Runs, &str)> = if quick {
-        vec![("M1", "m1", &m1, "fsync")]
+    // (label, foreground app, runs, its key operation, the background app).
+    let baseline_sets: Vec<(&str, &str, &Runs, &str, &str)> = if quick {
+        vec![("M1", "m1", &m1, "fsync", "bgwrite")]
     } else {
         vec![
-            ("M1", "m1", &m1, "fsync"),
-            ("M3", "m3", &m3, "write"),
-            ("M5", "m5", &m5, "fsync"),
+            ("M1", "m1", &m1, "fsync", "bgwrite"),
+            ("M3", "m3", &m3, "write", "bgwrite"),
+            ("M5", "m5", &m5, "fsync", "bgtrunc"),
         ]
     };
-    for (label, app, runs, key_op) in baseline_sets {
+    for (label, app, runs, key_op, bg_app) in baseline_sets {
         let mut rows = Vec::new();
         for (name, off, on) in BASELINES {
             for (suffix, variant) in [("", off), (" + QASIO ALL", on)] {
@@ -449,7 +450,7 @@ fn qasio(
                         op_ms_opt(r, app, "creat", true),
                         op_ms_opt(r, app, key_op, false),
                         op_ms_opt(r, app, key_op, true),
-                        r.apps.get("bgwrite").map(|_| mb_per_s(r, "bgwrite")),
+                        r.apps.get(bg_app).map(|_| mb_per_s(r, bg_app)),
                     ],
                 });
             }
@@ -668,6 +669,28 @@ mod tests {
         };
         assert!(!flat.direction_holds());
         assert_eq!(flat.verdict(), "no effect");
+    }
+
+    #[test]
+    fn tables_render_each_value_at_its_precision_and_missing_ones_as_a_dash() {
+        let table = Table {
+            title: "T".into(),
+            note: "n".into(),
+            columns: vec!["a".into(), "b".into()],
+            rows: vec![TableRow {
+                label: "row".into(),
+                values: vec![Some(1234.56), None],
+            }],
+        };
+        let text = render_table(&table);
+        assert!(text.starts_with("T\n(n)\n"), "{text}");
+        let last = text.lines().last().unwrap();
+        assert_eq!(
+            last.split_whitespace().collect::<Vec<_>>(),
+            ["row", "1235", "-"]
+        );
+        let json = serde_json::to_value(&table).unwrap();
+        assert_eq!(json["rows"][0]["values"][1], serde_json::Value::Null);
     }
 
     #[test]
