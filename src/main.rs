@@ -143,6 +143,10 @@ enum Command {
         /// Print as JSON.
         #[arg(long)]
         json: bool,
+        /// Only the runs the headlines need and M1's tables (QASIO: about a minute in release
+        /// on two cores; the full reproduction, with M2-M5 and Scenarios A-C, several).
+        #[arg(long)]
+        quick: bool,
     },
     /// Run a filebench workload (a `.f` file in filebench's WML, or a built-in personality:
     /// fileserver, webserver, varmail, webproxy, fivestreamread) on the simulated stack and print
@@ -300,7 +304,7 @@ fn main() -> ExitCode {
         Command::List { json } => cmd_list(json),
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
-        Command::Reproduce { paper, json } => cmd_reproduce(&paper, json),
+        Command::Reproduce { paper, json, quick } => cmd_reproduce(&paper, json, quick),
         Command::Replay {
             trace,
             device,
@@ -999,7 +1003,7 @@ fn cmd_validate(name: &str, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn cmd_reproduce(paper: &str, json: bool) -> ExitCode {
+fn cmd_reproduce(paper: &str, json: bool, quick: bool) -> ExitCode {
     use mobistack::report::reproduce;
     if !reproduce::PAPERS.contains(&paper) {
         eprintln!(
@@ -1008,14 +1012,16 @@ fn cmd_reproduce(paper: &str, json: bool) -> ExitCode {
         );
         return ExitCode::from(EXIT_BAD_INPUT);
     }
-    let headlines = with_spinner(&format!("reproduce {paper}"), || {
-        reproduce::reproduce(paper, &mut |run| {
+    let options = reproduce::ReproduceOptions { quick, threads: 0 };
+    let reproduction = with_spinner(&format!("reproduce {paper}"), || {
+        reproduce::reproduce(paper, &options, &mut |run| {
             eprintln!("reproduce {paper}: running {run}")
         })
     });
-    match headlines {
-        Ok(headlines) if json => {
-            let rows: Vec<_> = headlines
+    match reproduction {
+        Ok(reproduction) if json => {
+            let rows: Vec<_> = reproduction
+                .headlines
                 .iter()
                 .map(|h| {
                     serde_json::json!({
@@ -1034,12 +1040,17 @@ fn cmd_reproduce(paper: &str, json: bool) -> ExitCode {
                 .collect();
             outln!(
                 "{}",
-                serde_json::json!({ "paper": paper, "headlines": rows })
+                serde_json::json!({
+                    "paper": paper,
+                    "quick": reproduction.quick,
+                    "headlines": rows,
+                    "tables": reproduction.tables,
+                })
             );
             ExitCode::SUCCESS
         }
-        Ok(headlines) => {
-            out!("{}", reproduce::render(paper, &headlines));
+        Ok(reproduction) => {
+            out!("{}", reproduce::render_all(&reproduction));
             ExitCode::SUCCESS
         }
         Err(message) => {

@@ -137,3 +137,22 @@ fn qasio_all_detects_and_boosts_the_async_requests_m1_blocks_on() {
         none.runs[0].apps["m1"].ops["fsync"].count
     );
 }
+
+#[test]
+fn qasio_all_lowers_fsync_max_under_mq_deadline() {
+    // Issue 12's comparison on a current scheduler: under mq-deadline (wbt off) fsync's worst
+    // case includes a sync write of the file's page queued behind the writeback stream in
+    // sector order until its FIFO deadline (write_expire, 5 s) and a commit behind the
+    // journal's discards; boosting (mq-deadline's boosted list) serves the writes and discards
+    // tasks wait on ahead of the stream.
+    let source = scaled("qasio/m1", 20);
+    let plain = run_variant("m1", &source, Some("mq-deadline"));
+    let boosted = run_variant("m1", &source, Some("mq-deadline+all"));
+    let counter = |r: &ScenarioResults, name: &str| r.runs[0].counters[name];
+    assert_eq!(counter(&plain, "qasio.discard.boosted"), 0);
+    assert!(counter(&boosted, "qasio.discard.boosted") > 0);
+    let (before, after) = (op(&plain, "m1", "fsync"), op(&boosted, "m1", "fsync"));
+    assert_eq!(before.count, after.count);
+    assert!(before.max_ns > 2_000_000_000, "{before:?}");
+    assert!(after.max_ns * 2 < before.max_ns, "{before:?} -> {after:?}");
+}

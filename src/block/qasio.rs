@@ -11,17 +11,24 @@
 //! - **Boost** (§5.3): the request queue keeps only requests still marked asynchronous and of an
 //!   enabled type; a request already dispatched needs nothing; one still in a task's plug list
 //!   is boosted when it reaches the elevator (Algorithm 1's re-check); one in the elevator goes
-//!   to [`super::elevator::Elevator::boost`]. CFQ keeps a QASIO list per async queue and
-//!   dispatches it first when that queue is served.
+//!   to [`super::elevator::Elevator::boost`]:
+//!   - CFQ (the paper's `cfq_boost_req`) keeps a QASIO list per async queue, dispatched first
+//!     when that queue is served, and an async queue whose QASIO list is empty yields to another
+//!     async queue whose list is not (the journal thread's discards at `journal_ioprio` BE3 and
+//!     the flusher's writes at BE4 are different async queues, `cfq_async_queue_prio`);
+//!   - mq-deadline (not in the paper) puts the request on a boosted list served ahead of the
+//!     writes of the level being served, after its reads and after higher levels
+//!     ([`super::elevator::mq_deadline`] says exactly where and why);
+//!   - BFQ (not in the paper) keeps a QASIO list per queue, served first when the queue is,
+//!     serves it out of turn ahead of an async queue in service, and injects it into a plugged
+//!     sync queue's idle time ([`super::elevator::bfq`]).
 //!
 //! `[stack.qasio] boost` selects the dependency types (Figure 8's ablation): `[]` (NONE, the
 //! default), any of `"data-sync"`, `"meta"`, `"discard"`, or all three (ALL).
 //!
-//! Simplifications: the elevators other than CFQ do not implement `boost` yet (a boost there
-//! is counted and changes nothing); CFQ's rule that an async queue with an empty QASIO list
-//! yields to another async queue with QASIOs is not modelled (the async queues of one priority
-//! level are one queue here, shared by the flusher and the background app); nested
-//! dependencies are followed only as far as each waiter boosts what it waits on.
+//! Simplifications: deadline (legacy), noop and kyber do not implement `boost` (a boost there
+//! is not counted and changes nothing); a boosted request that several tasks wait on is boosted
+//! once; nested dependencies are followed only as far as each waiter boosts what it waits on.
 
 use serde::{Deserialize, Serialize};
 

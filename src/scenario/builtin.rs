@@ -90,6 +90,41 @@ pub const BUILTINS: &[Builtin] = &[
         source: include_str!("../../scenarios/qasio/alone/m5.toml"),
         quick: false,
     },
+    Builtin {
+        name: "qasio/bg-cost",
+        source: include_str!("../../scenarios/qasio/bg-cost.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/scenario-a",
+        source: include_str!("../../scenarios/qasio/scenario-a.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/scenario-b",
+        source: include_str!("../../scenarios/qasio/scenario-b.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/scenario-c",
+        source: include_str!("../../scenarios/qasio/scenario-c.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/alone/scenario-a",
+        source: include_str!("../../scenarios/qasio/alone/scenario-a.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/alone/scenario-b",
+        source: include_str!("../../scenarios/qasio/alone/scenario-b.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/alone/scenario-c",
+        source: include_str!("../../scenarios/qasio/alone/scenario-c.toml"),
+        quick: false,
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

@@ -30,6 +30,11 @@
 //!   (`cfq_should_preempt`, `cfq_preempt_queue`) including "a sync request preempts an async
 //!   queue" and REQ_PRIO preemption.
 //!
+//! QASIO (seed 000 §5.3, the paper's patch, not in 3.10): each async queue has a QASIO list of
+//! boosted requests, dispatched first when the queue is served (`boost`), and an async queue
+//! selected with an empty QASIO list yields to another async queue whose list is not empty: its
+//! slice expires and that queue becomes active (`qasio_yield_to`).
+//!
 //! Time is `jiffies` at the run's `[stack.kernel] hz`, as in the kernel. Slices,
 //! think times, `rb_key`s, `workload_expires`, `last_delayed_sync` and FIFO expiry are whole
 //! jiffies; the idle slice timer fires on the tick of its expiry (`mod_timer`). Defaults are
@@ -1089,6 +1094,19 @@ impl Cfq {
         queue.dispatched < max_dispatch
     }
 
+    /// QASIO §5.3: the async queue (by slot order, deterministic) with a non-empty QASIO list
+    /// that the async queue `cfqq` with an empty one yields to.
+    fn qasio_yield_to(&self, cfqq: CfqqId) -> Option<CfqqId> {
+        let queue = &self.queues[cfqq];
+        if queue.sync || !queue.qasio.is_empty() {
+            return None;
+        }
+        self.async_queues
+            .values()
+            .copied()
+            .find(|&other| other != cfqq && !self.queues[other].qasio.is_empty())
+    }
+
     /// `cfq_prio_to_maxrq`: dispatches per async slice.
     fn prio_to_maxrq(&self, cfqq: CfqqId) -> u32 {
         2 * self.tunables.slice_async_rq * u32::from(IOPRIO_BE_NR - self.queues[cfqq].level)
@@ -1112,8 +1130,19 @@ impl Cfq {
         if self.busy_queues == 0 {
             return None;
         }
-        let cfqq = self.select_queue(now)?;
+        let mut cfqq = self.select_queue(now)?;
         assert!(!self.queues[cfqq].sort_list.is_empty());
+        if let Some(boosted) = self.qasio_yield_to(cfqq) {
+            // QASIO §5.3: "if the QASIO list is empty, the current asynchronous queue yields
+            // the chance of I/O dispatching to another asynchronous queue which has a
+            // non-empty QASIO list": the active queue's slice ends and that queue is served.
+            self.slice_expired(false, now);
+            let (class, wl_type) = self.tree_on(boosted);
+            self.serving_class = class;
+            self.serving_type = wl_type;
+            self.set_active_queue(Some(boosted));
+            cfqq = boosted;
+        }
         if !self.may_dispatch(cfqq, now) {
             return None;
         }
@@ -1766,6 +1795,32 @@ mod tests {
         assert_eq!(cfq.dispatch_request(0).expect("work").id, 49);
         cfq.add_request(0, sync);
         assert!(!cfq.boost(0, 100), "a sync request needs no boost");
+    }
+
+    #[test]
+    fn an_async_queue_without_qasios_yields_to_one_with_a_qasio() {
+        // QASIO §5.3: the flusher's writes (BE4 async queue) and the journal thread's discards
+        // (BE3, journal_ioprio: another async queue, `cfq_async_queue_prio`). Whichever async
+        // queue is being served, a boost in the other one is dispatched next.
+        let mut cfq = Cfq::new_for_test(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        for i in 0..50u64 {
+            let mut rq = request(i + 1, IoOp::Write, 64 * i, 8, WRITER);
+            rq.flags.sync = false;
+            cfq.add_request(0, rq);
+        }
+        for i in 0..2u64 {
+            let mut rq = request(101 + i, IoOp::Discard, (1 << 20) + 64 * i, 8, 20);
+            rq.flags.sync = false;
+            rq.ioprio = IoPrio::new(IoPrioClass::Be, 3);
+            cfq.add_request(0, rq);
+        }
+        let first = cfq.dispatch_request(0).expect("work").id;
+        let other = if first <= 50 { 102 } else { 50 };
+        assert!(cfq.boost(0, other));
+        assert_eq!(cfq.dispatch_request(0).expect("work").id, other);
     }
 
     #[test]

@@ -14,6 +14,31 @@
 //! scheduler tags (`dd_depth_updated`, 5.14-6.9; 6.10+ raised it to all tags, a tunable here);
 //! sync reads are not throttled.
 //!
+//! QASIO boost (seed 000 §5.3, not in any kernel: `elv_boost` was the paper's patch to CFQ). A
+//! boosted request leaves neither its level's sort list nor its FIFO (so merges, `dd_queued` and
+//! its FIFO deadline work as before) but joins one boosted list, in the order of the boosts. It
+//! ranks as follows, and why:
+//! - after everything `dd_dispatch_request` serves before the level walk: requests aged past
+//!   `prio_aging_expire` (the kernel's starvation guarantee stays first). It does *not* go to
+//!   `dd->dispatch` (the at-head list served before everything): that would put an asynchronous
+//!   write ahead of RT reads and sync reads, and §5.3 wants QASIOs "higher than all the (true)
+//!   asynchronous I/Os, but not more than any other synchronous I/Os";
+//! - at the first level of the walk that has requests queued or in flight (RT, then BE, then
+//!   IDLE), whatever the boosted request's own level: a task waits on it, so it inherits the
+//!   level being served (a BE app waiting on an IDLE-class writeback is QASIO's priority
+//!   inversion). The level walk still stops at a level with I/O in flight, so a boosted BE
+//!   write waits while RT I/O is outstanding, like any BE request;
+//! - within that level, ahead of every write (and discard) the level would dispatch, at the
+//!   next write dispatch: a write batch in progress is interrupted, and the boosted list counts
+//!   as pending writes when the level picks a direction. mq-deadline has no sync/async split
+//!   among writes (fsync's and jbd2's `REQ_SYNC` writes share the write FIFO with writeback),
+//!   so a boosted write also goes before sync writes queued at that level; this is the closest
+//!   rank the scheduler's structure allows to "after sync, before async";
+//! - behind the level's reads, which are mq-deadline's synchronous I/O: a read batch in
+//!   progress continues (up to `fifo_batch`), and reads keep the direction until writes have
+//!   been starved `writes_starved` times. A boost is in effect a write whose FIFO deadline
+//!   expires now, except that it also cuts a write batch short.
+//!
 //! Simplifications:
 //! - No per-hctx dispatch lists (`per_prio->dispatch`, requeues, `at_head` inserts): nothing in
 //!   mobistack inserts at the head.
@@ -113,6 +138,8 @@ pub struct MqDeadline {
     batching: u32,
     starved: u32,
     store: RqStore,
+    /// QASIO: boosted requests, in boost order (still on their level's sort list and FIFO).
+    boosted: VecDeque<RequestId>,
     pub tunables: MqDeadlineTunables,
     hz: Hz,
 }
@@ -132,6 +159,7 @@ impl MqDeadline {
             batching: 0,
             starved: 0,
             store: RqStore::default(),
+            boosted: VecDeque::new(),
             tunables,
             hz,
         }
@@ -185,7 +213,22 @@ impl MqDeadline {
             .expect("request missing from its fifo");
         per_prio.fifo_list[dir].remove(position);
         per_prio.latest_pos[dir] = rq.sector;
+        if let Some(position) = self.boosted.iter().position(|&b| b == id) {
+            self.boosted.remove(position);
+        }
         rq
+    }
+
+    /// QASIO: the oldest boosted request, dispatched at the level being served, moved out of
+    /// its own level's lists.
+    fn dispatch_boosted(&mut self, latest_start: Jiffies) -> Option<Request> {
+        let id = *self.boosted.front()?;
+        if self.started_after(id, latest_start) {
+            return None;
+        }
+        let prio = Self::prio_of(self.store.get(id));
+        self.batching += 1;
+        Some(self.move_request(prio, id))
     }
 
     /// `__dd_dispatch_request`: one level; `latest_start` limits dispatch to requests inserted
@@ -196,15 +239,23 @@ impl MqDeadline {
         now: Jiffies,
         latest_start: Jiffies,
     ) -> Option<Request> {
+        // QASIO: the boosted list counts as the pending writes of a level with requests queued
+        // (module doc); not in the aging pass (`latest_start` before now), which keeps its
+        // guarantee.
+        let level_queued = self.per_prio[prio].fifo_list.iter().any(|f| !f.is_empty());
+        let boosted = !self.boosted.is_empty() && latest_start == now && level_queued;
         if let Some(id) = self.next_request(prio, self.last_dir) {
             if self.batching < self.tunables.fifo_batch {
+                if boosted && self.last_dir == WRITE {
+                    return self.dispatch_boosted(latest_start);
+                }
                 return self.dispatch_checked(prio, id, latest_start);
             }
         }
         let reads = !self.per_prio[prio].fifo_list[READ].is_empty();
-        let writes = !self.per_prio[prio].fifo_list[WRITE].is_empty();
+        let writes = !self.per_prio[prio].fifo_list[WRITE].is_empty() || boosted;
         let dir = if reads {
-            let starving = self.fifo_request(prio, WRITE).is_some() && {
+            let starving = (self.fifo_request(prio, WRITE).is_some() || boosted) && {
                 let starved = self.starved;
                 self.starved += 1;
                 starved >= self.tunables.writes_starved
@@ -221,6 +272,11 @@ impl MqDeadline {
         } else {
             return None;
         };
+        if dir == WRITE && boosted {
+            self.last_dir = WRITE;
+            self.batching = 0;
+            return self.dispatch_boosted(latest_start);
+        }
         let next = self.next_request(prio, dir);
         let id = if self.check_fifo(prio, dir, now) || next.is_none() {
             self.fifo_request(prio, dir)
@@ -328,6 +384,19 @@ impl Elevator for MqDeadline {
         self.store.len()
     }
 
+    /// QASIO §5.3 (`elv_boost`): a queued write or discard someone blocks on joins the boosted
+    /// list (module doc: where it ranks). A read is mq-deadline's synchronous I/O already.
+    fn boost(&mut self, _now: Nanos, rq: RequestId) -> bool {
+        if !self.store.contains(rq) || self.boosted.contains(&rq) {
+            return false;
+        }
+        if !self.store.get(rq).is_write() {
+            return false;
+        }
+        self.boosted.push_back(rq);
+        true
+    }
+
     /// `dd_limit_depth` with `async_depth = max(1, 3 * nr_requests / 4)` (`dd_depth_updated`):
     /// writes and async reads.
     fn limit_depth(&self, nr_requests: usize, _sync: bool, _write: bool) -> Option<usize> {
@@ -399,6 +468,80 @@ mod tests {
             }
         }
         assert_eq!(served_at, Some(10_000 * NS_PER_MS));
+    }
+
+    #[test]
+    fn a_boosted_write_is_dispatched_before_older_writes_in_sort_order() {
+        // QASIO §5.3: 20 async writeback writes in sector order; a task blocks on the last one.
+        let mut dd = MqDeadline::new(Hz(1000));
+        for i in 1..=20u64 {
+            dd.add_request(0, request(i, IoOp::Write, 64 * i, 8, 1));
+        }
+        assert_eq!(dd.dispatch_request(0).unwrap().id, 1, "sector order");
+        assert!(dd.boost(0, 20));
+        assert!(!dd.boost(0, 20), "already boosted");
+        assert!(!dd.boost(0, 999), "not queued");
+        assert_eq!(
+            dd.dispatch_request(0).unwrap().id,
+            20,
+            "the boosted write first"
+        );
+        // Nothing lies beyond the boosted write's sector: the FIFO's head is next.
+        assert_eq!(dd.dispatch_request(0).unwrap().id, 2);
+        assert_eq!(dd.queued(), 17);
+    }
+
+    #[test]
+    fn a_boosted_write_waits_for_a_read_batch_and_for_rt_io() {
+        let mut dd = MqDeadline::new(Hz(1000));
+        for i in 1..=3u64 {
+            dd.add_request(0, request(i, IoOp::Read, 8 * i, 8, 1));
+        }
+        assert_eq!(dd.dispatch_request(0).unwrap().id, 1, "a read batch starts");
+        dd.add_request(0, request(10, IoOp::Write, 5000, 8, 2));
+        dd.add_request(0, request(11, IoOp::Write, 100, 8, 2));
+        assert!(dd.boost(0, 10));
+        assert!(
+            !dd.boost(0, 2),
+            "a read is mq-deadline's synchronous I/O already"
+        );
+        // The read batch continues: reads are the synchronous I/O a boost does not pass.
+        assert_eq!(dd.dispatch_request(0).unwrap().id, 2);
+        // An RT read goes first, and a BE request, boosted or not, waits while it is in flight.
+        dd.add_request(
+            0,
+            with_class(request(20, IoOp::Read, 9000, 8, 3), IoPrioClass::Rt),
+        );
+        let rt = dd.dispatch_request(0).unwrap();
+        assert_eq!(rt.id, 20);
+        assert!(dd.dispatch_request(0).is_none());
+        dd.completed_request(0, &rt);
+        assert_eq!(
+            dd.dispatch_request(0).unwrap().id,
+            3,
+            "the read batch goes on"
+        );
+        // Reads done: the boosted write before the older, lower write.
+        assert_eq!(dd.dispatch_request(0).unwrap().id, 10);
+        assert_eq!(dd.dispatch_request(0).unwrap().id, 11);
+    }
+
+    #[test]
+    fn an_idle_class_write_boosted_is_served_at_the_be_level() {
+        // Priority inheritance: an IDLE-class write a task blocks on is served while BE
+        // writes are queued (without the boost it would wait for them, up to aging).
+        let mut dd = MqDeadline::new(Hz(1000));
+        for i in 1..=4u64 {
+            dd.add_request(0, request(i, IoOp::Write, 64 * i, 8, 1));
+        }
+        dd.add_request(
+            0,
+            with_class(request(9, IoOp::Write, 0, 8, 2), IoPrioClass::Idle),
+        );
+        assert_eq!(dd.dispatch_request(0).unwrap().id, 1);
+        assert!(dd.boost(0, 9));
+        assert_eq!(dd.dispatch_request(0).unwrap().id, 9);
+        assert_eq!(dd.dispatch_request(0).unwrap().id, 2);
     }
 
     #[test]

@@ -15,6 +15,9 @@
 //!   baseline; the limit grows while injection inflates it by less than half, shrinks
 //!   otherwise, and is reset each second.
 //!
+//! QASIO (not in the kernel): a queue with a boosted request is injected right after the
+//! process's own async queue (see the `bfq` module doc).
+//!
 //! Simplifications: waker information is never lost through queue merging (there is none).
 
 use super::queue::QueueId;
@@ -163,6 +166,11 @@ impl Bfq {
         }) {
             self.stats.injected_own_async += 1;
             Some(a)
+        } else if let Some(boosted) = self.qasio_queue() {
+            // QASIO (not in the kernel; module doc of `bfq`): a request a task blocks on.
+            self.rqs_injected = true;
+            self.stats.qasio_served_out_of_turn += 1;
+            Some(boosted)
         } else if let Some(w) = self.queues[q].waker.filter(|&w| self.can_serve_next(w)) {
             self.stats.injected_waker += 1;
             Some(w)

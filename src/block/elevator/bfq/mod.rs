@@ -25,6 +25,30 @@
 //! `ioc->ioprio` (`bfq_check_ioprio_change`), not from the request's priority, so blk-ioprio's
 //! `io.prio.class` does not move a queue between BFQ's classes.
 //!
+//! QASIO boost (seed 000 §5.3; `elv_boost` was the paper's patch to CFQ, BFQ has none). §5.3's
+//! rule is "higher than all the (true) asynchronous I/Os, but not more than any other
+//! synchronous I/Os"; BFQ's own means of serving a request out of its queue's turn is
+//! injection, so the boost is built from it:
+//! - the queue of a boosted (async) request keeps a QASIO list, and whenever the queue is
+//!   served (in service or injected) the list's head goes before its `next_rq` (CFQ's QASIO
+//!   list, §5.3);
+//! - when the queue in service is asynchronous (true async I/O: the flusher's writeback, a
+//!   background app's buffered writes) and has no QASIO of its own, a busy queue that has one
+//!   is served first, one request per dispatch, charged to that queue's budget as an injected
+//!   request is (`bfq_choose_bfqq_for_injection` charges the injected queue): §5.3's "an async
+//!   queue whose QASIO list is empty yields to one whose list is not", without expiring the
+//!   in-service queue (its budget and WF2Q+ timestamps stay as they are);
+//! - when the queue in service is synchronous it keeps the device: its own requests go first
+//!   (not above sync I/O). While it is plugged (idling for its next request, or waiting for
+//!   its in-flight ones), a QASIO is injected before anything else but the process's own async
+//!   I/O (`bfq_select_queue`'s injection order: own async queue, then QASIOs, then waker,
+//!   woken, any queue), and without the inject limit, as the waker and woken queues are
+//!   injected without it: a task is blocked on the QASIO, as the in-service process is on its
+//!   waker.
+//!
+//! The queue is not weight-raised for its QASIOs: raising the flusher's async queue would
+//! raise every request in it, not only the one a task waits on.
+//!
 //! Simplifications (beyond those listed in each module):
 //! - Times: `now` in ns as `ktime`; jiffies at the run's HZ for the jiffy-based fields
 //!   (`budget_timeout`, weight-raising times, burst interval), as in the kernel.
@@ -108,6 +132,8 @@ pub struct BfqStats {
     pub injected_waker: u64,
     pub injected_woken: u64,
     pub injected_other: u64,
+    /// QASIO: boosted requests dispatched from a queue other than the one in service.
+    pub qasio_served_out_of_turn: u64,
 }
 
 /// `struct bfq_data`.
@@ -478,6 +504,7 @@ impl Bfq {
         }
         let queue = &mut self.queues[q];
         queue.fifo.retain(|&x| x != id);
+        queue.qasio.retain(|&x| x != id);
         queue.queued[usize::from(sync)] -= 1;
         assert!(
             queue.sort_list.remove(&(sector, id)),
@@ -563,9 +590,13 @@ impl Bfq {
 
     /// `bfq_dispatch_rq_from_bfqq`.
     fn dispatch_rq_from_bfqq(&mut self, q: QueueId) -> RequestId {
-        let id = self.queues[q]
-            .next_rq
-            .expect("dispatching from an empty queue");
+        // QASIO: a boosted request goes before the queue's others.
+        let id = match self.queues[q].qasio.front() {
+            Some(&boosted) => boosted,
+            None => self.queues[q]
+                .next_rq
+                .expect("dispatching from an empty queue"),
+        };
         let charge = self.serv_to_charge(id, q);
         self.bfqq_served(q, charge);
         if self.in_service_queue == Some(q) && self.wait_dispatch {
@@ -627,6 +658,22 @@ impl Bfq {
                 self.expire(q, false, Expiration::NoMoreRequests);
             }
         }
+    }
+
+    /// QASIO: a busy queue with a boosted request, to serve instead of the selected queue `q`
+    /// when `q` is asynchronous and has none of its own (module doc). Queues in creation order
+    /// (deterministic).
+    fn qasio_before(&self, q: QueueId) -> Option<QueueId> {
+        let queue = &self.queues[q];
+        if queue.sync || !queue.qasio.is_empty() {
+            return None;
+        }
+        (0..self.queues.len()).find(|&other| other != q && !self.queues[other].qasio.is_empty())
+    }
+
+    /// QASIO: a queue with a boosted request, for injection into the plugged in-service queue.
+    pub(super) fn qasio_queue(&self) -> Option<QueueId> {
+        (0..self.queues.len()).find(|&q| !self.queues[q].qasio.is_empty())
     }
 
     /// `bfq_idle_slice_timer_body`.
@@ -702,7 +749,11 @@ impl Elevator for Bfq {
         if self.t.strict_guarantees && self.tot_rq_in_driver > 0 {
             return None;
         }
-        let q = self.select_queue()?;
+        let mut q = self.select_queue()?;
+        if let Some(boosted) = self.qasio_before(q) {
+            self.stats.qasio_served_out_of_turn += 1;
+            q = boosted;
+        }
         let id = self.dispatch_rq_from_bfqq(q);
         self.tot_rq_in_driver += 1;
         Some(self.store.remove(id))
@@ -726,6 +777,24 @@ impl Elevator for Bfq {
 
     fn queued(&self) -> usize {
         self.store.len()
+    }
+
+    /// QASIO §5.3 (`elv_boost`): a queued request of an async queue someone blocks on joins
+    /// that queue's QASIO list (module doc). A sync queue's request is served as sync already.
+    fn boost(&mut self, now: Nanos, rq: RequestId) -> bool {
+        self.now = now;
+        if !self.store.contains(rq) {
+            return false;
+        }
+        let Some(&q) = self.rq_queue.get(&rq) else {
+            return false;
+        };
+        let queue = &mut self.queues[q];
+        if queue.sync || queue.qasio.contains(&rq) {
+            return false;
+        }
+        queue.qasio.push_back(rq);
+        true
     }
 
     fn next_timer(&self) -> Option<Nanos> {

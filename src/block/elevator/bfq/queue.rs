@@ -121,6 +121,9 @@ pub struct BfqQueue {
     pub waker_detection_started: Nanos,
     /// `woken_list`: queues this one wakes, most recently busy first.
     pub woken: Vec<QueueId>,
+    /// QASIO §5.3 (not in the kernel): the queue's boosted requests, in boost order, dispatched
+    /// before its others (`bfq_dispatch_rq_from_bfqq`).
+    pub qasio: VecDeque<RequestId>,
 }
 
 /// `struct bfq_io_cq`: what BFQ keeps per process.
@@ -231,6 +234,7 @@ impl Bfq {
             num_waker_detections: 0,
             waker_detection_started: 0,
             woken: Vec::new(),
+            qasio: VecDeque::new(),
         });
         if !sync {
             self.groups[g].async_queues.insert(slot, q);

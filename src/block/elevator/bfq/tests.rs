@@ -347,3 +347,60 @@ fn a_burst_of_new_queues_is_denied_weight_raising() {
     }
     assert_eq!(sim.bfq.stats.large_bursts, 1);
 }
+
+fn async_write(id: u64, sector: u64, pid: u32, level: u8) -> Request {
+    let mut rq = request(id, IoOp::Write, sector, 8, pid);
+    rq.flags.sync = false;
+    rq.ioc_ioprio = IoPrio::new(IoPrioClass::Be, level);
+    rq.ioprio = rq.ioc_ioprio;
+    rq
+}
+
+#[test]
+fn a_boosted_request_leaves_its_queue_before_the_others() {
+    // QASIO §5.3: a task blocks on the last of the flusher's 50 writes.
+    let mut bfq = Sim::new(100 * NS_PER_US, 0).bfq;
+    for i in 1..=50u64 {
+        Elevator::add_request(&mut bfq, 0, async_write(i, 64 * i, 10, 4));
+    }
+    assert_eq!(
+        Elevator::dispatch_request(&mut bfq, 0).unwrap().id,
+        1,
+        "sector order"
+    );
+    assert!(Elevator::boost(&mut bfq, 0, 50));
+    assert!(
+        !Elevator::boost(&mut bfq, 0, 50),
+        "already on the QASIO list"
+    );
+    assert!(!Elevator::boost(&mut bfq, 0, 999), "not queued");
+    assert_eq!(Elevator::dispatch_request(&mut bfq, 0).unwrap().id, 50);
+    let mut sync = request(200, IoOp::Read, 1 << 30, 8, 30);
+    sync.flags.sync = true;
+    Elevator::add_request(&mut bfq, 0, sync);
+    assert!(
+        !Elevator::boost(&mut bfq, 0, 200),
+        "a sync queue's request needs no boost"
+    );
+}
+
+#[test]
+fn an_async_queue_in_service_yields_to_a_qasio_of_another_queue() {
+    // The flusher's writes (BE4) and the journal thread's discards (BE3) are two async
+    // queues; a task waits on a request of the one not in service: it is served next.
+    let mut bfq = Sim::new(100 * NS_PER_US, 0).bfq;
+    for i in 1..=50u64 {
+        Elevator::add_request(&mut bfq, 0, async_write(i, 64 * i, 10, 4));
+    }
+    for i in 0..2u64 {
+        Elevator::add_request(&mut bfq, 0, async_write(101 + i, (1 << 20) + 64 * i, 20, 3));
+    }
+    let first = Elevator::dispatch_request(&mut bfq, 0).unwrap().id;
+    let other = if first <= 50 { 102 } else { 50 };
+    let in_service = bfq.in_service().expect("a queue in service");
+    assert_ne!(Some(&in_service), bfq.rq_queue.get(&other));
+    assert!(Elevator::boost(&mut bfq, 0, other));
+    assert_eq!(Elevator::dispatch_request(&mut bfq, 0).unwrap().id, other);
+    assert_eq!(bfq.in_service(), Some(in_service), "served out of turn");
+    assert_eq!(bfq.stats.qasio_served_out_of_turn, 1);
+}
