@@ -8,8 +8,10 @@
 //! (`qasio/bg-cost`), as headlines; then tables: the Table 2 and Figure 8 analogues over M1-M5,
 //! the background throughput, M1/M3/M5 under today's schedulers (mq-deadline, with wbt, with
 //! Android's task profiles, BFQ) without and with QASIO ALL, QASIO beside BFQ's injection and
-//! the task profiles, and the Figure 9 analogue (Scenarios A-C). `--quick` runs what the
-//! headlines need plus M1's tables.
+//! the task profiles, the Figure 9 analogue (Scenarios A-C), and the Table 2 and Figure 8
+//! analogues again with mq-deadline (wbt off) and with BFQ in CFQ's place (each
+//! microbenchmark's NONE variant moved to that elevator, with the ablation's boosts).
+//! `--quick` runs what the headlines need plus M1's tables.
 
 use crate::run::{run_scenario, RunOptions};
 use crate::scenario;
@@ -221,6 +223,112 @@ fn baseline_variants() -> Vec<&'static str> {
     BASELINES.iter().flat_map(|(_, a, b)| [*a, *b]).collect()
 }
 
+/// One microbenchmark's row group of the Table 2 analogue: label, app, runs, system calls.
+type Micro<'a> = (&'a str, &'a str, &'a Runs, &'a [&'a str]);
+
+/// The Table 2 analogue (avg and max latency, NONE vs ALL) of `micro` on `elevator`.
+fn table2(micro: &[Micro], elevator: &str, note: &str) -> Table {
+    let mut rows = Vec::new();
+    for (label, app, runs, ops) in micro {
+        for op in *ops {
+            let (none, all) = (runs.get("none"), runs.get("all"));
+            rows.push(TableRow {
+                label: format!("{label} {op}()"),
+                values: vec![
+                    op_ms_opt(none, app, op, false),
+                    op_ms_opt(all, app, op, false),
+                    op_ms_opt(none, app, op, true),
+                    op_ms_opt(all, app, op, true),
+                ],
+            });
+        }
+    }
+    Table {
+        title: format!("Table 2 analogue: system call latency (ms), NONE vs ALL, {elevator}"),
+        note: note.into(),
+        columns: ["avg NONE", "avg ALL", "max NONE", "max ALL"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    }
+}
+
+/// The Figure 8 analogue (elapsed time per dependency type, normalised to NONE) on `elevator`.
+fn figure8(benches: &[(&str, &str, &Runs)], elevator: &str, note: &str) -> Table {
+    Table {
+        title: format!(
+            "Figure 8 analogue: total elapsed time of the foreground task, normalised to NONE ({elevator})"
+        ),
+        note: note.into(),
+        columns: ["NONE s", "D_data+D_sync", "D_meta", "D_discard", "ALL"]
+            .map(String::from)
+            .to_vec(),
+        rows: benches
+            .iter()
+            .map(|(label, app, runs)| {
+                let none = active_s(runs.get("none"), app);
+                let mut values = vec![Some(none)];
+                for variant in &ABLATION[1..] {
+                    values.push(Some(active_s(runs.get(variant), app) / none.max(1e-9)));
+                }
+                TableRow {
+                    label: label.to_string(),
+                    values,
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Figure 8's ablation (`ABLATION`) of built-in scenario `name` on another elevator: the
+/// scenario's `none` variant with `[stack.block] elevator` set (and wbt off, as the scenario's
+/// own `mq-deadline` variant has it; BFQ turns wbt off itself), each ablation variant boosting its
+/// dependency types. The runs are keyed by the ablation's names.
+fn run_ablation_on(name: &str, elevator: &str, threads: usize) -> Result<Runs, String> {
+    let mut s = scenario::load(name).map_err(|e| e.to_string())?;
+    s.select_variant("none")?;
+    let base = s.variants.pop().expect("the none variant");
+    s.variants = ablation_variants(&base, elevator);
+    let options = RunOptions {
+        threads,
+        ..RunOptions::default()
+    };
+    let results = run_scenario(&s, &options).map_err(|e| e.to_string())?;
+    Ok(Runs {
+        by_variant: results
+            .runs
+            .into_iter()
+            .map(|run| (run.variant.clone(), run))
+            .collect(),
+    })
+}
+
+/// [`ABLATION`]'s variants of `base` on `elevator` (wbt off).
+fn ablation_variants(
+    base: &crate::scenario::Variant,
+    elevator: &str,
+) -> Vec<crate::scenario::Variant> {
+    use crate::block::qasio::Dependency;
+    ABLATION
+        .iter()
+        .map(|&ablation| {
+            let mut variant = base.clone();
+            variant.name = ablation.to_string();
+            variant.description = format!("{elevator}, QASIO {ablation}");
+            variant.stack.block.elevator = elevator.to_string();
+            variant.stack.block.wbt = Some(false);
+            variant.stack.qasio.boost = match ablation {
+                "none" => vec![],
+                "data-sync" => vec![Dependency::DataSync],
+                "meta" => vec![Dependency::Meta],
+                "discard" => vec![Dependency::Discard],
+                _ => Dependency::ALL.to_vec(),
+            };
+            variant
+        })
+        .collect()
+}
+
 fn with_variants(mut base: Vec<&'static str>, more: &[&'static str]) -> Vec<&'static str> {
     for v in more {
         if !base.contains(v) {
@@ -330,7 +438,7 @@ fn qasio(
 
     let mut tables = Vec::new();
     // Table 2.
-    let micro: Vec<(&str, &str, &Runs, &[&str])> = [
+    let micro: Vec<Micro> = [
         Some(("M1", "m1", &m1, &["creat", "write", "fsync"][..])),
         m2.as_ref()
             .map(|r| ("M2", "m2", r, &["creat", "write", "fsync"][..])),
@@ -341,29 +449,11 @@ fn qasio(
     .into_iter()
     .flatten()
     .collect();
-    let mut rows = Vec::new();
-    for (label, app, runs, ops) in &micro {
-        for op in *ops {
-            let (none, all) = (runs.get("none"), runs.get("all"));
-            rows.push(TableRow {
-                label: format!("{label} {op}()"),
-                values: vec![
-                    op_ms_opt(none, app, op, false),
-                    op_ms_opt(all, app, op, false),
-                    op_ms_opt(none, app, op, true),
-                    op_ms_opt(all, app, op, true),
-                ],
-            });
-        }
-    }
-    tables.push(Table {
-        title: "Table 2 analogue: system call latency (ms), NONE vs ALL, CFQ".into(),
-        note: "QASIO Table 2 (avg and max of creat/write/fsync/truncate, M1-M4)".into(),
-        columns: ["avg NONE", "avg ALL", "max NONE", "max ALL"]
-            .map(String::from)
-            .to_vec(),
-        rows,
-    });
+    tables.push(table2(
+        &micro,
+        "CFQ",
+        "QASIO Table 2 (avg and max of creat/write/fsync/truncate, M1-M4)",
+    ));
     // Figure 8.
     let fig8: Vec<(&str, &str, &Runs)> = [
         Some(("M1", "m1", &m1)),
@@ -375,30 +465,11 @@ fn qasio(
     .into_iter()
     .flatten()
     .collect();
-    tables.push(Table {
-        title:
-            "Figure 8 analogue: total elapsed time of the foreground task, normalised to NONE (CFQ)"
-                .into(),
-        note: "QASIO Figure 8 (M1 ALL 0.169); M5's foreground repeats its 4 KiB file every 200 ms"
-            .into(),
-        columns: ["NONE s", "D_data+D_sync", "D_meta", "D_discard", "ALL"]
-            .map(String::from)
-            .to_vec(),
-        rows: fig8
-            .iter()
-            .map(|(label, app, runs)| {
-                let none = active_s(runs.get("none"), app);
-                let mut values = vec![Some(none)];
-                for variant in &ABLATION[1..] {
-                    values.push(Some(active_s(runs.get(variant), app) / none.max(1e-9)));
-                }
-                TableRow {
-                    label: label.to_string(),
-                    values,
-                }
-            })
-            .collect(),
-    });
+    tables.push(figure8(
+        &fig8,
+        "CFQ",
+        "QASIO Figure 8 (M1 ALL 0.169); M5's foreground repeats its 4 KiB file every 200 ms",
+    ));
     // Background throughput.
     tables.push(Table {
         title: "Background throughput: 8 GB buffered write while M1 loops (qasio/bg-cost, 60 s)"
@@ -549,6 +620,33 @@ fn qasio(
             rows,
         });
     }
+    if !quick {
+        // The same two tables with today's schedulers as the baseline (issue 12): each
+        // microbenchmark's NONE variant moved to the elevator, with the ablation's boosts.
+        for (label, elevator) in [("mq-deadline, wbt off", "mq-deadline"), ("BFQ", "bfq")] {
+            let mut runs = Vec::new();
+            for bench in ["m1", "m2", "m3", "m4", "m5"] {
+                let name = format!("qasio/{bench}");
+                progress(&format!("{name} on {elevator} ({})", ABLATION.join(", ")));
+                runs.push(run_ablation_on(&name, elevator, options.threads)?);
+            }
+            let micro: Vec<Micro> = vec![
+                ("M1", "m1", &runs[0], &["creat", "write", "fsync"][..]),
+                ("M2", "m2", &runs[1], &["creat", "write", "fsync"][..]),
+                ("M3", "m3", &runs[2], &["creat", "write"][..]),
+                ("M4", "m4", &runs[3], &["truncate", "write"][..]),
+            ];
+            let note = "the paper's CFQ replaced; no paper has these";
+            tables.push(table2(&micro, label, note));
+            let benches: Vec<(&str, &str, &Runs)> = ["M1", "M2", "M3", "M4", "M5"]
+                .into_iter()
+                .zip(["m1", "m2", "m3", "m4", "m5"])
+                .zip(&runs)
+                .map(|((label, app), runs)| (label, app, runs))
+                .collect();
+            tables.push(figure8(&benches, label, note));
+        }
+    }
     Ok(Reproduction {
         paper: "qasio".into(),
         quick,
@@ -697,5 +795,39 @@ mod tests {
     fn an_unknown_paper_is_an_error_naming_the_known_ones() {
         let error = reproduce("nope", &ReproduceOptions::default(), &mut |_| {}).unwrap_err();
         assert!(error.contains("qasio"), "{error}");
+    }
+
+    #[test]
+    fn the_ablation_on_another_elevator_changes_only_the_elevator_wbt_and_boosts() {
+        use crate::block::qasio::Dependency;
+        let mut s = crate::scenario::load("qasio/m1").unwrap();
+        s.select_variant("none").unwrap();
+        let base = s.variants.pop().unwrap();
+        let variants = ablation_variants(&base, "bfq");
+        let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ABLATION);
+        let boosts: Vec<Vec<Dependency>> = variants
+            .iter()
+            .map(|v| v.stack.qasio.boost.clone())
+            .collect();
+        assert_eq!(
+            boosts,
+            vec![
+                vec![],
+                vec![Dependency::DataSync],
+                vec![Dependency::Meta],
+                vec![Dependency::Discard],
+                Dependency::ALL.to_vec()
+            ]
+        );
+        for v in &variants {
+            assert_eq!(v.stack.block.elevator, "bfq");
+            assert_eq!(v.stack.block.wbt, Some(false));
+            // Everything else is the scenario's own stack.
+            let mut same = v.stack.clone();
+            same.block = base.stack.block.clone();
+            same.qasio = base.stack.qasio.clone();
+            assert_eq!(format!("{same:?}"), format!("{:?}", base.stack));
+        }
     }
 }
