@@ -74,8 +74,11 @@ fn run_io_account_prints_the_block_io_of_each_call_by_purpose() {
         "3"
     );
     assert_eq!(row("fua", "append-fdatasync", "fdatasync", "data")[8], "1");
-    // The journal on its own device: log and commit blocks counted on mmcblk1; the data, and
-    // the flush jbd2 sends the file system's device before the commit block, on mmcblk0.
+    // The journal on its own device: log and commit blocks counted on mmcblk1; the data on
+    // mmcblk0, and no flush of mmcblk0 at all: in 3.10 delayed-allocation writeback files no
+    // inode (ordered_delalloc off), so the commit has no ordered data to flush for, and
+    // ext4_sync_file skips its own flush because jbd2_trans_will_send_data_barrier answers
+    // yes for a transaction still running (the 3.10 hole; the file's data is not flushed).
     let commit = row(
         "external-journal",
         "creat-write-fsync",
@@ -95,9 +98,11 @@ fn run_io_account_prints_the_block_io_of_each_call_by_purpose() {
         )[8],
         "5"
     );
-    assert_eq!(
-        row("external-journal", "creat-write-fsync", "fsync", "flush")[11],
-        "1"
+    assert!(
+        !out.lines().any(|l| l.starts_with("external-journal")
+            && l.contains(" creat-write-fsync ")
+            && l.split_whitespace().nth(4) == Some("flush")),
+        "no flush of the file system's device: {out}"
     );
     assert_eq!(
         row("external-journal", "creat-write-fsync", "fsync", "data")[8],
@@ -159,8 +164,9 @@ fn blktrace_of_an_external_journal_shows_its_device() {
     std::fs::remove_file(&path).ok();
     std::fs::remove_file(format!("{text_path}.blktrace.0")).ok();
     // The journal's device is mmcblk1 (179,8): the log blocks and the commit block (flush +
-    // FUA) go there, from the journal thread; nothing of the journal's on mmcblk0 but the flush
-    // before the commit block; metadata reads on mmcblk0 carry M.
+    // FUA) go there, from the journal thread; nothing of the journal's on mmcblk0 (3.10 sends
+    // no flush there for a delayed-allocation file: see run_io_account_...); metadata reads
+    // on mmcblk0 carry M.
     let journal: Vec<&str> = text.lines().filter(|l| l.starts_with("179,8 ")).collect();
     assert!(
         journal
@@ -172,7 +178,7 @@ fn blktrace_of_an_external_journal_shows_its_device() {
     let fs: Vec<&str> = text.lines().filter(|l| l.starts_with("179,0 ")).collect();
     assert!(fs.iter().any(|l| l.contains(" Q  RM ")), "{text}");
     assert!(
-        fs.iter().any(|l| l.contains(" Q FWS 0 + 0 [jbd2")),
+        !fs.iter().any(|l| l.contains(" Q FWS 0 + 0 [jbd2")),
         "{text}"
     );
     assert!(!fs.iter().any(|l| l.contains("FWFS")), "{text}");

@@ -136,8 +136,11 @@ fn check_a_buffers_go_home_after_their_commit_without_a_violation() {
 /// transaction, submitted, not waited for), then that transaction's commit, with
 /// `journal_async_commit` so that the commit block goes out right after the log blocks.
 fn ordered_data_then_commit(skip_data_wait: bool) -> (RunEnd, Option<String>) {
+    // Linux 4.7+ (and up to 3.8): delayed-allocation writeback files the inode, so the
+    // commit owes its data to the device first.
     let config = Ext4Config {
         journal_async_commit: true,
+        ordered_delalloc: true,
         ..Ext4Config::default()
     };
     let rig = Rig::new(config);
@@ -168,6 +171,38 @@ fn check_c_a_commit_block_before_its_ordered_data_is_a_violation() {
         "{message}"
     );
     assert!(message.contains("task jbd2"), "{message}");
+}
+
+/// The inodes the commit of a delayed-allocation write-back's transaction filed.
+fn filed_by_writeback(ordered_delalloc: bool) -> (Vec<u64>, u64) {
+    let config = Ext4Config {
+        ordered_delalloc,
+        ..Ext4Config::default()
+    };
+    let rig = Rig::new(config);
+    let ino = std::rc::Rc::new(std::cell::Cell::new(0));
+    let seen = ino.clone();
+    rig.run(move |sim, vfs, ext4, p| async move {
+        let fd = vfs.open(&sim, &p, "/f", O_CREAT | O_WRONLY).await.unwrap();
+        vfs.write(&sim, &p, fd, &vec![7u8; 64 << 10]).await.unwrap();
+        seen.set(vfs.ino_of("/f").unwrap());
+        vfs.mm.filemap_flush(&sim, seen.get(), issuer(&sim)).await;
+        let tid = ext4.journal.running_tid().unwrap();
+        ext4.journal.complete_transaction(&sim, tid).await;
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    let record = rig.ext4.journal.commit_records().pop().unwrap();
+    (record.inodes, ino.get())
+}
+
+#[test]
+fn delalloc_writeback_files_its_inode_only_outside_linux_3_9_to_4_6() {
+    // 3.10 (f3b59291a69d): mpage_da_map_and_submit files nothing, so a commit never waits for
+    // the flusher's writeback of a delayed-allocation file; 4.7's ext4_map_blocks files it.
+    let (filed, ino) = filed_by_writeback(false);
+    assert!(!filed.contains(&ino), "3.10 filed {filed:?}");
+    let (filed, ino) = filed_by_writeback(true);
+    assert!(filed.contains(&ino), "4.7 did not file {ino}: {filed:?}");
 }
 
 /// A 64 MiB file system nearly filled by one file, whose blocks a truncate frees in the running

@@ -204,7 +204,8 @@ impl Ext4 {
         if disksize_grows || !allocation.touched.is_empty() {
             handle = self.mark_inode_dirty(sim, handle, ino, true).await;
         }
-        if self.config.data == super::mount::DataMode::Ordered {
+        // Linux 3.9-4.6 (the papers' 3.10) file nothing here: `ordered_delalloc`.
+        if self.config.data == super::mount::DataMode::Ordered && self.config.ordered_delalloc {
             self.journal.file_inode(&handle, ino);
             if self.ordered_data_tracked.get() {
                 // Invariant c: these pages' data must reach the device before the commit.
