@@ -183,6 +183,10 @@ impl FlashDevice {
             ));
         }
         let units = (self.ftl.logical_units() as f64 * fraction) as u64;
+        if self.ftl.precondition_sequential(units) {
+            return Ok(());
+        }
+        // Not a fresh FTL: program the pages, one program unit at a time.
         let per_program = u64::from(self.nand.geometry.units_per_program());
         let mut lpns = Vec::with_capacity(per_program as usize);
         let mut first = 0u64;
