@@ -140,11 +140,16 @@ fn run_builtin(name: &str, variants: &[&str], threads: usize) -> Result<Runs, St
         }
     }
     s.variants.retain(|v| variants.contains(&v.name.as_str()));
+    run_all(&s, threads)
+}
+
+/// Runs every variant of `s` over `threads` workers, keyed by variant name.
+fn run_all(s: &scenario::Scenario, threads: usize) -> Result<Runs, String> {
     let options = RunOptions {
         threads,
         ..RunOptions::default()
     };
-    let results = run_scenario(&s, &options).map_err(|e| e.to_string())?;
+    let results = run_scenario(s, &options).map_err(|e| e.to_string())?;
     Ok(Runs {
         by_variant: results
             .runs
@@ -289,18 +294,7 @@ fn run_ablation_on(name: &str, elevator: &str, threads: usize) -> Result<Runs, S
     s.select_variant("none")?;
     let base = s.variants.pop().expect("the none variant");
     s.variants = ablation_variants(&base, elevator);
-    let options = RunOptions {
-        threads,
-        ..RunOptions::default()
-    };
-    let results = run_scenario(&s, &options).map_err(|e| e.to_string())?;
-    Ok(Runs {
-        by_variant: results
-            .runs
-            .into_iter()
-            .map(|run| (run.variant.clone(), run))
-            .collect(),
-    })
+    run_all(&s, threads)
 }
 
 /// [`ABLATION`]'s variants of `base` on `elevator` (wbt off).

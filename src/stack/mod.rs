@@ -227,21 +227,7 @@ impl Stack {
         counters.insert("toy.served".to_string(), self.toy_server.served());
         if let Some(block) = &self.block {
             let stats = block.layer.with_queue(|queue| queue.stats());
-            for (name, value) in [
-                ("bios", stats.bios),
-                ("bio_sectors", stats.bio_sectors),
-                ("plug_merges", stats.plug_merges),
-                ("back_merges", stats.back_merges),
-                ("front_merges", stats.front_merges),
-                ("requests", stats.requests),
-                ("dispatched", stats.dispatched),
-                ("completed", stats.completed),
-                ("get_request_sleeps", stats.alloc_sleeps),
-                ("plug_flushes", stats.plug_flushes),
-                ("wbt_sleeps", stats.wbt_sleeps),
-            ] {
-                counters.insert(format!("block.{name}"), value);
-            }
+            insert_queue_counters(&mut counters, "block", &stats);
             let qasio = block.layer.with_queue(|queue| queue.qasio_stats());
             for dependency in crate::block::qasio::Dependency::ALL {
                 let slot = dependency as usize;
@@ -285,21 +271,7 @@ impl Stack {
             return;
         };
         let stats = journal.layer.with_queue(|queue| queue.stats());
-        for (name, value) in [
-            ("bios", stats.bios),
-            ("bio_sectors", stats.bio_sectors),
-            ("plug_merges", stats.plug_merges),
-            ("back_merges", stats.back_merges),
-            ("front_merges", stats.front_merges),
-            ("requests", stats.requests),
-            ("dispatched", stats.dispatched),
-            ("completed", stats.completed),
-            ("get_request_sleeps", stats.alloc_sleeps),
-            ("plug_flushes", stats.plug_flushes),
-            ("wbt_sleeps", stats.wbt_sleeps),
-        ] {
-            counters.insert(format!("journal_device.block.{name}"), value);
-        }
+        insert_queue_counters(counters, "journal_device.block", &stats);
     }
 
     /// The block I/O account by purpose of the page cache's and file system's bios.
@@ -505,5 +477,28 @@ fn storage_over(
             )?;
             Ok(crate::fs::vfs::Vfs::new(sim, mm, ops, activity))
         }
+    }
+}
+
+/// A request queue's counters as `<prefix>.<name>`.
+fn insert_queue_counters(
+    counters: &mut BTreeMap<String, u64>,
+    prefix: &str,
+    stats: &crate::block::queue::QueueStats,
+) {
+    for (name, value) in [
+        ("bios", stats.bios),
+        ("bio_sectors", stats.bio_sectors),
+        ("plug_merges", stats.plug_merges),
+        ("back_merges", stats.back_merges),
+        ("front_merges", stats.front_merges),
+        ("requests", stats.requests),
+        ("dispatched", stats.dispatched),
+        ("completed", stats.completed),
+        ("get_request_sleeps", stats.alloc_sleeps),
+        ("plug_flushes", stats.plug_flushes),
+        ("wbt_sleeps", stats.wbt_sleeps),
+    ] {
+        counters.insert(format!("{prefix}.{name}"), value);
     }
 }

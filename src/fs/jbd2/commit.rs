@@ -385,13 +385,7 @@ impl Journal {
         // 6. Done: wake the waiters of this tid.
         {
             let mut state = self.state.borrow_mut();
-            let total = &mut state.stats.phase_ns;
-            total.updates += phases.updates;
-            total.data_submit += phases.data_submit;
-            total.log_submit += phases.log_submit;
-            total.data_wait += phases.data_wait;
-            total.log_wait += phases.log_wait;
-            total.callback += phases.callback;
+            state.stats.phase_ns.add(&phases);
             let committing = state.committing.take().expect("the committing transaction");
             assert_eq!(committing.tid, tid);
             state.data_flushed = None;

@@ -332,6 +332,17 @@ pub struct CommitPhaseNs {
     pub callback: u64,
 }
 
+impl CommitPhaseNs {
+    pub fn add(&mut self, other: &CommitPhaseNs) {
+        self.updates += other.updates;
+        self.data_submit += other.data_submit;
+        self.log_submit += other.log_submit;
+        self.data_wait += other.data_wait;
+        self.log_wait += other.log_wait;
+        self.callback += other.callback;
+    }
+}
+
 pub(crate) struct JournalState {
     pub running: Option<Transaction>,
     pub committing: Option<Transaction>,
