@@ -26,6 +26,17 @@
 //! `[stack.qasio] boost` selects the dependency types (Figure 8's ablation): `[]` (NONE, the
 //! default), any of `"data-sync"`, `"meta"`, `"discard"`, or all three (ALL).
 //!
+//! **Admission** (`[stack.qasio] admit = true`, mobistack's extension, not in the paper): QASIO
+//! as §5.3 describes it can only boost a request that exists. With 3.10's legacy request lists a
+//! bio gets its request in `__get_request`, and when the flusher's writes fill the 128-request
+//! asynchronous list the journal thread's discards sleep there (blktrace Q->G) before any
+//! elevator could see them: in M1 under an 8 GB write that sleep, not the elevator queue, is
+//! where D_discard's time goes. A discard the journal thread issues from
+//! `ext4_free_data_callback` is a QASIO known at submission (§5.2: "it is obvious that jbd2
+//! generates QASIOs"); with `admit` such a bio is admitted as `ioc_batching` admits a batcher:
+//! past `nr_requests`, within the hard cap of 3/2 `nr_requests`. Legacy request lists only
+//! (blk-mq's scheduler tags have no batching to borrow; mq-deadline needs it less).
+//!
 //! Simplifications: deadline (legacy), noop and kyber do not implement `boost` (a boost there
 //! is not counted and changes nothing); a boosted request that several tasks wait on is boosted
 //! once; nested dependencies are followed only as far as each waiter boosts what it waits on.
@@ -62,11 +73,35 @@ impl Dependency {
 pub struct QasioConfig {
     /// The dependency types boosted; empty is NONE (Linux as shipped).
     pub boost: Vec<Dependency>,
+    /// mobistack's extension (module docs): the journal thread's discards, QASIOs known at
+    /// submission, are admitted past a full legacy request list as a batcher is. Needs
+    /// `"discard"` in `boost`. Default false (the paper's QASIO).
+    pub admit: bool,
 }
 
 impl QasioConfig {
     pub fn enabled(&self, dependency: Dependency) -> bool {
         self.boost.contains(&dependency)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.admit && !self.enabled(Dependency::Discard) {
+            return Err(
+                "`admit = true` admits the journal thread's discards, a D_discard QASIO: add \"discard\" to `boost`"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether a bio asking for a request is admitted as a batcher: with `admit`, a discard
+    /// issued asynchronously (the journal thread's, from `ext4_free_data_callback`) while
+    /// D_discard is boosted.
+    pub fn admits(&self, op: crate::dev::IoOp, issued_async: bool) -> bool {
+        self.admit
+            && issued_async
+            && op == crate::dev::IoOp::Discard
+            && self.enabled(Dependency::Discard)
     }
 }
 

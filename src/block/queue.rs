@@ -703,7 +703,9 @@ impl RequestQueue {
                         if !self.rl_full[class] {
                             self.set_batching(bio.task.pid, now);
                             self.rl_full[class] = true;
-                        } else if !self.is_batching(bio.task.pid, now) {
+                        } else if !self.is_batching(bio.task.pid, now)
+                            && !self.qasio.admits(bio.op, bio.issued_async)
+                        {
                             return false;
                         }
                     }
@@ -1381,6 +1383,51 @@ mod tests {
             .to_blkparse()
             .contains("  S   W 70000 + 8 [task2]"));
         assert_eq!(drain(&mut queue).len(), 5);
+    }
+
+    #[test]
+    fn qasio_admit_lets_the_journal_threads_discard_past_a_full_async_list() {
+        use crate::block::qasio::{Dependency, QasioConfig};
+        // A flusher (pid 1) fills the async list and uses its batch; the journal thread
+        // (pid 2) then issues a discard of freed blocks (issued asynchronously). With 128
+        // requests the flusher's batch ends at 159, below the 3/2 cap of 192.
+        let run = |qasio: QasioConfig| {
+            let mut queue = queue(legacy(BLKDEV_MAX_RQ), 1);
+            queue.set_qasio(qasio);
+            let mut i = 0;
+            while matches!(
+                queue.submit_bio(0, &bio(i, IoOp::Write, 10_000 * i, 8, 1)),
+                SubmitOutcome::Queued(_)
+            ) {
+                i += 1;
+            }
+            let mut discard = bio(100, IoOp::Discard, 5_000_000, 8, 2);
+            discard.issued_async = true;
+            let outcome = queue.submit_bio(0, &discard);
+            // Any other async write of the journal thread still sleeps.
+            let write = bio(101, IoOp::Write, 6_000_000, 8, 2);
+            (outcome, queue.submit_bio(0, &write))
+        };
+        let discard_only = QasioConfig {
+            boost: vec![Dependency::Discard],
+            admit: false,
+        };
+        // The paper's QASIO: the discard sleeps in get_request, where no elevator can boost it.
+        let (outcome, _) = run(discard_only.clone());
+        assert_eq!(outcome, SubmitOutcome::MustWait(ALLOC_ASYNC));
+        // With admission it gets a request (within the 3/2 cap).
+        let (outcome, write) = run(QasioConfig {
+            admit: true,
+            ..discard_only
+        });
+        assert!(matches!(outcome, SubmitOutcome::Queued(_)), "{outcome:?}");
+        assert_eq!(write, SubmitOutcome::MustWait(ALLOC_ASYNC));
+        // Without D_discard boosted, `admit` alone is refused by validation.
+        let invalid = QasioConfig {
+            boost: vec![Dependency::Meta],
+            admit: true,
+        };
+        assert!(invalid.validate().unwrap_err().contains("discard"));
     }
 
     #[test]

@@ -92,8 +92,8 @@ impl StackConfig {
     }
 
     /// The checks of [`StackConfig::validate`], table by table (`device`, `block`, `kernel`,
-    /// `cpu`, `vm`, `fs`), so that an error can be pointed at its table's field.
-    pub fn check_tables(&self) -> [(&'static str, Result<(), String>); 6] {
+    /// `cpu`, `vm`, `fs`, `qasio`), so that an error can be pointed at its table's field.
+    pub fn check_tables(&self) -> [(&'static str, Result<(), String>); 7] {
         let device = self.device.resolve().map(|_| ()).and_then(|()| {
             if (0.0..=1.0).contains(&self.device.fill) {
                 Ok(())
@@ -125,6 +125,7 @@ impl StackConfig {
             ("cpu", self.cpu.validate()),
             ("vm", vm),
             ("fs", self.fs.validate()),
+            ("qasio", self.qasio.validate()),
         ]
     }
 }
