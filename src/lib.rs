@@ -15,6 +15,7 @@ pub mod app;
 pub mod block;
 pub mod dev;
 pub mod errno;
+pub mod fasttrack;
 pub mod fs;
 pub mod kernel;
 pub mod mm;

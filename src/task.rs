@@ -436,6 +436,28 @@ impl TaskTable {
         }
     }
 
+    /// FastTrack §4.1's app status detector, kernel side: whether `uid` is the foreground app
+    /// (the top activity's UID) and an installed app, not a service (`AID_APP_START`).
+    pub fn is_foreground_app(&self, uid: u32) -> bool {
+        crate::fasttrack::is_app_uid(uid)
+            && self
+                .activity
+                .borrow()
+                .as_ref()
+                .is_some_and(|activity| activity.is_foreground(uid))
+    }
+
+    /// FastTrack §4.1's UID-indexed table: the processes and threads of app `uid`, as tasks
+    /// registered them.
+    pub fn pids_of(&self, uid: u32) -> Vec<u32> {
+        self.tasks
+            .borrow()
+            .iter()
+            .filter(|(_, info)| info.uid == uid)
+            .map(|(&pid, _)| pid)
+            .collect()
+    }
+
     pub fn get(&self, pid: u32) -> Option<TaskInfo> {
         self.tasks.borrow().get(&pid).cloned()
     }

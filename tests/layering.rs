@@ -1,6 +1,7 @@
 //! The stack's layering (DESIGN.md, "Layering"): layers import downward only. Apps and
 //! workloads -> fs -> mm -> block -> dev, all on the engine (`sim`) and the shared vocabulary
-//! (`units`, `errno`, `task`, `kernel`). This test reads the sources and fails on an upward import in
+//! (`units`, `errno`, `task`, `kernel`, and `fasttrack`: FastTrack's switches and the app status
+//! detector's rules, which every layer's FastTrack module reads). This test reads the sources and fails on an upward import in
 //! non-test code, naming the file and line.
 
 use std::collections::BTreeSet;
@@ -10,19 +11,40 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("units.rs", &[]),
     ("errno.rs", &[]),
-    ("task.rs", &[]),
+    ("fasttrack.rs", &[]),
+    ("task.rs", &["fasttrack"]),
     ("kernel.rs", &["units", "sim"]),
     ("sim", &["units"]),
     ("dev", &["units"]),
-    ("block", &["dev", "sim", "units", "task", "kernel"]),
+    (
+        "block",
+        &["dev", "sim", "units", "task", "kernel", "fasttrack"],
+    ),
     (
         "mm",
-        &["block", "dev", "sim", "units", "errno", "task", "kernel"],
+        &[
+            "block",
+            "dev",
+            "sim",
+            "units",
+            "errno",
+            "task",
+            "kernel",
+            "fasttrack",
+        ],
     ),
     (
         "fs",
         &[
-            "mm", "block", "dev", "sim", "units", "errno", "task", "kernel",
+            "mm",
+            "block",
+            "dev",
+            "sim",
+            "units",
+            "errno",
+            "task",
+            "kernel",
+            "fasttrack",
         ],
     ),
 ];

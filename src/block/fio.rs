@@ -593,6 +593,7 @@ impl JobTarget for DirectTarget {
                 ioprio: self.ioprio,
                 issued_async: false,
                 foreground,
+                owner_uid: self.task.uid,
                 pages: Vec::new(),
                 submitted_ns: started,
             };

@@ -82,6 +82,10 @@ pub struct Bio {
     pub issued_async: bool,
     /// Whether the issuing app is in the foreground (passed to the device as a hint).
     pub foreground: bool,
+    /// The app owning the data (the pages' owner for page-cache I/O, else the submitter's
+    /// uid): FastTrack §4.4's owner of an asynchronous bio, which its I/O dispatcher finds by
+    /// LBA.
+    pub owner_uid: u32,
     pub pages: Vec<PageRef>,
     /// When `submit_bio` was called.
     pub submitted_ns: Nanos,
@@ -133,6 +137,8 @@ pub struct Request {
     pub blkcg: crate::task::Blkcg,
     pub issued_async: bool,
     pub foreground: bool,
+    /// The first bio's [`Bio::owner_uid`].
+    pub owner_uid: u32,
     /// Bios in sector order.
     pub bios: Vec<BioId>,
     pub pages: Vec<PageRef>,
@@ -184,6 +190,7 @@ impl Request {
             blkcg: crate::task::Blkcg::default(),
             issued_async: bio.issued_async,
             foreground: bio.foreground,
+            owner_uid: bio.owner_uid,
             bios: vec![bio.id],
             pages: bio.pages.clone(),
             start_ns: now,
@@ -284,6 +291,7 @@ pub(crate) mod test_support {
             ioprio: IoPrio::NONE,
             issued_async: false,
             foreground: false,
+            owner_uid: 0,
             pages: Vec::new(),
             submitted_ns: 0,
         }

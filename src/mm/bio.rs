@@ -609,6 +609,7 @@ impl BlockSubmit for QueueSubmit {
                 ioprio: IoPrio::NONE,
                 issued_async: bio.issued_async,
                 foreground: bio.foreground,
+                owner_uid: bio.uid,
                 pages,
                 submitted_ns: sim.now(),
             };

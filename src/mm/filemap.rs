@@ -320,8 +320,10 @@ impl Mm {
             // page reference (no page lock).
             let page_start = index * PAGE_SIZE;
             let bytes = (pos + len).min(page_start + PAGE_SIZE).min(isize) - pos.max(page_start);
-            let lock = self.page_cache_lock(sim).await;
-            self.cpu.run(sim, self.cpu_costs.copy_ns(bytes)).await;
+            let lock = self.page_cache_lock(sim, issuer).await;
+            self.cpu
+                .run_urgent(sim, self.cpu_costs.copy_ns(bytes), self.pa_urgent(issuer))
+                .await;
             drop(lock);
             ra.prev_index = Some(index);
         }
@@ -455,8 +457,10 @@ impl Mm {
             }
             // iov_iter_copy_from_user_atomic, with the page locked (and the caller's i_mutex;
             // under FastTrack's model, the global page-cache lock too).
-            let lock = self.page_cache_lock(sim).await;
-            self.cpu.run(sim, self.cpu_costs.copy_ns(bytes)).await;
+            let lock = self.page_cache_lock(sim, issuer).await;
+            self.cpu
+                .run_urgent(sim, self.cpu_costs.copy_ns(bytes), self.pa_urgent(issuer))
+                .await;
             drop(lock);
             // write_end: block_write_end + set_page_dirty + unlock.
             let (newly_dirty, first_dirty_inode) = {

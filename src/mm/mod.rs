@@ -142,6 +142,9 @@ pub enum ReclaimPolicyKind {
     /// Linux: oldest inactive pages first, clean pages before dirty ones.
     #[default]
     Linux,
+    /// FastTrack §4.3's page reclaimer: BG clean > BG dirty > FG clean > FG dirty
+    /// (`[stack.fasttrack] pr = true` selects it).
+    Fasttrack,
 }
 
 /// Which locking model the page allocator follows (`[stack.vm] page_cache_lock`).
@@ -429,6 +432,9 @@ pub struct MmStats {
     pub congestion_waits: u64,
     /// Allocations served from the reserve below the min watermark (no OOM killer).
     pub reserve_allocs: u64,
+    /// FastTrack PA: a background holder released the global page-cache lock to a waiting
+    /// foreground allocation between reclaim batches.
+    pub pa_yields: u64,
 }
 
 /// The mutable state of the page cache.
@@ -511,6 +517,8 @@ pub struct Mm {
     /// `global_update_bandwidth`'s `update_time` (jiffies).
     pub(crate) global_update_time: Cell<u64>,
     pub(crate) policy: RefCell<Box<dyn vmscan::ReclaimPolicy>>,
+    /// FastTrack §4.2's preemptive page allocator (`[stack.fasttrack] pa`).
+    pub(crate) fasttrack_pa: Cell<bool>,
     pub(crate) watermarks: vmscan::Watermarks,
     /// The machine's cores, on which copies and allocations spend time.
     pub cpu: Rc<Cpu>,
@@ -580,6 +588,7 @@ impl Mm {
             global_dirty_limit: Cell::new(0),
             global_update_time: Cell::new(0),
             policy: RefCell::new(policy),
+            fasttrack_pa: Cell::new(false),
             watermarks,
             config,
             cpu,

@@ -131,8 +131,9 @@ pub struct Candidate {
 pub trait ReclaimPolicy {
     fn name(&self) -> &str;
     /// `candidates` are oldest first. Appends to `order` the positions to try, first to last;
-    /// positions left out go back to the inactive list untouched.
-    fn order_victims(&mut self, candidates: &[Candidate], order: &mut Vec<usize>);
+    /// positions left out go back to the inactive list untouched (at its head). `priority` is
+    /// the reclaim pass's (`DEF_PRIORITY` = 12 first, lower as reclaim struggles).
+    fn order_victims(&mut self, candidates: &[Candidate], priority: u32, order: &mut Vec<usize>);
 }
 
 /// Linux's preference: oldest first, clean pages before dirty ones (the dirty ones are written
@@ -145,16 +146,49 @@ impl ReclaimPolicy for LinuxReclaim {
         "linux"
     }
 
-    fn order_victims(&mut self, candidates: &[Candidate], order: &mut Vec<usize>) {
+    fn order_victims(&mut self, candidates: &[Candidate], _priority: u32, order: &mut Vec<usize>) {
         let dirty = |c: &Candidate| c.flags & pg::DIRTY != 0;
         order.extend((0..candidates.len()).filter(|&i| !dirty(&candidates[i])));
         order.extend((0..candidates.len()).filter(|&i| dirty(&candidates[i])));
     }
 }
 
+/// FastTrack §4.3's page reclaimer: "BG clean pages (highest) > BG dirty pages (high) > FG
+/// clean pages (low) > FG dirty pages (lowest)", oldest first within each class. A page is FG
+/// when its owner (the app that last touched it) is the foreground app now. The order is over
+/// the whole inactive list, not one isolated batch: FG pages are left out of the batch, so they
+/// go back to the list's head and the next batch finds BG pages; only in reclaim's last pass
+/// (priority 0, which scans the whole list) are FG pages victims too, after the BG ones of their
+/// batch (no FG page is kept at the cost of failing reclaim).
+#[derive(Debug, Default)]
+pub struct FastTrackReclaim;
+
+impl ReclaimPolicy for FastTrackReclaim {
+    fn name(&self) -> &str {
+        "fasttrack"
+    }
+
+    fn order_victims(&mut self, candidates: &[Candidate], priority: u32, order: &mut Vec<usize>) {
+        let class = |c: &Candidate| {
+            let dirty = c.flags & pg::DIRTY != 0;
+            match (c.foreground, dirty) {
+                (false, false) => 0,
+                (false, true) => 1,
+                (true, false) => 2,
+                (true, true) => 3,
+            }
+        };
+        let classes = if priority > 0 { 2 } else { 4 };
+        for wanted in 0..classes {
+            order.extend((0..candidates.len()).filter(|&i| class(&candidates[i]) == wanted));
+        }
+    }
+}
+
 pub fn policy_for(kind: ReclaimPolicyKind) -> Box<dyn ReclaimPolicy> {
     match kind {
         ReclaimPolicyKind::Linux => Box::new(LinuxReclaim),
+        ReclaimPolicyKind::Fasttrack => Box::new(FastTrackReclaim),
     }
 }
 
@@ -197,12 +231,16 @@ impl Mm {
         match self.config.page_cache_lock {
             PageCacheLock::Linux => {
                 self.alloc_page_linux(sim, issuer).await;
-                self.cpu.run(sim, self.cpu_costs.page_alloc).await;
+                self.cpu
+                    .run_urgent(sim, self.cpu_costs.page_alloc, self.pa_urgent(issuer))
+                    .await;
             }
             PageCacheLock::Global => {
-                let guard = self.page_cache_lock(sim).await;
-                self.alloc_page_global(sim, issuer).await;
-                self.cpu.run(sim, self.cpu_costs.page_alloc).await;
+                let guard = self.page_cache_lock(sim, issuer).await;
+                let guard = self.alloc_page_global(sim, issuer, guard).await;
+                self.cpu
+                    .run_urgent(sim, self.cpu_costs.page_alloc, self.pa_urgent(issuer))
+                    .await;
                 drop(guard);
             }
         }
@@ -481,7 +519,7 @@ impl Mm {
         let mut order = Vec::with_capacity(candidates.len());
         self.policy
             .borrow_mut()
-            .order_victims(candidates, &mut order);
+            .order_victims(candidates, priority, &mut order);
         let mut tried = vec![false; candidates.len()];
         let mut result = ShrinkResult::default();
         let mut to_pageout: Vec<PageId> = Vec::new();
@@ -731,21 +769,68 @@ impl Mm {
 
     /// The global page-cache lock, under `page_cache_lock = "global"` (FastTrack §3.2: held
     /// across allocation, reclaim and the copies); `None` under the kernel's model.
-    pub(crate) async fn page_cache_lock(&self, sim: &Sim) -> Option<crate::sim::sync::MutexGuard> {
+    /// With FastTrack's PA a foreground issuer waits ahead of background ones.
+    pub(crate) async fn page_cache_lock(
+        &self,
+        sim: &Sim,
+        issuer: Issuer,
+    ) -> Option<crate::sim::sync::MutexGuard> {
         if self.config.page_cache_lock != PageCacheLock::Global {
             return None;
         }
         Some(match self.alloc_lock.try_lock(sim) {
             Some(guard) => guard,
+            None if self.pa_urgent(issuer) => self.alloc_lock.lock_urgent(sim).await,
             None => self.alloc_lock.lock(sim).await,
         })
     }
 
+    /// FastTrack §4.2 (PA): whether `issuer` is the foreground app's, served before background
+    /// tasks for the page-cache lock and the core. Service UIDs are never foreground.
+    pub(crate) fn pa_urgent(&self, issuer: Issuer) -> bool {
+        self.fasttrack_pa.get()
+            && crate::fasttrack::is_app_uid(issuer.uid)
+            && self
+                .activity
+                .as_ref()
+                .is_some_and(|a| a.is_foreground(issuer.uid))
+    }
+
+    /// FastTrack §4.2 (PA): whether the holder `issuer` of the global lock must release it at
+    /// the end of its segment: it is a background app's (not a service's, not foreground) and a
+    /// foreground allocation waits.
+    fn pa_must_yield(&self, issuer: Issuer) -> bool {
+        self.fasttrack_pa.get()
+            && crate::fasttrack::is_app_uid(issuer.uid)
+            && !self.pa_urgent_any(issuer)
+            && self.alloc_lock.urgent_waiters() > 0
+    }
+
+    /// `pa_urgent` without the PA switch: the issuer's app is in the foreground.
+    fn pa_urgent_any(&self, issuer: Issuer) -> bool {
+        self.activity
+            .as_ref()
+            .is_some_and(|a| a.is_foreground(issuer.uid))
+    }
+
     /// FastTrack §3.2: with the global lock held (by [`Mm::alloc_page`]), the allocation
     /// reclaims, writing dirty pages and waiting for them.
-    async fn alloc_page_global(&self, sim: &Sim, issuer: Issuer) {
+    /// With PA, a background holder releases the lock between reclaim batches (its execution
+    /// segments) when a foreground allocation waits, and queues for it again behind it (the
+    /// foreground waiter is urgent). Returns the guard it holds at the end.
+    async fn alloc_page_global(
+        &self,
+        sim: &Sim,
+        issuer: Issuer,
+        mut guard: Option<crate::sim::sync::MutexGuard>,
+    ) -> Option<crate::sim::sync::MutexGuard> {
         let mut waited_for_writeback = 0u32;
         loop {
+            if guard.is_some() && self.pa_must_yield(issuer) {
+                self.state().stats.pa_yields += 1;
+                drop(guard.take());
+                guard = self.page_cache_lock(sim, issuer).await;
+            }
             self.wakeup_kswapd(sim);
             if self.watermark_ok(self.watermarks.min) {
                 break;
@@ -779,6 +864,7 @@ impl Mm {
             break;
         }
         self.take_free_page();
+        guard
     }
 
     /// FastTrack's direct reclaim: frees clean inactive pages oldest first (policy order) and
@@ -812,9 +898,16 @@ impl Mm {
             scanned += taken;
             self.reclaim_cpu(sim, taken, Reclaimer::Direct).await;
             order.clear();
+            // FastTrack's global path has no priority loop: past one scan of the lists it
+            // is as desperate as a low priority.
+            let priority = if scanned > scan_limit / 2 {
+                0
+            } else {
+                DEF_PRIORITY
+            };
             self.policy
                 .borrow_mut()
-                .order_victims(&candidates, &mut order);
+                .order_victims(&candidates, priority, &mut order);
             let mut tried = vec![false; candidates.len()];
             let mut to_write: Vec<PageId> = Vec::new();
             for &position in &order {
@@ -910,5 +1003,48 @@ impl Mm {
             freed += 1;
         }
         freed
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    fn candidate(id: PageId, dirty: bool, foreground: bool) -> Candidate {
+        Candidate {
+            id,
+            ino: 1,
+            index: u64::from(id),
+            flags: if dirty { pg::DIRTY } else { 0 },
+            uid: if foreground { 10_001 } else { 10_002 },
+            foreground,
+        }
+    }
+
+    #[test]
+    fn fasttrack_reclaim_orders_bg_clean_bg_dirty_fg_clean_fg_dirty() {
+        // Oldest first: FG dirty, FG clean, BG dirty, BG clean, FG clean, BG clean.
+        let batch = [
+            candidate(0, true, true),
+            candidate(1, false, true),
+            candidate(2, true, false),
+            candidate(3, false, false),
+            candidate(4, false, true),
+            candidate(5, false, false),
+        ];
+        let mut order = Vec::new();
+        FastTrackReclaim.order_victims(&batch, 0, &mut order);
+        assert_eq!(order, vec![3, 5, 2, 1, 4, 0]);
+        // Before the last pass the FG pages stay out: back to the list's head.
+        order.clear();
+        FastTrackReclaim.order_victims(&batch, DEF_PRIORITY, &mut order);
+        assert_eq!(order, vec![3, 5, 2]);
+        order.clear();
+        FastTrackReclaim.order_victims(&batch, 1, &mut order);
+        assert_eq!(order, vec![3, 5, 2]);
+        // Linux: clean before dirty, oldest first, whoever owns them.
+        order.clear();
+        LinuxReclaim.order_victims(&batch, DEF_PRIORITY, &mut order);
+        assert_eq!(order, vec![1, 3, 4, 5, 0, 2]);
     }
 }

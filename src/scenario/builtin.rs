@@ -36,6 +36,16 @@ pub const BUILTINS: &[Builtin] = &[
         quick: true,
     },
     Builtin {
+        name: "fasttrack/gallery-backup",
+        source: include_str!("../../scenarios/fasttrack/gallery-backup.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "fasttrack/camera-update",
+        source: include_str!("../../scenarios/fasttrack/camera-update.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "qasio/m1",
         source: include_str!("../../scenarios/qasio/m1.toml"),
         quick: false,

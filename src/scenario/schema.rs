@@ -66,6 +66,9 @@ pub struct StackConfig {
     /// QASIO's boosting of quasi-asynchronous I/O (`[stack.qasio]`; seed 000).
     #[serde(default)]
     pub qasio: crate::block::qasio::QasioConfig,
+    /// FastTrack's modules (`[stack.fasttrack]`; seed 001): `pa`, `pr`, `id`.
+    #[serde(default)]
+    pub fasttrack: crate::fasttrack::FastTrackConfig,
     /// The file system and its mount options (`[stack.fs]`; see `docs/ext4.md`).
     #[serde(default)]
     pub fs: crate::fs::ext4::Ext4Config,

@@ -6,7 +6,13 @@
 //! (accounted as [`WaitReason::CpuWait`]); a freed core is handed to the longest waiter, so a
 //! newcomer never overtakes a task already waiting.
 //!
-//! Simplifications: one run queue, FIFO, no priorities, no preemption inside a segment (a
+//! [`Cpu::run_urgent`] (FastTrack §4.2's page allocator, `[stack.fasttrack] pa`): an urgent
+//! task (the foreground app's, in the page cache's segments) waits in a second run queue that
+//! is served first, so at the end of a background segment the core goes to a waiting
+//! foreground task whatever the arrival order.
+//!
+//! Simplifications: one run queue (two with urgent tasks), FIFO, no priorities otherwise, no
+//! preemption inside a segment (a
 //! segment is a few microseconds: one page's copy, one syscall's entry); user-space
 //! computation is not modelled (workloads' think time is a voluntary sleep, off-CPU); cores
 //! are identical (no big.LITTLE); context switches cost nothing.
@@ -35,6 +41,8 @@ pub struct Cpu {
     cores: usize,
     busy: Cell<usize>,
     run_queue: WaitQueue,
+    /// Urgent waiters ([`Cpu::run_urgent`]), served before `run_queue`.
+    urgent_queue: WaitQueue,
     stats: Cell<CpuStats>,
 }
 
@@ -49,6 +57,7 @@ impl Cpu {
             cores,
             busy: Cell::new(0),
             run_queue: WaitQueue::new(),
+            urgent_queue: WaitQueue::new(),
             stats: Cell::new(CpuStats::default()),
         }
     }
@@ -76,6 +85,17 @@ impl Cpu {
     /// on behalf of an operation that is itself a stall for it (e.g. direct reclaim scanning
     /// the LRU for an allocation, [`WaitReason::DirectReclaim`]).
     pub async fn run_as(&self, sim: &Sim, duration: Nanos, reason: WaitReason) {
+        self.run_queued(sim, duration, reason, false).await;
+    }
+
+    /// Like [`Cpu::run`]; when `urgent`, a wait for a core is served before every
+    /// non-urgent waiter (FastTrack's foreground-first hand-off of the core).
+    pub async fn run_urgent(&self, sim: &Sim, duration: Nanos, urgent: bool) {
+        self.run_queued(sim, duration, WaitReason::OnCpu, urgent)
+            .await;
+    }
+
+    async fn run_queued(&self, sim: &Sim, duration: Nanos, reason: WaitReason, urgent: bool) {
         if duration == 0 {
             return;
         }
@@ -88,9 +108,12 @@ impl Cpu {
             stats.waits += 1;
             self.stats.set(stats);
             // Woken only by `release`, which hands its core over (busy stays the same).
-            self.run_queue
-                .wait(sim, WaitReason::CpuWait, Blocker::None)
-                .await;
+            let queue = if urgent {
+                &self.urgent_queue
+            } else {
+                &self.run_queue
+            };
+            queue.wait(sim, WaitReason::CpuWait, Blocker::None).await;
             stats = self.stats.get();
         }
         self.stats.set(stats);
@@ -102,7 +125,7 @@ impl Cpu {
     /// Gives the core to the first task in the run queue, or frees it.
     fn release(&self, sim: &Sim) {
         assert!(self.busy.get() > 0, "release of a core nobody holds");
-        if !self.run_queue.wake_one(sim) {
+        if !self.urgent_queue.wake_one(sim) && !self.run_queue.wake_one(sim) {
             self.busy.set(self.busy.get() - 1);
         }
     }
@@ -113,6 +136,33 @@ mod tests {
     use super::*;
     use crate::sim::Simulation;
     use std::rc::Rc;
+
+    #[test]
+    fn an_urgent_task_gets_the_next_free_core_before_earlier_waiters() {
+        // One core; a background task runs 10 segments back to back, another background task
+        // waits for the core from t=1, a foreground (urgent) task asks at t=2: it runs as soon
+        // as the first segment ends, before the earlier waiter.
+        let sim = Simulation::new(1);
+        let cpu = Rc::new(Cpu::new(1));
+        let (s, c) = (sim.handle(), cpu.clone());
+        sim.spawn("bg-copy", async move {
+            for _ in 0..10 {
+                c.run(&s, 10).await;
+            }
+        });
+        let mut handles = Vec::new();
+        for (name, at, urgent) in [("bg", 1, false), ("fg", 2, true)] {
+            let (s, c) = (sim.handle(), cpu.clone());
+            handles.push(sim.spawn(name, async move {
+                s.sleep(at).await;
+                c.run_urgent(&s, 10, urgent).await;
+                s.now()
+            }));
+        }
+        sim.run_until(u64::MAX, true).unwrap();
+        let done: Vec<u64> = handles.iter().map(|h| h.result().unwrap()).collect();
+        assert_eq!(done, vec![30, 20], "fg at 10..20, then bg at 20..30");
+    }
 
     #[test]
     fn tasks_beyond_the_cores_wait_in_the_run_queue_in_arrival_order() {

@@ -120,6 +120,9 @@ struct MutexState {
     reason: WaitReason,
     owner: Option<TaskId>,
     waiters: VecDeque<WakeToken>,
+    /// How many of the first `waiters` are urgent ([`Mutex::lock_urgent`]): they are kept ahead
+    /// of the others.
+    urgent: usize,
 }
 
 /// A sleeping lock that records its owner, so a waiter's chain can name who holds it.
@@ -137,6 +140,7 @@ impl Mutex {
                 reason,
                 owner: None,
                 waiters: VecDeque::new(),
+                urgent: 0,
             })),
         }
     }
@@ -159,7 +163,23 @@ impl Mutex {
             sim: sim.clone(),
             mutex: self.clone(),
             token: None,
+            urgent: false,
         }
+    }
+
+    /// Like [`Mutex::lock`], but the waiter goes ahead of every waiter that is not urgent
+    /// (behind earlier urgent ones): FastTrack §4.2's "FG waiters served first regardless of
+    /// their arrival".
+    pub fn lock_urgent(&self, sim: &Sim) -> MutexLock {
+        MutexLock {
+            urgent: true,
+            ..self.lock(sim)
+        }
+    }
+
+    /// Urgent waiters now (a holder that yields to them checks this at its segment's end).
+    pub fn urgent_waiters(&self) -> usize {
+        self.state.borrow().urgent
     }
 
     /// Takes the lock if it is free.
@@ -181,6 +201,7 @@ impl Mutex {
         assert!(state.owner.is_some(), "unlock of a free mutex");
         // Hand the lock to the first waiter whose wait is still current.
         while let Some(token) = state.waiters.pop_front() {
+            state.urgent = state.urgent.saturating_sub(1);
             state.owner = Some(token.task);
             drop(state);
             if sim.wake(token) {
@@ -197,6 +218,7 @@ pub struct MutexLock {
     sim: Sim,
     mutex: Mutex,
     token: Option<WakeToken>,
+    urgent: bool,
 }
 
 impl Future for MutexLock {
@@ -233,7 +255,13 @@ impl Future for MutexLock {
                             .block_current(reason, Blocker::Lock(id), Some(owner));
                         let mut state = self.mutex.state.borrow_mut();
                         assert!(state.waiters.len() < MAX_WAITERS, "mutex waiter limit");
-                        state.waiters.push_back(token);
+                        if self.urgent {
+                            let at = state.urgent;
+                            state.waiters.insert(at, token);
+                            state.urgent += 1;
+                        } else {
+                            state.waiters.push_back(token);
+                        }
                         drop(state);
                         self.token = Some(token);
                         Poll::Pending

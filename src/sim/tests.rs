@@ -107,6 +107,46 @@ fn mutex_hands_over_in_fifo_order_and_names_its_owner() {
 }
 
 #[test]
+fn urgent_lockers_pass_earlier_ordinary_waiters_but_not_each_other() {
+    // FastTrack §4.2: the foreground app's waiters take the page-cache lock first, regardless
+    // of arrival; among urgent waiters, arrival order.
+    let sim = Simulation::new(1);
+    let lock = Mutex::new(&sim, "page_cache_lock", WaitReason::PageAlloc);
+    let out = log();
+    let (s, l) = (sim.handle(), lock.clone());
+    sim.spawn("holder", async move {
+        let _guard = l.lock(&s).await;
+        s.sleep(1_000).await;
+    });
+    for (name, at, urgent) in [
+        ("bg1", 1, false),
+        ("bg2", 2, false),
+        ("fg1", 3, true),
+        ("fg2", 4, true),
+    ] {
+        let (s, l, out) = (sim.handle(), lock.clone(), out.clone());
+        sim.spawn(name, async move {
+            s.sleep(at).await;
+            let _guard = if urgent {
+                l.lock_urgent(&s).await
+            } else {
+                l.lock(&s).await
+            };
+            out.borrow_mut().push(format!("{name}@{}", s.now()));
+            s.sleep(100).await;
+        });
+    }
+    assert_eq!(sim.run_until(500, true), Ok(RunEnd::TimeLimit));
+    assert_eq!((lock.waiters(), lock.urgent_waiters()), (4, 2));
+    sim.run_until(u64::MAX, true).unwrap();
+    assert_eq!(
+        *out.borrow(),
+        ["fg1@1000", "fg2@1100", "bg1@1200", "bg2@1300"]
+    );
+    assert_eq!(lock.urgent_waiters(), 0);
+}
+
+#[test]
 fn completion_delivers_its_value_to_every_waiter() {
     let sim = Simulation::new(1);
     let done: Completion<u32> = Completion::new();

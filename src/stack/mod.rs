@@ -62,6 +62,7 @@ impl Stack {
             let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
             queue.set_task_table(tasks.clone());
             queue.set_qasio(config.qasio.clone());
+            queue.set_fasttrack(config.fasttrack);
             Some(BlockStack {
                 layer: BlockLayer::new(sim, queue),
                 next_bio: Rc::new(Cell::new(1)),
@@ -103,6 +104,7 @@ impl Stack {
         let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
         queue.set_task_table(tasks.clone());
         queue.set_qasio(config.qasio.clone());
+        queue.set_fasttrack(config.fasttrack);
         let block = BlockStack {
             layer: BlockLayer::new(sim, queue),
             next_bio: Rc::new(Cell::new(1)),
@@ -124,6 +126,7 @@ impl Stack {
                 let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
                 queue.set_task_table(tasks.clone());
                 queue.set_qasio(config.qasio.clone());
+                queue.set_fasttrack(config.fasttrack);
                 if config.block.blktrace {
                     queue.enable_trace(crate::block::blktrace::BlkTrace::new(
                         major,
@@ -154,6 +157,11 @@ impl Stack {
             );
             (submit, journal.capacity_bytes)
         });
+        // FastTrack §4.3: the page reclaimer replaces the kernel's victim order.
+        let mut vm = vm;
+        if config.fasttrack.pr {
+            vm.reclaim_policy = crate::mm::ReclaimPolicyKind::Fasttrack;
+        }
         let vfs = storage_over(
             sim,
             vm,
@@ -165,6 +173,7 @@ impl Stack {
             fs_size,
             Some(activity.clone()),
         )?;
+        vfs.mm.fasttrack_pa.set(config.fasttrack.pa);
         if config.fs.kind == crate::fs::ext4::FsKind::Ext4 {
             // The journal thread's I/O priority: the mount's journal_ioprio (best effort).
             tasks.ioprio_set(
@@ -234,6 +243,15 @@ impl Stack {
                 let name = dependency.name();
                 counters.insert(format!("qasio.{name}.detected"), qasio.detected[slot]);
                 counters.insert(format!("qasio.{name}.boosted"), qasio.boosted[slot]);
+            }
+            let (fasttrack, dispatched) = block
+                .layer
+                .with_queue(|queue| (queue.fasttrack(), queue.fasttrack_dispatched()));
+            if fasttrack.enabled() {
+                counters.insert("fasttrack.id_dispatched".into(), dispatched);
+                if let Some(vfs) = &self.vfs {
+                    counters.insert("fasttrack.pa_yields".into(), vfs.mm.stats().pa_yields);
+                }
             }
         }
         if let Some(vfs) = &self.vfs {

@@ -357,6 +357,7 @@ async fn issuer(shared: Rc<Shared>, proc: Rc<Proc>) {
             ioprio: IoPrio::NONE,
             issued_async: false,
             foreground: ctx.stack.activity.is_foreground(ctx.uid),
+            owner_uid: ctx.uid,
             pages: Vec::new(),
             submitted_ns: sim.now(),
         };

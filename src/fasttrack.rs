@@ -1,0 +1,102 @@
+//! FastTrack (seed 001: "FastTrack: Foreground App-Aware I/O Management for Improving User
+//! Experience of Android Smartphones", USENIX ATC'18): the foreground app's I/O preempts
+//! background I/O through the page allocator, the page reclaimer, the I/O dispatcher and the
+//! device queue. This module holds the switches and the app status detector's rules; each
+//! mechanism lives in the layer it belongs to and is named for FastTrack there:
+//!
+//! - **App status detector** (§4.1): the UID of the top activity is the scenario timeline's
+//!   foreground ([`crate::task::ForegroundState`], changed by `[[timeline]]` events as Android's
+//!   activity manager would); the UID-indexed table of processes and threads is
+//!   [`crate::task::TaskTable`] (`pids_of`, kept as tasks start). Service UIDs (below
+//!   [`AID_APP_START`]) are never foreground and never preempted ([`is_app_uid`]). The kernel
+//!   side reads the foreground UID directly, as FastTrack's sysfs hand-off delivers it.
+//! - **Preemptive page allocator, PA** (§4.2, `pa`): `src/mm/vmscan.rs` (`alloc_page_global`:
+//!   a background holder of the global page-cache lock releases it between reclaim batches when
+//!   a foreground allocation waits; foreground waiters take the lock first, regardless of
+//!   arrival, [`crate::sim::sync::Mutex::lock_urgent`]) and `src/mm/filemap.rs` (the copies of
+//!   `do_generic_file_read` and `generic_perform_write`, one page per segment: at each
+//!   segment's end the lock and the core go to a waiting foreground task first,
+//!   [`crate::sim::cpu::Cpu::run_urgent`]). Under `page_cache_lock = "linux"` there is no lock
+//!   to yield: PA is then the core hand-off alone.
+//! - **FG-aware page reclaimer, PR** (§4.3, `pr`): `vmscan::FastTrackReclaim`, victims in the
+//!   order BG clean > BG dirty > FG clean > FG dirty.
+//! - **I/O dispatcher, ID** (§4.4, `id`): `src/block/queue.rs` (`RequestQueue::insert_request`):
+//!   a request of the foreground app goes to the dispatch list instead of the elevator. Sync
+//!   requests are the foreground app's by their task; async ones (the flusher's) by their pages'
+//!   owner ([`crate::block::request::Bio::owner_uid`]), which is what FastTrack's LBA lookup
+//!   finds.
+//! - **FG-aware device queue** (§4.5): any FastTrack module turns the detector on, and requests
+//!   of the foreground app then carry the foreground flag to the device
+//!   (`Request::foreground`), which the device's `fg-aware` scheduler reads
+//!   (`[stack.device] scheduler = "fg-aware"`, `src/dev/sched/fg_aware.rs`).
+//!
+//! Simplifications: no allocation in the model is atomic (`GFP_ATOMIC`: interrupt handlers,
+//! spinlocked sections allocate no page-cache page here), so PA's exclusion of atomic context has
+//! nothing to exclude; a page's owner is the app that last touched it (FastTrack: the app that
+//! brought it in; they differ only for pages two apps share).
+
+use serde::{Deserialize, Serialize};
+
+/// `AID_APP_START` (Android `system/core/libcutils/include/private/android_filesystem_config.h`):
+/// the first UID of installed apps (10000-19999); below it are system services, which FastTrack
+/// §4.2 excludes from preemption.
+pub const AID_APP_START: u32 = 10_000;
+
+/// Whether `uid` is an installed app's (not a system service's, FastTrack §4.2).
+pub fn is_app_uid(uid: u32) -> bool {
+    uid >= AID_APP_START
+}
+
+/// `[stack.fasttrack]`: FastTrack's modules, each switchable for the ablation of Figure 10
+/// (PA, PR, ID alone; FastT- = all three; FastT = all three with the device's `fg-aware`
+/// scheduler).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FastTrackConfig {
+    /// The preemptive page allocator (§4.2).
+    pub pa: bool,
+    /// The FG-aware page reclaimer (§4.3).
+    pub pr: bool,
+    /// The I/O dispatcher (§4.4).
+    pub id: bool,
+}
+
+impl FastTrackConfig {
+    /// Whether any module is on (the app status detector runs with any of them, §5.1: "the app
+    /// status detector was enabled by default").
+    pub fn enabled(&self) -> bool {
+        self.pa || self.pr || self.id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_uids_are_not_apps_and_any_module_enables_the_detector() {
+        assert!(!is_app_uid(1000), "system_server");
+        assert!(!is_app_uid(9999));
+        assert!(is_app_uid(10_000));
+        assert!(!FastTrackConfig::default().enabled());
+        for config in [
+            FastTrackConfig {
+                pa: true,
+                ..Default::default()
+            },
+            FastTrackConfig {
+                pr: true,
+                ..Default::default()
+            },
+            FastTrackConfig {
+                id: true,
+                ..Default::default()
+            },
+        ] {
+            assert!(config.enabled());
+        }
+        let parsed: FastTrackConfig = toml::from_str("pa = true\nid = true").unwrap();
+        assert!(parsed.pa && parsed.id && !parsed.pr);
+        assert!(toml::from_str::<FastTrackConfig>("pq = true").is_err());
+    }
+}
