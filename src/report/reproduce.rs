@@ -12,10 +12,15 @@
 //! analogues again with mq-deadline (wbt off) and with BFQ in CFQ's place (each
 //! microbenchmark's NONE variant moved to that elevator, with the ablation's boosts).
 //! `--quick` runs what the headlines need plus M1's tables.
+//!
+//! FastTrack (seed 001, ATC'18): [`fasttrack`] (Figure 10's versions over six FG/BG pairs, two
+//! phones, two page-cache locking models; Figure 12's Camera under Update).
 
 use crate::run::{run_scenario, RunOptions};
 use crate::scenario;
 use serde::Serialize;
+
+mod fasttrack;
 
 /// One headline of a paper beside the simulation.
 #[derive(Debug, Clone, Serialize)]
@@ -81,7 +86,7 @@ impl Headline {
 pub const MIN_EFFECT: f64 = 0.01;
 
 /// The papers `reproduce` knows.
-pub const PAPERS: &[&str] = &["qasio"];
+pub const PAPERS: &[&str] = &["qasio", "fasttrack"];
 
 /// A table of simulated values beside the headlines (every value computed by the runs; `None`
 /// where the run has no such value, printed "-").
@@ -197,6 +202,7 @@ pub fn reproduce(
 ) -> Result<Reproduction, String> {
     match paper {
         "qasio" => qasio(options, progress),
+        "fasttrack" => fasttrack::fasttrack(options, progress),
         other => Err(format!(
             "no reproduction for `{other}`: known papers are {}",
             PAPERS.join(", ")

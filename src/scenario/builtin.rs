@@ -41,8 +41,28 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "fasttrack/gallery-update",
+        source: include_str!("../../scenarios/fasttrack/gallery-update.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "fasttrack/camera-backup",
+        source: include_str!("../../scenarios/fasttrack/camera-backup.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "fasttrack/camera-update",
         source: include_str!("../../scenarios/fasttrack/camera-update.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "fasttrack/game-backup",
+        source: include_str!("../../scenarios/fasttrack/game-backup.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "fasttrack/game-update",
+        source: include_str!("../../scenarios/fasttrack/game-update.toml"),
         quick: false,
     },
     Builtin {

@@ -1,0 +1,270 @@
+//! `mobistack reproduce fasttrack` (seed 001, ATC'18): the six FG x BG combinations of Figure 10
+//! (Gallery, Camera, Game under Update and Backup, `scenarios/fasttrack/`) on the Nexus 6's
+//! eMMC and the Galaxy S6's UFS, each as FG-only (the scenario without its background app),
+//! FG+BG (Linux as shipped), PA, PR, ID, FastT- (all three) and FastT (all three with the
+//! device's FG-aware queue), under the kernel's page-cache locking (`linux`, the default) and
+//! under the paper's global lock (`global`). The response time of an action is the foreground
+//! app's operation that the user waits for: a Gallery launch or a Game load (one `iteration`),
+//! a Camera switch (its `fsync`). `--quick`: the Nexus 6 only.
+
+use super::{run_all, Headline, ReproduceOptions, Reproduction, Runs, Table, TableRow};
+use crate::scenario;
+
+/// The FG x BG scenarios: (built-in name, label, foreground app, its measured operation).
+const COMBOS: [(&str, &str, &str, &str); 6] = [
+    (
+        "fasttrack/gallery-update",
+        "Gallery / Update",
+        "gallery",
+        "iteration",
+    ),
+    (
+        "fasttrack/camera-update",
+        "Camera / Update",
+        "camera",
+        "fsync",
+    ),
+    (
+        "fasttrack/game-update",
+        "Game / Update",
+        "game",
+        "iteration",
+    ),
+    (
+        "fasttrack/gallery-backup",
+        "Gallery / Backup",
+        "gallery",
+        "iteration",
+    ),
+    (
+        "fasttrack/camera-backup",
+        "Camera / Backup",
+        "camera",
+        "fsync",
+    ),
+    (
+        "fasttrack/game-backup",
+        "Game / Backup",
+        "game",
+        "iteration",
+    ),
+];
+
+/// Figure 10's versions, in its order; "fg-only" is built by dropping the background app.
+const VERSIONS: [&str; 7] = ["fg-only", "fg+bg", "pa", "pr", "id", "fastt-", "fastt"];
+
+/// The phones: (label, device profile). FastTrack §5: N6 eMMC, S6 UFS.
+const PHONES: [(&str, &str); 2] = [("N6", "emmc-5.1"), ("S6", "ufs-2.0")];
+
+/// The locking models: (label, `[stack.vm] page_cache_lock`).
+const LOCKS: [(&str, crate::mm::PageCacheLock); 2] = [
+    ("linux", crate::mm::PageCacheLock::Linux),
+    ("global", crate::mm::PageCacheLock::Global),
+];
+
+/// Mean response time (ms) of every version of one combination on one phone and lock model.
+struct Cell {
+    ms: Vec<f64>,
+}
+
+impl Cell {
+    fn of(&self, version: &str) -> f64 {
+        self.ms[VERSIONS
+            .iter()
+            .position(|v| *v == version)
+            .expect("a version")]
+    }
+}
+
+/// Runs `combo` on `profile` under `lock`: the scenario's variants plus FG-only.
+fn run_combo(
+    name: &str,
+    app: &str,
+    op: &str,
+    profile: &str,
+    lock: crate::mm::PageCacheLock,
+    threads: usize,
+) -> Result<Cell, String> {
+    let base = scenario::load(name).map_err(|e| e.to_string())?;
+    let retarget = |mut s: scenario::Scenario| {
+        for v in &mut s.variants {
+            v.stack.device.profile = profile.to_string();
+            v.stack.vm.page_cache_lock = lock;
+        }
+        s
+    };
+    let together = retarget(base.clone());
+    let mut alone = base;
+    alone
+        .apps
+        .retain(|a| a.role != crate::scenario::Role::Background);
+    alone.variants.retain(|v| v.name == "fg+bg");
+    alone.variants[0].name = "fg-only".into();
+    let alone = retarget(alone);
+    let (together, alone) = (run_all(&together, threads)?, run_all(&alone, threads)?);
+    let mean_ms = |runs: &Runs, variant: &str| {
+        runs.get(variant).apps[app]
+            .ops
+            .get(op)
+            .map_or(0.0, |summary| summary.mean_ns / 1e6)
+    };
+    let ms = VERSIONS
+        .iter()
+        .map(|&version| {
+            if version == "fg-only" {
+                mean_ms(&alone, "fg-only")
+            } else {
+                mean_ms(&together, version)
+            }
+        })
+        .collect();
+    Ok(Cell { ms })
+}
+
+/// Mean over the combinations of `after / before` (each combination weighs the same, as the
+/// paper's "on average"), as a (100, 100 x mean ratio) pair.
+fn mean_change(cells: &[Cell], before: &str, after: &str) -> (f64, f64) {
+    let ratios: Vec<f64> = cells
+        .iter()
+        .map(|c| c.of(after) / c.of(before).max(1e-9))
+        .collect();
+    (
+        100.0,
+        100.0 * ratios.iter().sum::<f64>() / ratios.len() as f64,
+    )
+}
+
+pub(super) fn fasttrack(
+    options: &ReproduceOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Reproduction, String> {
+    let phones: &[(&str, &str)] = if options.quick { &PHONES[..1] } else { &PHONES };
+    // results[phone][lock][combo]
+    let mut results: Vec<Vec<Vec<Cell>>> = Vec::new();
+    for (phone, profile) in phones {
+        let mut by_lock = Vec::new();
+        for (lock_label, lock) in LOCKS {
+            let mut cells = Vec::new();
+            for (name, _, app, op) in COMBOS {
+                progress(&format!("{name} on {phone} ({profile}), lock {lock_label}"));
+                cells.push(run_combo(name, app, op, profile, lock, options.threads)?);
+            }
+            by_lock.push(cells);
+        }
+        results.push(by_lock);
+    }
+    let n6 = &results[0][0];
+    let camera_update = &n6[1];
+    let slowdown = n6
+        .iter()
+        .map(|c| c.of("fg+bg") / c.of("fg-only").max(1e-9))
+        .fold(0.0f64, f64::max);
+    let headlines = vec![
+        Headline {
+            what: "worst FG+BG slowdown over FG-only, six FG/BG pairs, N6".into(),
+            source: "§5, Figure 10 (FG+BG up to x19.5 over FG-only)",
+            unit: "x FG-only",
+            paper: (1.0, 19.5),
+            simulated: (1.0, slowdown),
+        },
+        Headline {
+            what: "FastT- over FG+BG, mean of the six pairs, N6".into(),
+            source: "§5.1 (FastT- -74 % on average)",
+            unit: "% of FG+BG",
+            paper: (100.0, 26.0),
+            simulated: mean_change(n6, "fg+bg", "fastt-"),
+        },
+        Headline {
+            what: "ID alone over FG+BG, mean of the six pairs, N6".into(),
+            source: "§5.1 (ID about -11 % on average)",
+            unit: "% of FG+BG",
+            paper: (100.0, 89.0),
+            simulated: mean_change(n6, "fg+bg", "id"),
+        },
+        Headline {
+            what: "Camera switch under Update, N6: FastT- -> FastT".into(),
+            source: "§5.2, Figure 12 (2.53 s -> 0.75 s; FG-only 0.6 s)",
+            unit: "ms",
+            paper: (2530.0, 750.0),
+            simulated: (camera_update.of("fastt-"), camera_update.of("fastt")),
+        },
+    ];
+    let mut tables = Vec::new();
+    for (p, (phone, profile)) in phones.iter().enumerate() {
+        for (l, (lock_label, _)) in LOCKS.iter().enumerate() {
+            let cells = &results[p][l];
+            tables.push(Table {
+                title: format!(
+                    "Figure 10 analogue: mean response time (ms), {phone} ({profile}), page_cache_lock = \"{lock_label}\""
+                ),
+                note: if *lock_label == "linux" {
+                    "Linux 3.10's locking (no lock across reclaim): PA is the FG-first hand-off of the core alone".into()
+                } else {
+                    "FastTrack §3.2's global page-cache lock (the paper's model)".into()
+                },
+                columns: VERSIONS.iter().map(|v| v.to_uppercase()).collect(),
+                rows: COMBOS
+                    .iter()
+                    .zip(cells)
+                    .map(|((_, label, app, op), cell)| TableRow {
+                        label: format!("{label} ({app} {op})"),
+                        values: cell.ms.iter().map(|&ms| Some(ms)).collect(),
+                    })
+                    .chain(std::iter::once(TableRow {
+                        label: "mean, % of FG+BG".into(),
+                        values: VERSIONS
+                            .iter()
+                            .map(|v| Some(mean_change(cells, "fg+bg", v).1))
+                            .collect(),
+                    }))
+                    .collect(),
+            });
+        }
+    }
+    Ok(Reproduction {
+        paper: "fasttrack".into(),
+        quick: options.quick,
+        headlines,
+        tables,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_change_weighs_each_pair_the_same() {
+        let cell = |fg_bg: f64, fastt: f64| Cell {
+            ms: VERSIONS
+                .iter()
+                .map(|v| match *v {
+                    "fg+bg" => fg_bg,
+                    "fastt-" => fastt,
+                    _ => 1.0,
+                })
+                .collect(),
+        };
+        // -50 % on a 1000 ms pair and +0 % on a 10 ms pair: -25 % on average, not -49.5 %.
+        let cells = [cell(1000.0, 500.0), cell(10.0, 10.0)];
+        assert_eq!(mean_change(&cells, "fg+bg", "fastt-"), (100.0, 75.0));
+        assert_eq!(cells[0].of("fastt-"), 500.0);
+    }
+
+    #[test]
+    fn every_combination_names_a_built_in_scenario_with_every_version() {
+        for (name, _, app, _) in COMBOS {
+            let s = scenario::load(name).expect("built in");
+            assert!(
+                s.apps.iter().any(|a| a.name.get_ref() == app),
+                "{name}: {app}"
+            );
+            for version in &VERSIONS[1..] {
+                assert!(
+                    s.variants.iter().any(|v| v.name == *version),
+                    "{name}: {version}"
+                );
+            }
+        }
+    }
+}
