@@ -85,6 +85,29 @@ enum Command {
         /// the scenario has several runs).
         #[arg(long, value_name = "FILE")]
         blktrace: Option<std::path::PathBuf>,
+        /// Write a Perfetto trace of each run to FILE (FILE.<variant>.<seed> when the scenario
+        /// has several runs), for ui.perfetto.dev or trace_processor: per app and task its
+        /// system calls with their waits nested, per device its requests (queued, on the
+        /// device) with flow arrows from the waits on them, the foreground app, jbd2 commits,
+        /// flusher passes and counters (dirty/writeback/free memory, queue depths, throughput).
+        #[arg(long, value_name = "FILE")]
+        perfetto: Option<std::path::PathBuf>,
+        /// Only trace what overlaps this window of virtual time, e.g. `2s..4.5s` (either end
+        /// may be left out: `..3s`, `10s..`).
+        #[arg(long, value_name = "START..END", requires = "perfetto")]
+        perfetto_window: Option<String>,
+        /// Bound on the records of each trace (waits, slices, requests, counter samples); past
+        /// it records are dropped and the command says how many.
+        #[arg(long, value_name = "N", default_value_t = mobistack::sim::timeline::DEFAULT_MAX_RECORDS, requires = "perfetto")]
+        perfetto_max_events: usize,
+        /// Period of the trace's counter samples (0: none).
+        #[arg(
+            long,
+            value_name = "DURATION",
+            default_value = "10ms",
+            requires = "perfetto"
+        )]
+        perfetto_counter_period: String,
         /// Check the page cache's and the journal's invariants as the runs go (always on in
         /// debug builds); a violation ends the run with an error.
         #[arg(long)]
@@ -284,6 +307,10 @@ fn main() -> ExitCode {
             breakdown,
             io_account,
             blktrace,
+            perfetto,
+            perfetto_window,
+            perfetto_max_events,
+            perfetto_counter_period,
             check,
             percentiles,
         } => cmd_run(
@@ -297,6 +324,12 @@ fn main() -> ExitCode {
                 breakdown,
                 io_account,
                 blktrace,
+                perfetto: perfetto.map(|path| PerfettoArgs {
+                    path,
+                    window: perfetto_window,
+                    max_events: perfetto_max_events,
+                    counter_period: perfetto_counter_period,
+                }),
                 check,
                 percentiles,
             },
@@ -705,8 +738,54 @@ struct RunArgs {
     breakdown: bool,
     io_account: bool,
     blktrace: Option<std::path::PathBuf>,
+    perfetto: Option<PerfettoArgs>,
     check: bool,
     percentiles: Option<String>,
+}
+
+/// The `--perfetto*` options of `mobistack run`.
+struct PerfettoArgs {
+    path: std::path::PathBuf,
+    window: Option<String>,
+    max_events: usize,
+    counter_period: String,
+}
+
+impl PerfettoArgs {
+    /// The timeline to record; errors name the option.
+    fn config(&self) -> Result<mobistack::sim::timeline::TimelineConfig, String> {
+        use mobistack::units::parse_duration;
+        let (start_ns, end_ns) = match &self.window {
+            None => (0, u64::MAX),
+            Some(window) => {
+                let (start, end) = window.split_once("..").ok_or_else(|| {
+                    format!("--perfetto-window `{window}`: expected START..END, e.g. 2s..4.5s")
+                })?;
+                let parse = |text: &str, default: u64| {
+                    if text.trim().is_empty() {
+                        return Ok(default);
+                    }
+                    parse_duration(text.trim())
+                        .map_err(|e| format!("--perfetto-window `{window}`: {e}"))
+                };
+                let (start_ns, end_ns) = (parse(start, 0)?, parse(end, u64::MAX)?);
+                if start_ns > end_ns {
+                    return Err(format!(
+                        "--perfetto-window `{window}`: the start is after the end"
+                    ));
+                }
+                (start_ns, end_ns)
+            }
+        };
+        let counter_period_ns = parse_duration(&self.counter_period)
+            .map_err(|e| format!("--perfetto-counter-period `{}`: {e}", self.counter_period))?;
+        Ok(mobistack::sim::timeline::TimelineConfig {
+            start_ns,
+            end_ns,
+            max_records: self.max_events,
+            counter_period_ns,
+        })
+    }
 }
 
 /// Files a command will write, created before the simulation so that an unwritable path is
@@ -820,9 +899,17 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         breakdown,
         io_account,
         blktrace,
+        perfetto,
         check,
         percentiles,
     } = args;
+    let timeline = match perfetto.as_ref().map(PerfettoArgs::config).transpose() {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let table_options = match percentiles.as_deref().map(table::Stat::parse_list) {
         None => table::TableOptions::default(),
         Some(Ok(stats)) => table::TableOptions { stats },
@@ -858,6 +945,7 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         threads,
         progress: None,
         check,
+        timeline,
     };
     let jobs = run::jobs(&scenario, &options);
     // Enough memory for the runs held at once, checked before building anything.
@@ -893,6 +981,22 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             }
         }
     }
+    let mut perfetto_files = std::collections::BTreeMap::new();
+    if let Some(perfetto) = &perfetto {
+        for &(variant, seed) in &jobs {
+            let variant = scenario.variants[variant].name.clone();
+            let path = trace_name(&perfetto.path, jobs.len() == 1, &variant, seed);
+            match outputs.create(&path) {
+                Ok(index) => {
+                    perfetto_files.insert((variant, seed), (path, index));
+                }
+                Err(message) => {
+                    eprintln!("error: --perfetto: {message}");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            }
+        }
+    }
     let progress = Progress::new(
         jobs.len(),
         Some(scenario.duration),
@@ -919,6 +1023,27 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             eprintln!("error: {message}");
             return ExitCode::from(EXIT_RUN_FAILED);
         }
+    }
+    for run in &results.runs {
+        let (Some(timeline), Some((path, index))) = (
+            &run.timeline,
+            perfetto_files.get(&(run.variant.clone(), run.seed)),
+        ) else {
+            continue;
+        };
+        let bytes = mobistack::report::perfetto::encode(timeline);
+        if let Err(message) = outputs.write(*index, |w| w.write_all(&bytes)) {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+        eprintln!(
+            "{}",
+            mobistack::report::perfetto::summary(
+                timeline,
+                &path.display().to_string(),
+                bytes.len()
+            )
+        );
     }
     let json_text = results.to_json();
     if let Some(index) = out_file {

@@ -55,6 +55,8 @@ pub struct RunOptions {
     /// Check the page cache's and the journal's invariants as the runs go (always on in debug
     /// builds; `mobistack run --check` in release): a violation ends the run with an error.
     pub check: bool,
+    /// Record each run's timeline for a Perfetto trace (`mobistack run --perfetto`).
+    pub timeline: Option<crate::sim::timeline::TimelineConfig>,
 }
 
 /// The (variant, seed) pairs a scenario runs, in result order.
@@ -93,11 +95,12 @@ pub fn run_scenario(
                         p(index, now)
                     }
                 };
-                let result = run_one_checked(
+                let result = run_one_traced(
                     scenario,
                     &scenario.variants[variant],
                     seed,
                     options.check,
+                    options.timeline,
                     hook,
                 );
                 slots.lock().expect("no worker panicked")[index] = Some(result);
@@ -203,9 +206,26 @@ pub fn run_one_checked(
     check: bool,
     progress: impl FnMut(Nanos) + 'static,
 ) -> Result<RunResult, RunError> {
+    run_one_traced(scenario, variant, seed, check, None, progress)
+}
+
+/// [`run_one_checked`], recording the run's timeline when `timeline` is given (the result's
+/// `timeline`, for a Perfetto trace). Recording reads state and schedules nothing: the run's
+/// results are the same with and without it.
+pub fn run_one_traced(
+    scenario: &Scenario,
+    variant: &Variant,
+    seed: u64,
+    check: bool,
+    timeline: Option<crate::sim::timeline::TimelineConfig>,
+    progress: impl FnMut(Nanos) + 'static,
+) -> Result<RunResult, RunError> {
     let simulation = Simulation::new(seed);
     let sim = simulation.handle();
     sim.set_progress_hook(progress);
+    if let Some(config) = timeline {
+        sim.enable_timeline(config);
+    }
     let foreground = scenario
         .apps
         .iter()
@@ -264,6 +284,16 @@ pub fn run_one_checked(
             }
         }
     }
+    if sim.timeline_enabled() {
+        install_timeline_sampler(&sim, &stack);
+        if let Some(i) = scenario
+            .apps
+            .iter()
+            .position(|a| a.role == Role::Foreground)
+        {
+            sim.timeline_foreground(scenario.apps[i].name.get_ref());
+        }
+    }
     let recorder = Rc::new(Recorder::new());
     let apps: Rc<Vec<AppRuntime>> = Rc::new(
         scenario
@@ -318,7 +348,10 @@ pub fn run_one_checked(
                     s.sleep(event.at - s.now()).await;
                 }
                 match event.action {
-                    TimelineAction::Foreground(i) => activity.set_foreground(shared.uid(i)),
+                    TimelineAction::Foreground(i) => {
+                        activity.set_foreground(shared.uid(i));
+                        s.timeline_foreground(shared.apps[i].name.get_ref());
+                    }
                     TimelineAction::Start(i) => start_app(&s, &shared, &apps[i], i),
                     TimelineAction::Stop(i) => apps[i].context.stop(),
                 }
@@ -339,6 +372,24 @@ pub fn run_one_checked(
     }
     // Operations still blocked (or running) now are results: at their time so far.
     recorder.finish(&sim);
+    let timeline = sim.take_timeline().map(|timeline| {
+        let mut app_of_task = BTreeMap::new();
+        for app in apps.iter() {
+            for &task in app.tasks.borrow().iter() {
+                app_of_task.insert(task, app.context.name.to_string());
+            }
+        }
+        let tasks = sim
+            .task_names()
+            .into_iter()
+            .map(|(id, name)| crate::report::perfetto::TraceTask {
+                app: app_of_task.get(&id).cloned(),
+                id,
+                name,
+            })
+            .collect();
+        Box::new(crate::report::perfetto::RunTimeline { timeline, tasks })
+    });
 
     let mut app_results = BTreeMap::new();
     for (i, app) in apps.iter().enumerate() {
@@ -394,7 +445,41 @@ pub fn run_one_checked(
         kernel_io_by_purpose,
         device: stack.device_stats(),
         blktrace: stack.blktrace(),
+        timeline,
     })
+}
+
+/// Samples the stack's counters into the timeline: the page cache's dirty, writeback and free
+/// pages (`nr_dirty`, `nr_writeback`, `nr_free` as /proc/vmstat counts them), the requests in
+/// the elevator and in the driver, and the bytes completed per second over the last period.
+fn install_timeline_sampler(sim: &Sim, stack: &Rc<Stack>) {
+    let mm = stack.vfs.as_ref().map(|vfs| vfs.mm.clone());
+    let block = stack.block.as_ref().map(|block| block.layer.clone());
+    let mut last: Option<(Nanos, u64)> = None;
+    sim.set_timeline_sampler(move |sim, at| {
+        if let Some(mm) = &mm {
+            let (free, _cached, dirty, writeback) = mm.page_counts();
+            sim.timeline_counter(at, "dirty pages", dirty as f64);
+            sim.timeline_counter(at, "writeback pages", writeback as f64);
+            sim.timeline_counter(
+                at,
+                "free memory MiB",
+                (free * crate::units::PAGE_SIZE) as f64 / (1 << 20) as f64,
+            );
+        }
+        if let Some(block) = &block {
+            let (queued, in_driver) = block.queue_depths();
+            sim.timeline_counter(at, "elevator queue depth", queued as f64);
+            sim.timeline_counter(at, "device queue depth", in_driver as f64);
+            let bytes = block.completed_bytes();
+            if let Some((then, bytes_then)) = last.filter(|(then, _)| at > *then) {
+                let seconds = (at - then) as f64 / crate::units::NS_PER_SEC as f64;
+                let megabytes = (bytes - bytes_then) as f64 / 1e6;
+                sim.timeline_counter(at, "throughput MB/s", megabytes / seconds);
+            }
+            last = Some((at, bytes));
+        }
+    });
 }
 
 /// Memory of a run's stack, measured (`/usr/bin/time -f %M`, release build, bg-write-fg-read

@@ -635,3 +635,50 @@ fn device_fit_fails_when_it_cannot_reach_a_target() {
     let (code, _, err) = fit("200MB/s");
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+fn run_writes_one_perfetto_trace_per_run_and_rejects_a_bad_window() {
+    let base = std::env::temp_dir().join(format!("mobistack-run-{}.pftrace", std::process::id()));
+    let base_text = base.to_str().unwrap();
+    let (code, _, err) = mobistack(&[
+        "run",
+        "fg-read-bg-write",
+        "--perfetto",
+        base_text,
+        "--perfetto-window",
+        "..500ms",
+        "--perfetto-max-events",
+        "1000",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for variant in ["noop", "deadline", "cfq", "mq-deadline", "noop+fg-aware"] {
+        let path = format!("{base_text}.{variant}.1");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        std::fs::remove_file(&path).ok();
+        let trace = mobistack::report::perfetto::decode(&bytes).unwrap();
+        assert!(trace.packet.iter().any(|p| p
+            .track_event
+            .as_ref()
+            .is_some_and(|e| e.name.as_deref() == Some("read"))));
+        assert!(err.contains(&format!("perfetto: {path}: ")), "{err}");
+    }
+    assert!(
+        err.contains("the bound of 1000 records was reached"),
+        "{err}"
+    );
+    for window in ["5s", "3s..1s", "1x..2s"] {
+        let (code, _, err) = mobistack(&[
+            "run",
+            "fg-read-bg-write",
+            "--perfetto",
+            base_text,
+            "--perfetto-window",
+            window,
+        ]);
+        assert_eq!(code, 2, "{window}: {err}");
+        assert!(err.contains("--perfetto-window"), "{err}");
+    }
+    let (code, _, err) = mobistack(&["run", "demo", "--perfetto-window", "1s..2s"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--perfetto"), "{err}");
+}

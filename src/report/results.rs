@@ -193,6 +193,10 @@ pub struct RunResult {
     /// part of the JSON.
     #[serde(skip)]
     pub blktrace: Option<crate::block::blktrace::BlkTrace>,
+    /// The run's timeline, when asked for (`--perfetto`); written as a Perfetto trace, not
+    /// part of the JSON.
+    #[serde(skip)]
+    pub timeline: Option<Box<crate::report::perfetto::RunTimeline>>,
 }
 
 /// Every run of a scenario.
