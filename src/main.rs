@@ -108,6 +108,11 @@ enum Command {
             requires = "perfetto"
         )]
         perfetto_counter_period: String,
+        /// Write an HTML report of the results to FILE: one self-contained page (no network
+        /// at view time) with latency CDFs, blocked-time breakdowns, throughput over time and
+        /// the slowest operations explained, per variant side by side (as `mobistack report`).
+        #[arg(long, value_name = "FILE")]
+        html: Option<std::path::PathBuf>,
         /// Check the page cache's and the journal's invariants as the runs go (always on in
         /// debug builds); a violation ends the run with an error.
         #[arg(long)]
@@ -116,6 +121,21 @@ enum Command {
         /// p99.9, p99.99, max; alone, every one of them. Default: mean,p50,p90,p99,max.
         #[arg(long, value_name = "LIST", num_args = 0..=1, default_missing_value = "all")]
         percentiles: Option<String>,
+    },
+    /// Write the HTML report of a results file (`mobistack run --out RESULTS.json`): one
+    /// self-contained page with, per variant side by side, latency CDFs per app and system call
+    /// (log axis), blocked time by wait reason and by layer, throughput over time, the slowest
+    /// operations explained and the scenario.
+    Report {
+        /// The results file (JSON of `mobistack run --out`).
+        results: std::path::PathBuf,
+        /// Where to write the report.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: std::path::PathBuf,
+        /// The scenario file (or built-in name) to show; default: the built-in scenario of the
+        /// results' name, if there is one.
+        #[arg(long, value_name = "SCENARIO")]
+        scenario: Option<String>,
     },
     /// List the built-in scenarios.
     List {
@@ -311,6 +331,7 @@ fn main() -> ExitCode {
             perfetto_window,
             perfetto_max_events,
             perfetto_counter_period,
+            html,
             check,
             percentiles,
         } => cmd_run(
@@ -330,10 +351,16 @@ fn main() -> ExitCode {
                     max_events: perfetto_max_events,
                     counter_period: perfetto_counter_period,
                 }),
+                html,
                 check,
                 percentiles,
             },
         ),
+        Command::Report {
+            results,
+            output,
+            scenario,
+        } => cmd_report(&results, &output, scenario.as_deref()),
         Command::List { json } => cmd_list(json),
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
@@ -739,6 +766,7 @@ struct RunArgs {
     io_account: bool,
     blktrace: Option<std::path::PathBuf>,
     perfetto: Option<PerfettoArgs>,
+    html: Option<std::path::PathBuf>,
     check: bool,
     percentiles: Option<String>,
 }
@@ -900,6 +928,7 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         io_account,
         blktrace,
         perfetto,
+        html,
         check,
         percentiles,
     } = args;
@@ -981,6 +1010,13 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             }
         }
     }
+    let html_file = match html.as_deref().map(|path| outputs.create(path)).transpose() {
+        Ok(index) => index,
+        Err(message) => {
+            eprintln!("error: --html: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let mut perfetto_files = std::collections::BTreeMap::new();
     if let Some(perfetto) = &perfetto {
         for &(variant, seed) in &jobs {
@@ -1046,6 +1082,16 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         );
     }
     let json_text = results.to_json();
+    if let (Some(index), Some(path)) = (html_file, &html) {
+        let view = mobistack::report::html::ResultsView::parse(&json_text)
+            .expect("the run's own results parse");
+        let page = mobistack::report::html::render(&view, scenario::source(name).as_deref());
+        if let Err(message) = outputs.write(index, |w| w.write_all(page.as_bytes())) {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+        eprintln!("html: report written to {}", path.display());
+    }
     if let Some(index) = out_file {
         if let Err(message) = outputs.write(index, |w| w.write_all(json_text.as_bytes())) {
             eprintln!("error: {message}");
@@ -1064,6 +1110,52 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             out!("\n{}", table::render_io_account(&results));
         }
     }
+    ExitCode::SUCCESS
+}
+
+fn cmd_report(
+    results: &std::path::Path,
+    output: &std::path::Path,
+    scenario: Option<&str>,
+) -> ExitCode {
+    let json = match std::fs::read_to_string(results) {
+        Ok(json) => json,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", results.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let view = match mobistack::report::html::ResultsView::parse(&json) {
+        Ok(view) => view,
+        Err(message) => {
+            eprintln!("error: {}: {message}", results.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let source = match scenario {
+        Some(name) => {
+            match scenario::source(name) {
+                Some(source) => Some(source),
+                None => {
+                    eprintln!("error: --scenario {name}: no such file, and no built-in scenario of that name");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            }
+        }
+        None => scenario::builtin::find(&view.scenario).map(|b| b.source.to_string()),
+    };
+    let page = mobistack::report::html::render(&view, source.as_deref());
+    if let Err(e) = std::fs::write(output, page) {
+        eprintln!("error: cannot write {}: {e}", output.display());
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    eprintln!(
+        "report: {} ({} variant(s), {} run(s) of scenario `{}`)",
+        output.display(),
+        view.variants().len(),
+        view.runs.len(),
+        view.scenario
+    );
     ExitCode::SUCCESS
 }
 

@@ -295,6 +295,7 @@ pub fn run_one_traced(
         }
     }
     let recorder = Rc::new(Recorder::new());
+    let series = install_series_sampler(&sim, scenario, &stack, &recorder);
     let apps: Rc<Vec<AppRuntime>> = Rc::new(
         scenario
             .apps
@@ -372,6 +373,10 @@ pub fn run_one_traced(
     }
     // Operations still blocked (or running) now are results: at their time so far.
     recorder.finish(&sim);
+    sim.finish_samplers();
+    let series = Rc::try_unwrap(series)
+        .map_or_else(|shared| shared.borrow().clone(), RefCell::into_inner)
+        .into_series();
     let timeline = sim.take_timeline().map(|timeline| {
         let mut app_of_task = BTreeMap::new();
         for app in apps.iter() {
@@ -444,9 +449,78 @@ pub fn run_one_traced(
         counters,
         kernel_io_by_purpose,
         device: stack.device_stats(),
+        series,
         blktrace: stack.blktrace(),
         timeline,
     })
+}
+
+/// The period of a run's time series: 100 ms, longer for long runs so that a series has at
+/// most [`SERIES_MAX_POINTS`] points (a whole number of 100 ms).
+pub fn series_period(duration: Nanos) -> Nanos {
+    const BASE: Nanos = 100 * crate::units::NS_PER_MS;
+    let periods = duration.div_ceil(BASE * SERIES_MAX_POINTS).max(1);
+    BASE * periods
+}
+
+/// Bound on the points of a time series.
+pub const SERIES_MAX_POINTS: u64 = 1000;
+
+/// Cumulative byte counts at each sample of the series.
+#[derive(Clone, Default)]
+struct SeriesSamples {
+    period_ns: Nanos,
+    device: Vec<u64>,
+    apps: BTreeMap<String, Vec<u64>>,
+}
+
+impl SeriesSamples {
+    /// Differences of consecutive samples: bytes per period.
+    fn into_series(self) -> crate::report::results::Series {
+        let deltas = |values: &[u64]| values.windows(2).map(|w| w[1] - w[0]).collect();
+        crate::report::results::Series {
+            period_ns: self.period_ns,
+            device_bytes: deltas(&self.device),
+            app_bytes: self
+                .apps
+                .iter()
+                .map(|(app, values)| (app.clone(), deltas(values)))
+                .collect(),
+        }
+    }
+}
+
+/// Samples the bytes the block layer completed and each app's `bytes` counter at every
+/// [`series_period`] (reading state between events: the run is unchanged).
+fn install_series_sampler(
+    sim: &Sim,
+    scenario: &Scenario,
+    stack: &Rc<Stack>,
+    recorder: &Rc<Recorder>,
+) -> Rc<RefCell<SeriesSamples>> {
+    let period_ns = series_period(scenario.duration);
+    let samples = Rc::new(RefCell::new(SeriesSamples {
+        period_ns,
+        ..SeriesSamples::default()
+    }));
+    let block = stack.block.as_ref().map(|block| block.layer.clone());
+    let apps: Vec<String> = scenario
+        .apps
+        .iter()
+        .map(|a| a.name.get_ref().to_string())
+        .collect();
+    let (into, recorder) = (samples.clone(), recorder.clone());
+    sim.add_sampler(0, scenario.duration, period_ns, move |_, _| {
+        let mut samples = into.borrow_mut();
+        if let Some(block) = &block {
+            samples.device.push(block.completed_bytes());
+        }
+        for app in &apps {
+            let bytes = recorder.counter(app, "bytes");
+            samples.apps.entry(app.clone()).or_default().push(bytes);
+        }
+    });
+    samples
 }
 
 /// Samples the stack's counters into the timeline: the page cache's dirty, writeback and free
@@ -666,6 +740,16 @@ mod tests {
             "{error}"
         );
         assert!(super::check_memory(&estimate, 64 << 30).is_ok());
+    }
+
+    #[test]
+    fn the_series_period_keeps_a_series_within_its_bound() {
+        use crate::units::NS_PER_SEC;
+        assert_eq!(super::series_period(20 * NS_PER_SEC), 100_000_000);
+        assert_eq!(super::series_period(100 * NS_PER_SEC), 100_000_000);
+        assert_eq!(super::series_period(101 * NS_PER_SEC), 200_000_000);
+        let hour = 3600 * NS_PER_SEC;
+        assert!(hour / super::series_period(hour) <= super::SERIES_MAX_POINTS);
     }
 
     #[test]

@@ -682,3 +682,59 @@ fn run_writes_one_perfetto_trace_per_run_and_rejects_a_bad_window() {
     assert_eq!(code, 2);
     assert!(err.contains("--perfetto"), "{err}");
 }
+
+#[test]
+fn report_writes_the_html_of_a_results_file_and_refuses_other_files() {
+    let dir = std::env::temp_dir();
+    let id = std::process::id();
+    let results = dir.join(format!("mobistack-report-{id}.json"));
+    let html = dir.join(format!("mobistack-report-{id}.html"));
+    let from_run = dir.join(format!("mobistack-report-run-{id}.html"));
+    let (code, _, err) = mobistack(&[
+        "run",
+        "fg-read-bg-write",
+        "--variant",
+        "cfq",
+        "--out",
+        results.to_str().unwrap(),
+        "--html",
+        from_run.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("html: report written to"), "{err}");
+    let (code, _, err) = mobistack(&[
+        "report",
+        results.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("1 variant(s), 1 run(s) of scenario `fg-read-bg-write`"),
+        "{err}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page,
+        std::fs::read_to_string(&from_run).unwrap(),
+        "the same report both ways"
+    );
+    assert!(page.contains("data-variant=\"cfq\""));
+    assert!(
+        page.contains("[[variant]]"),
+        "the built-in scenario's source is shown"
+    );
+    // Not a results file: exit 2 with the reason.
+    std::fs::write(&results, "{\"schema\": \"something else\"}").unwrap();
+    let (code, _, err) = mobistack(&[
+        "report",
+        results.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("schema `something else`"), "{err}");
+    for path in [&results, &html, &from_run] {
+        std::fs::remove_file(path).ok();
+    }
+}

@@ -260,6 +260,15 @@ impl Recorder {
             .or_insert(0) += amount;
     }
 
+    /// The value of `app`'s counter `counter` so far (0 if never added to).
+    pub fn counter(&self, app: &str, counter: &str) -> u64 {
+        self.apps
+            .borrow()
+            .get(app)
+            .and_then(|a| a.counters.get(counter).copied())
+            .unwrap_or(0)
+    }
+
     /// The app's results: its operations and counters. Blocked totals are filled in by the runner.
     pub fn app_result(&self, app: &str, uid: u32) -> AppResult {
         let apps = self.apps.borrow();

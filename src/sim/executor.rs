@@ -68,6 +68,14 @@ type ProgressHook = Box<dyn FnMut(Nanos)>;
 type Describer = Box<dyn Fn(Blocker) -> Option<String>>;
 type Sampler = Box<dyn FnMut(&Sim, Nanos)>;
 
+/// A function called at every multiple of `period_ns` from `next_ns` to `end_ns`.
+struct SamplerSlot {
+    next_ns: Nanos,
+    period_ns: Nanos,
+    end_ns: Nanos,
+    sample: Sampler,
+}
+
 /// Identifies one wait of one task; passed to [`Sim::wake`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WakeToken {
@@ -237,10 +245,11 @@ struct Core {
     instant_ns: Cell<Nanos>,
     instant_events: Cell<u64>,
     livelock: RefCell<Option<Livelock>>,
-    /// The timeline being recorded (`--perfetto`), its counter sampler and the sampler's next
-    /// time (`Nanos::MAX`: none).
+    /// The timeline being recorded (`--perfetto`).
     timeline: RefCell<Option<TimelineRecorder>>,
-    sampler: RefCell<Option<Sampler>>,
+    /// Samplers of state between events (the timeline's counters, the results' time series)
+    /// and the earliest of their next times (`Nanos::MAX`: none).
+    samplers: RefCell<Vec<SamplerSlot>>,
     next_sample_ns: Cell<Nanos>,
 }
 
@@ -398,7 +407,7 @@ impl Simulation {
             instant_events: Cell::new(0),
             livelock: RefCell::new(None),
             timeline: RefCell::new(None),
-            sampler: RefCell::new(None),
+            samplers: RefCell::new(Vec::new()),
             next_sample_ns: Cell::new(Nanos::MAX),
         };
         Simulation {
@@ -442,7 +451,7 @@ impl Drop for Simulation {
         drop(events);
         self.sim.core.progress.borrow_mut().take();
         self.sim.core.describers.borrow_mut().clear();
-        self.sim.core.sampler.borrow_mut().take();
+        self.sim.core.samplers.borrow_mut().clear();
     }
 }
 
@@ -938,42 +947,63 @@ impl Sim {
         }
     }
 
-    /// Calls the timeline's sampler at each sample time before `until`: the state then is the
+    /// Calls each sampler at each of its sample times before `until`: the state then is the
     /// state now, since no event lies between.
     fn sample_counters_before(&self, until: Nanos) {
-        let Some(mut sampler) = self.core.sampler.borrow_mut().take() else {
-            self.core.next_sample_ns.set(Nanos::MAX);
-            return;
-        };
-        let period = self
-            .core
-            .timeline
-            .borrow()
-            .as_ref()
-            .map_or(0, |t| t.config.counter_period_ns);
-        let end = self
-            .core
-            .timeline
-            .borrow()
-            .as_ref()
-            .map_or(0, |t| t.config.end_ns);
-        let mut at = self.core.next_sample_ns.get();
-        while at < until && at <= end && period > 0 {
-            sampler(self, at);
-            at = at.saturating_add(period);
+        let mut samplers = std::mem::take(&mut *self.core.samplers.borrow_mut());
+        for slot in &mut samplers {
+            while slot.next_ns < until && slot.next_ns <= slot.end_ns {
+                (slot.sample)(self, slot.next_ns);
+                slot.next_ns = slot.next_ns.saturating_add(slot.period_ns);
+            }
+            if slot.next_ns > slot.end_ns {
+                slot.next_ns = Nanos::MAX;
+            }
         }
-        if at > end || period == 0 {
-            at = Nanos::MAX;
+        let mut slots = self.core.samplers.borrow_mut();
+        // A sampler added while sampling (none today) is kept.
+        samplers.append(&mut slots);
+        *slots = samplers;
+        self.core
+            .next_sample_ns
+            .set(slots.iter().map(|s| s.next_ns).min().unwrap_or(Nanos::MAX));
+    }
+
+    /// Calls `sample` with the simulation and the time at every multiple of `period_ns` in
+    /// `[start_ns, end_ns]`, between events (it reads state; it must not block or schedule),
+    /// until [`Sim::finish_samplers`].
+    pub fn add_sampler(
+        &self,
+        start_ns: Nanos,
+        end_ns: Nanos,
+        period_ns: Nanos,
+        sample: impl FnMut(&Sim, Nanos) + 'static,
+    ) {
+        assert!(period_ns > 0, "a sampler needs a period");
+        let next_ns = start_ns.next_multiple_of(period_ns);
+        self.core.samplers.borrow_mut().push(SamplerSlot {
+            next_ns,
+            period_ns,
+            end_ns,
+            sample: Box::new(sample),
+        });
+        if next_ns < self.core.next_sample_ns.get() {
+            self.core.next_sample_ns.set(next_ns);
         }
-        self.core.next_sample_ns.set(at);
-        *self.core.sampler.borrow_mut() = Some(sampler);
+    }
+
+    /// Takes the samples due up to now (inclusive) and removes every sampler.
+    pub fn finish_samplers(&self) {
+        if self.core.next_sample_ns.get() <= self.now() {
+            self.sample_counters_before(self.now().saturating_add(1));
+        }
+        self.core.samplers.borrow_mut().clear();
+        self.core.next_sample_ns.set(Nanos::MAX);
     }
 
     /// Starts recording the run's [`Timeline`].
     pub fn enable_timeline(&self, config: TimelineConfig) {
-        let recorder = TimelineRecorder::new(config);
-        self.core.next_sample_ns.set(recorder.next_sample_ns);
-        *self.core.timeline.borrow_mut() = Some(recorder);
+        *self.core.timeline.borrow_mut() = Some(TimelineRecorder::new(config));
     }
 
     /// Whether a timeline is being recorded (callers skip building records otherwise).
@@ -982,10 +1012,18 @@ impl Sim {
         self.core.timeline.borrow().is_some()
     }
 
-    /// Installs the function that samples counters into the timeline at its period
-    /// (see [`Sim::timeline_counter`]); it is called between events and must not block.
+    /// Installs the function that samples counters into the timeline at its period and in its
+    /// window (see [`Sim::timeline_counter`]); nothing without a timeline or with period 0.
     pub fn set_timeline_sampler(&self, sampler: impl FnMut(&Sim, Nanos) + 'static) {
-        *self.core.sampler.borrow_mut() = Some(Box::new(sampler));
+        let config = self.core.timeline.borrow().as_ref().map(|t| t.config);
+        if let Some(config) = config.filter(|c| c.counter_period_ns > 0) {
+            self.add_sampler(
+                config.start_ns,
+                config.end_ns,
+                config.counter_period_ns,
+                sampler,
+            );
+        }
     }
 
     /// Records a counter's value at `at_ns`.
@@ -1056,15 +1094,12 @@ impl Sim {
         }
     }
 
-    /// Ends the recording: samples the counters up to now, records every wait still going on
+    /// Ends the recording: takes the samples due (ending every sampler, see
+    /// [`Sim::finish_samplers`]), records every wait still going on
     /// as unfinished, and returns the timeline (`None` if none was recorded). Call it after
     /// the results recorder has recorded the unfinished system calls.
     pub fn take_timeline(&self) -> Option<Timeline> {
-        if self.core.next_sample_ns.get() <= self.now() {
-            self.sample_counters_before(self.now().saturating_add(1));
-        }
-        self.core.sampler.borrow_mut().take();
-        self.core.next_sample_ns.set(Nanos::MAX);
+        self.finish_samplers();
         let mut recorder = self.core.timeline.borrow_mut().take()?;
         let now = self.now();
         for (index, task) in self.core.tasks.borrow().iter().enumerate() {

@@ -149,8 +149,6 @@ pub(crate) struct TimelineRecorder {
     kept: usize,
     /// Per task: the index of its last wait record, while the next wait may extend it.
     mergeable: BTreeMap<TaskId, usize>,
-    /// The next counter sample's time.
-    pub next_sample_ns: Nanos,
 }
 
 impl TimelineRecorder {
@@ -164,11 +162,6 @@ impl TimelineRecorder {
             },
             kept: 0,
             mergeable: BTreeMap::new(),
-            next_sample_ns: if config.counter_period_ns == 0 {
-                Nanos::MAX
-            } else {
-                config.start_ns.next_multiple_of(config.counter_period_ns)
-            },
         }
     }
 
@@ -284,7 +277,6 @@ mod tests {
             max_records: 2,
             counter_period_ns: 30,
         });
-        assert_eq!(recorder.next_sample_ns, 120, "samples on the period's grid");
         recorder.wait(wait(1, WaitReason::BlockIo, 0, 99));
         recorder.wait(wait(1, WaitReason::BlockIo, 201, 300));
         assert!(recorder.timeline.waits.is_empty(), "outside the window");
