@@ -137,6 +137,19 @@ enum Command {
         #[arg(long, value_name = "SCENARIO")]
         scenario: Option<String>,
     },
+    /// Compare two results: per app and system call, the change in p50, p99 and max latency
+    /// and in throughput from BASE to OTHER, with the wait reasons whose blocked time per
+    /// operation changed most. Each side is a results file (`run --out`), `FILE:VARIANT` for
+    /// a file with several variants.
+    Compare {
+        /// The base results: FILE or FILE:VARIANT.
+        base: String,
+        /// The results compared to it: FILE or FILE:VARIANT.
+        other: String,
+        /// Print the comparison as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the built-in scenarios.
     List {
         /// Print as JSON.
@@ -361,6 +374,7 @@ fn main() -> ExitCode {
             output,
             scenario,
         } => cmd_report(&results, &output, scenario.as_deref()),
+        Command::Compare { base, other, json } => cmd_compare(&base, &other, json),
         Command::List { json } => cmd_list(json),
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
@@ -1156,6 +1170,53 @@ fn cmd_report(
         view.runs.len(),
         view.scenario
     );
+    ExitCode::SUCCESS
+}
+
+/// A side of `compare`: `FILE` or `FILE:VARIANT`, read and its variant chosen.
+fn compare_side(
+    spec: &str,
+) -> Result<
+    (
+        mobistack::report::html::ResultsView,
+        mobistack::report::compare::Side,
+    ),
+    String,
+> {
+    let (file, variant) = match spec.rsplit_once(':') {
+        Some((file, variant)) if !std::path::Path::new(spec).exists() => (file, Some(variant)),
+        _ => (spec, None),
+    };
+    let json = std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?;
+    let view =
+        mobistack::report::html::ResultsView::parse(&json).map_err(|e| format!("{file}: {e}"))?;
+    let variant = mobistack::report::compare::pick_variant(&view, file, variant)?;
+    Ok((
+        view,
+        mobistack::report::compare::Side {
+            file: file.to_string(),
+            variant,
+        },
+    ))
+}
+
+fn cmd_compare(base: &str, other: &str, json: bool) -> ExitCode {
+    let (base, other) = match (compare_side(base), compare_side(other)) {
+        (Ok(base), Ok(other)) => (base, other),
+        (Err(message), _) | (_, Err(message)) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let comparison = mobistack::report::compare::compare((&base.0, base.1), (&other.0, other.1));
+    if json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&comparison).expect("the comparison serialises")
+        );
+    } else {
+        out!("{}", mobistack::report::compare::render(&comparison));
+    }
     ExitCode::SUCCESS
 }
 

@@ -738,3 +738,86 @@ fn report_writes_the_html_of_a_results_file_and_refuses_other_files() {
         std::fs::remove_file(path).ok();
     }
 }
+
+#[test]
+fn compare_shows_the_change_between_two_variants_and_its_reasons() {
+    let results =
+        std::env::temp_dir().join(format!("mobistack-compare-{}.json", std::process::id()));
+    let file = results.to_str().unwrap();
+    let (code, _, err) = mobistack(&["run", "fg-read-bg-write", "--out", file]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let run = |variant: &str| {
+        json["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["variant"] == variant)
+            .unwrap()
+            .clone()
+    };
+    let (noop, cfq) = (run("noop"), run("cfq"));
+    let (code, text, err) = mobistack(&[
+        "compare",
+        &format!("{file}:noop"),
+        &format!("{file}:cfq"),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let comparison: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let read = comparison["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["app"] == "gallery" && o["op"] == "read")
+        .unwrap();
+    for (side, result) in [("base", &noop), ("other", &cfq)] {
+        let op = &result["apps"]["gallery"]["ops"]["read"];
+        for stat in ["p50_ns", "p99_ns", "max_ns"] {
+            assert_eq!(read[side][stat], op[stat], "{side} {stat}");
+        }
+    }
+    let change = read["p99_change"].as_f64().unwrap();
+    let expected = cfq["apps"]["gallery"]["ops"]["read"]["p99_ns"]
+        .as_f64()
+        .unwrap()
+        / noop["apps"]["gallery"]["ops"]["read"]["p99_ns"]
+            .as_f64()
+            .unwrap()
+        - 1.0;
+    assert!((change - expected).abs() < 1e-9, "{change} vs {expected}");
+    // The reasons: the largest change in blocked time per read first.
+    let reasons = read["reasons"].as_array().unwrap();
+    assert!(!reasons.is_empty());
+    let first = reasons[0]["change_ns_per_op"].as_f64().unwrap().abs();
+    assert!(reasons
+        .iter()
+        .all(|r| r["change_ns_per_op"].as_f64().unwrap().abs() <= first));
+    // The table says the same.
+    let (code, table, _) = mobistack(&["compare", &format!("{file}:noop"), &format!("{file}:cfq")]);
+    assert_eq!(code, 0);
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("gallery ") && l.contains(" read "))
+        .unwrap();
+    assert!(
+        line.contains(&format!("{:+.0}%", expected * 100.0)),
+        "{line}"
+    );
+    assert!(
+        line.contains(reasons[0]["reason"].as_str().unwrap()),
+        "{line}"
+    );
+    // A file with several variants needs one named.
+    let (code, _, err) = mobistack(&["compare", file, &format!("{file}:cfq")]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("several variants (noop, deadline, cfq"),
+        "{err}"
+    );
+    let (code, _, err) = mobistack(&["compare", &format!("{file}:bfq"), file]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no variant `bfq`"), "{err}");
+    std::fs::remove_file(&results).ok();
+}

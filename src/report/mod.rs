@@ -1,6 +1,7 @@
 //! Results: what a run measured, recorded while it runs ([`recorder`]), kept as serialisable data
 //! ([`results`], the versioned JSON of `--out` and `--json`) and printed as a table ([`table`]).
 
+pub mod compare;
 pub mod fio;
 pub mod html;
 pub mod perfetto;
