@@ -113,6 +113,11 @@ enum Command {
         /// the slowest operations explained, per variant side by side (as `mobistack report`).
         #[arg(long, value_name = "FILE")]
         html: Option<std::path::PathBuf>,
+        /// Write the results as tidy CSV files into directory DIR (created if missing), for
+        /// pandas and the like: latency.csv (a row per variant x seed x app x op x percentile),
+        /// ops.csv, waits.csv (a row per wait reason), throughput.csv (a row per period).
+        #[arg(long, value_name = "DIR")]
+        csv: Option<std::path::PathBuf>,
         /// Check the page cache's and the journal's invariants as the runs go (always on in
         /// debug builds); a violation ends the run with an error.
         #[arg(long)]
@@ -345,6 +350,7 @@ fn main() -> ExitCode {
             perfetto_max_events,
             perfetto_counter_period,
             html,
+            csv,
             check,
             percentiles,
         } => cmd_run(
@@ -365,6 +371,7 @@ fn main() -> ExitCode {
                     counter_period: perfetto_counter_period,
                 }),
                 html,
+                csv,
                 check,
                 percentiles,
             },
@@ -781,6 +788,7 @@ struct RunArgs {
     blktrace: Option<std::path::PathBuf>,
     perfetto: Option<PerfettoArgs>,
     html: Option<std::path::PathBuf>,
+    csv: Option<std::path::PathBuf>,
     check: bool,
     percentiles: Option<String>,
 }
@@ -943,6 +951,7 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         blktrace,
         perfetto,
         html,
+        csv,
         check,
         percentiles,
     } = args;
@@ -1031,6 +1040,22 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
+    let mut csv_files = Vec::new();
+    if let Some(dir) = &csv {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("error: --csv: cannot create {}: {e}", dir.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+        for name in mobistack::report::csv::FILES {
+            match outputs.create(&dir.join(name)) {
+                Ok(index) => csv_files.push(index),
+                Err(message) => {
+                    eprintln!("error: --csv: {message}");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            }
+        }
+    }
     let mut perfetto_files = std::collections::BTreeMap::new();
     if let Some(perfetto) = &perfetto {
         for &(variant, seed) in &jobs {
@@ -1093,6 +1118,20 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
                 &path.display().to_string(),
                 bytes.len()
             )
+        );
+    }
+    if let Some(dir) = &csv {
+        let files = mobistack::report::csv::files(&results);
+        for (index, (_, text)) in csv_files.iter().zip(files) {
+            if let Err(message) = outputs.write(*index, |w| w.write_all(text.as_bytes())) {
+                eprintln!("error: {message}");
+                return ExitCode::from(EXIT_RUN_FAILED);
+            }
+        }
+        eprintln!(
+            "csv: {} written in {}",
+            mobistack::report::csv::FILES.join(", "),
+            dir.display()
         );
     }
     let json_text = results.to_json();

@@ -821,3 +821,80 @@ fn compare_shows_the_change_between_two_variants_and_its_reasons() {
     assert!(err.contains("no variant `bfq`"), "{err}");
     std::fs::remove_file(&results).ok();
 }
+
+#[test]
+fn run_csv_writes_tidy_files_that_pandas_reads() {
+    let dir = std::env::temp_dir().join(format!("mobistack-csv-{}", std::process::id()));
+    let results = std::env::temp_dir().join(format!("mobistack-csv-{}.json", std::process::id()));
+    let (code, _, err) = mobistack(&[
+        "run",
+        "fg-read-bg-write",
+        "--csv",
+        dir.to_str().unwrap(),
+        "--out",
+        results.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("csv: latency.csv, ops.csv, waits.csv, throughput.csv written"),
+        "{err}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let latency = std::fs::read_to_string(dir.join("latency.csv")).unwrap();
+    let mut lines = latency.lines();
+    assert_eq!(
+        lines.next(),
+        Some("scenario,variant,seed,app,op,percentile,latency_ns")
+    );
+    // Seven percentiles per variant x seed x app x op, each the results' value.
+    let mut expected_rows = 0;
+    for run in json["runs"].as_array().unwrap() {
+        for (app, result) in run["apps"].as_object().unwrap() {
+            for (op, summary) in result["ops"].as_object().unwrap() {
+                expected_rows += 7;
+                let row = format!(
+                    "fg-read-bg-write,{},1,{app},{op},99,{}",
+                    run["variant"].as_str().unwrap(),
+                    summary["p99_ns"]
+                );
+                assert!(latency.lines().any(|l| l == row), "{row}");
+            }
+        }
+    }
+    assert_eq!(lines.count(), expected_rows);
+    let waits = std::fs::read_to_string(dir.join("waits.csv")).unwrap();
+    assert!(waits
+        .lines()
+        .any(|l| l.contains(",gallery,read,submit_bio_wait,block,")));
+
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let has_pandas = Command::new(&python)
+        .args(["-c", "import pandas, matplotlib"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if has_pandas {
+        let plot = dir.join("percentiles.png");
+        let out = Command::new(&python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/scripts/analysis_example.py"
+            ))
+            .arg(&dir)
+            .args(["--out", plot.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("submit_bio_wait"), "{text}");
+        assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
+    } else {
+        eprintln!("skipped the pandas example: `{python}` has no pandas and matplotlib (pip install pandas matplotlib)");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_file(&results).ok();
+}

@@ -2,6 +2,7 @@
 //! ([`results`], the versioned JSON of `--out` and `--json`) and printed as a table ([`table`]).
 
 pub mod compare;
+pub mod csv;
 pub mod fio;
 pub mod html;
 pub mod perfetto;
