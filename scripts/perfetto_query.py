@@ -80,14 +80,23 @@ def decode(path, app, op):
         for s in slices
         if s[0] == slowest[0] and s[3] == 1 and slowest[1] <= s[1] and s[2] <= slowest[2]
     ]
-    waits = [s for s in children if "wait" in s[4].categories and s[4].flow_ids]
+    waits = [
+        s
+        for s in children
+        if "wait" in s[4].categories and (s[4].flow_ids or s[4].terminating_flow_ids)
+    ]
     print(f"{app}'s slowest {op}: {(slowest[2] - slowest[1]) / 1e6:.3f} ms at {slowest[1] / 1e9:.3f} s")
     if not waits:
         print("  it waited on no request")
         return
     wait = max(waits, key=lambda s: s[2] - s[1])
-    flow = wait[4].flow_ids[0]
-    request = next(s for s in slices if "request" in s[4].categories and flow in s[4].flow_ids)
+    flow = (list(wait[4].flow_ids) + list(wait[4].terminating_flow_ids))[0]
+    request = next(
+        s
+        for s in slices
+        if "request" in s[4].categories
+        and (flow in s[4].flow_ids or flow in s[4].terminating_flow_ids)
+    )
     queued = next(
         s
         for s in slices

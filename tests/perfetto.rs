@@ -191,13 +191,15 @@ fn the_trace_shows_each_syscall_its_waits_and_the_requests_they_waited_on() {
         "{}",
         explained.on
     );
-    assert_eq!(wait.4.flow_ids.len(), 1, "a flow from the wait");
+    // One flow, from the earlier of the two slices (here the request, queued before the read
+    // waited on it) to the later.
+    assert_eq!(wait.4.flow_ids.len() + wait.4.terminating_flow_ids.len(), 1);
+    let flow = wait.4.terminating_flow_ids[0];
     let request = slices
         .iter()
-        .find(|(_, _, _, _, e)| {
-            e.categories == ["request"] && e.flow_ids.contains(&wait.4.flow_ids[0])
-        })
+        .find(|(_, _, _, _, e)| e.categories == ["request"] && e.flow_ids.contains(&flow))
         .expect("the flow's other end is a request");
+    assert!(request.1 <= wait.1, "the flow starts at the earlier slice");
     assert!(request
         .4
         .name

@@ -12,7 +12,9 @@
 //!   request is a slice `R#<id> <RWBS> <sectors>` with its phases as children (`queued in
 //!   <elevator>` from `get_request` to the driver, its time on a plug list included as the run's
 //!   explanations count it, `in driver`, `on device`); a lane holds one request at a time, so
-//!   the lanes show how many were in flight. A wait on a request has a flow arrow to the request;
+//!   the lanes show how many were in flight. A wait on a request and the request are linked by
+//!   a flow arrow from the earlier of the two slices to the later (`flow_ids` on the earlier,
+//!   `terminating_flow_ids` on the later);
 //! - `foreground app`: which app was in the foreground, as slices;
 //! - counters: dirty pages, writeback pages, free memory, elevator and device queue depths,
 //!   throughput, sampled at the timeline's period.
@@ -142,6 +144,8 @@ pub struct TrackEvent {
     pub double_counter_value: Option<f64>,
     #[prost(fixed64, repeated, packed = "false", tag = "47")]
     pub flow_ids: Vec<u64>,
+    #[prost(fixed64, repeated, packed = "false", tag = "48")]
+    pub terminating_flow_ids: Vec<u64>,
 }
 
 /// `perfetto.protos.DebugAnnotation` (name and a scalar value).
@@ -219,7 +223,10 @@ struct Slice {
     name: String,
     category: &'static str,
     args: Vec<DebugAnnotation>,
+    /// Flows that start (or continue) here, and flows that end here: a flow goes from the
+    /// earlier of its two slices to the later.
     flows: Vec<u64>,
+    terminating_flows: Vec<u64>,
 }
 
 /// One begin, end or counter event, before it becomes a packet.
@@ -275,6 +282,7 @@ fn nest(track: u64, mut slices: Vec<Slice>, events: &mut Vec<Event>, order: &mut
                 name: Some(slice.name),
                 debug_annotations: slice.args,
                 flow_ids: slice.flows,
+                terminating_flow_ids: slice.terminating_flows,
                 ..TrackEvent::default()
             },
         });
@@ -359,7 +367,8 @@ pub fn build(run: &RunTimeline) -> Trace {
     for (index, request) in requests.iter().enumerate() {
         request_index.entry(request.id).or_insert(index);
     }
-    let mut request_flows: Vec<Vec<u64>> = vec![Vec::new(); requests.len()];
+    // Per request: (flow, whether the flow ends at the request).
+    let mut request_flows: Vec<Vec<(u64, bool)>> = vec![Vec::new(); requests.len()];
 
     // Threads: the tasks that did something recorded.
     let mut by_task: BTreeMap<TaskId, Vec<Slice>> = BTreeMap::new();
@@ -379,6 +388,7 @@ pub fn build(run: &RunTimeline) -> Trace {
             },
             args,
             flows: Vec::new(),
+            terminating_flows: Vec::new(),
         });
     }
     let task_name = |id: TaskId| {
@@ -398,13 +408,19 @@ pub fn build(run: &RunTimeline) -> Trace {
         if wait.unfinished {
             args.push(annotation_bool("unfinished", true));
         }
-        let mut flows = Vec::new();
+        let (mut flows, mut terminating_flows) = (Vec::new(), Vec::new());
         if let Blocker::Request(id) = wait.blocker {
             args.push(annotation_u64("request", id));
             if let Some(&request) = request_index.get(&id) {
                 let flow = index as u64 + 1;
-                flows.push(flow);
-                request_flows[request].push(flow);
+                // The arrow goes from the earlier slice to the later one.
+                let ends_at_request = requests[request].start_ns > wait.start_ns;
+                if ends_at_request {
+                    flows.push(flow);
+                } else {
+                    terminating_flows.push(flow);
+                }
+                request_flows[request].push((flow, ends_at_request));
             }
         }
         let name = match wait.blocker {
@@ -419,6 +435,7 @@ pub fn build(run: &RunTimeline) -> Trace {
             category: "wait",
             args,
             flows,
+            terminating_flows,
         });
     }
     for (task, slices) in by_task {
@@ -499,6 +516,7 @@ pub fn build(run: &RunTimeline) -> Trace {
                 category: "foreground",
                 args: Vec::new(),
                 flows: Vec::new(),
+                terminating_flows: Vec::new(),
             });
         }
         nest(FOREGROUND_TRACK, slices, &mut events, &mut order);
@@ -560,7 +578,7 @@ pub fn build(run: &RunTimeline) -> Trace {
 }
 
 /// A request's slice and its phases.
-fn request_slices(rq: &RequestLife, flows: &[u64]) -> Vec<Slice> {
+fn request_slices(rq: &RequestLife, flows: &[(u64, bool)]) -> Vec<Slice> {
     let mut slices = vec![Slice {
         start_ns: rq.start_ns,
         end_ns: rq.completed_ns,
@@ -585,7 +603,16 @@ fn request_slices(rq: &RequestLife, flows: &[u64]) -> Vec<Slice> {
                 rq.completed_ns.saturating_sub(rq.device_start_ns),
             ),
         ],
-        flows: flows.to_vec(),
+        flows: flows
+            .iter()
+            .filter(|(_, ends)| !ends)
+            .map(|(flow, _)| *flow)
+            .collect(),
+        terminating_flows: flows
+            .iter()
+            .filter(|(_, ends)| *ends)
+            .map(|(flow, _)| *flow)
+            .collect(),
     }];
     // Queued: from `get_request` to the driver, plug list included, as the run's explanations
     // count it ("94.1 ms queued in cfq").
@@ -608,6 +635,7 @@ fn request_slices(rq: &RequestLife, flows: &[u64]) -> Vec<Slice> {
                 category: "request",
                 args: Vec::new(),
                 flows: Vec::new(),
+                terminating_flows: Vec::new(),
             });
         }
     }
