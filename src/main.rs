@@ -85,6 +85,39 @@ enum Command {
         /// the scenario has several runs).
         #[arg(long, value_name = "FILE")]
         blktrace: Option<std::path::PathBuf>,
+        /// Write a Perfetto trace of each run to FILE (FILE.<variant>.<seed> when the scenario
+        /// has several runs), for ui.perfetto.dev or trace_processor: per app and task its
+        /// system calls with their waits nested, per device its requests (queued, on the
+        /// device) with flow arrows from the waits on them, the foreground app, jbd2 commits,
+        /// flusher passes and counters (dirty/writeback/free memory, queue depths, throughput).
+        #[arg(long, value_name = "FILE")]
+        perfetto: Option<std::path::PathBuf>,
+        /// Only trace what overlaps this window of virtual time, e.g. `2s..4.5s` (either end
+        /// may be left out: `..3s`, `10s..`).
+        #[arg(long, value_name = "START..END", requires = "perfetto")]
+        perfetto_window: Option<String>,
+        /// Bound on the records of each trace (waits, slices, requests, counter samples); past
+        /// it records are dropped and the command says how many.
+        #[arg(long, value_name = "N", default_value_t = mobistack::sim::timeline::DEFAULT_MAX_RECORDS, requires = "perfetto")]
+        perfetto_max_events: usize,
+        /// Period of the trace's counter samples (0: none).
+        #[arg(
+            long,
+            value_name = "DURATION",
+            default_value = "10ms",
+            requires = "perfetto"
+        )]
+        perfetto_counter_period: String,
+        /// Write an HTML report of the results to FILE: one self-contained page (no network
+        /// at view time) with latency CDFs, blocked-time breakdowns, throughput over time and
+        /// the slowest operations explained, per variant side by side (as `mobistack report`).
+        #[arg(long, value_name = "FILE")]
+        html: Option<std::path::PathBuf>,
+        /// Write the results as tidy CSV files into directory DIR (created if missing), for
+        /// pandas and the like: latency.csv (a row per variant x seed x app x op x percentile),
+        /// ops.csv, waits.csv (a row per wait reason), throughput.csv (a row per period).
+        #[arg(long, value_name = "DIR")]
+        csv: Option<std::path::PathBuf>,
         /// Check the page cache's and the journal's invariants as the runs go (always on in
         /// debug builds); a violation ends the run with an error.
         #[arg(long)]
@@ -93,6 +126,34 @@ enum Command {
         /// p99.9, p99.99, max; alone, every one of them. Default: mean,p50,p90,p99,max.
         #[arg(long, value_name = "LIST", num_args = 0..=1, default_missing_value = "all")]
         percentiles: Option<String>,
+    },
+    /// Write the HTML report of a results file (`mobistack run --out RESULTS.json`): one
+    /// self-contained page with, per variant side by side, latency CDFs per app and system call
+    /// (log axis), blocked time by wait reason and by layer, throughput over time, the slowest
+    /// operations explained and the scenario.
+    Report {
+        /// The results file (JSON of `mobistack run --out`).
+        results: std::path::PathBuf,
+        /// Where to write the report.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: std::path::PathBuf,
+        /// The scenario file (or built-in name) to show; default: the built-in scenario of the
+        /// results' name, if there is one.
+        #[arg(long, value_name = "SCENARIO")]
+        scenario: Option<String>,
+    },
+    /// Compare two results: per app and system call, the change in p50, p99 and max latency
+    /// and in throughput from BASE to OTHER, with the wait reasons whose blocked time per
+    /// operation changed most. Each side is a results file (`run --out`), `FILE:VARIANT` for
+    /// a file with several variants.
+    Compare {
+        /// The base results: FILE or FILE:VARIANT.
+        base: String,
+        /// The results compared to it: FILE or FILE:VARIANT.
+        other: String,
+        /// Print the comparison as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// List the built-in scenarios.
     List {
@@ -284,6 +345,12 @@ fn main() -> ExitCode {
             breakdown,
             io_account,
             blktrace,
+            perfetto,
+            perfetto_window,
+            perfetto_max_events,
+            perfetto_counter_period,
+            html,
+            csv,
             check,
             percentiles,
         } => cmd_run(
@@ -297,10 +364,24 @@ fn main() -> ExitCode {
                 breakdown,
                 io_account,
                 blktrace,
+                perfetto: perfetto.map(|path| PerfettoArgs {
+                    path,
+                    window: perfetto_window,
+                    max_events: perfetto_max_events,
+                    counter_period: perfetto_counter_period,
+                }),
+                html,
+                csv,
                 check,
                 percentiles,
             },
         ),
+        Command::Report {
+            results,
+            output,
+            scenario,
+        } => cmd_report(&results, &output, scenario.as_deref()),
+        Command::Compare { base, other, json } => cmd_compare(&base, &other, json),
         Command::List { json } => cmd_list(json),
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
@@ -705,8 +786,56 @@ struct RunArgs {
     breakdown: bool,
     io_account: bool,
     blktrace: Option<std::path::PathBuf>,
+    perfetto: Option<PerfettoArgs>,
+    html: Option<std::path::PathBuf>,
+    csv: Option<std::path::PathBuf>,
     check: bool,
     percentiles: Option<String>,
+}
+
+/// The `--perfetto*` options of `mobistack run`.
+struct PerfettoArgs {
+    path: std::path::PathBuf,
+    window: Option<String>,
+    max_events: usize,
+    counter_period: String,
+}
+
+impl PerfettoArgs {
+    /// The timeline to record; errors name the option.
+    fn config(&self) -> Result<mobistack::sim::timeline::TimelineConfig, String> {
+        use mobistack::units::parse_duration;
+        let (start_ns, end_ns) = match &self.window {
+            None => (0, u64::MAX),
+            Some(window) => {
+                let (start, end) = window.split_once("..").ok_or_else(|| {
+                    format!("--perfetto-window `{window}`: expected START..END, e.g. 2s..4.5s")
+                })?;
+                let parse = |text: &str, default: u64| {
+                    if text.trim().is_empty() {
+                        return Ok(default);
+                    }
+                    parse_duration(text.trim())
+                        .map_err(|e| format!("--perfetto-window `{window}`: {e}"))
+                };
+                let (start_ns, end_ns) = (parse(start, 0)?, parse(end, u64::MAX)?);
+                if start_ns > end_ns {
+                    return Err(format!(
+                        "--perfetto-window `{window}`: the start is after the end"
+                    ));
+                }
+                (start_ns, end_ns)
+            }
+        };
+        let counter_period_ns = parse_duration(&self.counter_period)
+            .map_err(|e| format!("--perfetto-counter-period `{}`: {e}", self.counter_period))?;
+        Ok(mobistack::sim::timeline::TimelineConfig {
+            start_ns,
+            end_ns,
+            max_records: self.max_events,
+            counter_period_ns,
+        })
+    }
 }
 
 /// Files a command will write, created before the simulation so that an unwritable path is
@@ -820,9 +949,19 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         breakdown,
         io_account,
         blktrace,
+        perfetto,
+        html,
+        csv,
         check,
         percentiles,
     } = args;
+    let timeline = match perfetto.as_ref().map(PerfettoArgs::config).transpose() {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let table_options = match percentiles.as_deref().map(table::Stat::parse_list) {
         None => table::TableOptions::default(),
         Some(Ok(stats)) => table::TableOptions { stats },
@@ -858,6 +997,7 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         threads,
         progress: None,
         check,
+        timeline,
     };
     let jobs = run::jobs(&scenario, &options);
     // Enough memory for the runs held at once, checked before building anything.
@@ -893,6 +1033,45 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             }
         }
     }
+    let html_file = match html.as_deref().map(|path| outputs.create(path)).transpose() {
+        Ok(index) => index,
+        Err(message) => {
+            eprintln!("error: --html: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let mut csv_files = Vec::new();
+    if let Some(dir) = &csv {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("error: --csv: cannot create {}: {e}", dir.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+        for name in mobistack::report::csv::FILES {
+            match outputs.create(&dir.join(name)) {
+                Ok(index) => csv_files.push(index),
+                Err(message) => {
+                    eprintln!("error: --csv: {message}");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            }
+        }
+    }
+    let mut perfetto_files = std::collections::BTreeMap::new();
+    if let Some(perfetto) = &perfetto {
+        for &(variant, seed) in &jobs {
+            let variant = scenario.variants[variant].name.clone();
+            let path = trace_name(&perfetto.path, jobs.len() == 1, &variant, seed);
+            match outputs.create(&path) {
+                Ok(index) => {
+                    perfetto_files.insert((variant, seed), (path, index));
+                }
+                Err(message) => {
+                    eprintln!("error: --perfetto: {message}");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            }
+        }
+    }
     let progress = Progress::new(
         jobs.len(),
         Some(scenario.duration),
@@ -920,7 +1099,52 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_RUN_FAILED);
         }
     }
+    for run in &results.runs {
+        let (Some(timeline), Some((path, index))) = (
+            &run.timeline,
+            perfetto_files.get(&(run.variant.clone(), run.seed)),
+        ) else {
+            continue;
+        };
+        let bytes = mobistack::report::perfetto::encode(timeline);
+        if let Err(message) = outputs.write(*index, |w| w.write_all(&bytes)) {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+        eprintln!(
+            "{}",
+            mobistack::report::perfetto::summary(
+                timeline,
+                &path.display().to_string(),
+                bytes.len()
+            )
+        );
+    }
+    if let Some(dir) = &csv {
+        let files = mobistack::report::csv::files(&results);
+        for (index, (_, text)) in csv_files.iter().zip(files) {
+            if let Err(message) = outputs.write(*index, |w| w.write_all(text.as_bytes())) {
+                eprintln!("error: {message}");
+                return ExitCode::from(EXIT_RUN_FAILED);
+            }
+        }
+        eprintln!(
+            "csv: {} written in {}",
+            mobistack::report::csv::FILES.join(", "),
+            dir.display()
+        );
+    }
     let json_text = results.to_json();
+    if let (Some(index), Some(path)) = (html_file, &html) {
+        let view = mobistack::report::html::ResultsView::parse(&json_text)
+            .expect("the run's own results parse");
+        let page = mobistack::report::html::render(&view, scenario::source(name).as_deref());
+        if let Err(message) = outputs.write(index, |w| w.write_all(page.as_bytes())) {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+        eprintln!("html: report written to {}", path.display());
+    }
     if let Some(index) = out_file {
         if let Err(message) = outputs.write(index, |w| w.write_all(json_text.as_bytes())) {
             eprintln!("error: {message}");
@@ -938,6 +1162,99 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         if io_account {
             out!("\n{}", table::render_io_account(&results));
         }
+    }
+    ExitCode::SUCCESS
+}
+
+fn cmd_report(
+    results: &std::path::Path,
+    output: &std::path::Path,
+    scenario: Option<&str>,
+) -> ExitCode {
+    let json = match std::fs::read_to_string(results) {
+        Ok(json) => json,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", results.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let view = match mobistack::report::html::ResultsView::parse(&json) {
+        Ok(view) => view,
+        Err(message) => {
+            eprintln!("error: {}: {message}", results.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let source = match scenario {
+        Some(name) => {
+            match scenario::source(name) {
+                Some(source) => Some(source),
+                None => {
+                    eprintln!("error: --scenario {name}: no such file, and no built-in scenario of that name");
+                    return ExitCode::from(EXIT_BAD_INPUT);
+                }
+            }
+        }
+        None => scenario::builtin::find(&view.scenario).map(|b| b.source.to_string()),
+    };
+    let page = mobistack::report::html::render(&view, source.as_deref());
+    if let Err(e) = std::fs::write(output, page) {
+        eprintln!("error: cannot write {}: {e}", output.display());
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    eprintln!(
+        "report: {} ({} variant(s), {} run(s) of scenario `{}`)",
+        output.display(),
+        view.variants().len(),
+        view.runs.len(),
+        view.scenario
+    );
+    ExitCode::SUCCESS
+}
+
+/// A side of `compare`: `FILE` or `FILE:VARIANT`, read and its variant chosen.
+fn compare_side(
+    spec: &str,
+) -> Result<
+    (
+        mobistack::report::html::ResultsView,
+        mobistack::report::compare::Side,
+    ),
+    String,
+> {
+    let (file, variant) = match spec.rsplit_once(':') {
+        Some((file, variant)) if !std::path::Path::new(spec).exists() => (file, Some(variant)),
+        _ => (spec, None),
+    };
+    let json = std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?;
+    let view =
+        mobistack::report::html::ResultsView::parse(&json).map_err(|e| format!("{file}: {e}"))?;
+    let variant = mobistack::report::compare::pick_variant(&view, file, variant)?;
+    Ok((
+        view,
+        mobistack::report::compare::Side {
+            file: file.to_string(),
+            variant,
+        },
+    ))
+}
+
+fn cmd_compare(base: &str, other: &str, json: bool) -> ExitCode {
+    let (base, other) = match (compare_side(base), compare_side(other)) {
+        (Ok(base), Ok(other)) => (base, other),
+        (Err(message), _) | (_, Err(message)) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let comparison = mobistack::report::compare::compare((&base.0, base.1), (&other.0, other.1));
+    if json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&comparison).expect("the comparison serialises")
+        );
+    } else {
+        out!("{}", mobistack::report::compare::render(&comparison));
     }
     ExitCode::SUCCESS
 }

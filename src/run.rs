@@ -55,6 +55,8 @@ pub struct RunOptions {
     /// Check the page cache's and the journal's invariants as the runs go (always on in debug
     /// builds; `mobistack run --check` in release): a violation ends the run with an error.
     pub check: bool,
+    /// Record each run's timeline for a Perfetto trace (`mobistack run --perfetto`).
+    pub timeline: Option<crate::sim::timeline::TimelineConfig>,
 }
 
 /// The (variant, seed) pairs a scenario runs, in result order.
@@ -93,11 +95,12 @@ pub fn run_scenario(
                         p(index, now)
                     }
                 };
-                let result = run_one_checked(
+                let result = run_one_traced(
                     scenario,
                     &scenario.variants[variant],
                     seed,
                     options.check,
+                    options.timeline,
                     hook,
                 );
                 slots.lock().expect("no worker panicked")[index] = Some(result);
@@ -203,9 +206,26 @@ pub fn run_one_checked(
     check: bool,
     progress: impl FnMut(Nanos) + 'static,
 ) -> Result<RunResult, RunError> {
+    run_one_traced(scenario, variant, seed, check, None, progress)
+}
+
+/// [`run_one_checked`], recording the run's timeline when `timeline` is given (the result's
+/// `timeline`, for a Perfetto trace). Recording reads state and schedules nothing: the run's
+/// results are the same with and without it.
+pub fn run_one_traced(
+    scenario: &Scenario,
+    variant: &Variant,
+    seed: u64,
+    check: bool,
+    timeline: Option<crate::sim::timeline::TimelineConfig>,
+    progress: impl FnMut(Nanos) + 'static,
+) -> Result<RunResult, RunError> {
     let simulation = Simulation::new(seed);
     let sim = simulation.handle();
     sim.set_progress_hook(progress);
+    if let Some(config) = timeline {
+        sim.enable_timeline(config);
+    }
     let foreground = scenario
         .apps
         .iter()
@@ -264,7 +284,18 @@ pub fn run_one_checked(
             }
         }
     }
+    if sim.timeline_enabled() {
+        install_timeline_sampler(&sim, &stack);
+        if let Some(i) = scenario
+            .apps
+            .iter()
+            .position(|a| a.role == Role::Foreground)
+        {
+            sim.timeline_foreground(scenario.apps[i].name.get_ref());
+        }
+    }
     let recorder = Rc::new(Recorder::new());
+    let series = install_series_sampler(&sim, scenario, &stack, &recorder);
     let apps: Rc<Vec<AppRuntime>> = Rc::new(
         scenario
             .apps
@@ -318,7 +349,10 @@ pub fn run_one_checked(
                     s.sleep(event.at - s.now()).await;
                 }
                 match event.action {
-                    TimelineAction::Foreground(i) => activity.set_foreground(shared.uid(i)),
+                    TimelineAction::Foreground(i) => {
+                        activity.set_foreground(shared.uid(i));
+                        s.timeline_foreground(shared.apps[i].name.get_ref());
+                    }
                     TimelineAction::Start(i) => start_app(&s, &shared, &apps[i], i),
                     TimelineAction::Stop(i) => apps[i].context.stop(),
                 }
@@ -339,6 +373,28 @@ pub fn run_one_checked(
     }
     // Operations still blocked (or running) now are results: at their time so far.
     recorder.finish(&sim);
+    sim.finish_samplers();
+    let series = Rc::try_unwrap(series)
+        .map_or_else(|shared| shared.borrow().clone(), RefCell::into_inner)
+        .into_series();
+    let timeline = sim.take_timeline().map(|timeline| {
+        let mut app_of_task = BTreeMap::new();
+        for app in apps.iter() {
+            for &task in app.tasks.borrow().iter() {
+                app_of_task.insert(task, app.context.name.to_string());
+            }
+        }
+        let tasks = sim
+            .task_names()
+            .into_iter()
+            .map(|(id, name)| crate::report::perfetto::TraceTask {
+                app: app_of_task.get(&id).cloned(),
+                id,
+                name,
+            })
+            .collect();
+        Box::new(crate::report::perfetto::RunTimeline { timeline, tasks })
+    });
 
     let mut app_results = BTreeMap::new();
     for (i, app) in apps.iter().enumerate() {
@@ -393,8 +449,111 @@ pub fn run_one_checked(
         counters,
         kernel_io_by_purpose,
         device: stack.device_stats(),
+        series,
         blktrace: stack.blktrace(),
+        timeline,
     })
+}
+
+/// The period of a run's time series: 100 ms, longer for long runs so that a series has at
+/// most [`SERIES_MAX_POINTS`] points (a whole number of 100 ms).
+pub fn series_period(duration: Nanos) -> Nanos {
+    const BASE: Nanos = 100 * crate::units::NS_PER_MS;
+    let periods = duration.div_ceil(BASE * SERIES_MAX_POINTS).max(1);
+    BASE * periods
+}
+
+/// Bound on the points of a time series.
+pub const SERIES_MAX_POINTS: u64 = 1000;
+
+/// Cumulative byte counts at each sample of the series.
+#[derive(Clone, Default)]
+struct SeriesSamples {
+    period_ns: Nanos,
+    device: Vec<u64>,
+    apps: BTreeMap<String, Vec<u64>>,
+}
+
+impl SeriesSamples {
+    /// Differences of consecutive samples: bytes per period.
+    fn into_series(self) -> crate::report::results::Series {
+        let deltas = |values: &[u64]| values.windows(2).map(|w| w[1] - w[0]).collect();
+        crate::report::results::Series {
+            period_ns: self.period_ns,
+            device_bytes: deltas(&self.device),
+            app_bytes: self
+                .apps
+                .iter()
+                .map(|(app, values)| (app.clone(), deltas(values)))
+                .collect(),
+        }
+    }
+}
+
+/// Samples the bytes the block layer completed and each app's `bytes` counter at every
+/// [`series_period`] (reading state between events: the run is unchanged).
+fn install_series_sampler(
+    sim: &Sim,
+    scenario: &Scenario,
+    stack: &Rc<Stack>,
+    recorder: &Rc<Recorder>,
+) -> Rc<RefCell<SeriesSamples>> {
+    let period_ns = series_period(scenario.duration);
+    let samples = Rc::new(RefCell::new(SeriesSamples {
+        period_ns,
+        ..SeriesSamples::default()
+    }));
+    let block = stack.block.as_ref().map(|block| block.layer.clone());
+    let apps: Vec<String> = scenario
+        .apps
+        .iter()
+        .map(|a| a.name.get_ref().to_string())
+        .collect();
+    let (into, recorder) = (samples.clone(), recorder.clone());
+    sim.add_sampler(0, scenario.duration, period_ns, move |_, _| {
+        let mut samples = into.borrow_mut();
+        if let Some(block) = &block {
+            samples.device.push(block.completed_bytes());
+        }
+        for app in &apps {
+            let bytes = recorder.counter(app, "bytes");
+            samples.apps.entry(app.clone()).or_default().push(bytes);
+        }
+    });
+    samples
+}
+
+/// Samples the stack's counters into the timeline: the page cache's dirty, writeback and free
+/// pages (`nr_dirty`, `nr_writeback`, `nr_free` as /proc/vmstat counts them), the requests in
+/// the elevator and in the driver, and the bytes completed per second over the last period.
+fn install_timeline_sampler(sim: &Sim, stack: &Rc<Stack>) {
+    let mm = stack.vfs.as_ref().map(|vfs| vfs.mm.clone());
+    let block = stack.block.as_ref().map(|block| block.layer.clone());
+    let mut last: Option<(Nanos, u64)> = None;
+    sim.set_timeline_sampler(move |sim, at| {
+        if let Some(mm) = &mm {
+            let (free, _cached, dirty, writeback) = mm.page_counts();
+            sim.timeline_counter(at, "dirty pages", dirty as f64);
+            sim.timeline_counter(at, "writeback pages", writeback as f64);
+            sim.timeline_counter(
+                at,
+                "free memory MiB",
+                (free * crate::units::PAGE_SIZE) as f64 / (1 << 20) as f64,
+            );
+        }
+        if let Some(block) = &block {
+            let (queued, in_driver) = block.queue_depths();
+            sim.timeline_counter(at, "elevator queue depth", queued as f64);
+            sim.timeline_counter(at, "device queue depth", in_driver as f64);
+            let bytes = block.completed_bytes();
+            if let Some((then, bytes_then)) = last.filter(|(then, _)| at > *then) {
+                let seconds = (at - then) as f64 / crate::units::NS_PER_SEC as f64;
+                let megabytes = (bytes - bytes_then) as f64 / 1e6;
+                sim.timeline_counter(at, "throughput MB/s", megabytes / seconds);
+            }
+            last = Some((at, bytes));
+        }
+    });
 }
 
 /// Memory of a run's stack, measured (`/usr/bin/time -f %M`, release build, bg-write-fg-read
@@ -581,6 +740,16 @@ mod tests {
             "{error}"
         );
         assert!(super::check_memory(&estimate, 64 << 30).is_ok());
+    }
+
+    #[test]
+    fn the_series_period_keeps_a_series_within_its_bound() {
+        use crate::units::NS_PER_SEC;
+        assert_eq!(super::series_period(20 * NS_PER_SEC), 100_000_000);
+        assert_eq!(super::series_period(100 * NS_PER_SEC), 100_000_000);
+        assert_eq!(super::series_period(101 * NS_PER_SEC), 200_000_000);
+        let hour = 3600 * NS_PER_SEC;
+        assert!(hour / super::series_period(hour) <= super::SERIES_MAX_POINTS);
     }
 
     #[test]

@@ -635,3 +635,266 @@ fn device_fit_fails_when_it_cannot_reach_a_target() {
     let (code, _, err) = fit("200MB/s");
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+fn run_writes_one_perfetto_trace_per_run_and_rejects_a_bad_window() {
+    let base = std::env::temp_dir().join(format!("mobistack-run-{}.pftrace", std::process::id()));
+    let base_text = base.to_str().unwrap();
+    let (code, _, err) = mobistack(&[
+        "run",
+        "fg-read-bg-write",
+        "--perfetto",
+        base_text,
+        "--perfetto-window",
+        "..500ms",
+        "--perfetto-max-events",
+        "1000",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for variant in ["noop", "deadline", "cfq", "mq-deadline", "noop+fg-aware"] {
+        let path = format!("{base_text}.{variant}.1");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        std::fs::remove_file(&path).ok();
+        let trace = mobistack::report::perfetto::decode(&bytes).unwrap();
+        assert!(trace.packet.iter().any(|p| p
+            .track_event
+            .as_ref()
+            .is_some_and(|e| e.name.as_deref() == Some("read"))));
+        assert!(err.contains(&format!("perfetto: {path}: ")), "{err}");
+    }
+    assert!(
+        err.contains("the bound of 1000 records was reached"),
+        "{err}"
+    );
+    for window in ["5s", "3s..1s", "1x..2s"] {
+        let (code, _, err) = mobistack(&[
+            "run",
+            "fg-read-bg-write",
+            "--perfetto",
+            base_text,
+            "--perfetto-window",
+            window,
+        ]);
+        assert_eq!(code, 2, "{window}: {err}");
+        assert!(err.contains("--perfetto-window"), "{err}");
+    }
+    let (code, _, err) = mobistack(&["run", "demo", "--perfetto-window", "1s..2s"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--perfetto"), "{err}");
+}
+
+#[test]
+fn report_writes_the_html_of_a_results_file_and_refuses_other_files() {
+    let dir = std::env::temp_dir();
+    let id = std::process::id();
+    let results = dir.join(format!("mobistack-report-{id}.json"));
+    let html = dir.join(format!("mobistack-report-{id}.html"));
+    let from_run = dir.join(format!("mobistack-report-run-{id}.html"));
+    let (code, _, err) = mobistack(&[
+        "run",
+        "fg-read-bg-write",
+        "--variant",
+        "cfq",
+        "--out",
+        results.to_str().unwrap(),
+        "--html",
+        from_run.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("html: report written to"), "{err}");
+    let (code, _, err) = mobistack(&[
+        "report",
+        results.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("1 variant(s), 1 run(s) of scenario `fg-read-bg-write`"),
+        "{err}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page,
+        std::fs::read_to_string(&from_run).unwrap(),
+        "the same report both ways"
+    );
+    assert!(page.contains("data-variant=\"cfq\""));
+    assert!(
+        page.contains("[[variant]]"),
+        "the built-in scenario's source is shown"
+    );
+    // Not a results file: exit 2 with the reason.
+    std::fs::write(&results, "{\"schema\": \"something else\"}").unwrap();
+    let (code, _, err) = mobistack(&[
+        "report",
+        results.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("schema `something else`"), "{err}");
+    for path in [&results, &html, &from_run] {
+        std::fs::remove_file(path).ok();
+    }
+}
+
+#[test]
+fn compare_shows_the_change_between_two_variants_and_its_reasons() {
+    let results =
+        std::env::temp_dir().join(format!("mobistack-compare-{}.json", std::process::id()));
+    let file = results.to_str().unwrap();
+    let (code, _, err) = mobistack(&["run", "fg-read-bg-write", "--out", file]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let run = |variant: &str| {
+        json["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["variant"] == variant)
+            .unwrap()
+            .clone()
+    };
+    let (noop, cfq) = (run("noop"), run("cfq"));
+    let (code, text, err) = mobistack(&[
+        "compare",
+        &format!("{file}:noop"),
+        &format!("{file}:cfq"),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let comparison: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let read = comparison["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["app"] == "gallery" && o["op"] == "read")
+        .unwrap();
+    for (side, result) in [("base", &noop), ("other", &cfq)] {
+        let op = &result["apps"]["gallery"]["ops"]["read"];
+        for stat in ["p50_ns", "p99_ns", "max_ns"] {
+            assert_eq!(read[side][stat], op[stat], "{side} {stat}");
+        }
+    }
+    let change = read["p99_change"].as_f64().unwrap();
+    let expected = cfq["apps"]["gallery"]["ops"]["read"]["p99_ns"]
+        .as_f64()
+        .unwrap()
+        / noop["apps"]["gallery"]["ops"]["read"]["p99_ns"]
+            .as_f64()
+            .unwrap()
+        - 1.0;
+    assert!((change - expected).abs() < 1e-9, "{change} vs {expected}");
+    // The reasons: the largest change in blocked time per read first.
+    let reasons = read["reasons"].as_array().unwrap();
+    assert!(!reasons.is_empty());
+    let first = reasons[0]["change_ns_per_op"].as_f64().unwrap().abs();
+    assert!(reasons
+        .iter()
+        .all(|r| r["change_ns_per_op"].as_f64().unwrap().abs() <= first));
+    // The table says the same.
+    let (code, table, _) = mobistack(&["compare", &format!("{file}:noop"), &format!("{file}:cfq")]);
+    assert_eq!(code, 0);
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("gallery ") && l.contains(" read "))
+        .unwrap();
+    assert!(
+        line.contains(&format!("{:+.0}%", expected * 100.0)),
+        "{line}"
+    );
+    assert!(
+        line.contains(reasons[0]["reason"].as_str().unwrap()),
+        "{line}"
+    );
+    // A file with several variants needs one named.
+    let (code, _, err) = mobistack(&["compare", file, &format!("{file}:cfq")]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("several variants (noop, deadline, cfq"),
+        "{err}"
+    );
+    let (code, _, err) = mobistack(&["compare", &format!("{file}:bfq"), file]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no variant `bfq`"), "{err}");
+    std::fs::remove_file(&results).ok();
+}
+
+#[test]
+fn run_csv_writes_tidy_files_that_pandas_reads() {
+    let dir = std::env::temp_dir().join(format!("mobistack-csv-{}", std::process::id()));
+    let results = std::env::temp_dir().join(format!("mobistack-csv-{}.json", std::process::id()));
+    let (code, _, err) = mobistack(&[
+        "run",
+        "fg-read-bg-write",
+        "--csv",
+        dir.to_str().unwrap(),
+        "--out",
+        results.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("csv: latency.csv, ops.csv, waits.csv, throughput.csv written"),
+        "{err}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let latency = std::fs::read_to_string(dir.join("latency.csv")).unwrap();
+    let mut lines = latency.lines();
+    assert_eq!(
+        lines.next(),
+        Some("scenario,variant,seed,app,op,percentile,latency_ns")
+    );
+    // Seven percentiles per variant x seed x app x op, each the results' value.
+    let mut expected_rows = 0;
+    for run in json["runs"].as_array().unwrap() {
+        for (app, result) in run["apps"].as_object().unwrap() {
+            for (op, summary) in result["ops"].as_object().unwrap() {
+                expected_rows += 7;
+                let row = format!(
+                    "fg-read-bg-write,{},1,{app},{op},99,{}",
+                    run["variant"].as_str().unwrap(),
+                    summary["p99_ns"]
+                );
+                assert!(latency.lines().any(|l| l == row), "{row}");
+            }
+        }
+    }
+    assert_eq!(lines.count(), expected_rows);
+    let waits = std::fs::read_to_string(dir.join("waits.csv")).unwrap();
+    assert!(waits
+        .lines()
+        .any(|l| l.contains(",gallery,read,submit_bio_wait,block,")));
+
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let has_pandas = Command::new(&python)
+        .args(["-c", "import pandas, matplotlib"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if has_pandas {
+        let plot = dir.join("percentiles.png");
+        let out = Command::new(&python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/scripts/analysis_example.py"
+            ))
+            .arg(&dir)
+            .args(["--out", plot.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("submit_bio_wait"), "{text}");
+        assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
+    } else {
+        eprintln!("skipped the pandas example: `{python}` has no pandas and matplotlib (pip install pandas matplotlib)");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_file(&results).ok();
+}

@@ -201,7 +201,7 @@ fn an_operation_still_blocked_at_the_end_is_a_result_that_bounds_the_percentiles
     );
     // In the JSON and the table.
     let json: serde_json::Value = serde_json::from_str(&results.to_json()).unwrap();
-    assert_eq!(json["version"], 2);
+    assert_eq!(json["version"], 3);
     assert_eq!(
         json["runs"][0]["apps"]["db"]["ops"]["fsync"]["unfinished"],
         1

@@ -51,6 +51,10 @@ struct Shared {
     history: RefCell<RequestHistory>,
     /// The elevator's name, for descriptions.
     elevator: &'static str,
+    /// The device's numbers as blktrace prints them ("179,0"), for the timeline.
+    device: String,
+    /// Bytes of the requests completed so far (the timeline's throughput counter).
+    completed_bytes: Cell<u64>,
 }
 
 /// Bound on completed requests remembered for explanations (a waiter reads its request's
@@ -80,10 +84,8 @@ impl RequestHistory {
     }
 }
 
-/// "request R#12 (WS 1024 sectors of update[1001], 47.9 ms queued in cfq, 4.30 ms on the device)"
-fn describe_completed(rq: &super::request::Request, elevator: &str, now: Nanos) -> String {
-    use crate::units::format_ms;
-    let issued = rq.issued_ns.unwrap_or(now);
+/// A request's direction and flags as blkparse's RWBS letters, short form ("WS", "RM").
+fn short_rwbs(rq: &super::request::Request) -> String {
     let mut rwbs = String::from(match rq.op {
         crate::dev::IoOp::Read => "R",
         crate::dev::IoOp::Write => "W",
@@ -96,6 +98,14 @@ fn describe_completed(rq: &super::request::Request, elevator: &str, now: Nanos) 
     if rq.flags.meta {
         rwbs.push('M');
     }
+    rwbs
+}
+
+/// "request R#12 (WS 1024 sectors of update[1001], 47.9 ms queued in cfq, 4.30 ms on the device)"
+fn describe_completed(rq: &super::request::Request, elevator: &str, now: Nanos) -> String {
+    use crate::units::format_ms;
+    let issued = rq.issued_ns.unwrap_or(now);
+    let rwbs = short_rwbs(rq);
     let on_device = rq.device_start_ns.unwrap_or(issued);
     let in_driver = if on_device > issued {
         format!(
@@ -127,6 +137,7 @@ pub struct BlockLayer {
 impl BlockLayer {
     pub fn new(sim: &Sim, queue: RequestQueue) -> BlockLayer {
         let elevator = queue.elevator().name();
+        let (major, minor) = queue.device().device_numbers();
         let shared = Rc::new(Shared {
             queue: RefCell::new(queue),
             alloc_wait: std::array::from_fn(|_| WaitQueue::new()),
@@ -137,6 +148,8 @@ impl BlockLayer {
             wake_first: Cell::new(0),
             history: RefCell::new(RequestHistory::default()),
             elevator,
+            device: format!("{major},{minor}"),
+            completed_bytes: Cell::new(0),
         });
         let weak = Rc::downgrade(&shared);
         let describer_sim = sim.clone();
@@ -331,6 +344,29 @@ impl BlockLayer {
         let now = self.sim.now();
         let report = self.shared.queue.borrow_mut().advance(now);
         for (_, rq) in &report.completed {
+            self.shared.completed_bytes.set(
+                self.shared.completed_bytes.get()
+                    + u64::from(rq.nr_sectors) * crate::units::SECTOR_SIZE,
+            );
+            self.sim.timeline_request(|| {
+                let issued_ns = rq.issued_ns.unwrap_or(now);
+                crate::sim::timeline::RequestLife {
+                    id: rq.id,
+                    device: self.shared.device.clone(),
+                    elevator: self.shared.elevator,
+                    rwbs: short_rwbs(rq),
+                    sector: rq.sector,
+                    nr_sectors: rq.nr_sectors,
+                    comm: rq.task.comm.clone(),
+                    pid: rq.task.pid,
+                    issued_async: rq.issued_async,
+                    start_ns: rq.start_ns,
+                    inserted_ns: rq.inserted_ns.max(rq.start_ns),
+                    issued_ns,
+                    device_start_ns: rq.device_start_ns.unwrap_or(issued_ns),
+                    completed_ns: now,
+                }
+            });
             let text = describe_completed(rq, self.shared.elevator, now);
             self.shared
                 .history
@@ -378,6 +414,18 @@ impl BlockLayer {
             .queue
             .borrow_mut()
             .note_dirty_sleep(self.sim.now());
+    }
+
+    /// Bytes of the requests completed so far.
+    pub fn completed_bytes(&self) -> u64 {
+        self.shared.completed_bytes.get()
+    }
+
+    /// Requests queued in the elevator or its dispatch list, and requests the driver holds
+    /// (on the device, or prepared by the mmc driver): the timeline's queue-depth counters.
+    pub fn queue_depths(&self) -> (usize, usize) {
+        let queue = self.shared.queue.borrow();
+        (queue.scheduler_queued(), queue.in_driver())
     }
 
     /// Bios submitted and not yet completed.

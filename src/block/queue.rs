@@ -1157,6 +1157,11 @@ impl RequestQueue {
         }
     }
 
+    /// Requests in the elevator or on the dispatch list, not yet taken by the driver.
+    pub fn scheduler_queued(&self) -> usize {
+        self.elevator.queued() + self.dispatch_list.len()
+    }
+
     /// Requests the driver holds: on the device, and the mmc driver's prepared ones.
     pub fn in_driver(&self) -> usize {
         self.in_flight.len()

@@ -1303,6 +1303,10 @@ impl Mm {
         };
         let nr_pages = work.nr_pages;
         let wb_start = self.jiffies(sim);
+        let started_ns = sim.now();
+        if let Some(task) = issuer.task {
+            sim.timeline_begin(task);
+        }
         let mut oldest_jif = i128::from(wb_start);
         loop {
             if work.nr_pages <= 0 {
@@ -1340,7 +1344,26 @@ impl Mm {
             // flusher writes inodes this way here, so b_more_io is empty.)
             break;
         }
-        u64::try_from(nr_pages - work.nr_pages).unwrap_or(0)
+        let written = u64::try_from(nr_pages - work.nr_pages).unwrap_or(0);
+        // The pass as a slice of the flusher's timeline (`--perfetto`), as the
+        // writeback_start / writeback_written tracepoints delimit it.
+        if let Some(task) = issuer.task {
+            sim.timeline_slice(
+                task,
+                crate::sim::timeline::SliceKind::Kernel,
+                || {
+                    // `wb_reason_name` of include/trace/events/writeback.h.
+                    let reason = match work.reason {
+                        WbReason::Background => "background",
+                        WbReason::Periodic => "periodic",
+                        WbReason::TryToFreePages => "try_to_free_pages",
+                    };
+                    format!("wb_writeback ({reason}): {written} pages")
+                },
+                started_ns,
+            );
+        }
+        written
     }
 
     /// `wakeup_flusher_threads(nr_pages, WB_REASON_TRY_TO_FREE_PAGES)`: reclaim queues work for

@@ -8,6 +8,7 @@
 //! the slowest operations.
 
 use super::results::{AppResult, OpSummary, SlowOp, SlowWait, UnfinishedOp};
+use crate::sim::timeline::SliceKind;
 use crate::sim::{BlockedTimes, Sim, TaskId, Wait, WaitLog, WaitRecord};
 use crate::units::Nanos;
 use hdrhistogram::Histogram;
@@ -169,6 +170,7 @@ impl Recorder {
     /// unfinished operation of the results if the run ends before [`Recorder::end_op`].
     pub fn begin_op(&self, sim: &Sim, app: &str, op: &'static str) -> OpTimer {
         let timer = OpTimer::begin(sim, op);
+        sim.timeline_begin(timer.task);
         let mut apps = self.apps.borrow_mut();
         let record = apps.entry(app.to_string()).or_default();
         record.first_op_ns.get_or_insert(timer.start_ns);
@@ -182,6 +184,12 @@ impl Recorder {
     /// Records an operation of `app` that began with `timer` and ends now.
     pub fn end_op(&self, sim: &Sim, app: &str, timer: OpTimer) {
         self.in_progress.borrow_mut().remove(&timer.task);
+        sim.timeline_slice(
+            timer.task,
+            SliceKind::Syscall,
+            || timer.op.to_string(),
+            timer.start_ns,
+        );
         let latency = sim.now() - timer.start_ns;
         let blocked = sim.blocked_times(timer.task).since(&timer.blocked_before);
         let log = sim.take_wait_log(timer.task);
@@ -201,6 +209,12 @@ impl Recorder {
         let now = sim.now();
         for (task, (app, timer)) in in_progress {
             let elapsed = now - timer.start_ns;
+            sim.timeline_unfinished_slice(
+                task,
+                SliceKind::Syscall,
+                timer.op.to_string(),
+                timer.start_ns,
+            );
             let blocked = sim.blocked_times(task).since(&timer.blocked_before);
             let log = sim.take_wait_log(task);
             let current = sim.current_wait(task);
@@ -244,6 +258,15 @@ impl Recorder {
             .counters
             .entry(counter.to_string())
             .or_insert(0) += amount;
+    }
+
+    /// The value of `app`'s counter `counter` so far (0 if never added to).
+    pub fn counter(&self, app: &str, counter: &str) -> u64 {
+        self.apps
+            .borrow()
+            .get(app)
+            .and_then(|a| a.counters.get(counter).copied())
+            .unwrap_or(0)
     }
 
     /// The app's results: its operations and counters. Blocked totals are filled in by the runner.

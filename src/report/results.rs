@@ -11,7 +11,8 @@ pub const RESULTS_SCHEMA: &str = "mobistack.results";
 /// Version 2: operations still in progress at the end of a run are recorded (`unfinished`,
 /// `unfinished_ops`; the distribution includes them at their time so far), `p99_9_ns` and
 /// `p99_99_ns`, each app's `active_ns`, each run's `end` explained.
-pub const RESULTS_VERSION: u32 = 2;
+/// Version 3: each run's `series`, the bytes moved per period (throughput over time).
+pub const RESULTS_VERSION: u32 = 3;
 
 /// Latency distribution of one operation of one app, in nanoseconds.
 ///
@@ -86,7 +87,8 @@ impl UnfinishedOp {
 }
 
 /// One slow operation and the waits that made it slow.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct SlowOp {
     pub start_ns: u64,
     pub latency_ns: u64,
@@ -101,7 +103,8 @@ pub struct SlowOp {
 }
 
 /// One wait of a slow operation.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct SlowWait {
     /// The Linux function that slept (`lock_buffer`, `submit_bio_wait`, ...).
     pub reason: String,
@@ -189,10 +192,27 @@ pub struct RunResult {
     pub kernel_io_by_purpose: IoByPurpose,
     /// The device model's statistics (null when the run used no device).
     pub device: serde_json::Value,
+    /// Throughput over time: bytes moved in each period of the run.
+    pub series: Series,
     /// The block layer's trace, when asked for (`--blktrace`); written as blkparse text, not
     /// part of the JSON.
     #[serde(skip)]
     pub blktrace: Option<crate::block::blktrace::BlkTrace>,
+    /// The run's timeline, when asked for (`--perfetto`); written as a Perfetto trace, not
+    /// part of the JSON.
+    #[serde(skip)]
+    pub timeline: Option<Box<crate::report::perfetto::RunTimeline>>,
+}
+
+/// Bytes moved per period of a run, from its start: period `i` is `(i x period_ns,
+/// (i + 1) x period_ns]`; the run's last partial period is left out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Series {
+    pub period_ns: u64,
+    /// Bytes of the block requests completed (empty without a block layer).
+    pub device_bytes: Vec<u64>,
+    /// Per app: bytes its system calls read or wrote (its `bytes` counter).
+    pub app_bytes: BTreeMap<String, Vec<u64>>,
 }
 
 /// Every run of a scenario.

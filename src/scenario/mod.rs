@@ -150,6 +150,15 @@ fn line_column(source: &str, offset: usize) -> (usize, usize) {
 
 /// Reads a scenario from a path, or from the built-in set when `name_or_path` names one and no
 /// such file exists.
+/// The TOML text of a scenario file or built-in scenario, as [`load`] would read it.
+pub fn source(name_or_path: &str) -> Option<String> {
+    let path = Path::new(name_or_path);
+    if path.exists() {
+        return std::fs::read_to_string(path).ok();
+    }
+    builtin::find(name_or_path).map(|b| b.source.to_string())
+}
+
 pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
     let path = Path::new(name_or_path);
     if path.exists() {

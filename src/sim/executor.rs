@@ -25,6 +25,9 @@
 //! run that exceeds either stops with an assertion failure naming the limit (a model bug). A
 //! livelock is not an assertion: it is a [`SimError`] the caller reports.
 
+use super::timeline::{
+    CounterSample, RequestLife, TaskSlice, TaskWait, Timeline, TimelineConfig, TimelineRecorder,
+};
 use super::wait::{BlockedTimes, Blocker, TaskId, Wait, WaitReason};
 use crate::units::{format_ms, Nanos};
 use std::cell::{Cell, RefCell};
@@ -63,6 +66,15 @@ type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
 type Callback = Box<dyn FnOnce(&Sim)>;
 type ProgressHook = Box<dyn FnMut(Nanos)>;
 type Describer = Box<dyn Fn(Blocker) -> Option<String>>;
+type Sampler = Box<dyn FnMut(&Sim, Nanos)>;
+
+/// A function called at every multiple of `period_ns` from `next_ns` to `end_ns`.
+struct SamplerSlot {
+    next_ns: Nanos,
+    period_ns: Nanos,
+    end_ns: Nanos,
+    sample: Sampler,
+}
 
 /// Identifies one wait of one task; passed to [`Sim::wake`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +245,12 @@ struct Core {
     instant_ns: Cell<Nanos>,
     instant_events: Cell<u64>,
     livelock: RefCell<Option<Livelock>>,
+    /// The timeline being recorded (`--perfetto`).
+    timeline: RefCell<Option<TimelineRecorder>>,
+    /// Samplers of state between events (the timeline's counters, the results' time series)
+    /// and the earliest of their next times (`Nanos::MAX`: none).
+    samplers: RefCell<Vec<SamplerSlot>>,
+    next_sample_ns: Cell<Nanos>,
 }
 
 /// A handle to a running simulation, cloned into every task and primitive that needs it.
@@ -388,6 +406,9 @@ impl Simulation {
             instant_ns: Cell::new(0),
             instant_events: Cell::new(0),
             livelock: RefCell::new(None),
+            timeline: RefCell::new(None),
+            samplers: RefCell::new(Vec::new()),
+            next_sample_ns: Cell::new(Nanos::MAX),
         };
         Simulation {
             sim: Sim {
@@ -430,6 +451,7 @@ impl Drop for Simulation {
         drop(events);
         self.sim.core.progress.borrow_mut().take();
         self.sim.core.describers.borrow_mut().clear();
+        self.sim.core.samplers.borrow_mut().clear();
     }
 }
 
@@ -593,6 +615,17 @@ impl Sim {
             log.record(WaitRecord {
                 wait,
                 ended_ns: now,
+            });
+        }
+        if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
+            timeline.wait(TaskWait {
+                task: token.task,
+                reason: wait.reason,
+                blocker: wait.blocker,
+                holder: wait.holder,
+                start_ns: wait.since_ns,
+                end_ns: now,
+                unfinished: false,
             });
         }
         entry.state = TaskState::Ready;
@@ -866,6 +899,9 @@ impl Sim {
                 return Err(SimError::Deadlock(report));
             };
             debug_assert!(event.time >= self.now(), "event queue out of order");
+            if self.core.next_sample_ns.get() < event.time {
+                self.sample_counters_before(event.time);
+            }
             self.core.now.set(event.time);
             if self.core.instant_ns.get() != event.time {
                 self.core.instant_ns.set(event.time);
@@ -909,6 +945,188 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// Calls each sampler at each of its sample times before `until`: the state then is the
+    /// state now, since no event lies between.
+    fn sample_counters_before(&self, until: Nanos) {
+        let mut samplers = std::mem::take(&mut *self.core.samplers.borrow_mut());
+        for slot in &mut samplers {
+            while slot.next_ns < until && slot.next_ns <= slot.end_ns {
+                (slot.sample)(self, slot.next_ns);
+                slot.next_ns = slot.next_ns.saturating_add(slot.period_ns);
+            }
+            if slot.next_ns > slot.end_ns {
+                slot.next_ns = Nanos::MAX;
+            }
+        }
+        let mut slots = self.core.samplers.borrow_mut();
+        // A sampler added while sampling (none today) is kept.
+        samplers.append(&mut slots);
+        *slots = samplers;
+        self.core
+            .next_sample_ns
+            .set(slots.iter().map(|s| s.next_ns).min().unwrap_or(Nanos::MAX));
+    }
+
+    /// Calls `sample` with the simulation and the time at every multiple of `period_ns` in
+    /// `[start_ns, end_ns]`, between events (it reads state; it must not block or schedule),
+    /// until [`Sim::finish_samplers`].
+    pub fn add_sampler(
+        &self,
+        start_ns: Nanos,
+        end_ns: Nanos,
+        period_ns: Nanos,
+        sample: impl FnMut(&Sim, Nanos) + 'static,
+    ) {
+        assert!(period_ns > 0, "a sampler needs a period");
+        let next_ns = start_ns.next_multiple_of(period_ns);
+        self.core.samplers.borrow_mut().push(SamplerSlot {
+            next_ns,
+            period_ns,
+            end_ns,
+            sample: Box::new(sample),
+        });
+        if next_ns < self.core.next_sample_ns.get() {
+            self.core.next_sample_ns.set(next_ns);
+        }
+    }
+
+    /// Takes the samples due up to now (inclusive) and removes every sampler.
+    pub fn finish_samplers(&self) {
+        if self.core.next_sample_ns.get() <= self.now() {
+            self.sample_counters_before(self.now().saturating_add(1));
+        }
+        self.core.samplers.borrow_mut().clear();
+        self.core.next_sample_ns.set(Nanos::MAX);
+    }
+
+    /// Starts recording the run's [`Timeline`].
+    pub fn enable_timeline(&self, config: TimelineConfig) {
+        *self.core.timeline.borrow_mut() = Some(TimelineRecorder::new(config));
+    }
+
+    /// Whether a timeline is being recorded (callers skip building records otherwise).
+    #[inline]
+    pub fn timeline_enabled(&self) -> bool {
+        self.core.timeline.borrow().is_some()
+    }
+
+    /// Installs the function that samples counters into the timeline at its period and in its
+    /// window (see [`Sim::timeline_counter`]); nothing without a timeline or with period 0.
+    pub fn set_timeline_sampler(&self, sampler: impl FnMut(&Sim, Nanos) + 'static) {
+        let config = self.core.timeline.borrow().as_ref().map(|t| t.config);
+        if let Some(config) = config.filter(|c| c.counter_period_ns > 0) {
+            self.add_sampler(
+                config.start_ns,
+                config.end_ns,
+                config.counter_period_ns,
+                sampler,
+            );
+        }
+    }
+
+    /// Records a counter's value at `at_ns`.
+    pub fn timeline_counter(&self, at_ns: Nanos, name: &'static str, value: f64) {
+        if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
+            timeline.counter(CounterSample { name, at_ns, value });
+        }
+    }
+
+    /// A slice of `task` begins now: its waits from now on are not merged with earlier ones.
+    pub fn timeline_begin(&self, task: TaskId) {
+        if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
+            timeline.boundary(task);
+        }
+    }
+
+    /// Records a named slice of `task` that began at `start_ns` and ends now.
+    pub fn timeline_slice(
+        &self,
+        task: TaskId,
+        kind: super::timeline::SliceKind,
+        name: impl FnOnce() -> String,
+        start_ns: Nanos,
+    ) {
+        if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
+            timeline.slice(TaskSlice {
+                task,
+                kind,
+                name: name(),
+                start_ns,
+                end_ns: self.now(),
+                unfinished: false,
+            });
+        }
+    }
+
+    /// Records a slice still in progress at the end of the run.
+    pub fn timeline_unfinished_slice(
+        &self,
+        task: TaskId,
+        kind: super::timeline::SliceKind,
+        name: String,
+        start_ns: Nanos,
+    ) {
+        if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
+            timeline.slice(TaskSlice {
+                task,
+                kind,
+                name,
+                start_ns,
+                end_ns: self.now(),
+                unfinished: true,
+            });
+        }
+    }
+
+    /// Records a completed block request's life.
+    pub fn timeline_request(&self, request: impl FnOnce() -> RequestLife) {
+        if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
+            timeline.request(request());
+        }
+    }
+
+    /// Records that `app` is in the foreground from now on.
+    pub fn timeline_foreground(&self, app: &str) {
+        if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
+            timeline.foreground(self.now(), app);
+        }
+    }
+
+    /// Ends the recording: takes the samples due (ending every sampler, see
+    /// [`Sim::finish_samplers`]), records every wait still going on
+    /// as unfinished, and returns the timeline (`None` if none was recorded). Call it after
+    /// the results recorder has recorded the unfinished system calls.
+    pub fn take_timeline(&self) -> Option<Timeline> {
+        self.finish_samplers();
+        let mut recorder = self.core.timeline.borrow_mut().take()?;
+        let now = self.now();
+        for (index, task) in self.core.tasks.borrow().iter().enumerate() {
+            if let Some(wait) = task.wait {
+                recorder.wait(TaskWait {
+                    task: TaskId(index as u32),
+                    reason: wait.reason,
+                    blocker: wait.blocker,
+                    holder: wait.holder,
+                    start_ns: wait.since_ns,
+                    end_ns: now,
+                    unfinished: true,
+                });
+            }
+        }
+        Some(recorder.timeline)
+    }
+
+    /// The ids and names of every task spawned so far, in spawn order.
+    pub fn task_names(&self) -> Vec<(TaskId, String)> {
+        self.core
+            .tasks
+            .borrow()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (TaskId(i as u32), t.name.to_string()))
+            .collect()
     }
 
     fn run_ready(&self) {

@@ -24,6 +24,7 @@ pub mod cpu;
 pub mod executor;
 pub mod rng;
 pub mod sync;
+pub mod timeline;
 pub mod wait;
 
 #[cfg(test)]

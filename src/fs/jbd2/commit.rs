@@ -86,7 +86,22 @@ impl Journal {
                 (requested, expires)
             };
             if commit {
+                // The commit as a slice of the thread's timeline (`--perfetto`), as the
+                // jbd2_start_commit / jbd2_end_commit tracepoints delimit it.
+                let started_ns = sim.now();
+                let tid = self.state.borrow().running.as_ref().map_or(0, |t| t.tid);
+                if let Some(task) = sim.current_task() {
+                    sim.timeline_begin(task);
+                }
                 self.commit_transaction(sim).await;
+                if let Some(task) = sim.current_task() {
+                    sim.timeline_slice(
+                        task,
+                        crate::sim::timeline::SliceKind::Kernel,
+                        || format!("jbd2 commit tid {tid}"),
+                        started_ns,
+                    );
+                }
                 continue;
             }
             self.commit_wake.wait(sim, next_timer).await;
