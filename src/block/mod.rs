@@ -62,6 +62,9 @@ pub struct BlockConfig {
     /// BFQ's tunables.
     #[serde(default)]
     pub bfq: BfqConfig,
+    /// The subregion scheduler's tunables (seed 003 §5.1).
+    #[serde(default)]
+    pub subregion: SubregionConfig,
     /// Writeback throttling (block/blk-wbt.c) in front of the elevator. Default: on for blk-mq
     /// queues (`mq-deadline`, `kyber`, `none`), off under `bfq` (`bfq_init_queue` disables it)
     /// and for the legacy 3.10 elevators, which predate it (4.10).
@@ -115,6 +118,56 @@ pub struct MqDeadlineConfig {
     pub prio_aging_expire: Option<u32>,
     /// Scheduler tags writes and async reads may hold; at most `nr_requests`.
     pub async_depth: Option<u32>,
+}
+
+/// `[stack.block.subregion]`: seed 003's subregion deadline scheduler
+/// ([`elevator::subregion`]). Times in ms.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SubregionConfig {
+    /// Subregion size (e.g. "2GiB", the default: seed 003 §6.1).
+    #[serde(
+        with = "crate::units::serde_units::option_size",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub size: Option<u64>,
+    /// Requests per subregion turn (default 16).
+    pub batch: Option<u32>,
+    pub read_expire: Option<u32>,
+    pub write_expire: Option<u32>,
+}
+
+impl SubregionConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(size) = self.size {
+            if size < 4096 || size % crate::units::SECTOR_SIZE != 0 {
+                return Err(format!(
+                    "[stack.block.subregion] size = {size} bytes is invalid: it must be a whole number of sectors, at least 4 KiB"
+                ));
+            }
+        }
+        if self.batch == Some(0) {
+            return Err("[stack.block.subregion] batch = 0 is invalid: at least 1".into());
+        }
+        Ok(())
+    }
+
+    pub fn tunables(&self) -> elevator::subregion::SubregionTunables {
+        let defaults = elevator::subregion::SubregionTunables::default();
+        let ms = |value: Option<u32>, default: u64| {
+            value.map_or(default, |ms| u64::from(ms) * crate::units::NS_PER_MS)
+        };
+        elevator::subregion::SubregionTunables {
+            size_sectors: self.size.map_or(defaults.size_sectors, |bytes| {
+                bytes / crate::units::SECTOR_SIZE
+            }),
+            batch: self.batch.unwrap_or(defaults.batch),
+            expire: [
+                ms(self.read_expire, defaults.expire[0]),
+                ms(self.write_expire, defaults.expire[1]),
+            ],
+        }
+    }
 }
 
 /// `queue/iosched/` of kyber (block/kyber-iosched.c `kyber_sched_attrs`): targets in ns.
@@ -345,6 +398,7 @@ impl Default for BlockConfig {
             mq_deadline: MqDeadlineConfig::default(),
             kyber: KyberConfig::default(),
             bfq: BfqConfig::default(),
+            subregion: SubregionConfig::default(),
             wbt: None,
             wbt_lat_usec: None,
         }
@@ -390,6 +444,7 @@ impl BlockConfig {
         self.mq_deadline.validate()?;
         self.kyber.validate()?;
         self.bfq.validate()?;
+        self.subregion.validate()?;
         if let (Some(depth), Some(nr)) = (self.mq_deadline.async_depth, self.nr_requests) {
             if depth > nr {
                 return Err(format!(
@@ -409,6 +464,36 @@ mod tests {
         let config: BlockConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         config.validate()?;
         Ok(config)
+    }
+
+    #[test]
+    fn subregion_tunables_parse_with_units_and_bad_values_are_named() {
+        let config = parse(
+            "elevator = \"subregion\"\n[subregion]\nsize = \"1GiB\"\nbatch = 8\nread_expire = 50\n",
+        )
+        .unwrap();
+        let tunables = config.subregion.tunables();
+        assert_eq!(tunables.size_sectors, (1 << 30) / 512);
+        assert_eq!(tunables.batch, 8);
+        assert_eq!(
+            tunables.expire,
+            [
+                50 * crate::units::NS_PER_MS,
+                5_000 * crate::units::NS_PER_MS
+            ]
+        );
+        let defaults = parse("elevator = \"subregion\"\n")
+            .unwrap()
+            .subregion
+            .tunables();
+        assert_eq!(defaults.size_sectors, (2u64 << 30) / 512);
+        let error = parse("[subregion]\nbatch = 0\n").unwrap_err();
+        assert!(
+            error.contains("[stack.block.subregion] batch = 0"),
+            "{error}"
+        );
+        let error = parse("[subregion]\nsize = \"100B\"\n").unwrap_err();
+        assert!(error.contains("size = 100 bytes"), "{error}");
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub mod deadline;
 pub mod kyber;
 pub mod mq_deadline;
 pub mod noop;
+pub mod subregion;
 
 use super::request::{Bio, MergeKind, Request, RequestId};
 use crate::kernel::Hz;
@@ -108,7 +109,15 @@ pub trait Elevator {
 }
 
 /// The names accepted by [`new_elevator`].
-pub const ELEVATOR_NAMES: [&str; 6] = ["noop", "deadline", "cfq", "mq-deadline", "kyber", "bfq"];
+pub const ELEVATOR_NAMES: [&str; 7] = [
+    "noop",
+    "deadline",
+    "cfq",
+    "mq-deadline",
+    "kyber",
+    "bfq",
+    "subregion",
+];
 
 /// What an elevator needs to know about the device (CFQ: `blk_queue_nonrot`, queue depth).
 #[derive(Debug, Clone, Copy)]
@@ -151,6 +160,9 @@ pub fn build_elevator(
         ))),
         "kyber" => Ok(Box::new(kyber::Kyber::new(hz, config.kyber.tunables()))),
         "bfq" => Ok(Box::new(bfq::Bfq::new(traits, hz, config.bfq.tunables(hz)))),
+        "subregion" => Ok(Box::new(subregion::Subregion::new(
+            config.subregion.tunables(),
+        ))),
         _ => Err(format!(
             "unknown elevator `{name}`: expected one of {}",
             ELEVATOR_NAMES.join(", ")
