@@ -196,6 +196,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Size the subregion scheduler (seed 003 §5.1): random reads of 1..32 threads within one
+    /// region of 128 MiB..8 GiB on the device model; prints the curve and the chosen subregion
+    /// size and batch.
+    TuneSubregions {
+        /// Device profile (see `mobistack device list`).
+        #[arg(long, default_value = "sata-ssd", value_name = "PROFILE")]
+        device: String,
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        seed: u64,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a paper's experiments and print each headline beside the simulated figure (the
     /// paper's relative effect, the simulation's, their ratio, whether the direction holds).
     Reproduce {
@@ -386,6 +399,7 @@ fn main() -> ExitCode {
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
         Command::Bench { scale, json } => cmd_bench(scale, json),
         Command::Reproduce { paper, json, quick } => cmd_reproduce(&paper, json, quick),
+        Command::TuneSubregions { device, seed, json } => cmd_tune_subregions(&device, seed, json),
         Command::Replay {
             trace,
             device,
@@ -1318,6 +1332,30 @@ fn cmd_validate(name: &str, json: bool) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+fn cmd_tune_subregions(device: &str, seed: u64, json: bool) -> ExitCode {
+    use mobistack::report::tune;
+    let sweep = with_spinner(&format!("tune-subregions {device}"), || {
+        tune::tune_subregions(device, seed)
+    });
+    match sweep {
+        Ok(sweep) => {
+            if json {
+                out!(
+                    "{}",
+                    serde_json::to_string_pretty(&sweep).expect("a sweep serializes")
+                );
+            } else {
+                out!("{}", tune::render(&sweep));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: --device {device}: {e}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
 }
 
 fn cmd_reproduce(paper: &str, json: bool, quick: bool) -> ExitCode {

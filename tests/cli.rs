@@ -898,3 +898,29 @@ fn run_csv_writes_tidy_files_that_pandas_reads() {
     std::fs::remove_dir_all(&dir).ok();
     std::fs::remove_file(&results).ok();
 }
+
+#[test]
+fn tune_subregions_sweeps_the_device_and_names_a_bad_profile() {
+    let (code, json, _) = mobistack(&["tune-subregions", "--device", "ufs-2.1", "--json"]);
+    assert_eq!(code, 0);
+    let value: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
+    let points = value["points"].as_array().unwrap();
+    assert_eq!(points.len(), 24);
+    // More threads never read slower, and more than one thread reads faster than one.
+    let rate = |region: u64, threads: u64| {
+        points
+            .iter()
+            .find(|p| p["region_bytes"] == region && p["threads"] == threads)
+            .unwrap()["iops"]
+            .as_f64()
+            .unwrap()
+    };
+    let region = 2u64 << 30;
+    assert!(rate(region, 8) > 2.0 * rate(region, 1));
+    assert!(rate(region, 32) >= 0.99 * rate(region, 16));
+    let chosen = value["chosen_batch"].as_u64().unwrap();
+    assert!((1..=32).contains(&chosen));
+    let (code, _, err) = mobistack(&["tune-subregions", "--device", "floppy"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("floppy"), "{err}");
+}

@@ -10,5 +10,6 @@ pub mod recorder;
 pub mod reproduce;
 pub mod results;
 pub mod table;
+pub mod tune;
 
 pub use results::{OpSummary, RunResult, ScenarioResults};
