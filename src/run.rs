@@ -258,6 +258,7 @@ pub fn run_one_traced(
     // The apps' processes start at their app's nice value and I/O priority, in their cgroup.
     for (i, app) in scenario.apps.iter().enumerate() {
         stack.tasks.set_app_nice(scenario.uid(i), app.nice);
+        stack.tasks.set_app_class(scenario.uid(i), app.io_class);
         if let Some(ioprio) = &app.ioprio {
             let ioprio = crate::task::parse_ioprio(ioprio).map_err(&run_error)?;
             stack.tasks.set_app_ioprio(scenario.uid(i), ioprio);

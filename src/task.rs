@@ -86,6 +86,17 @@ impl ForegroundState {
     }
 }
 
+/// How seed 003's application-aware scheduler (§5.2) classifies an app from the services it
+/// uses: a video player is time-sensitive, a download manager bursty, power management plain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AppIoClass {
+    #[default]
+    Plain,
+    TimeSensitive,
+    Bursty,
+}
+
 /// I/O priority class (include/linux/ioprio.h `IOPRIO_CLASS_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -352,6 +363,8 @@ pub struct TaskTable {
     app_nice: RefCell<BTreeMap<u32, i8>>,
     /// The I/O priority an app's processes start with (`ioprio_set` at start), by uid.
     app_ioprio: RefCell<BTreeMap<u32, IoPrio>>,
+    /// Seed 003's class of each app that has one, by uid.
+    app_class: RefCell<BTreeMap<u32, AppIoClass>>,
     /// Cgroups by id; the root is entry 0.
     cgroups: RefCell<Vec<Cgroup>>,
     /// Apps placed in a cgroup by the scenario, by uid.
@@ -367,6 +380,7 @@ impl Default for TaskTable {
             tasks: RefCell::default(),
             app_nice: RefCell::default(),
             app_ioprio: RefCell::default(),
+            app_class: RefCell::default(),
             cgroups: RefCell::new(vec![Cgroup {
                 id: ROOT_CGROUP,
                 name: "root".into(),
@@ -398,6 +412,19 @@ impl TaskTable {
     /// The I/O priority the processes of app `uid` set when they start (`ioprio_set`).
     pub fn set_app_ioprio(&self, uid: u32, ioprio: IoPrio) {
         self.app_ioprio.borrow_mut().insert(uid, ioprio);
+    }
+
+    /// Seed 003's class of app `uid` (`[[app]] io_class`).
+    pub fn set_app_class(&self, uid: u32, class: AppIoClass) {
+        self.app_class.borrow_mut().insert(uid, class);
+    }
+
+    pub fn app_class(&self, uid: u32) -> AppIoClass {
+        self.app_class
+            .borrow()
+            .get(&uid)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// A process of app `uid` was created: it runs at the app's nice value and I/O priority

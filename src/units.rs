@@ -330,6 +330,19 @@ pub mod serde_units {
         }
     }
 
+    pub mod option_bandwidth {
+        use super::*;
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+            super::bandwidth::deserialize(d).map(Some)
+        }
+        pub fn serialize<S: Serializer>(value: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+            match value {
+                Some(v) => s.serialize_u64(*v),
+                None => s.serialize_none(),
+            }
+        }
+    }
+
     pub mod bandwidth {
         use super::*;
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {

@@ -135,6 +135,13 @@ pub struct SubregionConfig {
     pub batch: Option<u32>,
     pub read_expire: Option<u32>,
     pub write_expire: Option<u32>,
+    /// TBA of the bandwidth reservation (§5.2, §6.2: the device's sequential read figure), e.g.
+    /// "250MB/s"; without it bursty apps are not held.
+    #[serde(
+        with = "crate::units::serde_units::option_bandwidth",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub total_bandwidth: Option<u64>,
 }
 
 impl SubregionConfig {
@@ -148,6 +155,9 @@ impl SubregionConfig {
         }
         if self.batch == Some(0) {
             return Err("[stack.block.subregion] batch = 0 is invalid: at least 1".into());
+        }
+        if self.total_bandwidth == Some(0) {
+            return Err("[stack.block.subregion] total_bandwidth = 0 is invalid: give the device's sequential read rate, e.g. \"250MB/s\"".into());
         }
         Ok(())
     }
@@ -166,6 +176,7 @@ impl SubregionConfig {
                 ms(self.read_expire, defaults.expire[0]),
                 ms(self.write_expire, defaults.expire[1]),
             ],
+            total_bandwidth: self.total_bandwidth,
         }
     }
 }

@@ -779,6 +779,7 @@ impl RequestQueue {
             rq.nice = nice;
             rq.ioc_ioprio = ioc_ioprio;
             rq.blkcg = tasks.blkcg(bio.task.pid, bio.task.uid);
+            rq.app_class = tasks.app_class(bio.task.uid);
         }
         rq
     }

@@ -139,6 +139,8 @@ pub struct Request {
     pub foreground: bool,
     /// The first bio's [`Bio::owner_uid`].
     pub owner_uid: u32,
+    /// Seed 003's class of the allocating task's app (plain unless the scenario says).
+    pub app_class: crate::task::AppIoClass,
     /// Bios in sector order.
     pub bios: Vec<BioId>,
     pub pages: Vec<PageRef>,
@@ -191,6 +193,7 @@ impl Request {
             issued_async: bio.issued_async,
             foreground: bio.foreground,
             owner_uid: bio.owner_uid,
+            app_class: crate::task::AppIoClass::Plain,
             bios: vec![bio.id],
             pages: bio.pages.clone(),
             start_ns: now,

@@ -226,6 +226,11 @@ pub struct AppConfig {
     /// root, or where `[stack] io_policy` puts it.
     #[serde(default)]
     pub cgroup: Option<String>,
+    /// Seed 003's class of the app for the `subregion` scheduler's bandwidth reservation:
+    /// `"plain"` (default), `"time-sensitive"` (a video player), `"bursty"` (a download
+    /// manager).
+    #[serde(default)]
+    pub io_class: crate::task::AppIoClass,
     pub workload: WorkloadConfig,
 }
 
