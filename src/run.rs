@@ -164,6 +164,10 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
             let handle = sim.spawn(&ctx.name, file::file_read(ctx.clone(), config.clone()));
             tasks.push(handle.task());
         }
+        WorkloadConfig::Video(config) => {
+            let handle = sim.spawn(&ctx.name, file::video(ctx.clone(), config.clone()));
+            tasks.push(handle.task());
+        }
         WorkloadConfig::FsyncWrite(config) => {
             let handle = sim.spawn(&ctx.name, file::fsync_write(ctx.clone(), config.clone()));
             tasks.push(handle.task());

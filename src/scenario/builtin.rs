@@ -66,6 +66,11 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "context-aware/video-ioread",
+        source: include_str!("../../scenarios/context-aware/video-ioread.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "qasio/m1",
         source: include_str!("../../scenarios/qasio/m1.toml"),
         quick: false,

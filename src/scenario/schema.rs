@@ -250,6 +250,8 @@ pub enum WorkloadConfig {
     FileRead(crate::workload::file::FileReadConfig),
     /// Small writes each followed by fsync or fdatasync (a database commit, a messenger).
     FsyncWrite(crate::workload::file::FsyncWriteConfig),
+    /// A video player's periodic frame reads, late frames counted (seed 003 §7.2).
+    Video(crate::workload::file::VideoConfig),
     /// A loop of system calls written step by step (QASIO's microbenchmarks, app launches).
     Ops(crate::workload::ops::OpsConfig),
     /// A filebench `.f` script (its threads are the app's tasks).
@@ -798,6 +800,7 @@ impl WorkloadConfig {
         match self {
             WorkloadConfig::SeqWrite(_)
             | WorkloadConfig::FileRead(_)
+            | WorkloadConfig::Video(_)
             | WorkloadConfig::FsyncWrite(_)
             | WorkloadConfig::Ops(_)
             | WorkloadConfig::Filebench(_) => true,
@@ -827,6 +830,7 @@ impl WorkloadConfig {
             WorkloadConfig::Fio(config) => config.job("app").map(|_| ()),
             WorkloadConfig::SeqWrite(config) => config.validate(),
             WorkloadConfig::FileRead(config) => config.validate(),
+            WorkloadConfig::Video(config) => config.validate(),
             WorkloadConfig::FsyncWrite(config) => config.validate(),
             WorkloadConfig::Ops(config) => config.validate(),
             WorkloadConfig::Filebench(config) => config.validate(),

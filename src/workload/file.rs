@@ -8,6 +8,10 @@
 //!   (a gallery, a game loading assets, a media player).
 //! - `fsync-write` ([`FsyncWriteConfig`]): small writes each followed by fsync or fdatasync (a
 //!   database commit, a messaging app).
+//! - `video` ([`VideoConfig`]): a video player, time-sensitive periodic reads (seed 003 §7.2):
+//!   frame `k` is due at `k / fps` from the start and reads `bitrate / fps` bytes; a frame whose
+//!   read ends after the next frame is due is late (counters `frames`, `late_frames`). The next
+//!   read starts at its due time, or at once when the player is behind.
 //!
 //! The directory of each workload's file is created at setup (it exists on the phone).
 //!
@@ -179,6 +183,51 @@ impl FileReadConfig {
             return Err("file-read `file_size` must be at least `io_size`".into());
         }
         Ok(())
+    }
+}
+
+/// `[app.workload.video]`: a video player reading its file frame by frame.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VideoConfig {
+    pub path: String,
+    /// Size of the file, created on disk (uncached) if it does not exist.
+    #[serde(with = "serde_units::size")]
+    pub file_size: u64,
+    /// Encoded bit rate, as a bandwidth (e.g. "1MB/s" for 8 Mbit/s 1080p).
+    #[serde(with = "serde_units::bandwidth")]
+    pub bitrate: u64,
+    /// Frames per second; default 30.
+    #[serde(default = "default_fps")]
+    pub fps: u32,
+    /// Frames to play; default: to the end of the file or of the run.
+    #[serde(default)]
+    pub count: Option<u64>,
+}
+
+fn default_fps() -> u32 {
+    30
+}
+
+impl VideoConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        check_path("video", &self.path)?;
+        if self.fps == 0 || self.fps > 1000 {
+            return Err(format!("video `fps` = {} must be 1..=1000", self.fps));
+        }
+        let frame = self.frame_bytes();
+        if frame == 0 {
+            return Err("video `bitrate` is too low: a frame would be 0 bytes".into());
+        }
+        if self.file_size < frame {
+            return Err("video `file_size` must hold at least one frame".into());
+        }
+        Ok(())
+    }
+
+    /// Bytes read per frame: `bitrate / fps`.
+    pub fn frame_bytes(&self) -> u64 {
+        self.bitrate / u64::from(self.fps)
     }
 }
 
@@ -354,6 +403,52 @@ pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
         ctx.add_counter("bytes", n);
         offset = at + n.max(1);
         done += 1;
+    }
+    let result = vfs.close(&sim, &process, fd).await;
+    note(&ctx, &result);
+}
+
+/// The body of a `video` app (module doc).
+pub async fn video(ctx: AppContext, config: VideoConfig) {
+    let Some((vfs, process)) = start(&ctx, config.validate(), &config.path) else {
+        return;
+    };
+    let sim = ctx.sim.clone();
+    match vfs.populate(&sim, &config.path, config.file_size) {
+        Ok(_) | Err(Errno::EEXIST) => {}
+        Err(errno) => {
+            note::<()>(&ctx, &Err(errno));
+            return;
+        }
+    }
+    let open = vfs.open(&sim, &process, &config.path, O_RDONLY);
+    let Some(fd) = syscall(&ctx, "open", open).await else {
+        return;
+    };
+    let frame_bytes = config.frame_bytes();
+    let period = crate::units::NS_PER_SEC / u64::from(config.fps);
+    let mut buffer = vec![0u8; frame_bytes as usize];
+    let start = sim.now();
+    let mut frame = 0u64;
+    while !ctx.is_stopped() && config.count.is_none_or(|c| frame < c) {
+        let offset = frame * frame_bytes;
+        if offset + frame_bytes > config.file_size {
+            break;
+        }
+        let due = start + frame * period;
+        if sim.now() < due {
+            sim.sleep(due - sim.now()).await;
+        }
+        let read = vfs.pread(&sim, &process, fd, &mut buffer, offset);
+        let Some(n) = syscall(&ctx, "frame", read).await else {
+            break;
+        };
+        ctx.add_counter("bytes", n as u64);
+        ctx.add_counter("frames", 1);
+        if sim.now() > due + period {
+            ctx.add_counter("late_frames", 1);
+        }
+        frame += 1;
     }
     let result = vfs.close(&sim, &process, fd).await;
     note(&ctx, &result);
