@@ -15,11 +15,15 @@
 //!
 //! FastTrack (seed 001, ATC'18): [`fasttrack`] (Figure 10's versions over six FG/BG pairs, two
 //! phones, two page-cache locking models; Figure 12's Camera under Update).
+//!
+//! The app-context-aware scheduler (seed 003): [`context_aware`] (Table 7.1's filebench
+//! personalities; the video player under IOREAD).
 
 use crate::run::{run_scenario, RunOptions};
 use crate::scenario;
 use serde::Serialize;
 
+mod context_aware;
 mod fasttrack;
 
 /// One headline of a paper beside the simulation.
@@ -86,7 +90,7 @@ impl Headline {
 pub const MIN_EFFECT: f64 = 0.01;
 
 /// The papers `reproduce` knows.
-pub const PAPERS: &[&str] = &["qasio", "fasttrack"];
+pub const PAPERS: &[&str] = &["qasio", "fasttrack", "context-aware"];
 
 /// A table of simulated values beside the headlines (every value computed by the runs; `None`
 /// where the run has no such value, printed "-").
@@ -203,6 +207,7 @@ pub fn reproduce(
     match paper {
         "qasio" => qasio(options, progress),
         "fasttrack" => fasttrack::fasttrack(options, progress),
+        "context-aware" => context_aware::context_aware(options, progress),
         other => Err(format!(
             "no reproduction for `{other}`: known papers are {}",
             PAPERS.join(", ")
