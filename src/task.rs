@@ -95,6 +95,9 @@ pub enum AppIoClass {
     Plain,
     TimeSensitive,
     Bursty,
+    /// Time-sensitive while in the foreground, bursty in the background (the thesis's SQL
+    /// service example, §5.2): resolved by [`TaskTable::app_class`] when a request is made.
+    ForegroundSensitive,
 }
 
 /// I/O priority class (include/linux/ioprio.h `IOPRIO_CLASS_*`).
@@ -419,12 +422,27 @@ impl TaskTable {
         self.app_class.borrow_mut().insert(uid, class);
     }
 
+    /// The class of app `uid` now: `foreground-sensitive` resolves by the foreground app.
     pub fn app_class(&self, uid: u32) -> AppIoClass {
-        self.app_class
+        let class = self
+            .app_class
             .borrow()
             .get(&uid)
             .copied()
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if class != AppIoClass::ForegroundSensitive {
+            return class;
+        }
+        let foreground = self
+            .activity
+            .borrow()
+            .as_ref()
+            .is_some_and(|activity| activity.is_foreground(uid));
+        if foreground {
+            AppIoClass::TimeSensitive
+        } else {
+            AppIoClass::Bursty
+        }
     }
 
     /// A process of app `uid` was created: it runs at the app's nice value and I/O priority
@@ -676,6 +694,26 @@ impl TaskTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_foreground_sensitive_app_is_time_sensitive_only_in_the_foreground() {
+        let table = TaskTable::new();
+        let activity = Rc::new(ForegroundState::new(Some(10_000)));
+        table
+            .configure_cgroups(IoPolicy::None, &Default::default(), Some(activity.clone()))
+            .unwrap();
+        table.set_app_class(10_000, AppIoClass::ForegroundSensitive);
+        table.set_app_class(10_001, AppIoClass::Bursty);
+        assert_eq!(table.app_class(10_000), AppIoClass::TimeSensitive);
+        activity.set_foreground(10_001);
+        assert_eq!(table.app_class(10_000), AppIoClass::Bursty);
+        assert_eq!(
+            table.app_class(10_001),
+            AppIoClass::Bursty,
+            "a fixed class stays"
+        );
+        assert_eq!(table.app_class(10_002), AppIoClass::Plain);
+    }
 
     #[test]
     fn a_switch_is_counted_only_when_the_foreground_changes() {

@@ -39,9 +39,11 @@
 //!   1 % of TBA, so a bursty app is slowed, never stopped.
 //! - plain apps, and the kernel's threads: as before.
 //!
+//! An app of class `foreground-sensitive` is time-sensitive while in the foreground and bursty
+//! in the background (the thesis's SQL service), resolved when each request is allocated.
+//!
 //! Simplifications: no front merges (back merges through the generic hash only); times in
-//! nanoseconds, not jiffies; an app's class is fixed for the run (the thesis lets an app that is
-//! time-sensitive in the foreground be bursty in the background).
+//! nanoseconds, not jiffies.
 
 use super::{Elevator, RqStore};
 use crate::block::request::{Bio, MergeKind, Request, RequestId};
