@@ -149,15 +149,15 @@ impl SubregionConfig {
         if let Some(size) = self.size {
             if size < 4096 || size % crate::units::SECTOR_SIZE != 0 {
                 return Err(format!(
-                    "[stack.block.subregion] size = {size} bytes is invalid: it must be a whole number of sectors, at least 4 KiB"
+                    "[stack.block.subregion] `size` = {size} bytes is invalid: it must be a whole number of sectors, at least 4 KiB"
                 ));
             }
         }
         if self.batch == Some(0) {
-            return Err("[stack.block.subregion] batch = 0 is invalid: at least 1".into());
+            return Err("[stack.block.subregion] `batch` = 0 is invalid: at least 1".into());
         }
         if self.total_bandwidth == Some(0) {
-            return Err("[stack.block.subregion] total_bandwidth = 0 is invalid: give the device's sequential read rate, e.g. \"250MB/s\"".into());
+            return Err("[stack.block.subregion] `total_bandwidth` = 0 is invalid: give the device's sequential read rate, e.g. \"250MB/s\"".into());
         }
         Ok(())
     }
@@ -500,11 +500,11 @@ mod tests {
         assert_eq!(defaults.size_sectors, (2u64 << 30) / 512);
         let error = parse("[subregion]\nbatch = 0\n").unwrap_err();
         assert!(
-            error.contains("[stack.block.subregion] batch = 0"),
+            error.contains("[stack.block.subregion] `batch` = 0"),
             "{error}"
         );
         let error = parse("[subregion]\nsize = \"100B\"\n").unwrap_err();
-        assert!(error.contains("size = 100 bytes"), "{error}");
+        assert!(error.contains("`size` = 100 bytes"), "{error}");
     }
 
     #[test]
