@@ -330,6 +330,20 @@ pub mod serde_units {
         }
     }
 
+    /// An optional duration (`None` when the field is absent; pair with `#[serde(default)]`).
+    pub mod option_duration {
+        use super::*;
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Nanos>, D::Error> {
+            super::duration::deserialize(d).map(Some)
+        }
+        pub fn serialize<S: Serializer>(value: &Option<Nanos>, s: S) -> Result<S::Ok, S::Error> {
+            match value {
+                Some(v) => s.serialize_str(&format!("{v}ns")),
+                None => s.serialize_none(),
+            }
+        }
+    }
+
     pub mod option_bandwidth {
         use super::*;
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {

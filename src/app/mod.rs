@@ -2,6 +2,8 @@
 //! results recorder). Which app is on screen is kernel-side task state, [`crate::task::ForegroundState`],
 //! which the timeline (Android's ActivityManager) sets and the lower layers read.
 
+pub mod sqlite;
+
 use crate::report::recorder::{OpTimer, Recorder};
 use crate::sim::Sim;
 use crate::stack::Stack;

@@ -1055,6 +1055,24 @@ impl Vfs {
         self.count(entered, result)
     }
 
+    /// `fstat(2)`.
+    pub async fn fstat(&self, sim: &Sim, process: &Process, fd: i32) -> Result<Stat, Errno> {
+        let entered = self.enter(sim, process, "fstat").await;
+        let result = self.fd_ino(process, fd).map(|(ino, _)| {
+            let state = self.state.borrow();
+            let inode = &state.inodes[&ino];
+            Stat {
+                ino,
+                kind: inode.kind,
+                size: inode.size,
+                nlink: inode.nlink,
+                mtime_ns: inode.mtime_ns,
+                cached_pages: self.mm.nr_pages(ino) as u64,
+            }
+        });
+        self.count(entered, result)
+    }
+
     /// Creates directory `path` and its missing parents, as they exist on the phone before the
     /// run (`mkdir -p` at setup: no time passes).
     pub fn mkdir_all(&self, sim: &Sim, path: &str) -> Result<(), Errno> {

@@ -38,6 +38,9 @@ pub struct Stack {
     /// The VFS and page cache (over `block`), present when some app does file I/O.
     pub vfs: Option<Rc<crate::fs::vfs::Vfs>>,
     named_locks: RefCell<BTreeMap<String, Mutex>>,
+    /// State user-space libraries share between the apps of a run (SQLite's lock table and
+    /// shared memory), by library name; the stack does not know its type.
+    userspace: RefCell<BTreeMap<&'static str, Rc<dyn std::any::Any>>>,
     next_pid: Cell<u32>,
 }
 
@@ -79,6 +82,7 @@ impl Stack {
             journal_block: None,
             vfs: None,
             named_locks: RefCell::new(BTreeMap::new()),
+            userspace: RefCell::new(BTreeMap::new()),
             next_pid: Cell::new(FIRST_APP_PID),
         }))
     }
@@ -189,6 +193,7 @@ impl Stack {
             journal_block,
             vfs: Some(vfs),
             named_locks: RefCell::new(BTreeMap::new()),
+            userspace: RefCell::new(BTreeMap::new()),
             next_pid: Cell::new(FIRST_APP_PID),
         }))
     }
@@ -210,8 +215,20 @@ impl Stack {
             journal_block: None,
             vfs: Some(vfs),
             named_locks: RefCell::new(BTreeMap::new()),
+            userspace: RefCell::new(BTreeMap::new()),
             next_pid: Cell::new(FIRST_APP_PID),
         })
+    }
+
+    /// The run's shared state of user-space library `name`, created on first use.
+    pub fn userspace<T: Default + 'static>(&self, name: &'static str) -> Rc<T> {
+        let mut slots = self.userspace.borrow_mut();
+        let slot = slots
+            .entry(name)
+            .or_insert_with(|| Rc::new(T::default()) as Rc<dyn std::any::Any>);
+        slot.clone()
+            .downcast::<T>()
+            .unwrap_or_else(|_| panic!("user-space state `{name}` used with two types"))
     }
 
     /// A fresh process id.

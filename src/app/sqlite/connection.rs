@@ -1,0 +1,461 @@
+//! The task's side of a connection: it starts SQLite's thread, sends it commands and serves the
+//! VFS's calls as simulated system calls of the app's process, blocking in virtual time.
+
+use super::link::{Call, Command, Event, Input, Outcome, Reply, EIO};
+use super::locks::{ConnId, LockResult, LockTable};
+use super::options::{ResolvedOptions, SyncCall};
+use crate::fs::vfs::{Process, Vfs, O_CREAT, O_RDONLY, O_RDWR, O_STORE_CONTENTS};
+use crate::fs::Errno;
+use crate::sim::Sim;
+use crate::units::{Nanos, NS_PER_US};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::sync::mpsc::{Receiver, Sender};
+use std::thread::JoinHandle;
+
+/// SQLite's CPU time, charged on a core when a command returns (SQLite computes while virtual
+/// time stands still; its cost is then spent as if it had run before the answer).
+///
+/// Costs are assumptions (`asm:`) in the style of `[stack.cpu]`: measured on the calibration
+/// machine of `docs/cpu.md` (the bundled SQLite, `mobistack sqlite-calibrate` prints them:
+/// about 13 ns per VM step and 1.5 us per prepared statement for Mobibench's insert, on an AMD
+/// EPYC core) and taken three times slower for a 2014 phone core, as the CPU model does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqliteCpu {
+    /// Per virtual-machine step (`SQLITE_STMTSTATUS_VM_STEP`).
+    pub vm_step: Nanos,
+    /// Per statement: parse, prepare and finalize.
+    pub statement: Nanos,
+}
+
+impl Default for SqliteCpu {
+    fn default() -> Self {
+        SqliteCpu {
+            vm_step: 40,
+            statement: 5 * NS_PER_US,
+        }
+    }
+}
+
+impl SqliteCpu {
+    pub fn cost(&self, outcome: &Outcome) -> Nanos {
+        outcome.vm_steps * self.vm_step + outcome.statements * self.statement
+    }
+}
+
+/// `-shm` shared memory of one database: the regions every connection maps.
+#[derive(Default)]
+struct ShmNode {
+    regions: Vec<Box<[u8]>>,
+    users: BTreeSet<ConnId>,
+    /// Bytes the `-shm` file has (`st_size`).
+    file_size: u64,
+}
+
+/// What the connections of a run share: SQLite's locks and its shared memory.
+#[derive(Default)]
+pub struct SqliteShared {
+    locks: RefCell<LockTable>,
+    shm: RefCell<BTreeMap<String, ShmNode>>,
+    next_conn: Cell<ConnId>,
+}
+
+/// The name of the shared state in [`crate::stack::Stack::userspace`].
+pub const SHARED_NAME: &str = "sqlite";
+
+/// Counts of what SQLite asked of the kernel, by call.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CallCounts {
+    pub by_call: BTreeMap<&'static str, u64>,
+}
+
+/// One open database connection of a simulated process.
+pub struct Database {
+    sim: Sim,
+    vfs: Rc<Vfs>,
+    process: Rc<Process>,
+    shared: Rc<SqliteShared>,
+    id: ConnId,
+    options: ResolvedOptions,
+    cpu: SqliteCpu,
+    inputs: Option<Sender<Input>>,
+    events: Receiver<Event>,
+    thread: Option<JoinHandle<()>>,
+    shm_fd: Cell<Option<i32>>,
+    calls: RefCell<CallCounts>,
+}
+
+/// A command failed: SQLite's message.
+pub type SqlError = String;
+
+impl Database {
+    /// Opens `path` for `process` with `options` (the pragmas run as part of the open). `seed`
+    /// seeds SQLite's randomness for this connection.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open(
+        sim: &Sim,
+        vfs: Rc<Vfs>,
+        process: Rc<Process>,
+        shared: Rc<SqliteShared>,
+        path: &str,
+        options: ResolvedOptions,
+        cpu: SqliteCpu,
+        seed: u64,
+    ) -> Result<Database, SqlError> {
+        let id = shared.next_conn.get() + 1;
+        shared.next_conn.set(id);
+        let (inputs, events, thread) = super::thread::spawn(seed ^ id.rotate_left(32))
+            .map_err(|e| format!("cannot start SQLite's thread: {e}"))?;
+        let db = Database {
+            sim: sim.clone(),
+            vfs,
+            process,
+            shared,
+            id,
+            cpu,
+            inputs: Some(inputs),
+            events,
+            thread: Some(thread),
+            shm_fd: Cell::new(None),
+            calls: RefCell::new(CallCounts::default()),
+            options: options.clone(),
+        };
+        db.run(Command::Open {
+            path: path.to_string(),
+            setup: options.setup_sql(),
+        })
+        .await?;
+        Ok(db)
+    }
+
+    /// Runs the statements of `sql`.
+    pub async fn execute(&self, sql: &str) -> Result<Outcome, SqlError> {
+        self.run(Command::Execute {
+            sql: sql.to_string(),
+        })
+        .await
+    }
+
+    /// Closes the connection (SQLite's `sqlite3_close`: its last unlocks and closes).
+    pub async fn close(mut self) -> Result<(), SqlError> {
+        let result = self.run(Command::Close).await.map(|_| ());
+        self.stop_thread();
+        result
+    }
+
+    /// The calls SQLite made so far, by name.
+    pub fn calls(&self) -> CallCounts {
+        self.calls.borrow().clone()
+    }
+
+    fn stop_thread(&mut self) {
+        // Dropping the sender ends the thread's wait; its last calls fail with EIO.
+        self.inputs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
+    async fn run(&self, command: Command) -> Result<Outcome, SqlError> {
+        let Some(inputs) = &self.inputs else {
+            return Err("the connection is closed".into());
+        };
+        if inputs.send(Input::Command(command)).is_err() {
+            return Err("SQLite's thread is gone".into());
+        }
+        loop {
+            // SQLite computes while this blocks: virtual time stands still.
+            let event = match self.events.recv() {
+                Ok(event) => event,
+                Err(_) => return Err("SQLite's thread is gone".into()),
+            };
+            match event {
+                Event::Call(call) => {
+                    self.sim.step("sqlite").await;
+                    let reply = self.serve(call).await;
+                    if inputs.send(Input::Reply(reply)).is_err() {
+                        return Err("SQLite's thread is gone".into());
+                    }
+                }
+                Event::Done(result) => {
+                    if let Ok(outcome) = &result {
+                        let cost = self.cpu.cost(outcome);
+                        if cost > 0 {
+                            self.vfs.mm.cpu.run(&self.sim, cost).await;
+                        }
+                    }
+                    return result;
+                }
+            }
+        }
+    }
+
+    fn count(&self, name: &'static str) {
+        *self.calls.borrow_mut().by_call.entry(name).or_default() += 1;
+    }
+
+    async fn sync(&self, fd: i32) -> Result<(), Errno> {
+        match self.options.sync_call {
+            SyncCall::Fsync => {
+                self.count("fsync");
+                self.vfs.fsync(&self.sim, &self.process, fd).await
+            }
+            SyncCall::Fdatasync => {
+                self.count("fdatasync");
+                self.vfs.fdatasync(&self.sim, &self.process, fd).await
+            }
+        }
+    }
+
+    /// A lock operation: `fcntl(F_SETLK)` costs a system call.
+    async fn fcntl(&self) {
+        self.count("fcntl");
+        let cost = self.vfs.mm.cpu_costs.syscall;
+        self.vfs.mm.cpu.run(&self.sim, cost).await;
+    }
+
+    async fn serve(&self, call: Call) -> Reply {
+        let (sim, vfs, process) = (&self.sim, &self.vfs, &*self.process);
+        let error = |errno: Errno| Reply::Error(errno.code());
+        match call {
+            Call::Open { path, flags } => {
+                self.count("open");
+                match vfs
+                    .open(sim, process, &path, flags | O_STORE_CONTENTS)
+                    .await
+                {
+                    Ok(fd) => Reply::Fd(fd),
+                    Err(errno) => error(errno),
+                }
+            }
+            Call::Close { fd } => {
+                self.count("close");
+                match vfs.close(sim, process, fd).await {
+                    Ok(()) => Reply::Done,
+                    Err(errno) => error(errno),
+                }
+            }
+            Call::Pread { fd, offset, len } => {
+                self.count("pread");
+                let mut buf = vec![0u8; len];
+                match vfs.pread(sim, process, fd, &mut buf, offset).await {
+                    Ok(n) => {
+                        buf.truncate(n);
+                        Reply::Data(buf)
+                    }
+                    Err(errno) => error(errno),
+                }
+            }
+            Call::Pwrite { fd, offset, data } => {
+                self.count("pwrite");
+                match vfs.pwrite(sim, process, fd, &data, offset).await {
+                    Ok(n) => Reply::Size(n as u64),
+                    Err(errno) => error(errno),
+                }
+            }
+            Call::Ftruncate { fd, size } => {
+                self.count("ftruncate");
+                match vfs.ftruncate(sim, process, fd, size).await {
+                    Ok(()) => Reply::Done,
+                    Err(errno) => error(errno),
+                }
+            }
+            Call::Sync { fd } => match self.sync(fd).await {
+                Ok(()) => Reply::Done,
+                Err(errno) => error(errno),
+            },
+            Call::Fstat { fd } => {
+                self.count("fstat");
+                match vfs.fstat(sim, process, fd).await {
+                    Ok(stat) => Reply::Size(stat.size),
+                    Err(errno) => error(errno),
+                }
+            }
+            Call::Unlink { path } => {
+                self.count("unlink");
+                match vfs.unlink(sim, process, &path).await {
+                    Ok(()) => Reply::Done,
+                    Err(errno) => error(errno),
+                }
+            }
+            Call::Stat { path } => {
+                self.count("stat");
+                match vfs.stat(sim, process, &path).await {
+                    Ok(stat) => Reply::Stat(Some(match stat.kind {
+                        crate::fs::vfs::FileKind::Directory => 1,
+                        crate::fs::vfs::FileKind::Regular => stat.size,
+                    })),
+                    Err(Errno::ENOENT) => Reply::Stat(None),
+                    Err(errno) => error(errno),
+                }
+            }
+            Call::SyncDirectory { path } => {
+                let dir = match path.rfind('/') {
+                    Some(0) | None => "/".to_string(),
+                    Some(i) => path[..i].to_string(),
+                };
+                self.count("open");
+                match vfs.open(sim, process, &dir, O_RDONLY).await {
+                    Ok(fd) => {
+                        let synced = self.sync(fd).await;
+                        self.count("close");
+                        let _ = vfs.close(sim, process, fd).await;
+                        match synced {
+                            Ok(()) => Reply::Done,
+                            Err(errno) => error(errno),
+                        }
+                    }
+                    Err(errno) => error(errno),
+                }
+            }
+            Call::Lock { path, level } => {
+                self.fcntl().await;
+                let result = self.shared.locks.borrow_mut().lock(&path, self.id, level);
+                Reply::Flag(result == LockResult::Ok)
+            }
+            Call::Unlock { path, level } => {
+                self.fcntl().await;
+                self.shared.locks.borrow_mut().unlock(&path, self.id, level);
+                Reply::Done
+            }
+            Call::CheckReserved { path } => {
+                self.fcntl().await;
+                Reply::Flag(self.shared.locks.borrow().reserved(&path))
+            }
+            Call::ShmMap {
+                path,
+                region,
+                size,
+                extend,
+            } => self.shm_map(&path, region, size, extend).await,
+            Call::ShmLock {
+                path,
+                offset,
+                n,
+                lock,
+                exclusive,
+            } => {
+                self.fcntl().await;
+                let result = self
+                    .shared
+                    .locks
+                    .borrow_mut()
+                    .shm_lock(&path, self.id, offset, n, lock, exclusive);
+                Reply::Flag(result == LockResult::Ok)
+            }
+            Call::ShmUnmap { path, delete } => self.shm_unmap(&path, delete).await,
+            Call::Sleep { micros } => {
+                sim.sleep(micros * NS_PER_US).await;
+                Reply::Done
+            }
+            Call::Now => Reply::Time(sim.now()),
+        }
+    }
+
+    /// `unixShmMap`: opens `-shm` on first use (the first connection truncates it to 3 bytes,
+    /// `unixLockSharedMemory`), extends it by writing the last byte of each new 4 KiB page,
+    /// and maps the region (memory of the run, shared by the connections).
+    async fn shm_map(&self, path: &str, region: usize, size: usize, extend: bool) -> Reply {
+        let (sim, vfs, process) = (&self.sim, &self.vfs, &*self.process);
+        let shm_path = format!("{path}-shm");
+        if self.shm_fd.get().is_none() {
+            self.count("open");
+            let fd = match vfs
+                .open(sim, process, &shm_path, O_RDWR | O_CREAT | O_STORE_CONTENTS)
+                .await
+            {
+                Ok(fd) => fd,
+                Err(errno) => return Reply::Error(errno.code()),
+            };
+            self.shm_fd.set(Some(fd));
+            let first = {
+                let mut shm = self.shared.shm.borrow_mut();
+                let node = shm.entry(path.to_string()).or_default();
+                let first = node.users.is_empty();
+                node.users.insert(self.id);
+                first
+            };
+            if first {
+                self.fcntl().await;
+                self.count("ftruncate");
+                let _ = vfs.ftruncate(sim, process, fd, 3).await;
+                if let Some(node) = self.shared.shm.borrow_mut().get_mut(path) {
+                    node.file_size = 3;
+                }
+            }
+        }
+        let Some(fd) = self.shm_fd.get() else {
+            return Reply::Error(EIO);
+        };
+        let (mapped, file_size) = {
+            let shm = self.shared.shm.borrow();
+            let node = &shm[path];
+            (node.regions.len(), node.file_size)
+        };
+        if region < mapped {
+            let shm = self.shared.shm.borrow();
+            return Reply::Pointer(shm[path].regions[region].as_ptr() as usize);
+        }
+        let needed = ((region + 1) * size) as u64;
+        if file_size < needed {
+            if !extend {
+                return Reply::Pointer(0);
+            }
+            const PAGE: u64 = 4096;
+            for page in file_size / PAGE..needed / PAGE {
+                self.count("pwrite");
+                if let Err(errno) = vfs
+                    .pwrite(sim, process, fd, &[0u8], page * PAGE + PAGE - 1)
+                    .await
+                {
+                    return Reply::Error(errno.code());
+                }
+            }
+        }
+        let mut shm = self.shared.shm.borrow_mut();
+        let node = shm.get_mut(path).expect("node opened above");
+        node.file_size = node.file_size.max(needed);
+        while node.regions.len() <= region {
+            node.regions.push(vec![0u8; size].into_boxed_slice());
+        }
+        Reply::Pointer(node.regions[region].as_ptr() as usize)
+    }
+
+    /// `unixShmUnmap`: the connection's locks and descriptor go; the last one out deletes
+    /// `-shm` when SQLite asks.
+    async fn shm_unmap(&self, path: &str, delete: bool) -> Reply {
+        self.shared.locks.borrow_mut().shm_release(path, self.id);
+        let last = {
+            let mut shm = self.shared.shm.borrow_mut();
+            match shm.get_mut(path) {
+                Some(node) => {
+                    node.users.remove(&self.id);
+                    node.users.is_empty()
+                }
+                None => false,
+            }
+        };
+        if let Some(fd) = self.shm_fd.take() {
+            self.count("close");
+            let _ = self.vfs.close(&self.sim, &self.process, fd).await;
+        }
+        if last {
+            self.shared.shm.borrow_mut().remove(path);
+            if delete {
+                self.count("unlink");
+                let _ = self
+                    .vfs
+                    .unlink(&self.sim, &self.process, &format!("{path}-shm"))
+                    .await;
+            }
+        }
+        Reply::Done
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}

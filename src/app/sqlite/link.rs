@@ -1,0 +1,240 @@
+//! The hand-off between SQLite's thread and the simulated task that owns the connection.
+//!
+//! SQLite is synchronous C: its VFS calls cannot await. Each connection therefore runs on an OS
+//! thread of its own, in lockstep with its task: the task sends a [`Command`] and then serves
+//! the [`Call`]s the VFS makes (each one a simulated system call or lock, awaited in virtual
+//! time) until SQLite answers [`Event::Done`]. While SQLite computes, the simulation thread is
+//! blocked on the channel, so virtual time stands still and only one of the two threads ever
+//! runs: the run stays single-threaded in effect and deterministic. The messages are plain data
+//! (`Send`); nothing of the simulation crosses to SQLite's thread.
+
+use std::cell::RefCell;
+use std::sync::mpsc::{Receiver, Sender};
+
+/// A simulated errno, as the VFS returns it to SQLite (Linux's numbers).
+pub type Errno = i32;
+
+/// What the VFS asks the task to do: one system call, lock or clock reading.
+#[derive(Debug)]
+pub enum Call {
+    /// `open(path, flags)` with Linux's flag values (`O_STORE_CONTENTS` added by the task).
+    Open {
+        path: String,
+        flags: u32,
+    },
+    Close {
+        fd: i32,
+    },
+    Pread {
+        fd: i32,
+        offset: u64,
+        len: usize,
+    },
+    Pwrite {
+        fd: i32,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    Ftruncate {
+        fd: i32,
+        size: u64,
+    },
+    /// `full_fsync` of os_unix.c: fsync, or fdatasync where SQLite was built with it.
+    Sync {
+        fd: i32,
+    },
+    /// `fstat(fd)`: the size.
+    Fstat {
+        fd: i32,
+    },
+    Unlink {
+        path: String,
+    },
+    /// `stat(path)`: whether it exists and its size.
+    Stat {
+        path: String,
+    },
+    /// `osOpenDirectory` + `full_fsync(dirfd)` + `close`: the directory of `path` made durable.
+    SyncDirectory {
+        path: String,
+    },
+    /// `xLock` / `xUnlock` / `xCheckReservedLock` on the database file `path`.
+    Lock {
+        path: String,
+        level: i32,
+    },
+    Unlock {
+        path: String,
+        level: i32,
+    },
+    CheckReserved {
+        path: String,
+    },
+    /// `xShmMap`: region `region` of `size` bytes of `path`'s shared memory (`-shm`).
+    ShmMap {
+        path: String,
+        region: usize,
+        size: usize,
+        extend: bool,
+    },
+    ShmLock {
+        path: String,
+        offset: usize,
+        n: usize,
+        lock: bool,
+        exclusive: bool,
+    },
+    ShmUnmap {
+        path: String,
+        delete: bool,
+    },
+    /// `xSleep`: the busy handler's back-off.
+    Sleep {
+        micros: u64,
+    },
+    /// `xCurrentTimeInt64`: virtual time.
+    Now,
+}
+
+/// The task's answer to a [`Call`].
+#[derive(Debug)]
+pub enum Reply {
+    Done,
+    Fd(i32),
+    Data(Vec<u8>),
+    Size(u64),
+    /// `stat`: `None` if the path does not exist.
+    Stat(Option<u64>),
+    Flag(bool),
+    /// A shm region's address (0: not mapped and not extended).
+    Pointer(usize),
+    /// Virtual time in nanoseconds since the run began.
+    Time(u64),
+    Error(Errno),
+}
+
+/// `EIO`: the answer when the task is gone (the run ended under SQLite's feet).
+pub const EIO: Errno = 5;
+
+/// Work for SQLite's thread.
+#[derive(Debug)]
+pub enum Command {
+    /// Open the database at `path` and run `setup` (pragmas) on it.
+    Open { path: String, setup: String },
+    /// Run every statement of `sql`, collecting rows of the last one's results.
+    Execute { sql: String },
+    /// Close the connection.
+    Close,
+}
+
+/// Messages to SQLite's thread.
+#[derive(Debug)]
+pub enum Input {
+    Command(Command),
+    Reply(Reply),
+}
+
+/// What a command did, for the task's accounting.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Statements run.
+    pub statements: u64,
+    /// Rows returned by queries.
+    pub rows: u64,
+    /// Rows changed (`sqlite3_changes` summed over the statements).
+    pub changes: u64,
+    /// Virtual-machine steps (`SQLITE_STMTSTATUS_VM_STEP` summed), the basis of the CPU cost.
+    pub vm_steps: u64,
+    /// Pages SQLite read from its page cache misses (`SQLITE_DBSTATUS_CACHE_MISS` delta).
+    pub cache_misses: u64,
+}
+
+/// Messages from SQLite's thread.
+#[derive(Debug)]
+pub enum Event {
+    Call(Call),
+    /// The command finished: its outcome, or SQLite's error message.
+    Done(Result<Outcome, String>),
+}
+
+/// The link of the current (SQLite) thread to its task.
+pub struct Link {
+    pub events: Sender<Event>,
+    pub inputs: Receiver<Input>,
+    /// State of the deterministic `xRandomness` stream (splitmix64), seeded by the task.
+    pub random: u64,
+}
+
+thread_local! {
+    static LINK: RefCell<Option<Link>> = const { RefCell::new(None) };
+}
+
+/// Installs the link of this thread (SQLite's thread, once, before opening the database).
+pub fn install(link: Link) {
+    LINK.with(|slot| *slot.borrow_mut() = Some(link));
+}
+
+/// Sends `call` to the task and waits for its reply (the VFS's only way out). A thread without
+/// a link, or whose task is gone, gets `EIO`.
+pub fn call(call: Call) -> Reply {
+    LINK.with(|slot| {
+        let slot = slot.borrow();
+        let Some(link) = slot.as_ref() else {
+            return Reply::Error(EIO);
+        };
+        if link.events.send(Event::Call(call)).is_err() {
+            return Reply::Error(EIO);
+        }
+        match link.inputs.recv() {
+            Ok(Input::Reply(reply)) => reply,
+            // A command while a call is pending is a protocol error of the task: fail the call.
+            Ok(Input::Command(_)) | Err(_) => Reply::Error(EIO),
+        }
+    })
+}
+
+/// The next command for this thread; `None` when the task is gone.
+pub fn next_command() -> Option<Command> {
+    LINK.with(|slot| {
+        let slot = slot.borrow();
+        let link = slot.as_ref()?;
+        loop {
+            match link.inputs.recv() {
+                Ok(Input::Command(command)) => return Some(command),
+                // A stray reply (the task answered a call SQLite gave up on): skip it.
+                Ok(Input::Reply(_)) => continue,
+                Err(_) => return None,
+            }
+        }
+    })
+}
+
+/// Reports the end of a command.
+pub fn done(result: Result<Outcome, String>) {
+    LINK.with(|slot| {
+        if let Some(link) = slot.borrow().as_ref() {
+            // The task may be gone; then nobody waits for the answer.
+            let _ = link.events.send(Event::Done(result));
+        }
+    });
+}
+
+/// Fills `out` from the thread's deterministic random stream (splitmix64: Steele, Lea and
+/// Flood, OOPSLA 2014), for `xRandomness`.
+pub fn randomness(out: &mut [u8]) {
+    LINK.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        let mut state = slot.as_ref().map_or(0, |link| link.random);
+        for chunk in out.chunks_mut(8) {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+        }
+        if let Some(link) = slot.as_mut() {
+            link.random = state;
+        }
+    });
+}

@@ -1,0 +1,27 @@
+//! Real SQLite in a simulated app (issue 16): the library, unmodified and built from its bundled
+//! amalgamation, with a VFS whose every file operation is a simulated system call of the app's
+//! process.
+//!
+//! - [`link`]: the lockstep hand-off between SQLite's OS thread and the simulated task.
+//! - [`thread`]: SQLite's thread (the `rusqlite::Connection`).
+//! - [`vfs`]: the `"mobistack"` VFS, method by method the unix VFS's system calls.
+//! - [`connection`]: [`Database`], the task's handle, serving the VFS's calls in virtual time.
+//! - [`locks`]: SQLite's file and shm locks between connections.
+//! - [`options`]: pragmas, the fsync/fdatasync build option, presets (SQLite's, Android's).
+//!
+//! Determinism: SQLite runs only while its task waits for it, its randomness and clock come
+//! from the run, and `random()` / `randomblob()` are the connection's own seeded stream; the same
+//! scenario and seed give the same system calls in the same order.
+
+pub mod connection;
+pub mod link;
+pub mod locks;
+pub mod options;
+pub mod thread;
+pub mod vfs;
+
+pub use connection::{Database, SqliteCpu, SqliteShared, SHARED_NAME};
+pub use options::{JournalMode, Preset, ResolvedOptions, SqliteOptions, SyncCall, Synchronous};
+
+#[cfg(test)]
+mod tests;
