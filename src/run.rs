@@ -184,6 +184,13 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
                 Err(_) => ctx.add_counter("errno.EINVAL", 1),
             }
         }
+        WorkloadConfig::Sqlite(config) => {
+            let handle = sim.spawn(
+                &ctx.name,
+                crate::workload::sqlite::sqlite(ctx.clone(), config.clone()),
+            );
+            tasks.push(handle.task());
+        }
         WorkloadConfig::Replay(config) => match crate::workload::replay::start(&ctx, config) {
             Ok(started) => tasks.extend(started),
             Err(_) => ctx.add_counter("errno.EINVAL", 1),

@@ -304,6 +304,58 @@ pub struct IoAccount {
     counts: RefCell<BTreeMap<(u32, Charge, IoPurpose, u8), IoCount>>,
     /// Names of the other devices that count into this account (an external journal's).
     devices: RefCell<Vec<String>>,
+    /// What a user-space library says a file is (SQLite: `database`, `journal`, `wal`), by
+    /// inode: data bios of labelled files are also counted by (uid, label).
+    labels: RefCell<BTreeMap<u64, &'static str>>,
+    files: RefCell<BTreeMap<(u32, &'static str), IoCount>>,
+}
+
+/// One app's counts so far, for differences over an interval (a SQLite transaction).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccountSnapshot {
+    /// By purpose key ([`IoAccountRow::purpose_key`]), every cause summed.
+    pub by_purpose: BTreeMap<String, IoCount>,
+    /// Data of labelled files, by label.
+    pub by_file: BTreeMap<&'static str, IoCount>,
+}
+
+impl IoCount {
+    /// `self - earlier`, field by field (counts only grow).
+    pub fn since(&self, earlier: &IoCount) -> IoCount {
+        IoCount {
+            bios: self.bios - earlier.bios,
+            reads: self.reads - earlier.reads,
+            read_bytes: self.read_bytes - earlier.read_bytes,
+            writes: self.writes - earlier.writes,
+            write_bytes: self.write_bytes - earlier.write_bytes,
+            discards: self.discards - earlier.discards,
+            discard_bytes: self.discard_bytes - earlier.discard_bytes,
+            flushes: self.flushes - earlier.flushes,
+            fua: self.fua - earlier.fua,
+        }
+    }
+}
+
+impl AccountSnapshot {
+    /// What happened between `earlier` and `self`; empty cells left out.
+    pub fn since(&self, earlier: &AccountSnapshot) -> AccountSnapshot {
+        fn diff<K: Ord + Clone>(
+            now: &BTreeMap<K, IoCount>,
+            then: &BTreeMap<K, IoCount>,
+        ) -> BTreeMap<K, IoCount> {
+            now.iter()
+                .map(|(key, count)| {
+                    let before = then.get(key).copied().unwrap_or_default();
+                    (key.clone(), count.since(&before))
+                })
+                .filter(|(_, count)| *count != IoCount::default())
+                .collect()
+        }
+        AccountSnapshot {
+            by_purpose: diff(&self.by_purpose, &earlier.by_purpose),
+            by_file: diff(&self.by_file, &earlier.by_file),
+        }
+    }
 }
 
 impl IoAccount {
@@ -372,6 +424,46 @@ impl IoAccount {
             .entry((uid, charge, bio.purpose, device))
             .or_default()
             .note(bio, device_fua);
+        if bio.purpose == IoPurpose::Data {
+            if let Some(label) = bio
+                .pages
+                .and_then(|span| self.labels.borrow().get(&span.ino).copied())
+            {
+                self.files
+                    .borrow_mut()
+                    .entry((uid, label))
+                    .or_default()
+                    .note(bio, device_fua);
+            }
+        }
+    }
+
+    /// Labels the data of inode `ino` (a user-space library's file kind).
+    pub fn label_file(&self, ino: u64, label: &'static str) {
+        self.labels.borrow_mut().insert(ino, label);
+    }
+
+    /// App `uid`'s counts so far.
+    pub fn snapshot(&self, uid: u32) -> AccountSnapshot {
+        let devices = self.devices.borrow();
+        let mut snapshot = AccountSnapshot::default();
+        for (&(row_uid, _, purpose, device), count) in self.counts.borrow().iter() {
+            if row_uid != uid {
+                continue;
+            }
+            let key = if device == 0 {
+                purpose.name().to_string()
+            } else {
+                format!("{}@{}", purpose.name(), devices[device as usize - 1])
+            };
+            snapshot.by_purpose.entry(key).or_default().add(count);
+        }
+        for (&(row_uid, label), count) in self.files.borrow().iter() {
+            if row_uid == uid {
+                snapshot.by_file.entry(label).or_default().add(count);
+            }
+        }
+        snapshot
     }
 
     /// Every non-empty cell, by uid, cause and purpose.

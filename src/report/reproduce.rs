@@ -16,6 +16,9 @@
 //! FastTrack (seed 001, ATC'18): [`fasttrack`] (Figure 10's versions over six FG/BG pairs, two
 //! phones, two page-cache locking models; Figure 12's Camera under Update).
 //!
+//! The Journaling of Journal (seed 002, ATC'13): [`joj`] (inserts/s of the stock stack and with
+//! the fixes; the per-transaction account of one INSERT in each journal mode).
+//!
 //! The app-context-aware scheduler (seed 003): [`context_aware`] (Table 7.1's filebench
 //! personalities; the video player under IOREAD).
 
@@ -25,6 +28,7 @@ use serde::Serialize;
 
 mod context_aware;
 mod fasttrack;
+mod joj;
 
 /// One headline of a paper beside the simulation.
 #[derive(Debug, Clone, Serialize)]
@@ -90,7 +94,7 @@ impl Headline {
 pub const MIN_EFFECT: f64 = 0.01;
 
 /// The papers `reproduce` knows.
-pub const PAPERS: &[&str] = &["qasio", "fasttrack", "context-aware"];
+pub const PAPERS: &[&str] = &["qasio", "fasttrack", "context-aware", "joj"];
 
 /// A table of simulated values beside the headlines (every value computed by the runs; `None`
 /// where the run has no such value, printed "-").
@@ -208,6 +212,7 @@ pub fn reproduce(
         "qasio" => qasio(options, progress),
         "fasttrack" => fasttrack::fasttrack(options, progress),
         "context-aware" => context_aware::context_aware(options, progress),
+        "joj" => joj::joj(options, progress),
         other => Err(format!(
             "no reproduction for `{other}`: known papers are {}",
             PAPERS.join(", ")

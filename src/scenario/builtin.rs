@@ -71,6 +71,21 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "joj/insert",
+        source: include_str!("../../scenarios/joj/insert.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "sqlite/mobibench",
+        source: include_str!("../../scenarios/sqlite/mobibench.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "sqlite/speedtest",
+        source: include_str!("../../scenarios/sqlite/speedtest.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "qasio/m1",
         source: include_str!("../../scenarios/qasio/m1.toml"),
         quick: false,

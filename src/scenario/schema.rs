@@ -258,6 +258,8 @@ pub enum WorkloadConfig {
     Filebench(crate::workload::filebench::FilebenchConfig),
     /// A block trace replayed through the block layer (each trace process a process of the app).
     Replay(crate::workload::replay::ReplayConfig),
+    /// SQL through the real SQLite library (statements, Mobibench, the RL benchmark, a log).
+    Sqlite(crate::workload::sqlite::SqliteConfig),
 }
 
 /// A timeline entry as written: `{ at = "5s", foreground = "camera" }`, with exactly one action.
@@ -803,6 +805,7 @@ impl WorkloadConfig {
             | WorkloadConfig::Video(_)
             | WorkloadConfig::FsyncWrite(_)
             | WorkloadConfig::Ops(_)
+            | WorkloadConfig::Sqlite(_)
             | WorkloadConfig::Filebench(_) => true,
             // fio's default is buffered I/O, through the page cache.
             WorkloadConfig::Fio(config) => config.is_buffered(),
@@ -835,6 +838,7 @@ impl WorkloadConfig {
             WorkloadConfig::Ops(config) => config.validate(),
             WorkloadConfig::Filebench(config) => config.validate(),
             WorkloadConfig::Replay(config) => config.validate(),
+            WorkloadConfig::Sqlite(config) => config.validate(),
         }
     }
 }

@@ -6,4 +6,5 @@ pub mod filebench;
 pub mod fio;
 pub mod ops;
 pub mod replay;
+pub mod sqlite;
 pub mod toy;

@@ -6,6 +6,7 @@ use super::locks::{ConnId, LockResult, LockTable};
 use super::options::{ResolvedOptions, SyncCall};
 use crate::fs::vfs::{Process, Vfs, O_CREAT, O_RDONLY, O_RDWR, O_STORE_CONTENTS};
 use crate::fs::Errno;
+use crate::mm::bio::AccountSnapshot;
 use crate::sim::Sim;
 use crate::units::{Nanos, NS_PER_US};
 use std::cell::{Cell, RefCell};
@@ -68,6 +69,19 @@ pub const SHARED_NAME: &str = "sqlite";
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct CallCounts {
     pub by_call: BTreeMap<&'static str, u64>,
+}
+
+/// What a file is to SQLite, from its name (the suffixes SQLite appends to the database's).
+pub fn file_label(path: &str) -> &'static str {
+    if path.ends_with("-journal") {
+        "journal"
+    } else if path.ends_with("-wal") {
+        "wal"
+    } else if path.ends_with("-shm") {
+        "shm"
+    } else {
+        "database"
+    }
 }
 
 /// One open database connection of a simulated process.
@@ -191,6 +205,24 @@ impl Database {
         }
     }
 
+    /// Labels `path`'s data in the block I/O account by what it is to SQLite.
+    fn label(&self, path: &str) {
+        let (Some(account), Some(ino)) = (self.vfs.mm.bdev.io_account(), self.vfs.ino_of(path))
+        else {
+            return;
+        };
+        account.label_file(ino, file_label(path));
+    }
+
+    /// This connection's app's block I/O so far (the account by purpose and by SQLite file).
+    pub fn account(&self) -> Option<AccountSnapshot> {
+        self.vfs
+            .mm
+            .bdev
+            .io_account()
+            .map(|account| account.snapshot(self.process.uid))
+    }
+
     fn count(&self, name: &'static str) {
         *self.calls.borrow_mut().by_call.entry(name).or_default() += 1;
     }
@@ -225,7 +257,10 @@ impl Database {
                     .open(sim, process, &path, flags | O_STORE_CONTENTS)
                     .await
                 {
-                    Ok(fd) => Reply::Fd(fd),
+                    Ok(fd) => {
+                        self.label(&path);
+                        Reply::Fd(fd)
+                    }
                     Err(errno) => error(errno),
                 }
             }
@@ -369,6 +404,7 @@ impl Database {
                 Err(errno) => return Reply::Error(errno.code()),
             };
             self.shm_fd.set(Some(fd));
+            self.label(&shm_path);
             let first = {
                 let mut shm = self.shared.shm.borrow_mut();
                 let node = shm.entry(path.to_string()).or_default();

@@ -1,0 +1,510 @@
+//! `sqlite`: an app that runs SQL through the real SQLite library ([`crate::app::sqlite`]).
+//!
+//! ```toml
+//! [app.workload.sqlite]
+//! database = "/data/data/com.example/databases/app.db"
+//! preset = "android-4.4"            # or "sqlite" (default), "android-9"
+//! journal_mode = "delete"           # delete, truncate, persist, wal, memory, off
+//! synchronous = "full"              # off, normal, full
+//! setup = ["CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v TEXT)"]
+//! statements = ["INSERT INTO t (v) VALUES ('{value}')"]
+//! count = 1000                      # transactions
+//! ```
+//!
+//! What runs, one of:
+//! - `statements`: the body of each iteration, `{i}` the iteration and `{value}` a string of
+//!   `value_size` characters; each statement is its own autocommit transaction unless
+//!   `transaction = true` wraps the body in `BEGIN` / `COMMIT`. Each iteration is operation
+//!   `transaction` of the results.
+//! - `benchmark = "mobibench"`: Mobibench's SQLite mode (ESOS-Lab/Mobibench shell/mobibench.c,
+//!   `thread_main_db`): table `tblMyList`, `count` autocommit INSERTs of a 100-character value,
+//!   then `count` UPDATEs of random rows, then `count` DELETEs by id (operations `insert`,
+//!   `update`, `delete`); `mobibench-insert` / `-update` / `-delete` run one of them (update
+//!   and delete on rows inserted before the measurement).
+//! - `benchmark = "speedtest"`: the RL Benchmark's sixteen tests of sqlite.org/speed.html at
+//!   `scale` ([`speedtest`]), operations `test1` .. `test16`.
+//! - `log = "file.sql"`: a SQL statement log replayed, one statement a line (as DICL's
+//!   mobile traces record them); each line is operation `statement`, `BEGIN` / `COMMIT` lines
+//!   pass through.
+//!
+//! Per-transaction account: for every measured transaction the app's block I/O (the account
+//! by purpose, and SQLite's files told apart: `database`, `journal`, `wal`) is summed into
+//! counters `sqlite.<what>.writes` / `.write_bytes` and `sqlite.flushes`, `sqlite.fua`, with
+//! `sqlite.transactions` to divide by; SQLite's own calls are counted as `sqlite.call.<name>`.
+
+pub mod speedtest;
+
+use crate::app::sqlite::{
+    Database, JournalMode, Preset, SqliteCpu, SqliteOptions, SqliteShared, SyncCall, Synchronous,
+    SHARED_NAME,
+};
+use crate::app::AppContext;
+use crate::mm::bio::AccountSnapshot;
+use crate::units::{serde_units, Nanos};
+use serde::{Deserialize, Serialize};
+use std::rc::Rc;
+
+/// A built-in benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Benchmark {
+    Mobibench,
+    MobibenchInsert,
+    MobibenchUpdate,
+    MobibenchDelete,
+    Speedtest,
+}
+
+fn default_value_size() -> usize {
+    100
+}
+
+fn default_scale() -> f64 {
+    1.0
+}
+
+/// The `[app.workload.sqlite]` table.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqliteConfig {
+    /// The database file (absolute path); its directory exists before the run.
+    pub database: String,
+    #[serde(default)]
+    pub preset: Preset,
+    #[serde(default)]
+    pub journal_mode: Option<JournalMode>,
+    #[serde(default)]
+    pub synchronous: Option<Synchronous>,
+    #[serde(default)]
+    pub page_size: Option<u32>,
+    #[serde(default)]
+    pub journal_size_limit: Option<i64>,
+    #[serde(default)]
+    pub wal_autocheckpoint: Option<u32>,
+    #[serde(default)]
+    pub auto_vacuum: Option<bool>,
+    /// `fsync` or `fdatasync` for SQLite's syncs (the build option `-Dfdatasync=fdatasync`).
+    #[serde(default)]
+    pub sync_call: Option<SyncCall>,
+    #[serde(default, with = "serde_units::option_duration")]
+    pub busy_timeout: Option<Nanos>,
+    /// SQL run once after opening (not measured).
+    #[serde(default)]
+    pub setup: Vec<String>,
+    #[serde(default)]
+    pub statements: Vec<String>,
+    /// Wrap each iteration's statements in one transaction.
+    #[serde(default)]
+    pub transaction: bool,
+    /// Iterations (statements) or transactions per Mobibench operation; default 1000 for
+    /// Mobibench, unbounded for statements.
+    #[serde(default)]
+    pub count: Option<u64>,
+    #[serde(default, with = "serde_units::duration")]
+    pub think: Nanos,
+    /// Characters of `{value}`.
+    #[serde(default = "default_value_size")]
+    pub value_size: usize,
+    #[serde(default)]
+    pub benchmark: Option<Benchmark>,
+    /// The speedtest's row-count multiplier.
+    #[serde(default = "default_scale")]
+    pub scale: f64,
+    /// A statement log to replay.
+    #[serde(default)]
+    pub log: Option<String>,
+}
+
+/// Longest statement log read (lines).
+pub const MAX_LOG_LINES: usize = 10_000_000;
+
+impl SqliteConfig {
+    pub fn options(&self) -> SqliteOptions {
+        SqliteOptions {
+            preset: self.preset,
+            journal_mode: self.journal_mode,
+            synchronous: self.synchronous,
+            page_size: self.page_size,
+            journal_size_limit: self.journal_size_limit,
+            wal_autocheckpoint: self.wal_autocheckpoint,
+            auto_vacuum: self.auto_vacuum,
+            sync_call: self.sync_call,
+            busy_timeout: self.busy_timeout,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.database.starts_with('/') || self.database.ends_with('/') {
+            return Err(format!(
+                "sqlite: `database` `{}` must be an absolute file path",
+                self.database
+            ));
+        }
+        self.options().validate()?;
+        let sources = usize::from(!self.statements.is_empty())
+            + usize::from(self.benchmark.is_some())
+            + usize::from(self.log.is_some());
+        if sources != 1 {
+            return Err(
+                "sqlite: give exactly one of `statements`, `benchmark` or `log`".to_string(),
+            );
+        }
+        if !(self.scale > 0.0 && self.scale <= 100.0) {
+            return Err(format!(
+                "sqlite: `scale` must be in (0, 100], not {}",
+                self.scale
+            ));
+        }
+        if self.value_size > 1 << 20 {
+            return Err("sqlite: `value_size` must be at most 1MiB".into());
+        }
+        if let Some(log) = &self.log {
+            read_log(log)?;
+        }
+        Ok(())
+    }
+}
+
+/// The statements of a log file: one per non-empty line, `--` comments skipped.
+pub fn read_log(path: &str) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("sqlite: cannot read `log` {path}: {e}"))?;
+    let lines: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with("--"))
+        .map(str::to_string)
+        .collect();
+    if lines.is_empty() {
+        return Err(format!("sqlite: `log` {path} has no statements"));
+    }
+    if lines.len() > MAX_LOG_LINES {
+        return Err(format!(
+            "sqlite: `log` {path} has more than {MAX_LOG_LINES} statements"
+        ));
+    }
+    Ok(lines)
+}
+
+/// Mobibench's values (shell/mobibench.c `INSERT_STR`, `UPDATE_STR`): 100 characters.
+const MOBIBENCH_INSERT: &str = "aaaaaaaaaabbbbbbbbbbccccccccccddddddddddeeeeeeeeeeffffffffffgggggggggghhhhhhhhhhiiiiiiiiiijjjjjjjjjj";
+const MOBIBENCH_UPDATE: &str = "ffffffffffgggggggggghhhhhhhhhhiiiiiiiiiijjjjjjjjjjaaaaaaaaaabbbbbbbbbbccccccccccddddddddddeeeeeeeeee";
+
+/// Sums the per-transaction account into the app's counters.
+struct TransactionAccount {
+    transactions: u64,
+}
+
+impl TransactionAccount {
+    fn add(&mut self, ctx: &AppContext, delta: &AccountSnapshot) {
+        self.transactions += 1;
+        ctx.add_counter("sqlite.transactions", 1);
+        let mut flushes = 0;
+        let mut fua = 0;
+        for (key, count) in &delta.by_purpose {
+            flushes += count.flushes;
+            fua += count.fua;
+            if key == "data" || key.starts_with("data@") {
+                continue; // told apart by file below
+            }
+            if count.writes > 0 {
+                ctx.add_counter(&format!("sqlite.{key}.writes"), count.writes);
+                ctx.add_counter(&format!("sqlite.{key}.write_bytes"), count.write_bytes);
+            }
+            if count.discards > 0 {
+                ctx.add_counter(&format!("sqlite.{key}.discards"), count.discards);
+            }
+        }
+        let data_writes: u64 = delta
+            .by_purpose
+            .iter()
+            .filter(|(key, _)| *key == "data")
+            .map(|(_, c)| c.writes)
+            .sum();
+        let mut labelled = 0;
+        for (label, count) in &delta.by_file {
+            if count.writes > 0 {
+                labelled += count.writes;
+                ctx.add_counter(&format!("sqlite.{label}.writes"), count.writes);
+                ctx.add_counter(&format!("sqlite.{label}.write_bytes"), count.write_bytes);
+            }
+        }
+        if data_writes > labelled {
+            ctx.add_counter("sqlite.other-data.writes", data_writes - labelled);
+        }
+        ctx.add_counter("sqlite.flushes", flushes);
+        ctx.add_counter("sqlite.fua", fua);
+    }
+}
+
+/// Runs `sql` as operation `op`, with its block I/O in the per-transaction account. Returns
+/// false (after counting the error) when SQLite fails.
+async fn measured(
+    ctx: &AppContext,
+    db: &Database,
+    account: &mut TransactionAccount,
+    op: &'static str,
+    sql: &str,
+) -> bool {
+    ctx.sim.step(op).await;
+    let before = db.account();
+    let timer = ctx.begin_op(op);
+    let result = db.execute(sql).await;
+    ctx.end_op(timer);
+    match result {
+        Ok(_) => {
+            if let (Some(before), Some(after)) = (before, db.account()) {
+                account.add(ctx, &after.since(&before));
+            }
+            true
+        }
+        Err(error) => {
+            sql_error(ctx, &error);
+            false
+        }
+    }
+}
+
+fn sql_error(ctx: &AppContext, error: &str) {
+    let kind = if error.contains("locked") || error.contains("busy") {
+        "sqlite.error.busy"
+    } else if error.contains("disk I/O") {
+        "sqlite.error.ioerr"
+    } else if error.contains("full") {
+        "sqlite.error.full"
+    } else {
+        "sqlite.error.other"
+    };
+    ctx.add_counter(kind, 1);
+}
+
+/// The body of a `sqlite` app.
+pub async fn sqlite(ctx: AppContext, config: SqliteConfig) {
+    if config.validate().is_err() {
+        ctx.add_counter("errno.EINVAL", 1);
+        return;
+    }
+    let Some(vfs) = ctx.stack.vfs.clone() else {
+        ctx.add_counter("errno.no-storage-stack", 1);
+        return;
+    };
+    if let Some(i) = config.database.rfind('/').filter(|&i| i > 0) {
+        if vfs.mkdir_all(&ctx.sim, &config.database[..i]).is_err() {
+            ctx.add_counter("errno.ENOTDIR", 1);
+            return;
+        }
+    }
+    let process = Rc::new(vfs.new_process_with_pid(ctx.stack.alloc_pid(), ctx.uid, &ctx.name));
+    let shared: Rc<SqliteShared> = ctx.stack.userspace(SHARED_NAME);
+    let seed = ctx.sim.seed() ^ (ctx.index as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d);
+    let timer = ctx.begin_op("open");
+    let db = Database::open(
+        &ctx.sim,
+        vfs,
+        process,
+        shared,
+        &config.database,
+        config.options().resolve(),
+        SqliteCpu::default(),
+        seed,
+    )
+    .await;
+    ctx.end_op(timer);
+    let db = match db {
+        Ok(db) => db,
+        Err(error) => {
+            sql_error(&ctx, &error);
+            return;
+        }
+    };
+    for sql in &config.setup {
+        if let Err(error) = db.execute(sql).await {
+            sql_error(&ctx, &error);
+            return;
+        }
+    }
+    let mut account = TransactionAccount { transactions: 0 };
+    match (&config.benchmark, &config.log) {
+        (Some(Benchmark::Speedtest), _) => speedtest_body(&ctx, &db, &config, &mut account).await,
+        (Some(benchmark), _) => mobibench(&ctx, &db, &config, *benchmark, &mut account).await,
+        (None, Some(log)) => replay(&ctx, &db, log, &mut account).await,
+        (None, None) => statements(&ctx, &db, &config, &mut account).await,
+    }
+    let calls = db.calls();
+    for (name, count) in calls.by_call {
+        ctx.add_counter(&format!("sqlite.call.{name}"), count);
+    }
+    if let Err(error) = db.close().await {
+        sql_error(&ctx, &error);
+    }
+}
+
+fn value(size: usize, iteration: u64) -> String {
+    // Printable and distinct per iteration, as an app's payload would be.
+    let seed = format!("v{iteration}-");
+    seed.chars().cycle().take(size).collect()
+}
+
+async fn statements(
+    ctx: &AppContext,
+    db: &Database,
+    config: &SqliteConfig,
+    account: &mut TransactionAccount,
+) {
+    let mut iteration = 0u64;
+    while !ctx.is_stopped() && config.count.is_none_or(|c| iteration < c) {
+        if config.think > 0 && iteration > 0 {
+            ctx.sim.sleep(config.think).await;
+        }
+        let payload = value(config.value_size, iteration);
+        let body: Vec<String> = config
+            .statements
+            .iter()
+            .map(|s| {
+                s.replace("{i}", &iteration.to_string())
+                    .replace("{value}", &payload)
+            })
+            .collect();
+        if config.transaction {
+            let sql = format!("BEGIN;\n{};\nCOMMIT;", body.join(";\n"));
+            if !measured(ctx, db, account, "transaction", &sql).await {
+                return;
+            }
+        } else {
+            for sql in &body {
+                if !measured(ctx, db, account, "transaction", sql).await {
+                    return;
+                }
+            }
+        }
+        iteration += 1;
+    }
+}
+
+async fn mobibench(
+    ctx: &AppContext,
+    db: &Database,
+    config: &SqliteConfig,
+    benchmark: Benchmark,
+    account: &mut TransactionAccount,
+) {
+    let n = config.count.unwrap_or(1000);
+    let create = "CREATE TABLE IF NOT EXISTS tblMyList (id INTEGER PRIMARY KEY autoincrement, Value TEXT not null, creation_date long);";
+    if let Err(error) = db.execute(create).await {
+        sql_error(ctx, &error);
+        return;
+    }
+    let insert = format!("INSERT INTO tblMyList(Value) VALUES('{MOBIBENCH_INSERT}');");
+    let phases: &[&'static str] = match benchmark {
+        Benchmark::Mobibench => &["insert", "update", "delete"],
+        Benchmark::MobibenchInsert => &["insert"],
+        Benchmark::MobibenchUpdate => &["update"],
+        Benchmark::MobibenchDelete => &["delete"],
+        Benchmark::Speedtest => unreachable!("the speedtest has its own body"),
+    };
+    if phases[0] != "insert" {
+        // The rows to update or delete, inserted before the measurement in one transaction.
+        let rows = vec![insert.as_str(); n as usize].join("\n");
+        if let Err(error) = db.execute(&format!("BEGIN;\n{rows}\nCOMMIT;")).await {
+            sql_error(ctx, &error);
+            return;
+        }
+    }
+    // Mobibench's update picks `rand() % n + 1` after `srand(i)`: a row per transaction, here
+    // from a seeded stream.
+    let mut state = ctx.sim.seed() ^ 0x6d6f_6269;
+    for &phase in phases {
+        for i in 0..n {
+            if ctx.is_stopped() {
+                return;
+            }
+            let sql = match phase {
+                "insert" => insert.clone(),
+                "update" => {
+                    state = state
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
+                    let id = (state >> 33) % n + 1;
+                    format!("UPDATE tblMyList SET Value = '{MOBIBENCH_UPDATE}' WHERE id = {id};")
+                }
+                _ => format!("DELETE FROM tblMyList WHERE id={};", i + 1),
+            };
+            if !measured(ctx, db, account, phase, &sql).await {
+                return;
+            }
+        }
+    }
+}
+
+async fn speedtest_body(
+    ctx: &AppContext,
+    db: &Database,
+    config: &SqliteConfig,
+    account: &mut TransactionAccount,
+) {
+    for test in speedtest::tests(config.scale, ctx.sim.seed()) {
+        let timer = ctx.begin_op(test.name);
+        for batch in &test.batches {
+            if ctx.is_stopped() {
+                ctx.end_op(timer);
+                return;
+            }
+            if !measured(ctx, db, account, "statement", batch).await {
+                ctx.end_op(timer);
+                return;
+            }
+        }
+        ctx.end_op(timer);
+    }
+}
+
+async fn replay(ctx: &AppContext, db: &Database, log: &str, account: &mut TransactionAccount) {
+    let lines = match read_log(log) {
+        Ok(lines) => lines,
+        Err(_) => {
+            ctx.add_counter("errno.ENOENT", 1);
+            return;
+        }
+    };
+    for line in &lines {
+        if ctx.is_stopped() {
+            return;
+        }
+        if !measured(ctx, db, account, "statement", line).await {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<SqliteConfig, String> {
+        toml::from_str::<SqliteConfig>(text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn one_source_of_sql_and_an_absolute_database() {
+        let ok = parse("database = \"/d/a.db\"\nbenchmark = \"mobibench\"").unwrap();
+        assert!(ok.validate().is_ok());
+        let none = parse("database = \"/d/a.db\"").unwrap();
+        assert!(none.validate().unwrap_err().contains("exactly one"));
+        let two =
+            parse("database = \"/d/a.db\"\nbenchmark = \"speedtest\"\nstatements = [\"SELECT 1\"]")
+                .unwrap();
+        assert!(two.validate().unwrap_err().contains("exactly one"));
+        let relative = parse("database = \"a.db\"\nstatements = [\"SELECT 1\"]").unwrap();
+        assert!(relative.validate().unwrap_err().contains("absolute"));
+        let missing = parse("database = \"/d/a.db\"\nlog = \"/nonexistent/x.sql\"").unwrap();
+        assert!(missing.validate().unwrap_err().contains("cannot read"));
+        assert!(parse("database = \"/d/a.db\"\nbenchmark = \"tpcc\"").is_err());
+    }
+
+    #[test]
+    fn mobibench_values_are_a_hundred_characters() {
+        assert_eq!(MOBIBENCH_INSERT.len(), 100);
+        assert_eq!(MOBIBENCH_UPDATE.len(), 100);
+        assert_eq!(value(100, 7).len(), 100);
+    }
+}
