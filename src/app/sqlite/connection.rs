@@ -19,9 +19,10 @@ use std::thread::JoinHandle;
 /// time stands still; its cost is then spent as if it had run before the answer).
 ///
 /// Costs are assumptions (`asm:`) in the style of `[stack.cpu]`: measured on the calibration
-/// machine of `docs/cpu.md` (the bundled SQLite, `mobistack sqlite-calibrate` prints them:
-/// about 13 ns per VM step and 1.5 us per prepared statement for Mobibench's insert, on an AMD
-/// EPYC core) and taken three times slower for a 2014 phone core, as the CPU model does.
+/// machine of `docs/cpu.md` by `cargo run --release --example calibrate_sqlite` (the bundled
+/// SQLite in memory: 19.9 ns per VM step from a table scan, 3.1 us per prepared statement from
+/// Mobibench's INSERT, on an AMD EPYC core) and taken three times slower for a 2014 phone core,
+/// as the CPU model does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SqliteCpu {
     /// Per virtual-machine step (`SQLITE_STMTSTATUS_VM_STEP`).
@@ -33,8 +34,8 @@ pub struct SqliteCpu {
 impl Default for SqliteCpu {
     fn default() -> Self {
         SqliteCpu {
-            vm_step: 40,
-            statement: 5 * NS_PER_US,
+            vm_step: 60,
+            statement: 9_300,
         }
     }
 }
