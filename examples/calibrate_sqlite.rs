@@ -41,7 +41,11 @@ fn main() {
     measure(&conn, insert, 10_000);
     let (select_ns, select_steps) = measure(&conn, "SELECT 1", n);
     let (insert_ns, insert_steps) = measure(&conn, insert, n);
-    let (scan_ns, scan_steps) = measure(&conn, "SELECT count(*) FROM tblMyList WHERE Value LIKE '%jj%'", 20);
+    let (scan_ns, scan_steps) = measure(
+        &conn,
+        "SELECT count(*) FROM tblMyList WHERE Value LIKE '%jj%'",
+        20,
+    );
     // Two unknowns, per statement (a) and per step (b): ns = a + b * steps, from the insert and
     // the scan (the scan is almost all steps).
     let per_step = (scan_ns - insert_ns) / (scan_steps - insert_steps);

@@ -134,3 +134,34 @@ fn a_statement_log_replays_line_by_line() {
     assert_eq!(app.ops["statement"].count, 14, "every statement of the log");
     assert!(!app.counters.keys().any(|k| k.starts_with("sqlite.error")));
 }
+
+#[test]
+fn reproduce_joj_quick_reports_the_fixes_direction_from_its_own_runs() {
+    let options = mobistack::report::reproduce::ReproduceOptions {
+        quick: true,
+        threads: 0,
+    };
+    let r = mobistack::report::reproduce::reproduce("joj", &options, &mut |_| {}).expect("runs");
+    assert_eq!(r.headlines.len(), 2);
+    for h in &r.headlines {
+        let (stock, fixed) = h.simulated;
+        assert!(
+            stock > 20.0 && stock < 200.0,
+            "{}: stock {stock} inserts/s",
+            h.what
+        );
+        assert!(fixed > 1.2 * stock, "{}: {stock} -> {fixed}", h.what);
+    }
+    let table = &r.tables[0];
+    let inserts = |label: &str| {
+        table
+            .rows
+            .iter()
+            .find(|row| row.label.starts_with(label))
+            .and_then(|row| row.values[0])
+            .unwrap_or_else(|| panic!("row {label}"))
+    };
+    // Polling removes the interrupt path: a little faster, never slower.
+    assert!(inserts("(iii)") > inserts("stock"));
+    assert!(inserts("(i) fdatasync + PERSIST") > inserts("(i) fdatasync"));
+}

@@ -16,7 +16,7 @@ pub mod profile;
 pub mod sched;
 
 pub use flash::FlashDevice;
-pub use profile::{build_device, profile_names, DeviceConfig, DeviceProfile};
+pub use profile::{build_device, profile_names, Completion, DeviceConfig, DeviceProfile};
 
 use crate::units::Nanos;
 
