@@ -191,3 +191,47 @@ fn android_preset_syncs_with_fdatasync_and_a_second_connection_waits_for_the_loc
     );
     assert_eq!(rows, 2);
 }
+
+#[test]
+fn wal_readers_share_the_shm_while_a_writer_appends() {
+    let rig = Rig::new();
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let out = log.clone();
+    rig.run(move |sim, vfs, shared| async move {
+        let options = SqliteOptions {
+            preset: Preset::Android9,
+            ..SqliteOptions::default()
+        };
+        let writer = open(&sim, &vfs, &shared, 10_001, &options).await;
+        writer
+            .execute("CREATE TABLE t (x); INSERT INTO t VALUES (1)")
+            .await
+            .unwrap();
+        let reader = open(&sim, &vfs, &shared, 10_002, &options).await;
+        // A read transaction open in the reader does not block the writer in WAL mode, and
+        // the reader keeps its snapshot until it ends.
+        reader.execute("BEGIN; SELECT * FROM t").await.unwrap();
+        writer.execute("INSERT INTO t VALUES (2)").await.unwrap();
+        let during = reader.execute("SELECT * FROM t").await.unwrap().rows;
+        reader.execute("COMMIT").await.unwrap();
+        let after = reader.execute("SELECT * FROM t").await.unwrap().rows;
+        out.borrow_mut().push((during, after));
+        let calls = writer.calls().by_call;
+        assert!(
+            vfs.ino_of("/data/db/test.db-wal").is_some(),
+            "the WAL exists"
+        );
+        assert!(vfs.ino_of("/data/db/test.db-shm").is_some(), "so does -shm");
+        assert!(calls.contains_key("fdatasync"), "{calls:?}");
+        reader.close().await.unwrap();
+        writer.close().await.unwrap();
+        // The last connection checkpoints and deletes the WAL and -shm (SQLite's default).
+        assert!(vfs.ino_of("/data/db/test.db-wal").is_none());
+        assert!(vfs.ino_of("/data/db/test.db-shm").is_none());
+    });
+    assert_eq!(
+        log.borrow()[0],
+        (1, 2),
+        "snapshot isolation, then the new row"
+    );
+}
