@@ -1425,6 +1425,8 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
         results.push(mobistack::run::bench_stack(8, 240));
         // QASIO's M1 with its 8 GB background write through ext4, CFQ and the eMMC model.
         results.push(mobistack::run::bench_qasio_m1(8));
+        // Real SQLite in the loop: autocommit INSERTs through the VFS bridge.
+        results.push(mobistack::run::bench_sqlite(2_000 * scale));
         // A DiskSim trace of 4 KiB random reads replayed on the device model alone.
         results.push(mobistack::workload::replay::device::bench(250_000 * scale));
         results

@@ -687,6 +687,38 @@ pub fn bench_stack(gib: u64, seconds: u64) -> crate::sim::bench::BenchResult {
     }
 }
 
+/// The SQLite row of `mobistack bench`: the built-in `joj/insert` (real SQLite in lockstep with
+/// its simulated task, every VFS call a message to the simulation thread and back) with
+/// `inserts` INSERTs, internal journal. Reports SQLite VFS calls served per wall second: the
+/// cost of the hand-off between SQLite's thread and the simulation.
+pub fn bench_sqlite(inserts: u64) -> crate::sim::bench::BenchResult {
+    let source = crate::scenario::builtin::find("joj/insert")
+        .expect("built-in scenario")
+        .source
+        .replace("count = 1000", &format!("count = {inserts}"));
+    let mut scenario =
+        crate::scenario::parse("bench-sqlite", &source).expect("bench scenario parses");
+    scenario
+        .select_variant("internal")
+        .expect("internal variant");
+    let start = std::time::Instant::now();
+    let result = run_one(&scenario, &scenario.variants[0], 1, |_| {}).expect("bench run");
+    let wall = start.elapsed().as_secs_f64();
+    let calls: u64 = result.apps["db"]
+        .counters
+        .iter()
+        .filter(|(k, _)| k.starts_with("sqlite.call."))
+        .map(|(_, v)| *v)
+        .sum();
+    crate::sim::bench::BenchResult {
+        name: "sqlite-inserts",
+        what: "SQLite VFS calls per wall s",
+        operations: calls,
+        wall_seconds: wall,
+        per_second: calls as f64 / wall,
+    }
+}
+
 /// The QASIO M1 benchmark row of `mobistack bench`: the built-in `qasio/m1` (500 creat + 4 KiB
 /// write + fsync on ext4 under a background buffered write through CFQ and the eMMC model),
 /// NONE variant, with the background write set to `gib` GiB. Reports simulated block requests
