@@ -28,7 +28,9 @@
 //!   waits, as without suspend) when the reservations it would move include another read, whose
 //!   channel and bus transfers are already placed; the moved programs' data transfers on the
 //!   channel are not moved (the data waits in the die's cache register, ONFI cache program), so
-//!   only die time shifts; a read never suspends a read.
+//!   only die time shifts; a program counts as in progress (suspendable, at the program suspend
+//!   latency) from the start of its data transfer in, as its die reservation does; a read
+//!   never suspends a read.
 
 use crate::units::{Nanos, NS_PER_SEC, PAGE_SIZE};
 use std::collections::VecDeque;

@@ -121,6 +121,84 @@ fn run_combo(
     Ok(Cell { ms })
 }
 
+/// Figure 12's versions beside FG-only and FastT-: FastT's device side in two steps, the
+/// FG-aware queue alone (`fastt` with `suspend = "off"`) and with program/erase suspend for
+/// foreground reads (the scenarios' `fastt`).
+const FIG12_VERSIONS: [&str; 4] = ["fg-only", "fastt-", "fastt-queue", "fastt"];
+
+/// The Figure 12 pairs: (built-in name, label, foreground app, its measured operation).
+const FIG12_COMBOS: [(&str, &str, &str, &str); 2] = [
+    (
+        "fasttrack/camera-update",
+        "Camera / Update",
+        "camera",
+        "fsync",
+    ),
+    (
+        "fasttrack/camera-backup",
+        "Camera / Backup",
+        "camera",
+        "fsync",
+    ),
+];
+
+/// Figure 12 analogue for one pair on the N6 under `lock`: mean response time (ms) of each of
+/// [`FIG12_VERSIONS`], then the NAND suspensions of the `fastt` run (suspends, reads served in
+/// an existing suspension, reads placed ahead of queued die work).
+fn run_fig12(
+    name: &str,
+    app: &str,
+    op: &str,
+    lock: crate::mm::PageCacheLock,
+    threads: usize,
+) -> Result<Vec<f64>, String> {
+    let mut s = scenario::load(name).map_err(|e| e.to_string())?;
+    let find = |s: &scenario::Scenario, name: &str| {
+        s.variants
+            .iter()
+            .find(|v| v.name == name)
+            .cloned()
+            .ok_or(format!("no {name} variant"))
+    };
+    let fastt = find(&s, "fastt")?;
+    let mut queue_only = fastt.clone();
+    queue_only.name = "fastt-queue".into();
+    queue_only.stack.device.suspend = Some(crate::dev::profile::SuspendPolicy::Off);
+    let mut alone = find(&s, "fg+bg")?;
+    alone.name = "fg-only".into();
+    s.variants = vec![find(&s, "fastt-")?, queue_only, fastt];
+    let mut solo = s.clone();
+    solo.apps
+        .retain(|a| a.role != crate::scenario::Role::Background);
+    solo.variants = vec![alone];
+    for scenario in [&mut s, &mut solo] {
+        for v in &mut scenario.variants {
+            v.stack.device.profile = PHONES[0].1.to_string();
+            v.stack.vm.page_cache_lock = lock;
+        }
+    }
+    let (together, solo) = (run_all(&s, threads)?, run_all(&solo, threads)?);
+    let mut values: Vec<f64> = FIG12_VERSIONS
+        .iter()
+        .map(|&version| {
+            let runs = if version == "fg-only" {
+                &solo
+            } else {
+                &together
+            };
+            runs.get(version).apps[app]
+                .ops
+                .get(op)
+                .map_or(0.0, |summary| summary.mean_ns / 1e6)
+        })
+        .collect();
+    let suspend = &together.get("fastt").device["suspend"];
+    for counter in ["suspends", "reads_in_suspension", "reads_ahead_of_queued"] {
+        values.push(suspend[counter].as_f64().unwrap_or(0.0));
+    }
+    Ok(values)
+}
+
 /// Today's answer on a UFS phone beside FastTrack (issue 13): each combination's `fg+bg` on the
 /// S6 with BFQ, Android's task profiles and UFS command priority, then with FastT on top.
 /// Returns (FG+BG, production, production + FastT, FastT) mean response times in ms.
@@ -292,6 +370,35 @@ pub(super) fn fasttrack(
         },
     ];
     let mut tables = Vec::new();
+    let mut fig12_rows = Vec::new();
+    for (lock_label, lock) in LOCKS {
+        for (name, label, app, op) in FIG12_COMBOS {
+            progress(&format!(
+                "Figure 12: {name} on N6, FG-aware queue with and without suspend, lock {lock_label}"
+            ));
+            let values = run_fig12(name, app, op, lock, options.threads)?;
+            fig12_rows.push(TableRow {
+                label: format!("{label} ({app} {op}), lock {lock_label}"),
+                values: values.into_iter().map(Some).collect(),
+            });
+        }
+    }
+    tables.push(Table {
+        title: "Figure 12 analogue: Camera switch on N6 (emmc-5.1), FastT's device side: mean response time (ms) and FastT's NAND suspensions".into(),
+        note: "paper (emulated storage): Camera / Update FG-only 0.6 s, FastT- 2.53 s, FastT 0.75 s. FASTT-QUEUE = FastT- + the FG-aware device queue; FASTT = that + program/erase suspend for FG reads (`suspend = \"foreground\"`, docs/devices.md). A Camera switch is an fsync: its I/O is writes and a cache flush, which a read suspend cannot speed up".into(),
+        columns: [
+            "FG-ONLY",
+            "FASTT-",
+            "FASTT-QUEUE",
+            "FASTT",
+            "suspends",
+            "reads in a suspension",
+            "reads ahead of queued",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: fig12_rows,
+    });
     for (p, (phone, profile)) in phones.iter().enumerate() {
         for (l, (lock_label, _)) in LOCKS.iter().enumerate() {
             let cells = &results[p][l];
@@ -392,6 +499,21 @@ mod tests {
         let cells = [cell(1000.0, 500.0), cell(10.0, 10.0)];
         assert_eq!(mean_change(&cells, "fg+bg", "fastt-"), (100.0, 75.0));
         assert_eq!(cells[0].of("fastt-"), 500.0);
+    }
+
+    #[test]
+    fn fastt_turns_suspend_on_for_foreground_reads_and_fastt_minus_does_not() {
+        use crate::dev::profile::SuspendPolicy;
+        for (name, _, _, _) in COMBOS {
+            let s = scenario::load(name).expect("built in");
+            let variant = |n: &str| s.variants.iter().find(|v| v.name == n).unwrap().clone();
+            let fastt = variant("fastt").stack.device;
+            assert_eq!(fastt.suspend, Some(SuspendPolicy::Foreground), "{name}");
+            assert_eq!(fastt.scheduler.as_deref(), Some("fg-aware"), "{name}");
+            let minus = variant("fastt-").stack.device.resolve().unwrap();
+            assert_eq!(minus.suspend, SuspendPolicy::Off, "{name}");
+        }
+        assert!(FIG12_COMBOS.iter().all(|c| COMBOS.contains(c)));
     }
 
     #[test]
