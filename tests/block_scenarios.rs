@@ -149,6 +149,25 @@ fn the_slowest_read_is_explained_by_where_its_request_waited() {
     );
     assert!(cfq.waits[0].on.contains("queued in cfq"));
     assert!(cfq.latency_ns > noop.latency_ns);
+    // With program/erase suspend the read no longer waits for the programs on its die: most of
+    // what is left is the wait for a host tag (the writes hold the 32 slots).
+    let suspend = slowest_read("noop+suspend");
+    assert!(
+        suspend.latency_ns * 5 < noop.latency_ns,
+        "{} ns vs {} ns",
+        suspend.latency_ns,
+        noop.latency_ns
+    );
+    let counts = |variant: &str| {
+        let run = results.runs.iter().find(|r| r.variant == variant).unwrap();
+        let read = &run.apps["gallery"].ops["read"];
+        (read.count, run.apps["update"].ops["write"].count)
+    };
+    let ((reads_plain, writes_plain), (reads_suspend, writes_suspend)) =
+        (counts("noop"), counts("noop+suspend"));
+    assert!(reads_suspend > 10 * reads_plain);
+    // Each suspension costs the die time; the writes lose a little, not most.
+    assert!(writes_suspend < writes_plain && writes_suspend * 10 > writes_plain * 9);
 }
 
 #[test]

@@ -63,3 +63,42 @@ fn the_page_reclaimer_keeps_the_foreground_apps_pages_under_a_backup() {
         "stock re-reads after eviction: {stock:?}"
     );
 }
+
+/// FastTrack §2.3's C_fg and the per-layer split (src/report/layers.rs) on scaled Camera /
+/// Update: alone, nearly all the I/O in flight during Camera's fsyncs is Camera's; with Update
+/// writing, a large part is Update's, and the fsync spends more time in the block layer and on
+/// the device.
+#[test]
+fn c_fg_falls_and_block_and_device_time_rise_under_a_background_writer() {
+    let layers = |with_background: bool| {
+        let name = "fasttrack/camera-update";
+        let mut s = scenario::parse(&format!("{name}.toml"), &scaled(name)).expect("parses");
+        s.select_variant("fg+bg").expect("variant");
+        if !with_background {
+            s.apps.retain(|a| a.name.get_ref() != "update");
+        }
+        let options = RunOptions {
+            timeline: Some(mobistack::sim::timeline::TimelineConfig {
+                counter_period_ns: 0,
+                ..Default::default()
+            }),
+            ..RunOptions::default()
+        };
+        let results = run_scenario(&s, &options).expect("runs");
+        let run = &results.runs[0];
+        let timeline = run.timeline.as_ref().expect("recorded");
+        assert_eq!(timeline.timeline.dropped, 0);
+        let uid = run.apps["camera"].uid;
+        mobistack::report::layers::breakdown(timeline, "camera", uid, "fsync")
+    };
+    let (alone, together) = (layers(false), layers(true));
+    println!("alone {alone:?}\ntogether {together:?}");
+    assert_eq!((alone.ops, together.ops), (4, 4));
+    assert!(alone.c_fg().unwrap() > 0.95, "{alone:?}");
+    assert!(together.c_fg().unwrap() < 0.9, "{together:?}");
+    assert!(
+        together.block_ns + together.device_ns > alone.block_ns + alone.device_ns,
+        "{alone:?} {together:?}"
+    );
+    assert!(alone.device_ns > 0 && alone.block_ns > 0);
+}

@@ -359,6 +359,8 @@ impl BlockLayer {
                     nr_sectors: rq.nr_sectors,
                     comm: rq.task.comm.clone(),
                     pid: rq.task.pid,
+                    uid: rq.task.uid,
+                    owner_uid: rq.owner_uid,
                     issued_async: rq.issued_async,
                     start_ns: rq.start_ns,
                     inserted_ns: rq.inserted_ns.max(rq.start_ns),

@@ -17,7 +17,9 @@
 //! earlier one still frees its space at the later time), so release times are monotone; reads of
 //! data still in the cache are served as reads of its NAND location; the SLC buffer only changes
 //! program time and capacity accounting (the FTL places data in the same blocks either way); a
-//! migration step interrupted by a new command is not charged.
+//! migration step interrupted by a new command is not charged; when a program/erase suspend
+//! moves a program's end later ([`WriteCache::delay_release`]), a release an admission has
+//! already counted is not taken back (the admission stands).
 
 use crate::units::Nanos;
 use std::collections::VecDeque;
@@ -26,8 +28,11 @@ use std::collections::VecDeque;
 pub struct WriteCache {
     capacity_bytes: u64,
     used_bytes: u64,
-    /// Scheduled space releases, FIFO with monotone times: (time, bytes).
-    releases: VecDeque<(Nanos, u64)>,
+    /// Scheduled space releases, FIFO with monotone times: (time, bytes, program id, the
+    /// program's own end before the FIFO hold).
+    releases: VecDeque<(Nanos, u64, u64, Nanos)>,
+    /// Releases already counted by an admission when a suspend moved their program.
+    pub late_moves: u64,
     /// No admission is ever granted before this time (FIFO admission).
     admit_floor_ns: Nanos,
     /// Time by which every scheduled program has ended.
@@ -42,6 +47,7 @@ impl WriteCache {
             capacity_bytes,
             used_bytes: 0,
             releases: VecDeque::new(),
+            late_moves: 0,
             admit_floor_ns: 0,
             persisted_ns: 0,
             buffers: (0..dies)
@@ -69,7 +75,7 @@ impl WriteCache {
     }
 
     fn apply_releases_until(&mut self, time: Nanos) {
-        while let Some(&(at, bytes)) = self.releases.front() {
+        while let Some(&(at, bytes, _, _)) = self.releases.front() {
             if at > time {
                 break;
             }
@@ -95,7 +101,7 @@ impl WriteCache {
         self.apply_releases_until(time);
         let mut freeable = 0;
         let mut needed_until = None;
-        for &(release_at, release_bytes) in &self.releases {
+        for &(release_at, release_bytes, _, _) in &self.releases {
             if self.used_bytes - freeable + bytes <= self.capacity_bytes {
                 break;
             }
@@ -115,14 +121,42 @@ impl WriteCache {
         Some(time)
     }
 
-    /// Space of `bytes` is released at `at` (the end of the program holding them).
-    pub fn release_at(&mut self, at: Nanos, bytes: u64) {
+    /// Space of `bytes` is released at `at`, the end of the program `program` (a NAND
+    /// reservation id) holding them.
+    pub fn release_at(&mut self, at: Nanos, bytes: u64, program: u64) {
         self.persisted_ns = self.persisted_ns.max(at);
         if self.write_through() {
             return;
         }
-        let monotone = self.releases.back().map_or(at, |&(last, _)| last.max(at));
-        self.releases.push_back((monotone, bytes));
+        let monotone = self
+            .releases
+            .back()
+            .map_or(at, |&(last, _, _, _)| last.max(at));
+        self.releases.push_back((monotone, bytes, program, at));
+    }
+
+    /// Program `program` now ends at `end` (a suspend moved it later): its release, and the
+    /// releases held behind it, move with it.
+    pub fn delay_release(&mut self, program: u64, end: Nanos) {
+        self.persisted_ns = self.persisted_ns.max(end);
+        let Some(index) = self.releases.iter().position(|r| r.2 == program) else {
+            self.late_moves += u64::from(!self.write_through());
+            return;
+        };
+        assert!(
+            end >= self.releases[index].3,
+            "a suspend never hastens a program"
+        );
+        self.releases[index].3 = end;
+        let mut floor = if index == 0 {
+            0
+        } else {
+            self.releases[index - 1].0
+        };
+        for release in self.releases.iter_mut().skip(index) {
+            release.0 = floor.max(release.3);
+            floor = release.0;
+        }
     }
 
     /// Frees space at once (data discarded while still in the cache).
@@ -203,12 +237,30 @@ mod tests {
         assert_eq!(cache.admit(4096, 0), Some(0));
         assert_eq!(cache.admit(4096, 10), Some(10));
         assert_eq!(cache.admit(4096, 20), None, "full and nothing scheduled");
-        cache.release_at(500, 4096);
-        cache.release_at(300, 4096);
+        cache.release_at(500, 4096, 1);
+        cache.release_at(300, 4096, 2);
         // The second release is held to the first's time (FIFO).
         assert_eq!(cache.admit(4096, 20), Some(500));
         assert_eq!(cache.admit(4096, 30), Some(500));
         assert_eq!(cache.persisted_ns(), 500);
+    }
+
+    #[test]
+    fn a_delayed_program_delays_its_release_and_those_held_behind_it() {
+        let mut cache = WriteCache::new(3 * 4096, 1, 1);
+        for at in [0, 1, 2] {
+            assert_eq!(cache.admit(4096, at), Some(at));
+        }
+        cache.release_at(100, 4096, 7);
+        cache.release_at(200, 4096, 8);
+        cache.delay_release(7, 250);
+        assert_eq!(cache.persisted_ns(), 250);
+        // Both releases now happen at 250 (the second is held behind the first).
+        assert_eq!(cache.admit(4096, 10), Some(250));
+        assert_eq!(cache.admit(4096, 10), Some(250));
+        assert_eq!(cache.late_moves, 0);
+        cache.delay_release(7, 300);
+        assert_eq!(cache.late_moves, 1, "already counted by an admission");
     }
 
     #[test]

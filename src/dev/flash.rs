@@ -22,15 +22,27 @@
 //! mapping table with one program if anything changed since the last flush. DISCARD invalidates
 //! mappings at a firmware cost per mapped page.
 //!
+//! Program/erase suspend (profile `suspend`, off by default): a read the policy allows may suspend
+//! the NAND program or erase in progress on its die and go ahead of die work not yet started
+//! ([`NandArray::read_suspending`]); the programs it moves later carry their consequences: the
+//! cache space they hold is released later, and a command that waits for them (a FUA or
+//! write-through write, a flush) completes later.
+//!
 //! Simplifications: sub-4 KiB writes are treated as whole pages (no read-modify-write); a command's
 //! reservations are made when it starts, and a later command may only use idle gaps before them
-//! (no HPI, no program/erase suspend); GC runs on demand, not in idle time; reads of data in the
-//! SLC buffer use the native read time.
+//! (no HPI; only a suspending read moves reservations already made); GC runs on demand, not in
+//! idle time; reads of data in the SLC buffer use the native read time. When a suspend moves a
+//! program, a command that waits for it completes no earlier than the program's new end, but
+//! work placed after the program when the command started (the mapping-table commit of a flush
+//! after a FUA write) is not moved with it; a cache admission already granted is not revised.
 
 use super::cache::{SlcBuffer, WriteCache};
 use super::ftl::{Ftl, UNMAPPED};
-use super::nand::{transfer_ns, Geometry, NandArray, Timeline, Timing, MAP_UNIT_BYTES};
-use super::profile::DeviceProfile;
+use super::nand::{
+    transfer_ns, Geometry, NandArray, Shift, SuspendStats, SuspendTiming, Timeline, Timing,
+    MAP_UNIT_BYTES,
+};
+use super::profile::{DeviceProfile, SuspendPolicy};
 use super::sched::{self, InternalScheduler, QueuedCommand};
 use super::{BlockDevice, DevCompletion, DevRequest, IoOp};
 use crate::units::{Nanos, SECTOR_SIZE};
@@ -51,6 +63,18 @@ pub struct DeviceStats {
     pub gc_busy_ns: Nanos,
     pub slc_units_migrated: u64,
     pub ftl: super::ftl::FtlStats,
+    pub suspend: SuspendStats,
+    /// Commands whose completion a suspend moved later.
+    pub completions_delayed: u64,
+}
+
+/// A started command whose completion waits for NAND programs: those with reservation ids in
+/// `from_op..upto_op`, and it completes at `done_ns`.
+#[derive(Debug, Clone, Copy)]
+struct ProgramWait {
+    from_op: u64,
+    upto_op: u64,
+    done_ns: Nanos,
 }
 
 #[derive(Debug)]
@@ -78,6 +102,10 @@ pub struct FlashDevice {
     scratch_lpns: Vec<u32>,
     die_marks: Vec<bool>,
     stats: DeviceStats,
+    suspend: SuspendTiming,
+    /// Started commands (by arrival) that wait for programs a suspend may move.
+    program_waits: BTreeMap<u64, ProgramWait>,
+    scratch_shifts: Vec<Shift>,
 }
 
 impl FlashDevice {
@@ -136,6 +164,14 @@ impl FlashDevice {
             scratch_lpns: Vec::with_capacity(geometry.units_per_program() as usize),
             die_marks: vec![false; dies as usize],
             stats: DeviceStats::default(),
+            suspend: SuspendTiming {
+                program_suspend_ns: profile.program_suspend_latency,
+                erase_suspend_ns: profile.erase_suspend_latency,
+                resume_ns: profile.suspend_resume_overhead,
+                max_per_op: profile.suspend_max,
+            },
+            program_waits: BTreeMap::new(),
+            scratch_shifts: Vec::new(),
             profile,
         })
     }
@@ -152,6 +188,7 @@ impl FlashDevice {
         let mut stats = self.stats;
         stats.ftl = self.ftl.stats;
         stats.slc_units_migrated = self.slc.units_migrated;
+        stats.suspend = self.nand.suspend_stats();
         stats
     }
 
@@ -245,7 +282,7 @@ impl FlashDevice {
             let copies = work.units_copied.div_ceil(per_program);
             let gc_ns = copies * (timing.read_ns + timing.program_ns)
                 + work.blocks_erased * timing.erase_ns;
-            start = self.nand.occupy(die, at, gc_ns);
+            start = self.nand.occupy(die, at, gc_ns).0;
             self.stats.gc_busy_ns += gc_ns;
         }
         let program_ns = if self.slc.enabled() && self.slc.take(die) {
@@ -254,10 +291,10 @@ impl FlashDevice {
         } else {
             timing.program_ns
         };
-        let end = self.nand.program(die, start, program_ns);
+        let (end, program) = self.nand.program(die, start, program_ns);
         self.stats.nand_programs += 1;
         self.cache
-            .release_at(end, lpns.len() as u64 * MAP_UNIT_BYTES);
+            .release_at(end, lpns.len() as u64 * MAP_UNIT_BYTES, program);
         self.scratch_lpns = lpns;
         self.dirty_since_flush = true;
         end
@@ -293,6 +330,10 @@ impl FlashDevice {
 
     fn read(&mut self, start: Nanos, request: &DevRequest) -> Nanos {
         let read_ns = self.nand.timing.read_ns;
+        let suspending = self
+            .profile
+            .suspend
+            .allows(request.foreground, request.flags.prio);
         let mut first_ready: Option<Nanos> = None;
         let mut ready = start;
         let mut last_bytes = 0;
@@ -301,9 +342,25 @@ impl FlashDevice {
         let mut flush_group = |device: &mut Self, group: (u32, u32, u64)| {
             let (_, die, units) = group;
             device.touch_die(die, start);
-            let end = device
-                .nand
-                .read(die, start, read_ns, units * MAP_UNIT_BYTES);
+            let bytes = units * MAP_UNIT_BYTES;
+            let mut shifts = std::mem::take(&mut device.scratch_shifts);
+            shifts.clear();
+            let suspended = if suspending {
+                let timing = device.suspend;
+                device
+                    .nand
+                    .read_suspending(die, start, read_ns, bytes, &timing, &mut shifts)
+            } else {
+                None
+            };
+            let end = match suspended {
+                Some(end) => {
+                    device.apply_shifts(&shifts);
+                    end
+                }
+                None => device.nand.read(die, start, read_ns, bytes),
+            };
+            device.scratch_shifts = shifts;
             device.stats.nand_reads += 1;
             first_ready = Some(first_ready.map_or(end, |t: Nanos| t.min(end)));
             ready = ready.max(end);
@@ -413,7 +470,7 @@ impl FlashDevice {
             } else {
                 timing.program_ns
             };
-            done = done.max(self.nand.program(die, start, program_ns));
+            done = done.max(self.nand.program(die, start, program_ns).0);
             self.stats.nand_programs += 1;
             self.dirty_since_flush = false;
         }
@@ -439,6 +496,44 @@ impl FlashDevice {
         let end = self.controller_free_ns.max(start) + mapped * self.profile.discard_per_page;
         self.controller_free_ns = end;
         end
+    }
+
+    /// Carries the moves of a suspend to what depends on the moved programs: cache releases and
+    /// the completions of commands that wait for them.
+    fn apply_shifts(&mut self, shifts: &[Shift]) {
+        for shift in shifts {
+            assert!(shift.new_end_ns > shift.old_end_ns, "a shift moves later");
+            self.cache.delay_release(shift.id, shift.new_end_ns);
+            for (&seq, wait) in self.program_waits.iter_mut() {
+                if !(wait.from_op..wait.upto_op).contains(&shift.id)
+                    || shift.new_end_ns <= wait.done_ns
+                {
+                    continue;
+                }
+                let value = self
+                    .active
+                    .remove(&(wait.done_ns, seq))
+                    .expect("a waiting command is active");
+                wait.done_ns = shift.new_end_ns;
+                let previous = self.active.insert((wait.done_ns, seq), value);
+                assert!(previous.is_none(), "completion keys are unique");
+                self.stats.completions_delayed += 1;
+            }
+        }
+    }
+
+    /// Which programs a command started now waits for: the ones it reserved (FUA or
+    /// write-through), or every one reserved so far (a flush, before or after a write).
+    fn program_wait(&self, request: &DevRequest, from_op: u64) -> Option<(u64, u64)> {
+        let upto_op = self.nand.next_op_id();
+        match request.op {
+            IoOp::Flush => Some((0, upto_op)),
+            IoOp::Write if request.flags.preflush || request.flags.postflush => Some((0, upto_op)),
+            IoOp::Write if request.flags.fua || self.cache.write_through() => {
+                Some((from_op, upto_op))
+            }
+            _ => None,
+        }
     }
 
     /// Starts `request` at `now` and returns its completion time.
@@ -507,7 +602,20 @@ impl FlashDevice {
             );
             let command = self.queue.remove(index);
             let request = self.queued_requests.remove(index);
+            let from_op = self.nand.next_op_id();
             let done = self.execute(now, &request);
+            if self.profile.suspend != SuspendPolicy::Off {
+                if let Some((from_op, upto_op)) = self.program_wait(&request, from_op) {
+                    self.program_waits.insert(
+                        command.seq,
+                        ProgramWait {
+                            from_op,
+                            upto_op,
+                            done_ns: done,
+                        },
+                    );
+                }
+            }
             let previous = self
                 .active
                 .insert((done, command.seq), (request.tag, command.submitted_ns));
@@ -580,6 +688,7 @@ impl BlockDevice for FlashDevice {
         let start = self.controller_free_ns.max(now) + self.profile.write_overhead;
         self.controller_free_ns = start;
         let mut done = start;
+        let from_op = self.nand.next_op_id();
         for request in requests {
             assert_eq!(request.op, IoOp::Write, "only writes are packed");
             self.stats.writes += 1;
@@ -589,6 +698,18 @@ impl BlockDevice for FlashDevice {
             let seq = self.next_seq;
             self.next_seq += 1;
             self.active.insert((done, seq), (request.tag, now));
+            if self.profile.suspend != SuspendPolicy::Off {
+                if let Some((from_op, upto_op)) = self.program_wait(request, from_op) {
+                    self.program_waits.insert(
+                        seq,
+                        ProgramWait {
+                            from_op,
+                            upto_op,
+                            done_ns: done,
+                        },
+                    );
+                }
+            }
         }
     }
 
@@ -632,6 +753,9 @@ impl BlockDevice for FlashDevice {
                 {
                     assert!(done >= self.now_ns, "completion in the past");
                     self.active.remove(&(done, seq));
+                    if let Some(wait) = self.program_waits.remove(&seq) {
+                        assert_eq!(wait.done_ns, done, "a waiting command completes when due");
+                    }
                     self.now_ns = done;
                     completions.push(DevCompletion {
                         tag,

@@ -15,7 +15,22 @@
 //!   program of data that is still crossing the host bus), but it never moves them.
 //! - Cache read: the die may start its next array read while the channel still transfers the
 //!   previous page out of the page register.
-//! - No program/erase suspend (an array read waits for a program in progress on its die).
+//! - Program/erase suspend ([`NandArray::read_suspending`], off unless the device profile turns it
+//!   on): a read that finds its die programming, erasing or doing GC work suspends that operation
+//!   (after the suspend latency), is served, and the operation resumes after a resume overhead;
+//!   the operation and every reservation chained behind it on the die move later by that much
+//!   (ONFI 4.x program/erase suspend; MQSim's `Suspend_Program_Time` / `Suspend_Erase_Time`,
+//!   Tavakkol et al., FAST'18; Wu & He, "Reducing SSD Read Latency via NAND Flash Program and
+//!   Erase Suspension", FAST'12). Simplifications: GC work (copy-back reads and programs, the
+//!   erase) is one operation and suspends at the erase suspend latency, its worst case; reads
+//!   that arrive while a die is suspended are served in the same suspension (no second suspend
+//!   latency), as MQSim serves every waiting read during one; a suspend is refused (the read
+//!   waits, as without suspend) when the reservations it would move include another read, whose
+//!   channel and bus transfers are already placed; the moved programs' data transfers on the
+//!   channel are not moved (the data waits in the die's cache register, ONFI cache program), so
+//!   only die time shifts; a program counts as in progress (suspendable, at the program suspend
+//!   latency) from the start of its data transfer in, as its die reservation does; a read
+//!   never suspends a read.
 
 use crate::units::{Nanos, NS_PER_SEC, PAGE_SIZE};
 use std::collections::VecDeque;
@@ -89,6 +104,25 @@ impl Timeline {
         }
     }
 
+    /// Replaces the busy intervals by `intervals` (sorted by start; they may touch or nest, and
+    /// are merged), adding `extra_busy_ns` to the busy total (the time a suspend adds).
+    fn rebuild(&mut self, intervals: impl Iterator<Item = (Nanos, Nanos)>, extra_busy_ns: Nanos) {
+        self.busy.clear();
+        for (start, end) in intervals {
+            assert!(start <= end, "interval ends before it starts");
+            match self.busy.back_mut() {
+                Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                Some(last) => {
+                    assert!(last.0 <= start, "intervals out of order");
+                    self.busy.push_back((start, end));
+                }
+                None => self.busy.push_back((start, end)),
+            }
+            self.horizon_ns = self.horizon_ns.max(end);
+        }
+        self.busy_total_ns += extra_busy_ns;
+    }
+
     /// End of the latest reservation.
     pub fn horizon_ns(&self) -> Nanos {
         self.horizon_ns
@@ -97,6 +131,73 @@ impl Timeline {
     pub fn busy_total_ns(&self) -> Nanos {
         self.busy_total_ns
     }
+}
+
+/// Upper bound on the array operations one die holds from the last `prune` on.
+const DIE_OPS_MAX: usize = 1 << 16;
+
+/// What a die reservation does: a suspend may interrupt programs and GC/erase work, not reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DieWork {
+    Read,
+    Program,
+    /// Garbage-collection copy-back and block erase, reserved as one stretch.
+    Erase,
+}
+
+/// One reservation of a die, with its suspend state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DieOp {
+    /// Identifier, increasing in reservation order over the array's life.
+    pub id: u64,
+    pub start_ns: Nanos,
+    /// End, including every suspension so far.
+    pub end_ns: Nanos,
+    pub work: DieWork,
+    /// Times this operation has been suspended.
+    pub suspends: u32,
+    /// End of the reads served in its latest suspension (0: never suspended); the operation
+    /// resumes at this time plus the resume overhead.
+    pub suspended_until_ns: Nanos,
+}
+
+/// Program/erase suspend costs and bound (see [`crate::dev::profile::DeviceProfile`] for the
+/// sources of the values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SuspendTiming {
+    /// From the suspend command to the die accepting a read, when it is programming.
+    pub program_suspend_ns: Nanos,
+    /// The same when it is erasing (or doing GC work).
+    pub erase_suspend_ns: Nanos,
+    /// Added to the suspended operation's remaining time when it resumes.
+    pub resume_ns: Nanos,
+    /// Suspensions one operation accepts; once reached, reads wait for it to end.
+    pub max_per_op: u32,
+}
+
+/// A reservation moved later by a suspend: (id, end before, end after).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shift {
+    pub id: u64,
+    pub old_end_ns: Nanos,
+    pub new_end_ns: Nanos,
+}
+
+/// Counters of the suspend mechanism.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SuspendStats {
+    /// Operations suspended (each suspension counted).
+    pub suspends: u64,
+    /// Reads served during an existing suspension (no extra suspend latency).
+    pub reads_in_suspension: u64,
+    /// Reads placed before an operation reserved on the die that had not started yet.
+    pub reads_ahead_of_queued: u64,
+    /// Reads that had to wait because a suspend would have moved another read.
+    pub refused_read_in_chain: u64,
+    /// Reads that waited for an operation at its suspend bound.
+    pub refused_bound: u64,
+    /// Total time reservations were moved later (summed over every moved reservation).
+    pub shifted_ns: Nanos,
 }
 
 /// Bytes of one FTL mapping unit (a 4 KiB logical page, as in page-level FTLs such as SimpleSSD's).
@@ -197,6 +298,11 @@ pub struct NandArray {
     pub timing: Timing,
     dies: Vec<Timeline>,
     channels: Vec<Timeline>,
+    /// Per die: its reservations from the last `prune` on, in time order, disjoint (a read served
+    /// in a suspension lies inside the suspended operation and is not listed).
+    ops: Vec<VecDeque<DieOp>>,
+    next_op_id: u64,
+    suspend_stats: SuspendStats,
 }
 
 impl NandArray {
@@ -206,7 +312,54 @@ impl NandArray {
             timing,
             dies: vec![Timeline::default(); geometry.dies() as usize],
             channels: vec![Timeline::default(); geometry.channels as usize],
+            ops: vec![VecDeque::new(); geometry.dies() as usize],
+            next_op_id: 0,
+            suspend_stats: SuspendStats::default(),
         }
+    }
+
+    /// Identifier the next reservation will get (reservations made since a call to this have ids
+    /// at or above it).
+    pub fn next_op_id(&self) -> u64 {
+        self.next_op_id
+    }
+
+    pub fn suspend_stats(&self) -> SuspendStats {
+        self.suspend_stats
+    }
+
+    /// The reservations of `die` from the last prune on.
+    pub fn die_ops(&self, die: u32) -> &VecDeque<DieOp> {
+        &self.ops[die as usize]
+    }
+
+    /// Records a reservation of `die`; returns its id.
+    fn record(&mut self, die: u32, start_ns: Nanos, end_ns: Nanos, work: DieWork) -> u64 {
+        let id = self.next_op_id;
+        self.next_op_id += 1;
+        let ops = &mut self.ops[die as usize];
+        let index = ops.partition_point(|op| op.start_ns < start_ns);
+        assert!(
+            index == 0 || ops[index - 1].end_ns <= start_ns,
+            "overlapping die operations"
+        );
+        assert!(
+            index == ops.len() || end_ns <= ops[index].start_ns,
+            "overlapping die operations"
+        );
+        ops.insert(
+            index,
+            DieOp {
+                id,
+                start_ns,
+                end_ns,
+                work,
+                suspends: 0,
+                suspended_until_ns: 0,
+            },
+        );
+        assert!(ops.len() <= DIE_OPS_MAX, "a die holds too many operations");
+        id
     }
 
     /// End of the latest reservation on `die`.
@@ -240,6 +393,11 @@ impl NandArray {
     pub fn prune(&mut self, now: Nanos) {
         self.dies.iter_mut().for_each(|t| t.prune(now));
         self.channels.iter_mut().for_each(|t| t.prune(now));
+        for ops in &mut self.ops {
+            while ops.front().is_some_and(|op| op.end_ns <= now) {
+                ops.pop_front();
+            }
+        }
     }
 
     /// Array read on `die` (all planes of one program unit), then transfer of `bytes` over the
@@ -247,16 +405,25 @@ impl NandArray {
     pub fn read(&mut self, die: u32, at: Nanos, read_ns: Nanos, bytes: u64) -> Nanos {
         let die_start = self.dies[die as usize].first_fit(at, read_ns);
         self.dies[die as usize].reserve(die_start, read_ns);
+        if read_ns > 0 {
+            self.record(die, die_start, die_start + read_ns, DieWork::Read);
+        }
+        self.read_transfer(die, die_start + read_ns, bytes)
+    }
+
+    /// Moves `bytes` read on `die` (array read ended at `array_end`) over its channel.
+    fn read_transfer(&mut self, die: u32, array_end: Nanos, bytes: u64) -> Nanos {
         let channel = self.geometry.channel_of(die) as usize;
         let transfer_ns = self.timing.channel_transfer_ns(bytes);
-        let transfer_start = self.channels[channel].first_fit(die_start + read_ns, transfer_ns);
+        let transfer_start = self.channels[channel].first_fit(array_end, transfer_ns);
         self.channels[channel].reserve(transfer_start, transfer_ns);
         transfer_start + transfer_ns
     }
 
     /// Transfer of one program unit to `die` over its channel, then the program; the die is busy
-    /// from the start of the transfer (its page registers latch the data). Returns the end.
-    pub fn program(&mut self, die: u32, at: Nanos, program_ns: Nanos) -> Nanos {
+    /// from the start of the transfer (its page registers latch the data). Returns the end and
+    /// the reservation's id (a suspend may later move its end, see [`Self::read_suspending`]).
+    pub fn program(&mut self, die: u32, at: Nanos, program_ns: Nanos) -> (Nanos, u64) {
         let channel = self.geometry.channel_of(die) as usize;
         let transfer_ns = self
             .timing
@@ -276,15 +443,198 @@ impl NandArray {
         assert_eq!(self.channels[channel].first_fit(start, transfer_ns), start);
         self.channels[channel].reserve(start, transfer_ns);
         self.dies[die as usize].reserve(start, transfer_ns + program_ns);
-        start + transfer_ns + program_ns
+        let end = start + transfer_ns + program_ns;
+        let id = self.record(die, start, end, DieWork::Program);
+        (end, id)
     }
 
     /// Occupies `die` for `busy_ns` in its first idle stretch at or after `at` (garbage collection
-    /// copy-back, erase). Returns the end.
-    pub fn occupy(&mut self, die: u32, at: Nanos, busy_ns: Nanos) -> Nanos {
+    /// copy-back, erase). Returns the end and the reservation's id.
+    pub fn occupy(&mut self, die: u32, at: Nanos, busy_ns: Nanos) -> (Nanos, u64) {
         let start = self.dies[die as usize].first_fit(at, busy_ns);
         self.dies[die as usize].reserve(start, busy_ns);
-        start + busy_ns
+        let id = if busy_ns > 0 {
+            self.record(die, start, start + busy_ns, DieWork::Erase)
+        } else {
+            u64::MAX
+        };
+        (start + busy_ns, id)
+    }
+
+    /// An array read of `die` at `at` that may suspend the program or erase in progress there,
+    /// then the transfer of `bytes` over the channel. Returns the time the data is in the
+    /// controller, and appends to `shifts` every reservation it moved later. Returns `None`
+    /// (and reserves nothing) when the die can serve the read at `at` without suspending
+    /// anything, or when a suspend is refused: the caller then makes a plain [`Self::read`].
+    ///
+    /// Where the read goes (the die's operations are looked at from `at` on):
+    /// - inside a suspension already under way (before the operation resumes): right after the
+    ///   reads served in it; the operation resumes `read_ns` later;
+    /// - inside a program or erase (GC) in progress below its suspend bound: after the suspend
+    ///   latency; the operation resumes after the read and the resume overhead;
+    /// - in an idle stretch too short for it, before an operation that has not started: at `at`;
+    ///   that operation starts when the read ends (the controller issues the read first);
+    /// - inside a read, or an operation at its bound: after it, and the rules apply again.
+    ///
+    /// Every later reservation of the die that would overlap moves later by as much as needed
+    /// (the chain keeps its order); if one of them is a read, nothing is reserved (refused).
+    pub fn read_suspending(
+        &mut self,
+        die: u32,
+        at: Nanos,
+        read_ns: Nanos,
+        bytes: u64,
+        timing: &SuspendTiming,
+        shifts: &mut Vec<Shift>,
+    ) -> Option<Nanos> {
+        let mut at = at;
+        // Bound: each round moves `at` past one operation of the die.
+        for _ in 0..=self.ops[die as usize].len() {
+            let ops = &self.ops[die as usize];
+            let index = ops.iter().position(|op| op.end_ns > at)?;
+            let op = ops[index];
+            if op.start_ns >= at + read_ns {
+                return None;
+            }
+            if op.start_ns > at {
+                if op.work == DieWork::Read {
+                    at = op.end_ns;
+                    continue;
+                }
+                // Not started: the read goes first and the operation starts after it.
+                let read_end = at + read_ns;
+                if !self.shift_chain(die, index, read_end, None, shifts) {
+                    self.suspend_stats.refused_read_in_chain += 1;
+                    return None;
+                }
+                self.suspend_stats.reads_ahead_of_queued += 1;
+                self.dies[die as usize].reserve(at, read_ns);
+                self.record(die, at, read_end, DieWork::Read);
+                self.check_die(die);
+                return Some(self.read_transfer(die, read_end, bytes));
+            }
+            // `op` is in progress at `at`.
+            if op.work == DieWork::Read {
+                at = op.end_ns;
+                continue;
+            }
+            let in_suspension = at < op.suspended_until_ns;
+            if !in_suspension && op.suspends >= timing.max_per_op {
+                self.suspend_stats.refused_bound += 1;
+                at = op.end_ns;
+                continue;
+            }
+            let (read_start, added_ns) = if in_suspension {
+                (op.suspended_until_ns, read_ns)
+            } else {
+                let latency = match op.work {
+                    DieWork::Program => timing.program_suspend_ns,
+                    _ => timing.erase_suspend_ns,
+                };
+                (at + latency, latency + read_ns + timing.resume_ns)
+            };
+            let read_end = read_start + read_ns;
+            // The operation's own end moves by `added_ns`; the chain behind it as needed.
+            if !self.shift_chain(die, index, op.end_ns + added_ns, Some(read_end), shifts) {
+                self.suspend_stats.refused_read_in_chain += 1;
+                return None;
+            }
+            if in_suspension {
+                self.suspend_stats.reads_in_suspension += 1;
+            } else {
+                self.suspend_stats.suspends += 1;
+                let op = &mut self.ops[die as usize][index];
+                op.suspends += 1;
+                assert!(op.suspends <= timing.max_per_op, "suspend bound exceeded");
+            }
+            self.check_die(die);
+            return Some(self.read_transfer(die, read_end, bytes));
+        }
+        unreachable!("the die's operations were all passed")
+    }
+
+    /// Moves operation `index` of `die` so that it ends at `new_end` (when `suspended_until` is
+    /// given: it is in progress and is being suspended until then) or, otherwise, starts at
+    /// `new_end` (it has not started), and every later operation as far as needed to keep them
+    /// disjoint. Returns false, changing nothing, when a read would have to move.
+    fn shift_chain(
+        &mut self,
+        die: u32,
+        index: usize,
+        new_end: Nanos,
+        suspended_until: Option<Nanos>,
+        shifts: &mut Vec<Shift>,
+    ) -> bool {
+        let ops = &mut self.ops[die as usize];
+        let first = ops[index];
+        let first_shift = match suspended_until {
+            Some(_) => new_end - first.end_ns,
+            None => new_end - first.start_ns,
+        };
+        assert!(first_shift > 0, "a suspend moves its operation later");
+        // Check first: the chain that moves must hold no read.
+        let mut reach = first.end_ns + first_shift;
+        let mut last = index;
+        for later in ops.iter().skip(index + 1) {
+            if later.start_ns >= reach {
+                break;
+            }
+            if later.work == DieWork::Read {
+                return false;
+            }
+            reach = later.end_ns + (reach - later.start_ns);
+            last += 1;
+        }
+        if first.work == DieWork::Read {
+            return false;
+        }
+        let mut moved_until = 0;
+        for (position, op) in ops.iter_mut().enumerate().take(last + 1).skip(index) {
+            let shift = if position == index {
+                first_shift
+            } else {
+                moved_until - op.start_ns
+            };
+            let old_end = op.end_ns;
+            if position == index && suspended_until.is_some() {
+                // Suspended in progress: it keeps its start and ends later.
+            } else {
+                op.start_ns += shift;
+            }
+            op.end_ns += shift;
+            moved_until = op.end_ns;
+            self.suspend_stats.shifted_ns += shift;
+            shifts.push(Shift {
+                id: op.id,
+                old_end_ns: old_end,
+                new_end_ns: op.end_ns,
+            });
+        }
+        // A suspension adds its latency, the reads and the resume overhead to the die's busy
+        // time (all inside the suspended operation's stretch); moving a chain adds nothing.
+        let added_busy = if suspended_until.is_some() {
+            first_shift
+        } else {
+            0
+        };
+        let intervals = ops.iter().map(|op| (op.start_ns, op.end_ns));
+        self.dies[die as usize].rebuild(intervals, added_busy);
+        if let Some(until) = suspended_until {
+            let op = &mut self.ops[die as usize][index];
+            op.suspended_until_ns = until;
+        }
+        true
+    }
+
+    /// Invariants of a die's operations after a suspend.
+    fn check_die(&self, die: u32) {
+        let ops = &self.ops[die as usize];
+        for pair in ops.iter().zip(ops.iter().skip(1)) {
+            assert!(
+                pair.0.end_ns <= pair.1.start_ns,
+                "die {die}: operations overlap after a suspend"
+            );
+        }
     }
 }
 
@@ -358,13 +708,158 @@ mod tests {
     #[test]
     fn a_read_runs_before_a_program_reserved_for_later() {
         let mut nand = array();
-        let program_end = nand.program(0, 1_000_000, 1_000_000);
+        let (program_end, _) = nand.program(0, 1_000_000, 1_000_000);
         let read_end = nand.read(0, 0, 50_000, 4096);
         assert!(
             read_end < 1_000_000,
             "the die is idle until the program's data arrives"
         );
         assert!(program_end > 2_000_000);
+    }
+
+    const SUSPEND: SuspendTiming = SuspendTiming {
+        program_suspend_ns: 100_000,
+        erase_suspend_ns: 700_000,
+        resume_ns: 20_000,
+        max_per_op: 2,
+    };
+
+    /// Transfer of 4 KiB at 400 MB/s.
+    const TRANSFER_4K: Nanos = 10_240;
+
+    #[test]
+    fn a_read_behind_a_program_waits_without_suspend_and_suspends_it_with() {
+        // Without suspend: the read waits for the program.
+        let mut nand = array();
+        let (program_end, _) = nand.program(0, 0, 1_000_000);
+        let read_end = nand.read(0, 200_000, 50_000, 4096);
+        assert_eq!(read_end, program_end + 50_000 + TRANSFER_4K);
+        // With suspend: read after the suspend latency; the program ends later by the suspend
+        // latency, the read and the resume overhead.
+        let mut nand = array();
+        let (program_end, program) = nand.program(0, 0, 1_000_000);
+        let mut shifts = Vec::new();
+        let read_end = nand
+            .read_suspending(0, 200_000, 50_000, 4096, &SUSPEND, &mut shifts)
+            .expect("the program is suspended");
+        assert_eq!(read_end, 200_000 + 100_000 + 50_000 + TRANSFER_4K);
+        let delta = 100_000 + 50_000 + 20_000;
+        assert_eq!(
+            shifts,
+            vec![Shift {
+                id: program,
+                old_end_ns: program_end,
+                new_end_ns: program_end + delta
+            }]
+        );
+        assert_eq!(nand.die_free_ns(0), program_end + delta);
+        let op = nand.die_ops(0)[0];
+        assert_eq!((op.work, op.suspends), (DieWork::Program, 1));
+        assert_eq!(nand.suspend_stats().suspends, 1);
+        // The die's busy time holds the program, the read and the suspend costs.
+        assert_eq!(nand.die_busy_ns(0), program_end + delta);
+    }
+
+    #[test]
+    fn a_suspend_moves_the_chain_behind_the_program_and_keeps_it_disjoint() {
+        let mut nand = array();
+        let (first_end, first) = nand.program(0, 0, 1_000_000);
+        let (second_end, second) = nand.program(0, 0, 1_000_000);
+        assert!(second_end > first_end);
+        // A third program with a gap of 100 us after the second absorbs part of the move.
+        let (third_end, third) = nand.program(0, second_end + 100_000, 1_000_000);
+        let mut shifts = Vec::new();
+        nand.read_suspending(0, 500_000, 50_000, 4096, &SUSPEND, &mut shifts)
+            .expect("suspended");
+        let delta = 170_000;
+        let moved: Vec<(u64, Nanos)> = shifts.iter().map(|s| (s.id, s.new_end_ns)).collect();
+        assert_eq!(
+            moved,
+            vec![
+                (first, first_end + delta),
+                (second, second_end + delta),
+                (third, third_end + delta - 100_000)
+            ]
+        );
+        let ops = nand.die_ops(0);
+        assert_eq!(ops.len(), 3, "no program is lost");
+        for pair in ops.iter().zip(ops.iter().skip(1)) {
+            assert!(pair.0.end_ns <= pair.1.start_ns);
+        }
+        assert_eq!(
+            ops[1].start_ns,
+            first_end + delta,
+            "the chain keeps its order"
+        );
+    }
+
+    #[test]
+    fn reads_in_a_suspension_share_it_and_the_bound_holds() {
+        let mut nand = array();
+        let (program_end, _) = nand.program(0, 0, 1_000_000);
+        let mut shifts = Vec::new();
+        let first = nand
+            .read_suspending(0, 100_000, 50_000, 4096, &SUSPEND, &mut shifts)
+            .unwrap();
+        // A second read during the suspension goes right after the first, no new latency.
+        let second = nand
+            .read_suspending(0, 150_000, 50_000, 4096, &SUSPEND, &mut shifts)
+            .unwrap();
+        assert_eq!(second, first + 50_000);
+        assert_eq!(nand.die_free_ns(0), program_end + 170_000 + 50_000);
+        // After the resume: a second suspension (the bound is 2)...
+        let resumed = 100_000 + 100_000 + 100_000 + 20_000;
+        nand.read_suspending(0, resumed + 10_000, 50_000, 4096, &SUSPEND, &mut shifts)
+            .unwrap();
+        assert_eq!(nand.die_ops(0)[0].suspends, 2);
+        let end_before = nand.die_free_ns(0);
+        // ...and the third read waits for the program to end.
+        let at = nand.die_ops(0)[0].suspended_until_ns + 30_000;
+        assert!(nand
+            .read_suspending(0, at, 50_000, 4096, &SUSPEND, &mut shifts)
+            .is_none());
+        assert_eq!(nand.suspend_stats().refused_bound, 1);
+        assert_eq!(nand.die_free_ns(0), end_before, "nothing moved");
+        assert_eq!(nand.die_ops(0)[0].suspends, 2);
+        assert_eq!(nand.suspend_stats().reads_in_suspension, 1);
+    }
+
+    #[test]
+    fn a_suspend_that_would_move_a_read_is_refused() {
+        let mut nand = array();
+        let (program_end, _) = nand.program(0, 0, 1_000_000);
+        // A plain read queued right behind the program.
+        nand.read(0, 0, 50_000, 4096);
+        let mut shifts = Vec::new();
+        assert!(nand
+            .read_suspending(0, 100_000, 50_000, 4096, &SUSPEND, &mut shifts)
+            .is_none());
+        assert!(shifts.is_empty());
+        assert_eq!(nand.suspend_stats().refused_read_in_chain, 1);
+        assert_eq!(nand.die_free_ns(0), program_end + 50_000);
+    }
+
+    #[test]
+    fn a_read_goes_ahead_of_a_program_not_yet_started() {
+        let mut nand = array();
+        let (program_end, program) = nand.program(0, 1_000_000, 1_000_000);
+        let mut shifts = Vec::new();
+        // 20 us before the program's start: too short a gap for a 50 us read.
+        let read_end = nand
+            .read_suspending(0, 980_000, 50_000, 4096, &SUSPEND, &mut shifts)
+            .unwrap();
+        // The array read ends at 1.03 ms; its data then waits for the channel, which carries the
+        // program's 32 KiB (81.92 us) from 1 ms: channel transfers are not moved.
+        assert_eq!(read_end, 1_000_000 + 81_920 + TRANSFER_4K);
+        assert_eq!(nand.die_ops(0)[0].end_ns, 980_000 + 50_000);
+        assert_eq!(shifts[0].id, program);
+        assert_eq!(shifts[0].new_end_ns, program_end + 30_000);
+        assert_eq!(nand.die_ops(0)[1].suspends, 0, "nothing was suspended");
+        assert_eq!(nand.suspend_stats().reads_ahead_of_queued, 1);
+        // A read with room before the program is a plain read.
+        assert!(nand
+            .read_suspending(0, 0, 50_000, 4096, &SUSPEND, &mut shifts)
+            .is_none());
     }
 
     #[test]

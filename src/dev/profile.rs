@@ -144,12 +144,74 @@ pub struct DeviceProfile {
     /// source names their EXT_CSD); `[stack.device] fua = false` models a device without.
     #[serde(default = "fua_default")]
     pub fua: bool,
+    /// Which reads may suspend a NAND program or erase in progress on their die (and go ahead
+    /// of die work not yet started): `off` (default), `foreground` (reads the host marks
+    /// foreground, FastTrack's flag, or high priority, `REQ_PRIO` / UFS CP), `reads` (every
+    /// read). No built-in profile turns it on: whether a shipped eMMC/UFS firmware suspends
+    /// programs for reads is not published (JEDEC specifies host-visible interrupts, eMMC HPI,
+    /// JESD84-B45 §6.6 "High Priority Interrupt", which stops a host command, not a NAND
+    /// operation), so as-shipped behaviour stays what mobistack modelled before.
+    #[serde(default)]
+    pub suspend: SuspendPolicy,
+    /// From a suspend request to the die accepting a read, when programming. Default 100 us:
+    /// MQSim's `Suspend_Program_Time` (Tavakkol et al., FAST'18, ssdconfig.xml default); a
+    /// program suspends at the end of an ISPP program/verify step (Wu & He, FAST'12).
+    #[serde(with = "duration", default = "program_suspend_default")]
+    pub program_suspend_latency: Nanos,
+    /// The same for an erase (and GC work). Default 700 us: MQSim's `Suspend_Erase_Time`.
+    #[serde(with = "duration", default = "erase_suspend_default")]
+    pub erase_suspend_latency: Nanos,
+    /// Added to the suspended operation's remaining time when it resumes. asm: 20 us, one
+    /// ISPP step redone (the step the suspend cut short restarts; no public figure).
+    #[serde(with = "duration", default = "resume_overhead_default")]
+    pub suspend_resume_overhead: Nanos,
+    /// Suspensions one program or erase accepts; after that, reads wait for it to end (parts
+    /// bound them so that a stream of reads cannot starve a program). asm: 4.
+    #[serde(default = "suspend_max_default")]
+    pub suspend_max: u32,
     #[serde(default)]
     pub published: Published,
 }
 
+/// Which reads may suspend a program or erase (see [`DeviceProfile::suspend`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SuspendPolicy {
+    #[default]
+    Off,
+    Foreground,
+    Reads,
+}
+
+impl SuspendPolicy {
+    /// Whether a read with these marks may suspend die work.
+    pub fn allows(self, foreground: bool, prio: bool) -> bool {
+        match self {
+            SuspendPolicy::Off => false,
+            SuspendPolicy::Foreground => foreground || prio,
+            SuspendPolicy::Reads => true,
+        }
+    }
+}
+
 fn fua_default() -> bool {
     true
+}
+
+fn program_suspend_default() -> Nanos {
+    100 * US
+}
+
+fn erase_suspend_default() -> Nanos {
+    700 * US
+}
+
+fn resume_overhead_default() -> Nanos {
+    20 * US
+}
+
+fn suspend_max_default() -> u32 {
+    4
 }
 
 impl DeviceProfile {
@@ -329,6 +391,12 @@ fn base(name: &str, interface: Interface) -> DeviceProfile {
         cmd_priority: false,
         // asm: FUA honoured (see the field).
         fua: true,
+        // Off; the costs' sources are on the fields.
+        suspend: SuspendPolicy::Off,
+        program_suspend_latency: program_suspend_default(),
+        erase_suspend_latency: erase_suspend_default(),
+        suspend_resume_overhead: resume_overhead_default(),
+        suspend_max: suspend_max_default(),
         published: Published::default(),
     }
 }
@@ -603,6 +671,7 @@ pub fn builtin_profile(name: &str) -> Result<DeviceProfile, String> {
 /// scheduler = "fg-aware"      # optional: internal scheduling policy override
 /// capacity = "8GiB"           # optional override
 /// fill = 0.5                  # fraction of the logical space already written
+/// suspend = "foreground"      # optional: reads that may suspend a NAND program/erase
 /// ```
 /// A profile printed by `mobistack device fit` goes under `[device.custom]` and replaces `profile`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -620,6 +689,8 @@ pub struct DeviceConfig {
     pub write_cache: Option<u64>,
     /// Whether the device honours FUA writes (overrides the profile's `fua`).
     pub fua: Option<bool>,
+    /// Program/erase suspend policy (overrides the profile's `suspend`).
+    pub suspend: Option<SuspendPolicy>,
     /// Fraction of the logical space mapped at start (written once, sequentially).
     pub fill: f64,
     pub custom: Option<DeviceProfile>,
@@ -659,6 +730,7 @@ impl Default for DeviceConfig {
             packed_write_max: None,
             write_cache: None,
             fua: None,
+            suspend: None,
             // Assumption: a phone half full.
             fill: 0.5,
             custom: None,
@@ -692,6 +764,9 @@ impl DeviceConfig {
         }
         if let Some(fua) = self.fua {
             profile.fua = fua;
+        }
+        if let Some(suspend) = self.suspend {
+            profile.suspend = suspend;
         }
         if let Some(scheduler) = &self.scheduler {
             profile.scheduler = scheduler.clone();

@@ -4,7 +4,7 @@
 
 use super::bench::SplitMix64;
 use super::flash::FlashDevice;
-use super::profile::{builtin_profile, DeviceConfig, DeviceProfile};
+use super::profile::{builtin_profile, DeviceConfig, DeviceProfile, SuspendPolicy};
 use super::{BlockDevice, DevCompletion, DevRequest, IoFlags, IoOp};
 use crate::units::{Nanos, NS_PER_MS, NS_PER_US};
 use std::collections::BTreeMap;
@@ -297,12 +297,49 @@ fn sequential_writes_slow_down_when_the_slc_buffer_is_exhausted() {
 }
 
 /// Mixed random traffic: every request completes exactly once, in time order, deterministically.
+/// With program/erase suspend on (every read may suspend), too: moved completions keep the
+/// order and the once-only delivery.
 #[test]
 fn mixed_traffic_completes_every_request_once_and_is_deterministic() {
-    let run = || {
+    for suspend in [SuspendPolicy::Off, SuspendPolicy::Reads] {
+        let (first, stats) = mixed_traffic(suspend);
+        assert_eq!(first.len(), 3000);
+        let mut tags: Vec<u64> = first.iter().map(|c| c.0).collect();
+        assert!(
+            first.windows(2).all(|w| w[0].2 <= w[1].2),
+            "completion order is time order"
+        );
+        tags.sort_unstable();
+        tags.dedup();
+        assert_eq!(tags.len(), 3000, "each request completes exactly once");
+        assert!(first.iter().all(|c| c.2 >= c.1));
+        assert_eq!(
+            (first, stats),
+            mixed_traffic(suspend),
+            "same inputs, same outputs"
+        );
+        println!("{suspend:?}: {:?}", stats.suspend);
+        if suspend == SuspendPolicy::Off {
+            assert_eq!(stats.suspend, Default::default());
+        } else {
+            assert!(stats.suspend.suspends > 0, "{:?}", stats.suspend);
+            assert!(
+                stats.completions_delayed > 0,
+                "FUA writes and flushes were moved"
+            );
+        }
+        assert!(stats.nand_programs > 0);
+    }
+}
+
+type CompletionLog = Vec<(u64, Nanos, Nanos)>;
+
+fn mixed_traffic(suspend: SuspendPolicy) -> (CompletionLog, super::flash::DeviceStats) {
+    {
         let config = DeviceConfig {
             profile: "emmc-5.1".into(),
             capacity: Some(GIB),
+            suspend: Some(suspend),
             ..DeviceConfig::default()
         };
         let mut device = config.build_flash().unwrap();
@@ -330,6 +367,7 @@ fn mixed_traffic_completes_every_request_once_and_is_deterministic() {
             let sector = (rng.next_u64() % (units - 64)) * 8;
             let mut r = request(tag, op, sector, sectors, rng.next_u64() & 1 == 0);
             r.flags.sync = rng.next_u64() & 1 == 0;
+            r.flags.fua = op == IoOp::Write && rng.next_u64().is_multiple_of(4);
             device.submit(now, r);
             now += rng.next_u64() % (200 * NS_PER_US);
             device.advance(now, &mut completions);
@@ -340,20 +378,66 @@ fn mixed_traffic_completes_every_request_once_and_is_deterministic() {
         for c in &completions {
             log.push((c.tag, c.submitted_ns, c.completed_ns));
         }
-        log
+        (log, device.stats())
+    }
+}
+
+/// Program suspend: a foreground read that finds its die programming a FUA write's data waits
+/// for the program without suspend, and with it is served after the suspend latency; the
+/// write (which waits for its program) then completes later by the suspend latency, the read
+/// and the resume overhead. A background read does not suspend under the `foreground` policy.
+#[test]
+fn a_foreground_read_suspends_a_program_and_the_write_behind_it_completes_later() {
+    let mut profile = builtin_profile("emmc-5.1").unwrap();
+    profile.capacity = GIB;
+    let run = |suspend: SuspendPolicy, foreground: bool| {
+        let mut profile = profile.clone();
+        profile.suspend = suspend;
+        let mut device = device(profile.clone(), None, 0.5);
+        let target = device.sector_on_die(0, 0);
+        let other = device.sector_on_die(0, target + 64 * 1024);
+        let mut write = request(1, IoOp::Write, target, 8, false);
+        write.flags.fua = true;
+        device.submit(0, write);
+        // Half a millisecond in, the die is programming.
+        let mut completions = Vec::new();
+        device.advance(500 * NS_PER_US, &mut completions);
+        assert!(completions.is_empty());
+        device.submit(
+            500 * NS_PER_US,
+            request(2, IoOp::Read, other, 8, foreground),
+        );
+        let done = drain(&mut device);
+        (latency(&done[&2]), done[&1].completed_ns, device.stats())
     };
-    let first = run();
-    assert_eq!(first.len(), 3000);
-    let mut tags: Vec<u64> = first.iter().map(|c| c.0).collect();
-    assert!(
-        first.windows(2).all(|w| w[0].2 <= w[1].2),
-        "completion order is time order"
+    let (read_waits, write_done, plain) = run(SuspendPolicy::Off, true);
+    let (read_suspends, write_later, suspended) = run(SuspendPolicy::Foreground, true);
+    let (bg_read, bg_write, bg) = run(SuspendPolicy::Foreground, false);
+    println!(
+        "read behind a program: {read_waits} ns without suspend, {read_suspends} ns with; write done {write_done} -> {write_later}"
     );
-    tags.sort_unstable();
-    tags.dedup();
-    assert_eq!(tags.len(), 3000, "each request completes exactly once");
-    assert!(first.iter().all(|c| c.2 >= c.1));
-    assert_eq!(first, run(), "same inputs, same outputs");
+    assert_eq!(plain.suspend.suspends, 0);
+    assert_eq!(suspended.suspend.suspends, 1);
+    assert_eq!(bg.suspend, Default::default(), "a BG read does not suspend");
+    assert_eq!((bg_read, bg_write), (read_waits, write_done));
+    // Without suspend the read waits for most of the program (1.868 ms, from about 0.1 ms).
+    assert!(read_waits > profile.program_time / 2, "{read_waits}");
+    // With it: firmware overhead, suspend latency, array read, channel and bus transfers.
+    let transfers = 2 * 50 * NS_PER_US;
+    assert!(
+        read_suspends
+            <= profile.read_overhead
+                + profile.program_suspend_latency
+                + profile.read_time
+                + transfers,
+        "{read_suspends}"
+    );
+    assert!(read_suspends >= profile.program_suspend_latency + profile.read_time);
+    assert_eq!(
+        write_later - write_done,
+        profile.program_suspend_latency + profile.read_time + profile.suspend_resume_overhead,
+        "the FUA write completes when its resumed program ends"
+    );
 }
 
 /// eMMC's bus is half duplex: a write's data transfer and a read's data transfer take turns; on a

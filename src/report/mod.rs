@@ -5,6 +5,7 @@ pub mod compare;
 pub mod csv;
 pub mod fio;
 pub mod html;
+pub mod layers;
 pub mod perfetto;
 pub mod recorder;
 pub mod reproduce;

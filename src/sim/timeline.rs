@@ -105,6 +105,10 @@ pub struct RequestLife {
     /// The allocating task's `comm` and pid.
     pub comm: String,
     pub pid: u32,
+    /// The allocating task's app (uid), and the uid owning the pages it carries (the app whose
+    /// dirty pages the flusher writes back; the allocating task's otherwise).
+    pub uid: u32,
+    pub owner_uid: u32,
     /// Issued on behalf of others (writeback).
     pub issued_async: bool,
     /// `get_request`: allocated (its first bio queued).

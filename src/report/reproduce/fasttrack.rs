@@ -121,6 +121,143 @@ fn run_combo(
     Ok(Cell { ms })
 }
 
+/// Figure 12's versions beside FG-only and FastT-: FastT's device side in two steps, the
+/// FG-aware queue alone (`fastt` with `suspend = "off"`) and with program/erase suspend for
+/// foreground reads (the scenarios' `fastt`).
+const FIG12_VERSIONS: [&str; 4] = ["fg-only", "fastt-", "fastt-queue", "fastt"];
+
+/// The Figure 12 pairs: (built-in name, label, foreground app, its measured operation).
+const FIG12_COMBOS: [(&str, &str, &str, &str); 2] = [
+    (
+        "fasttrack/camera-update",
+        "Camera / Update",
+        "camera",
+        "fsync",
+    ),
+    (
+        "fasttrack/camera-backup",
+        "Camera / Backup",
+        "camera",
+        "fsync",
+    ),
+];
+
+/// Figure 12 analogue for one pair on the N6 under `lock`: mean response time (ms) of each of
+/// [`FIG12_VERSIONS`], then the NAND suspensions of the `fastt` run (suspends, reads served in
+/// an existing suspension, reads placed ahead of queued die work).
+fn run_fig12(
+    name: &str,
+    app: &str,
+    op: &str,
+    lock: crate::mm::PageCacheLock,
+    threads: usize,
+) -> Result<Vec<f64>, String> {
+    let mut s = scenario::load(name).map_err(|e| e.to_string())?;
+    let find = |s: &scenario::Scenario, name: &str| {
+        s.variants
+            .iter()
+            .find(|v| v.name == name)
+            .cloned()
+            .ok_or(format!("no {name} variant"))
+    };
+    let fastt = find(&s, "fastt")?;
+    let mut queue_only = fastt.clone();
+    queue_only.name = "fastt-queue".into();
+    queue_only.stack.device.suspend = Some(crate::dev::profile::SuspendPolicy::Off);
+    let mut alone = find(&s, "fg+bg")?;
+    alone.name = "fg-only".into();
+    s.variants = vec![find(&s, "fastt-")?, queue_only, fastt];
+    let mut solo = s.clone();
+    solo.apps
+        .retain(|a| a.role != crate::scenario::Role::Background);
+    solo.variants = vec![alone];
+    for scenario in [&mut s, &mut solo] {
+        for v in &mut scenario.variants {
+            v.stack.device.profile = PHONES[0].1.to_string();
+            v.stack.vm.page_cache_lock = lock;
+        }
+    }
+    let (together, solo) = (run_all(&s, threads)?, run_all(&solo, threads)?);
+    let mut values: Vec<f64> = FIG12_VERSIONS
+        .iter()
+        .map(|&version| {
+            let runs = if version == "fg-only" {
+                &solo
+            } else {
+                &together
+            };
+            runs.get(version).apps[app]
+                .ops
+                .get(op)
+                .map_or(0.0, |summary| summary.mean_ns / 1e6)
+        })
+        .collect();
+    let suspend = &together.get("fastt").device["suspend"];
+    for counter in ["suspends", "reads_in_suspension", "reads_ahead_of_queued"] {
+        values.push(suspend[counter].as_f64().unwrap_or(0.0));
+    }
+    Ok(values)
+}
+
+/// The versions of the per-layer table: (label, variant of `fasttrack/camera-update`, with the
+/// background app).
+const LAYER_VERSIONS: [(&str, &str, bool); 3] = [
+    ("FG-only", "fg+bg", false),
+    ("FG+Update", "fg+bg", true),
+    ("FastT, FG+Update", "fastt", true),
+];
+
+/// Camera's switch (`fsync`) under Update on the N6 (`linux` locking), split by layer from the
+/// recorded timeline, with C_fg (FastTrack §2.3): one row per [`LAYER_VERSIONS`]: mean ms of
+/// the switch, then of each layer, then C_fg and the timeline records dropped.
+fn run_layers(threads: usize) -> Result<Vec<TableRow>, String> {
+    let base = scenario::load("fasttrack/camera-update").map_err(|e| e.to_string())?;
+    let options = crate::run::RunOptions {
+        threads,
+        timeline: Some(crate::sim::timeline::TimelineConfig {
+            counter_period_ns: 0,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut rows = Vec::new();
+    for (label, variant, with_background) in LAYER_VERSIONS {
+        let mut s = base.clone();
+        s.select_variant(variant)?;
+        if !with_background {
+            s.apps
+                .retain(|a| a.role != crate::scenario::Role::Background);
+        }
+        for v in &mut s.variants {
+            v.stack.device.profile = PHONES[0].1.to_string();
+        }
+        let results = crate::run::run_scenario(&s, &options).map_err(|e| e.to_string())?;
+        let run = &results.runs[0];
+        let timeline = run
+            .timeline
+            .as_ref()
+            .ok_or("the run recorded no timeline")?;
+        let uid = run.apps["camera"].uid;
+        let layers = crate::report::layers::breakdown(timeline, "camera", uid, "fsync");
+        let ms = |ns| Some(layers.mean_ms(ns));
+        rows.push(TableRow {
+            label: label.to_string(),
+            values: vec![
+                ms(layers.total_ns),
+                ms(layers.page_cache_ns),
+                ms(layers.fs_ns),
+                ms(layers.block_ns),
+                ms(layers.device_ns),
+                ms(layers.cpu_ns),
+                ms(layers.other_ns),
+                layers.c_fg(),
+                Some(timeline.timeline.dropped as f64),
+            ],
+        });
+    }
+    Ok(rows)
+}
+
 /// Today's answer on a UFS phone beside FastTrack (issue 13): each combination's `fg+bg` on the
 /// S6 with BFQ, Android's task profiles and UFS command priority, then with FastT on top.
 /// Returns (FG+BG, production, production + FastT, FastT) mean response times in ms.
@@ -292,6 +429,54 @@ pub(super) fn fasttrack(
         },
     ];
     let mut tables = Vec::new();
+    let mut fig12_rows = Vec::new();
+    for (lock_label, lock) in LOCKS {
+        for (name, label, app, op) in FIG12_COMBOS {
+            progress(&format!(
+                "Figure 12: {name} on N6, FG-aware queue with and without suspend, lock {lock_label}"
+            ));
+            let values = run_fig12(name, app, op, lock, options.threads)?;
+            fig12_rows.push(TableRow {
+                label: format!("{label} ({app} {op}), lock {lock_label}"),
+                values: values.into_iter().map(Some).collect(),
+            });
+        }
+    }
+    tables.push(Table {
+        title: "Figure 12 analogue: Camera switch on N6 (emmc-5.1), FastT's device side: mean response time (ms) and FastT's NAND suspensions".into(),
+        note: "paper (emulated storage): Camera / Update FG-only 0.6 s, FastT- 2.53 s, FastT 0.75 s. FASTT-QUEUE = FastT- + the FG-aware device queue; FASTT = that + program/erase suspend for FG reads (`suspend = \"foreground\"`, docs/devices.md). A Camera switch is an fsync: its I/O is writes and a cache flush, which a read suspend cannot speed up".into(),
+        columns: [
+            "FG-ONLY",
+            "FASTT-",
+            "FASTT-QUEUE",
+            "FASTT",
+            "suspends",
+            "reads in a suspension",
+            "reads ahead of queued",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: fig12_rows,
+    });
+    progress("Camera switch under Update on N6, per layer and C_fg (timeline recorded)");
+    tables.push(Table {
+        title: "Camera switch (fsync) under Update on N6 (emmc-5.1), page_cache_lock = \"linux\": mean ms per layer (IOPro Fig. 3 style) and C_fg (FastTrack §2.3)".into(),
+        note: "src/report/layers.rs: waits on a request are split at its life (before insertion and after completion: the wait's own layer; in the elevator: block; on the device: device); other waits by their reason's layer; C_fg = the foreground app's share of the bytes issued during its fsyncs (paper §2.3, Fig. 2: 0.77 for app switches in a month of real use, not under Update). A jbd2 commit wait stays in fs".into(),
+        columns: [
+            "switch",
+            "page cache",
+            "fs/journal",
+            "block",
+            "device",
+            "cpu",
+            "other",
+            "C_fg",
+            "records dropped",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: run_layers(options.threads)?,
+    });
     for (p, (phone, profile)) in phones.iter().enumerate() {
         for (l, (lock_label, _)) in LOCKS.iter().enumerate() {
             let cells = &results[p][l];
@@ -392,6 +577,21 @@ mod tests {
         let cells = [cell(1000.0, 500.0), cell(10.0, 10.0)];
         assert_eq!(mean_change(&cells, "fg+bg", "fastt-"), (100.0, 75.0));
         assert_eq!(cells[0].of("fastt-"), 500.0);
+    }
+
+    #[test]
+    fn fastt_turns_suspend_on_for_foreground_reads_and_fastt_minus_does_not() {
+        use crate::dev::profile::SuspendPolicy;
+        for (name, _, _, _) in COMBOS {
+            let s = scenario::load(name).expect("built in");
+            let variant = |n: &str| s.variants.iter().find(|v| v.name == n).unwrap().clone();
+            let fastt = variant("fastt").stack.device;
+            assert_eq!(fastt.suspend, Some(SuspendPolicy::Foreground), "{name}");
+            assert_eq!(fastt.scheduler.as_deref(), Some("fg-aware"), "{name}");
+            let minus = variant("fastt-").stack.device.resolve().unwrap();
+            assert_eq!(minus.suspend, SuspendPolicy::Off, "{name}");
+        }
+        assert!(FIG12_COMBOS.iter().all(|c| COMBOS.contains(c)));
     }
 
     #[test]
