@@ -30,6 +30,7 @@
 
 pub mod builtin;
 pub mod locate;
+pub mod phones;
 mod schema;
 
 pub use schema::*;

@@ -48,6 +48,10 @@ pub enum EndCondition {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StackConfig {
+    /// A phone preset (`phone = "nexus-6"`; [`super::phones`]): the device, RAM, cores, tick,
+    /// elevator and writeback settings of that phone, under the scenario's own values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phone: Option<String>,
     /// The storage device (`[stack.device]`; see `docs/devices.md`).
     #[serde(default)]
     pub device: crate::dev::DeviceConfig,
@@ -344,6 +348,18 @@ pub const MAX_RUNS: usize = 1_000;
 pub const DEFAULT_RUN_LIMIT: Nanos = 3_600 * crate::units::NS_PER_SEC;
 
 /// Deep merge: tables merge key by key, any other value replaces.
+/// The stack table with its phone preset (if it names one) underneath.
+fn with_phone(stack: toml::Table) -> Result<toml::Table, String> {
+    match stack.get("phone").and_then(|v| v.as_str()) {
+        Some(name) => {
+            let mut preset = super::phones::preset(name)?;
+            merge_tables(&mut preset, &stack);
+            Ok(preset)
+        }
+        None => Ok(stack),
+    }
+}
+
 fn merge_tables(base: &mut toml::Table, over: &toml::Table) {
     for (key, value) in over {
         match (base.get_mut(key), value) {
@@ -628,6 +644,14 @@ impl Scenario {
             {
                 merge_tables(&mut merged, over);
             }
+            let merged = with_phone(merged).map_err(|m| {
+                error(
+                    spans
+                        .value_span(&[key("stack"), key("phone")])
+                        .unwrap_or(entry.name.span()),
+                    m,
+                )
+            })?;
             let stack: StackConfig =
                 toml::Value::Table(merged)
                     .try_into()
@@ -663,7 +687,18 @@ impl Scenario {
             });
         }
         if variants.is_empty() {
-            for (table, result) in document.stack.check_tables() {
+            let mut base = document.stack.clone();
+            if base.phone.is_some() {
+                let phone_span = spans
+                    .value_span(&[key("stack"), key("phone")])
+                    .unwrap_or(0..0);
+                let merged =
+                    with_phone(base_stack.clone()).map_err(|m| error(phone_span.clone(), m))?;
+                base = toml::Value::Table(merged)
+                    .try_into()
+                    .map_err(|e: toml::de::Error| error(phone_span, e.message().to_string()))?;
+            }
+            for (table, result) in base.check_tables() {
                 if let Err(message) = result {
                     let path = vec![key("stack"), key(table)];
                     let fallback = spans.value_span(&path).unwrap_or(0..0);
@@ -675,14 +710,12 @@ impl Scenario {
                     ));
                 }
             }
-            document
-                .stack
-                .check_app_cgroups(&document.apps)
+            base.check_app_cgroups(&document.apps)
                 .map_err(|m| whole(format!("[stack]: {m}")))?;
             variants.push(Variant {
                 name: "base".into(),
                 description: String::new(),
-                stack: document.stack.clone(),
+                stack: base,
             });
         }
         if variants.len() * seeds.len() > MAX_RUNS {
