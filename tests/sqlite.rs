@@ -165,3 +165,19 @@ fn reproduce_joj_quick_reports_the_fixes_direction_from_its_own_runs() {
     assert!(inserts("(iii)") > inserts("stock"));
     assert!(inserts("(i) fdatasync + PERSIST") > inserts("(i) fdatasync"));
 }
+
+#[test]
+fn data_journal_moves_sqlites_in_place_writes_into_ext4s_log() {
+    let ordered = run(&[]);
+    let journaled = run(&[("data = \"ordered\"", "data = \"journal\"")]);
+    let in_place =
+        |r: &RunResult| per_txn(r, "sqlite.database.writes") + per_txn(r, "sqlite.journal.writes");
+    assert!(in_place(&ordered[0]) >= 3.0);
+    assert_eq!(
+        in_place(&journaled[0]),
+        0.0,
+        "data=journal writes no data in place"
+    );
+    let log = |r: &RunResult| per_txn(r, "sqlite.journal-metadata.writes");
+    assert!(log(&journaled[0]) > log(&ordered[0]) + 3.0);
+}

@@ -98,6 +98,18 @@ impl Mm {
         }
     }
 
+    /// `sb_getblk` + `set_buffer_uptodate` for a block about to be written whole: cached, no
+    /// read (a journaled data block whose page was just copied).
+    pub async fn getblk_uptodate(&self, sim: &Sim, block: u64, issuer: Issuer) {
+        if self.find_page(BDEV_INO, block).is_some() {
+            return;
+        }
+        if let Some(id) = self.add_new_page(sim, BDEV_INO, block, issuer, 0).await {
+            self.set_flags(id, pg::UPTODATE, 0);
+            self.unlock_page(sim, id);
+        }
+    }
+
     /// `trylock_buffer`: locks a cached buffer with no lock holder and no write in flight;
     /// false where [`Self::lock_buffer`] would wait or read.
     pub fn trylock_buffer(&self, block: u64) -> bool {

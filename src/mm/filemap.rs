@@ -395,7 +395,7 @@ impl Mm {
             let offset = at % PAGE_SIZE;
             let bytes = (PAGE_SIZE - offset).min(len - written);
             // ext4_da_write_begin starts its handle before it grabs the page.
-            let token = match &hooks {
+            let mut token = match &hooks {
                 Some(hooks) => Some(hooks.write_begin(sim, ino).await),
                 None => None,
             };
@@ -462,6 +462,33 @@ impl Mm {
                 .run_urgent(sim, self.cpu_costs.copy_ns(bytes), self.pa_urgent(issuer))
                 .await;
             drop(lock);
+            let journaling = hooks.as_ref().is_some_and(|h| h.journals_data());
+            if let (true, Some(hooks), Some(journal_token)) = (
+                journaling,
+                hooks.as_ref(),
+                journaling.then(|| token.take()).flatten(),
+            ) {
+                // ext4_journalled_write_end: the page is uptodate and clean; its buffer joins
+                // the transaction (written to the log at commit, home at checkpoint).
+                {
+                    let mut state = self.state();
+                    state.pages[id as usize].flags |= pg::UPTODATE;
+                    state.pages[id as usize].uid = issuer.uid;
+                    state.mark_page_accessed(id);
+                }
+                self.unlock_page(sim, id);
+                let journal_token = hooks
+                    .journal_page(sim, journal_token, issuer, ino, index)
+                    .await;
+                self.check(sim, "generic_perform_write");
+                written += bytes;
+                let grown = (at + bytes > size).then_some(at + bytes);
+                size = size.max(at + bytes);
+                // The block was allocated now: no delayed-allocation reservation stays.
+                let _ = reserved;
+                hooks.write_end(sim, journal_token, ino, false, grown).await;
+                continue;
+            }
             // write_end: block_write_end + set_page_dirty + unlock.
             let (newly_dirty, first_dirty_inode) = {
                 let mut state = self.state();

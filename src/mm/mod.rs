@@ -129,6 +129,23 @@ pub trait FsHooks {
     ) -> bio::LocalBoxFuture<'a, Result<FsToken, Errno>>;
     /// Stops the batch's handle.
     fn writepages_end<'a>(&'a self, sim: &'a Sim, token: FsToken) -> bio::LocalBoxFuture<'a, ()>;
+    /// Whether file data is journaled (ext4 `data=journal`): then a written page is not marked
+    /// dirty; [`FsHooks::journal_page`] hands its block to the journal instead.
+    fn journals_data(&self) -> bool {
+        false
+    }
+    /// `ext4_journalled_write_end`: the page's block (allocated now if it has none) joins the
+    /// handle's transaction as a journaled buffer. Returns the (possibly restarted) handle.
+    fn journal_page<'a>(
+        &'a self,
+        _sim: &'a Sim,
+        token: FsToken,
+        _issuer: Issuer,
+        _ino: Ino,
+        _index: u64,
+    ) -> bio::LocalBoxFuture<'a, FsToken> {
+        Box::pin(async move { token })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

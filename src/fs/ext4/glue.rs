@@ -111,6 +111,13 @@ impl MetaBuffers for PageCacheBuffers {
     fn pin(&self, block: u64, pinned: bool) {
         self.mm().pin_buffer(block, pinned);
     }
+
+    fn getblk<'a>(&'a self, sim: &'a Sim, block: u64) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            let issuer = self.issuers.current(sim);
+            self.mm().getblk_uptodate(sim, block, issuer).await;
+        })
+    }
 }
 
 /// Ordered-mode data through the page cache, from the journal thread.
@@ -175,7 +182,7 @@ impl FsHooks for Ext4Hooks {
     }
 
     fn reserve(&self, _ino: Ino, _index: u64) -> Result<(), Errno> {
-        if self.ext4.config.delalloc {
+        if self.ext4.config.delalloc && self.ext4.config.data != super::mount::DataMode::Journal {
             self.ext4.reserve_delalloc()
         } else {
             Ok(())
@@ -226,6 +233,29 @@ impl FsHooks for Ext4Hooks {
                 }
             }
             Ok(Box::new(handle) as FsToken)
+        })
+    }
+
+    fn journals_data(&self) -> bool {
+        self.ext4.config.data == super::mount::DataMode::Journal
+    }
+
+    fn journal_page<'a>(
+        &'a self,
+        sim: &'a Sim,
+        token: FsToken,
+        issuer: Issuer,
+        ino: Ino,
+        index: u64,
+    ) -> LocalBoxFuture<'a, FsToken> {
+        Box::pin(async move {
+            self.issuers.record(issuer);
+            let handle = *token.downcast::<Handle>().expect("a write_begin token");
+            let handle = self
+                .ext4
+                .journal_data_page(sim, handle, issuer, ino, index)
+                .await;
+            Box::new(handle) as FsToken
         })
     }
 
@@ -427,6 +457,7 @@ impl FileSystemOps for Ext4Ops {
             ("allocations", fs.allocations),
             ("allocated_blocks", fs.allocated_blocks),
             ("timestamp_updates", fs.timestamp_updates),
+            ("journaled_data_pages", fs.journaled_data_pages),
             ("fsyncs_committed", fs.fsyncs_committed),
             ("fsyncs_flush_only", fs.fsyncs_flush_only),
             ("discards", fs.discards),

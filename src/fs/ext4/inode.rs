@@ -311,6 +311,39 @@ impl Ext4 {
         flush
     }
 
+    /// `data=journal`'s write end for page `index` of `ino` (`ext4_journalled_write_end`): the
+    /// page's block, allocated now if it has none (no delayed allocation with data=journal),
+    /// cached without a read and journaled in `handle` like a metadata buffer; the inode's
+    /// (data)sync transaction is the handle's, so fsync commits it
+    /// (`ext4_sync_file` -> `ext4_force_commit`). A full disk leaves the page unjournaled
+    /// (simplification: the write does not fail).
+    pub async fn journal_data_page(
+        &self,
+        sim: &Sim,
+        handle: Handle,
+        issuer: Issuer,
+        ino: Ino,
+        index: u64,
+    ) -> Handle {
+        let mut handle = handle;
+        if !self.is_mapped(ino, index) {
+            handle = match self.allocate_in(sim, handle, issuer, ino, index, 1).await {
+                Ok(h) => h,
+                Err((h, _errno)) => return h,
+            };
+        }
+        let Some(block) = self.alloc.borrow().map_block(ino, index) else {
+            return handle;
+        };
+        self.journal.buffers.getblk(sim, block).await;
+        let mut touched = super::Touched::new();
+        touched.add(block, super::MetaKind::JournaledData);
+        let handle = self.journal_touched(sim, handle, &touched).await;
+        self.update_fsync_trans(handle.tid, ino, true);
+        self.stats.borrow_mut().journaled_data_pages += 1;
+        handle
+    }
+
     /// Whether page `index` of `ino` has a block on disk (not a hole, not delayed).
     pub fn is_mapped(&self, ino: Ino, index: u64) -> bool {
         self.alloc.borrow().map_block(ino, index).is_some()

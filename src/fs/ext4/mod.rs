@@ -64,6 +64,9 @@ pub enum MetaKind {
     ExtentLeaf,
     /// An extent-tree index block.
     ExtentIndex,
+    /// A file's data block journaled like metadata (`data=journal`: `ext4_journalled_write_end`
+    /// -> `ext4_handle_dirty_metadata` on the page's buffers).
+    JournaledData,
 }
 
 impl MetaKind {
@@ -78,6 +81,7 @@ impl MetaKind {
             MetaKind::InodeTable => IoPurpose::Inode,
             MetaKind::Directory => IoPurpose::Directory,
             MetaKind::ExtentLeaf | MetaKind::ExtentIndex => IoPurpose::Extent,
+            MetaKind::JournaledData => IoPurpose::Data,
         }
     }
 }

@@ -160,3 +160,36 @@ fn simplefs_is_selected_by_type_and_has_no_journal() {
     });
     assert!(rig.counters().is_empty());
 }
+
+#[test]
+fn data_journal_puts_the_data_in_the_log_and_fsync_commits_it_without_writeback() {
+    // data=journal (ext4_journalled_write_end): the written page's block is allocated at once
+    // and journaled; the page is never dirty, so fsync writes nothing in place and commits the
+    // transaction holding the data; an overwrite followed by fdatasync commits again (the data
+    // changed), unlike data=ordered's flush-only fdatasync.
+    let rig = Rig::new(Ext4Config {
+        data: crate::fs::ext4::DataMode::Journal,
+        ..Ext4Config::default()
+    });
+    rig.run(|sim, vfs, p| async move {
+        let fd = vfs.open(&sim, &p, "/f", O_CREAT | O_WRONLY).await.unwrap();
+        vfs.write(&sim, &p, fd, &[1u8; 8192]).await.unwrap();
+        assert_eq!(vfs.stat(&sim, &p, "/f").await.unwrap().cached_pages, 2);
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        vfs.pwrite(&sim, &p, fd, &[2u8; 4096], 0).await.unwrap();
+        vfs.fdatasync(&sim, &p, fd).await.unwrap();
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    let c = rig.counters();
+    assert_eq!(c["ext4.journaled_data_pages"], 3);
+    // Allocated at write time, in the handle, not by writeback.
+    assert_eq!(c["ext4.allocated_blocks"], 2);
+    assert_eq!(c["ext4.fsyncs_committed"], 2, "{c:?}");
+    let mm = rig.vfs.mm.stats();
+    assert_eq!(
+        mm.pages_written_sync, 0,
+        "no data page written in place: {mm:?}"
+    );
+    // The log holds the two data blocks and the metadata of the create and the allocation.
+    assert!(c["jbd2.log_metadata_blocks"] >= 2 + 5, "{c:?}");
+}

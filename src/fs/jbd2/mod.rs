@@ -194,6 +194,11 @@ pub trait MetaBuffers {
     fn write_home<'a>(&'a self, sim: &'a Sim, block: u64) -> LocalBoxFuture<'a, ()>;
     /// The journal holds (or releases) a reference: the buffer may not be reclaimed.
     fn pin(&self, block: u64, pinned: bool);
+    /// `sb_getblk` of a block whose contents are being written whole (a journaled data block):
+    /// cached and uptodate without a read. Default: nothing (buffers that need no page).
+    fn getblk<'a>(&'a self, _sim: &'a Sim, _block: u64) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// Ordered-mode data: before a transaction commits, the data of the inodes it filed must be on
