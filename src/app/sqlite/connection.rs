@@ -181,7 +181,7 @@ impl Database {
         }
         loop {
             // SQLite computes while this blocks: virtual time stands still.
-            let event = match self.events.recv() {
+            let event = match super::link::receive(&self.events) {
                 Ok(event) => event,
                 Err(_) => return Err("SQLite's thread is gone".into()),
             };
