@@ -1037,39 +1037,31 @@ impl Vfs {
         self.count(entered, result)
     }
 
+    /// What `stat` and `fstat` report of inode `ino`.
+    fn stat_of(&self, ino: Ino) -> Stat {
+        let state = self.state.borrow();
+        let inode = &state.inodes[&ino];
+        Stat {
+            ino,
+            kind: inode.kind,
+            size: inode.size,
+            nlink: inode.nlink,
+            mtime_ns: inode.mtime_ns,
+            cached_pages: self.mm.nr_pages(ino) as u64,
+        }
+    }
+
     /// `stat(2)`.
     pub async fn stat(&self, sim: &Sim, process: &Process, path: &str) -> Result<Stat, Errno> {
         let entered = self.enter(sim, process, "stat").await;
-        let result = self.lookup(path).map(|ino| {
-            let state = self.state.borrow();
-            let inode = &state.inodes[&ino];
-            Stat {
-                ino,
-                kind: inode.kind,
-                size: inode.size,
-                nlink: inode.nlink,
-                mtime_ns: inode.mtime_ns,
-                cached_pages: self.mm.nr_pages(ino) as u64,
-            }
-        });
+        let result = self.lookup(path).map(|ino| self.stat_of(ino));
         self.count(entered, result)
     }
 
     /// `fstat(2)`.
     pub async fn fstat(&self, sim: &Sim, process: &Process, fd: i32) -> Result<Stat, Errno> {
         let entered = self.enter(sim, process, "fstat").await;
-        let result = self.fd_ino(process, fd).map(|(ino, _)| {
-            let state = self.state.borrow();
-            let inode = &state.inodes[&ino];
-            Stat {
-                ino,
-                kind: inode.kind,
-                size: inode.size,
-                nlink: inode.nlink,
-                mtime_ns: inode.mtime_ns,
-                cached_pages: self.mm.nr_pages(ino) as u64,
-            }
-        });
+        let result = self.fd_ino(process, fd).map(|(ino, _)| self.stat_of(ino));
         self.count(entered, result)
     }
 

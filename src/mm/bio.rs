@@ -285,10 +285,15 @@ impl IoAccountRow {
     /// The row's purpose as the results name it: `journal-commit`, or on another device than
     /// the file system's `journal-commit@mmcblk1`.
     pub fn purpose_key(&self) -> String {
-        match &self.device {
-            None => self.purpose.name().to_string(),
-            Some(device) => format!("{}@{device}", self.purpose.name()),
-        }
+        purpose_key(self.purpose, self.device.as_deref())
+    }
+}
+
+/// `journal-commit`, or on a device other than the file system's `journal-commit@mmcblk1`.
+fn purpose_key(purpose: IoPurpose, device: Option<&str>) -> String {
+    match device {
+        None => purpose.name().to_string(),
+        Some(device) => format!("{}@{device}", purpose.name()),
     }
 }
 
@@ -451,11 +456,10 @@ impl IoAccount {
             if row_uid != uid {
                 continue;
             }
-            let key = if device == 0 {
-                purpose.name().to_string()
-            } else {
-                format!("{}@{}", purpose.name(), devices[device as usize - 1])
-            };
+            let key = purpose_key(
+                purpose,
+                (device > 0).then(|| devices[device as usize - 1].as_str()),
+            );
             snapshot.by_purpose.entry(key).or_default().add(count);
         }
         for (&(row_uid, label), count) in self.files.borrow().iter() {

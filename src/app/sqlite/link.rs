@@ -183,8 +183,8 @@ pub enum Event {
 pub struct Link {
     pub events: Sender<Event>,
     pub inputs: Receiver<Input>,
-    /// State of the deterministic `xRandomness` stream (splitmix64), seeded by the task.
-    pub random: u64,
+    /// The deterministic `xRandomness` stream, seeded by the task.
+    pub random: crate::sim::rng::Rng,
 }
 
 thread_local! {
@@ -241,22 +241,13 @@ pub fn done(result: Result<Outcome, String>) {
     });
 }
 
-/// Fills `out` from the thread's deterministic random stream (splitmix64: Steele, Lea and
-/// Flood, OOPSLA 2014), for `xRandomness`.
+/// Fills `out` from the thread's deterministic random stream, for `xRandomness`.
 pub fn randomness(out: &mut [u8]) {
     LINK.with(|slot| {
         let mut slot = slot.borrow_mut();
-        let mut state = slot.as_ref().map_or(0, |link| link.random);
         for chunk in out.chunks_mut(8) {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
-            chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
-        }
-        if let Some(link) = slot.as_mut() {
-            link.random = state;
+            let word = slot.as_mut().map_or(0, |link| link.random.next_u64());
+            chunk.copy_from_slice(&word.to_le_bytes()[..chunk.len()]);
         }
     });
 }

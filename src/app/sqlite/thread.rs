@@ -2,6 +2,7 @@
 //! the commands of its task ([`super::link`]).
 
 use super::link::{self, Command, Event, Input, Link, Outcome};
+use crate::sim::rng::Rng;
 use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{Connection, OpenFlags, StatementStatus};
@@ -19,7 +20,7 @@ pub fn spawn(seed: u64) -> std::io::Result<(Sender<Input>, Receiver<Event>, Join
             link::install(Link {
                 events: events_tx,
                 inputs: inputs_rx,
-                random: seed,
+                random: Rng::named(seed, "sqlite-vfs"),
             });
             serve(seed);
         })?;
@@ -70,15 +71,8 @@ fn open(path: &str, setup: &str, seed: u64) -> Result<(Connection, Outcome), Str
 /// `random()` and `randomblob(N)` from a stream of the connection's own, so that SQL using them
 /// gives the same rows for the same seed (SQLite's own PRNG is shared by the process).
 fn deterministic_functions(conn: &Connection, seed: u64) -> rusqlite::Result<()> {
-    let state = std::sync::Mutex::new(seed ^ 0x5151_7e57_0000_0001);
-    let next = move || {
-        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
-        *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = *s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let rng = std::sync::Mutex::new(Rng::named(seed, "sqlite-random"));
+    let next = move || rng.lock().unwrap_or_else(|e| e.into_inner()).next_u64();
     let next = std::sync::Arc::new(next);
     let for_random = next.clone();
     conn.create_scalar_function("random", 0, FunctionFlags::SQLITE_UTF8, move |_| {

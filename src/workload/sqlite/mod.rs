@@ -412,7 +412,7 @@ async fn mobibench(
     }
     // Mobibench's update picks `rand() % n + 1` after `srand(i)`: a row per transaction, here
     // from a seeded stream.
-    let mut state = ctx.sim.seed() ^ 0x6d6f_6269;
+    let mut random = crate::sim::rng::Rng::named(ctx.sim.seed(), "mobibench");
     for &phase in phases {
         for i in 0..n {
             if ctx.is_stopped() {
@@ -421,10 +421,7 @@ async fn mobibench(
             let sql = match phase {
                 "insert" => insert.clone(),
                 "update" => {
-                    state = state
-                        .wrapping_mul(6_364_136_223_846_793_005)
-                        .wrapping_add(1_442_695_040_888_963_407);
-                    let id = (state >> 33) % n + 1;
+                    let id = random.below(n) + 1;
                     format!("UPDATE tblMyList SET Value = '{MOBIBENCH_UPDATE}' WHERE id = {id};")
                 }
                 _ => format!("DELETE FROM tblMyList WHERE id={};", i + 1),

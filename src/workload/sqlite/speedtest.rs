@@ -7,6 +7,8 @@
 //! `scale` multiplies every row count (1.0: 1000 and 25000 rows as on the page); the tests'
 //! order and transactions are the page's.
 
+use crate::sim::rng::Rng;
+
 /// English words for `n` (speed.html's `number_name`), e.g. 13153 -> "thirteen thousand one
 /// hundred fifty three".
 pub fn number_name(n: u64) -> String {
@@ -57,19 +59,6 @@ pub fn number_name(n: u64) -> String {
     words.join(" ")
 }
 
-/// A small seeded stream (splitmix64) for the tests' random numbers.
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % bound.max(1)
-    }
-}
-
 /// One test: its name in the results and the SQL the app runs for it, in the order run. Each
 /// element of `batches` is one call into SQLite (one autocommit statement, or a whole
 /// `BEGIN ... COMMIT`).
@@ -84,175 +73,145 @@ fn scaled(count: u64, scale: f64) -> u64 {
     ((count as f64 * scale).round() as u64).max(1)
 }
 
+/// The statements, one a line.
+fn lines(statements: impl IntoIterator<Item = String>) -> String {
+    statements.into_iter().map(|s| s + "\n").collect()
+}
+
+/// The statements in one transaction: one call into SQLite.
+fn transaction(statements: impl IntoIterator<Item = String>) -> String {
+    format!("BEGIN;\n{}COMMIT;", lines(statements))
+}
+
+fn test(name: &'static str, title: &'static str, batches: Vec<String>) -> Test {
+    Test {
+        name,
+        title,
+        batches,
+    }
+}
+
 /// The sixteen tests at `scale`, numbers drawn from `seed`.
 pub fn tests(scale: f64, seed: u64) -> Vec<Test> {
-    let mut random = Random(seed);
+    let mut random = Rng::named(seed, "speedtest");
     let n1 = scaled(1000, scale);
     let n2 = scaled(25000, scale);
     let selects = scaled(100, scale);
     let indexed_selects = scaled(5000, scale);
-    let mut tests = Vec::new();
-    let insert = |random: &mut Random, table: &str, i: u64| {
+    let insert = |random: &mut Rng, table: &str, i: u64| {
         let r = random.below(100_000);
         format!("INSERT INTO {table} VALUES({i},{r},'{}');", number_name(r))
     };
-    let mut batches = vec!["CREATE TABLE t1(a INTEGER, b INTEGER, c VARCHAR(100));".to_string()];
-    for i in 1..=n1 {
-        batches.push(insert(&mut random, "t1", i));
-    }
-    tests.push(Test {
-        name: "test1",
-        title: "1000 INSERTs",
-        batches,
-    });
-    let mut sql = String::from("BEGIN;\nCREATE TABLE t2(a INTEGER, b INTEGER, c VARCHAR(100));\n");
-    for i in 1..=n2 {
-        sql.push_str(&insert(&mut random, "t2", i));
-        sql.push('\n');
-    }
-    sql.push_str("COMMIT;");
-    tests.push(Test {
-        name: "test2",
-        title: "25000 INSERTs in a transaction",
-        batches: vec![sql],
-    });
-    let mut sql = String::from(
-        "BEGIN;\nCREATE TABLE t3(a INTEGER, b INTEGER, c VARCHAR(100));\nCREATE INDEX i3 ON t3(c);\n",
+    let create =
+        |table: &str| format!("CREATE TABLE {table}(a INTEGER, b INTEGER, c VARCHAR(100));");
+    let mut tests = Vec::new();
+    // Test 1: autocommit, one call per statement.
+    let mut batches = vec![create("t1")];
+    batches.extend((1..=n1).map(|i| insert(&mut random, "t1", i)));
+    tests.push(test("test1", "1000 INSERTs", batches));
+    let sql = transaction(
+        std::iter::once(create("t2")).chain((1..=n2).map(|i| insert(&mut random, "t2", i))),
     );
-    for i in 1..=n2 {
-        sql.push_str(&insert(&mut random, "t3", i));
-        sql.push('\n');
-    }
-    sql.push_str("COMMIT;");
-    tests.push(Test {
-        name: "test3",
-        title: "25000 INSERTs into an indexed table",
-        batches: vec![sql],
-    });
-    let mut sql = String::from("BEGIN;\n");
-    for i in 0..selects {
+    tests.push(test("test2", "25000 INSERTs in a transaction", vec![sql]));
+    let sql = transaction(
+        [create("t3"), "CREATE INDEX i3 ON t3(c);".to_string()]
+            .into_iter()
+            .chain((1..=n2).map(|i| insert(&mut random, "t3", i))),
+    );
+    tests.push(test(
+        "test3",
+        "25000 INSERTs into an indexed table",
+        vec![sql],
+    ));
+    let sql = transaction((0..selects).map(|i| {
         let lo = (i * 100) % 10_000;
-        sql.push_str(&format!(
-            "SELECT count(*), avg(b) FROM t2 WHERE b>={lo} AND b<{};\n",
+        format!(
+            "SELECT count(*), avg(b) FROM t2 WHERE b>={lo} AND b<{};",
             lo + 1000
-        ));
-    }
-    sql.push_str("COMMIT;");
-    tests.push(Test {
-        name: "test4",
-        title: "100 SELECTs without an index",
-        batches: vec![sql],
-    });
-    let mut sql = String::from("BEGIN;\n");
-    for i in 0..selects {
-        sql.push_str(&format!(
-            "SELECT count(*), avg(b) FROM t2 WHERE c LIKE '%{}%';\n",
+        )
+    }));
+    tests.push(test("test4", "100 SELECTs without an index", vec![sql]));
+    let sql = transaction((0..selects).map(|i| {
+        format!(
+            "SELECT count(*), avg(b) FROM t2 WHERE c LIKE '%{}%';",
             number_name(i + 1)
-        ));
-    }
-    sql.push_str("COMMIT;");
-    tests.push(Test {
-        name: "test5",
-        title: "100 SELECTs on a string comparison",
-        batches: vec![sql],
-    });
-    tests.push(Test {
-        name: "test6",
-        title: "Creating an index",
-        batches: vec!["CREATE INDEX i2a ON t2(a);\nCREATE INDEX i2b ON t2(b);".to_string()],
-    });
-    let mut sql = String::new();
-    for i in 0..indexed_selects {
+        )
+    }));
+    tests.push(test(
+        "test5",
+        "100 SELECTs on a string comparison",
+        vec![sql],
+    ));
+    tests.push(test(
+        "test6",
+        "Creating an index",
+        vec!["CREATE INDEX i2a ON t2(a);\nCREATE INDEX i2b ON t2(b);".to_string()],
+    ));
+    let sql = lines((0..indexed_selects).map(|i| {
         let lo = (i * 100) % 100_000;
-        sql.push_str(&format!(
-            "SELECT count(*), avg(b) FROM t2 WHERE b>={lo} AND b<{};\n",
+        format!(
+            "SELECT count(*), avg(b) FROM t2 WHERE b>={lo} AND b<{};",
             lo + 100
-        ));
-    }
-    tests.push(Test {
-        name: "test7",
-        title: "5000 SELECTs with an index",
-        batches: vec![sql],
-    });
-    let mut sql = String::from("BEGIN;\n");
-    for i in 0..n1 {
-        sql.push_str(&format!(
-            "UPDATE t1 SET b=b*2 WHERE a>={} AND a<{};\n",
+        )
+    }));
+    tests.push(test("test7", "5000 SELECTs with an index", vec![sql]));
+    let sql = transaction((0..n1).map(|i| {
+        format!(
+            "UPDATE t1 SET b=b*2 WHERE a>={} AND a<{};",
             i * 10,
             i * 10 + 10
-        ));
-    }
-    sql.push_str("COMMIT;");
-    tests.push(Test {
-        name: "test8",
-        title: "1000 UPDATEs without an index",
-        batches: vec![sql],
-    });
-    let mut sql = String::from("BEGIN;\n");
-    for i in 1..=n2 {
-        sql.push_str(&format!(
-            "UPDATE t2 SET b={} WHERE a={i};\n",
-            random.below(500_000)
-        ));
-    }
-    sql.push_str("COMMIT;");
-    tests.push(Test {
-        name: "test9",
-        title: "25000 UPDATEs with an index",
-        batches: vec![sql],
-    });
-    let mut sql = String::from("BEGIN;\n");
-    for i in 1..=n2 {
-        sql.push_str(&format!(
-            "UPDATE t2 SET c='{}' WHERE a={i};\n",
+        )
+    }));
+    tests.push(test("test8", "1000 UPDATEs without an index", vec![sql]));
+    let sql = transaction(
+        (1..=n2).map(|i| format!("UPDATE t2 SET b={} WHERE a={i};", random.below(500_000))),
+    );
+    tests.push(test("test9", "25000 UPDATEs with an index", vec![sql]));
+    let sql = transaction((1..=n2).map(|i| {
+        format!(
+            "UPDATE t2 SET c='{}' WHERE a={i};",
             number_name(random.below(500_000))
-        ));
-    }
-    sql.push_str("COMMIT;");
-    tests.push(Test {
-        name: "test10",
-        title: "25000 text UPDATEs with an index",
-        batches: vec![sql],
-    });
-    tests.push(Test {
-        name: "test11",
-        title: "INSERTs from a SELECT",
-        batches: vec![
-            "BEGIN;\nINSERT INTO t1 SELECT b,a,c FROM t2;\nINSERT INTO t2 SELECT b,a,c FROM t1;\nCOMMIT;"
-                .to_string(),
-        ],
-    });
-    tests.push(Test {
-        name: "test12",
-        title: "DELETE without an index",
-        batches: vec!["DELETE FROM t2 WHERE c LIKE '%fifty%';".to_string()],
-    });
-    tests.push(Test {
-        name: "test13",
-        title: "DELETE with an index",
-        batches: vec!["DELETE FROM t2 WHERE a>10 AND a<20000;".to_string()],
-    });
-    tests.push(Test {
-        name: "test14",
-        title: "A big INSERT after a big DELETE",
-        batches: vec!["INSERT INTO t2 SELECT * FROM t1;".to_string()],
-    });
-    let mut sql = String::from("BEGIN;\nDELETE FROM t1;\n");
-    for i in 1..=scaled(12_000, scale) {
-        sql.push_str(&insert(&mut random, "t1", i));
-        sql.push('\n');
-    }
-    sql.push_str("COMMIT;");
-    tests.push(Test {
-        name: "test15",
-        title: "A big DELETE followed by many small INSERTs",
-        batches: vec![sql],
-    });
-    tests.push(Test {
-        name: "test16",
-        title: "DROP TABLE",
-        batches: vec!["DROP TABLE t1;\nDROP TABLE t2;\nDROP TABLE t3;".to_string()],
-    });
+        )
+    }));
+    tests.push(test(
+        "test10",
+        "25000 text UPDATEs with an index",
+        vec![sql],
+    ));
+    let sql = transaction([
+        "INSERT INTO t1 SELECT b,a,c FROM t2;".to_string(),
+        "INSERT INTO t2 SELECT b,a,c FROM t1;".to_string(),
+    ]);
+    tests.push(test("test11", "INSERTs from a SELECT", vec![sql]));
+    tests.push(test(
+        "test12",
+        "DELETE without an index",
+        vec!["DELETE FROM t2 WHERE c LIKE '%fifty%';".to_string()],
+    ));
+    tests.push(test(
+        "test13",
+        "DELETE with an index",
+        vec!["DELETE FROM t2 WHERE a>10 AND a<20000;".to_string()],
+    ));
+    tests.push(test(
+        "test14",
+        "A big INSERT after a big DELETE",
+        vec!["INSERT INTO t2 SELECT * FROM t1;".to_string()],
+    ));
+    let sql = transaction(
+        std::iter::once("DELETE FROM t1;".to_string())
+            .chain((1..=scaled(12_000, scale)).map(|i| insert(&mut random, "t1", i))),
+    );
+    tests.push(test(
+        "test15",
+        "A big DELETE followed by many small INSERTs",
+        vec![sql],
+    ));
+    tests.push(test(
+        "test16",
+        "DROP TABLE",
+        vec!["DROP TABLE t1;\nDROP TABLE t2;\nDROP TABLE t3;".to_string()],
+    ));
     tests
 }
 
