@@ -23,6 +23,8 @@ pub enum Errno {
     EMFILE,
     /// 27: file too large.
     EFBIG,
+    /// 25: inappropriate ioctl for device (a command the file system does not know).
+    ENOTTY,
     /// 28: no space left on device.
     ENOSPC,
     /// 39: directory not empty.
@@ -40,6 +42,7 @@ impl Errno {
             Errno::EINVAL => 22,
             Errno::EMFILE => 24,
             Errno::EFBIG => 27,
+            Errno::ENOTTY => 25,
             Errno::ENOSPC => 28,
             Errno::ENOTEMPTY => 39,
         }
@@ -55,6 +58,7 @@ impl Errno {
             Errno::EINVAL => "EINVAL",
             Errno::EMFILE => "EMFILE",
             Errno::EFBIG => "EFBIG",
+            Errno::ENOTTY => "ENOTTY",
             Errno::ENOSPC => "ENOSPC",
             Errno::ENOTEMPTY => "ENOTEMPTY",
         }

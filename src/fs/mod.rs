@@ -16,6 +16,7 @@
 //! counted in the results, never a panic.
 
 pub mod ext4;
+pub mod f2fs;
 pub mod jbd2;
 pub mod simplefs;
 pub mod vfs;
@@ -98,6 +99,26 @@ pub trait FileSystemOps {
         write_inode: bool,
         i_mutex: Mutex,
     ) -> LocalBoxFuture<'a, ()>;
+    /// `fsync` is about to write `ino`'s data (`dirty_pages` of them): F2FS decides here
+    /// whether the data is updated in place (`FI_NEED_IPU`). Default: nothing.
+    fn fsync_begin(&self, _ino: Ino, _datasync: bool, _dirty_pages: u64) {}
+    /// A file-system `ioctl` on an open file (`i_mutex` is its inode lock). Default: `ENOTTY`
+    /// (the file system does not know the command).
+    fn ioctl<'a>(
+        &'a self,
+        _sim: &'a Sim,
+        _issuer: Issuer,
+        _ino: Ino,
+        _cmd: FsIoctl,
+        _i_mutex: Mutex,
+    ) -> LocalBoxFuture<'a, Result<(), Errno>> {
+        Box::pin(async { Err(Errno::ENOTTY) })
+    }
+    /// Whether the file system supports atomic writes (`F2FS_IOC_GET_FEATURES` reporting
+    /// `F2FS_FEATURE_ATOMIC_WRITE`), which SQLite's VFS asks before batching a commit.
+    fn supports_atomic_write(&self) -> bool {
+        false
+    }
     /// A file is opened for writing.
     fn open_for_write(&self, ino: Ino);
     /// The last writer's `release`; true when the file system wants the file's delayed data
@@ -118,6 +139,17 @@ pub trait FileSystemOps {
     }
     /// The checks due at the end of a run (handles still open, ext4).
     fn check_end_of_run(&self, _sim: &Sim) {}
+}
+
+/// File-system `ioctl` commands the VFS passes through ([`FileSystemOps::ioctl`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsIoctl {
+    /// `F2FS_IOC_START_ATOMIC_WRITE`: the file's writes stay in memory until the commit.
+    StartAtomicWrite,
+    /// `F2FS_IOC_COMMIT_ATOMIC_WRITE`: writes them out of place and syncs the file's nodes.
+    CommitAtomicWrite,
+    /// `F2FS_IOC_ABORT_VOLATILE_WRITE`: drops them.
+    AbortAtomicWrite,
 }
 
 /// What the VFS needs from the on-disk file system: inode numbers and where an inode's metadata

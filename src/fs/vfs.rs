@@ -761,6 +761,7 @@ impl Vfs {
     async fn do_fsync(&self, sim: &Sim, process: &Process, ino: Ino, datasync: bool) {
         let issuer = self.issuer(sim, process);
         self.state.borrow_mut().stats.fsyncs += 1;
+        self.fs.fsync_begin(ino, datasync, self.mm.dirty_pages(ino));
         self.mm
             .write_and_wait_range(sim, ino, 0, u64::MAX, issuer)
             .await;
@@ -804,6 +805,32 @@ impl Vfs {
             Err(errno) => Err(errno),
         };
         self.count(entered, result)
+    }
+
+    /// `ioctl(2)` with a file-system command (F2FS's atomic-write commands); `ENOTTY` when
+    /// the mounted file system does not know it.
+    pub async fn ioctl(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        fd: i32,
+        cmd: super::FsIoctl,
+    ) -> Result<(), Errno> {
+        let entered = self.enter(sim, process, "ioctl").await;
+        let result = match self.fd_ino(process, fd) {
+            Ok((ino, _)) => {
+                let issuer = self.issuer(sim, process);
+                let lock = self.state.borrow().inodes[&ino].lock.clone();
+                self.fs.ioctl(sim, issuer, ino, cmd, lock).await
+            }
+            Err(errno) => Err(errno),
+        };
+        self.count(entered, result)
+    }
+
+    /// Whether the mounted file system offers atomic writes (F2FS).
+    pub fn supports_atomic_write(&self) -> bool {
+        self.fs.supports_atomic_write()
     }
 
     /// `ftruncate(2)`.

@@ -58,6 +58,19 @@ pub enum IoPurpose {
     /// A metadata buffer written home by jbd2's checkpoint (`jbd2_log_do_checkpoint`), whatever
     /// its kind.
     Checkpoint,
+    /// An F2FS node block (inode, direct or indirect node), written out of place.
+    Node,
+    /// A block of F2FS's node address table (NAT).
+    Nat,
+    /// A block of F2FS's segment information table (SIT).
+    Sit,
+    /// An F2FS segment summary block (SSA, or the checkpoint pack's compacted summaries).
+    Summary,
+    /// A block of an F2FS checkpoint pack (`do_checkpoint`: the two CP blocks and orphans).
+    CpPack,
+    /// A block moved by F2FS's garbage collection (`move_data_block` / `f2fs_move_node_page`,
+    /// read and rewrite).
+    GcMove,
     /// A discard (`blkdev_issue_discard`).
     Discard,
     /// An empty cache flush (`blkdev_issue_flush`).
@@ -66,7 +79,7 @@ pub enum IoPurpose {
 
 impl IoPurpose {
     /// Every purpose, in table order.
-    pub const ALL: [IoPurpose; 16] = [
+    pub const ALL: [IoPurpose; 22] = [
         IoPurpose::Data,
         IoPurpose::Superblock,
         IoPurpose::GroupDesc,
@@ -81,6 +94,12 @@ impl IoPurpose {
         IoPurpose::JournalCommit,
         IoPurpose::JournalSuperblock,
         IoPurpose::Checkpoint,
+        IoPurpose::Node,
+        IoPurpose::Nat,
+        IoPurpose::Sit,
+        IoPurpose::Summary,
+        IoPurpose::CpPack,
+        IoPurpose::GcMove,
         IoPurpose::Discard,
         IoPurpose::Flush,
     ];
@@ -102,6 +121,12 @@ impl IoPurpose {
             IoPurpose::JournalCommit => "journal-commit",
             IoPurpose::JournalSuperblock => "journal-superblock",
             IoPurpose::Checkpoint => "checkpoint",
+            IoPurpose::Node => "node",
+            IoPurpose::Nat => "nat",
+            IoPurpose::Sit => "sit",
+            IoPurpose::Summary => "ssa",
+            IoPurpose::CpPack => "cp-pack",
+            IoPurpose::GcMove => "gc-move",
             IoPurpose::Discard => "discard",
             IoPurpose::Flush => "flush",
         }
@@ -120,6 +145,12 @@ impl IoPurpose {
                 | IoPurpose::Extent
                 | IoPurpose::Metadata
                 | IoPurpose::Checkpoint
+                | IoPurpose::Node
+                | IoPurpose::Nat
+                | IoPurpose::Sit
+                | IoPurpose::Summary
+                | IoPurpose::CpPack
+                | IoPurpose::GcMove
         )
     }
 

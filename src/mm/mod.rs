@@ -146,6 +146,16 @@ pub trait FsHooks {
     ) -> bio::LocalBoxFuture<'a, FsToken> {
         Box::pin(async move { token })
     }
+    /// A log-structured file system's out-of-place write (F2FS's `f2fs_outplace_write_data`):
+    /// called for each dirty page as writeback takes it, before its block is looked up, so
+    /// the file system can give the page a new block (and free the old one). Default: the
+    /// page keeps its block.
+    fn remap_for_writeback(&self, _sim: &Sim, _issuer: Issuer, _ino: Ino, _index: u64) {}
+    /// Whether writeback must leave `ino`'s dirty pages alone for now (F2FS's atomic-write
+    /// files keep their pages in memory until the commit ioctl writes them).
+    fn holds_back_writeback(&self, _ino: Ino) -> bool {
+        false
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -718,6 +728,14 @@ impl Mm {
     }
 
     /// Cached pages of `ino`.
+    /// Dirty pages of `ino` in the cache (`get_dirty_pages`).
+    pub fn dirty_pages(&self, ino: Ino) -> u64 {
+        self.state()
+            .mappings
+            .get(&ino)
+            .map_or(0, |m| m.dirty.iter().count() as u64)
+    }
+
     pub fn nr_pages(&self, ino: Ino) -> usize {
         self.state
             .borrow()

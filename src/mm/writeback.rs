@@ -912,7 +912,16 @@ impl Mm {
         keyed.sort_unstable();
         // The bio being built: (inode, first index, first block, pages).
         let mut current: Option<(Ino, u64, u64, u32)> = None;
+        let hooks = self.fs_hooks();
         for (ino, index, id) in keyed {
+            if let Some(hooks) = hooks.as_ref().filter(|_| ino != super::BDEV_INO) {
+                if hooks.holds_back_writeback(ino) {
+                    // F2FS keeps an atomic write's pages in memory until its commit.
+                    self.unlock_page(sim, id);
+                    continue;
+                }
+                hooks.remap_for_writeback(sim, issuer, ino, index);
+            }
             if self.map_block(ino, index).is_none() {
                 // A delayed-allocation page: ext4_writepage cannot allocate from reclaim and
                 // redirties it (redirty_page_for_writepage); it stays dirty.
@@ -996,6 +1005,12 @@ impl Mm {
         };
         let mut written = 0u64;
         // The block device's own mapping is written by blkdev_writepages: no journal.
+        if self
+            .fs_hooks()
+            .is_some_and(|h| ino != super::BDEV_INO && h.holds_back_writeback(ino))
+        {
+            return 0;
+        }
         let Some(hooks) = self.fs_hooks().filter(|_| ino != super::BDEV_INO) else {
             self.write_index_list(
                 sim,
@@ -1086,6 +1101,11 @@ impl Mm {
             let Some(id) = self.lock_page(sim, ino, index).await else {
                 continue;
             };
+            if self.page(id).has(pg::DIRTY) {
+                if let Some(hooks) = self.fs_hooks().filter(|_| ino != super::BDEV_INO) {
+                    hooks.remap_for_writeback(sim, issuer, ino, index);
+                }
+            }
             if !self.page(id).has(pg::DIRTY) || self.map_block(ino, index).is_none() {
                 // Someone wrote it for us, or its delayed block could not be allocated
                 // (ext4_writepage redirties such a page).

@@ -500,6 +500,12 @@ fn storage_over(
             let ops = crate::fs::simplefs::SimpleFsOps::mount(simple, mm.clone());
             Ok(crate::fs::vfs::Vfs::new(sim, mm, ops, activity))
         }
+        crate::fs::ext4::FsKind::F2fs => {
+            fs.validate()?;
+            let (mm, ops) =
+                crate::fs::f2fs::mount(sim, fs.f2fs_config()?, fs_size, bdev.clone(), start_mm)?;
+            Ok(crate::fs::vfs::Vfs::new(sim, mm, ops, activity))
+        }
         crate::fs::ext4::FsKind::Ext4 => {
             let (mm, ops) = crate::fs::ext4::glue::mount(
                 sim,

@@ -53,6 +53,8 @@ pub enum FsKind {
     Ext4,
     /// [`crate::fs::simplefs`]: no journal, blocks allocated at write time.
     Simplefs,
+    /// [`crate::fs::f2fs`]: the log-structured file system (its options below).
+    F2fs,
 }
 
 /// Where the journal lives.
@@ -115,6 +117,19 @@ pub struct Ext4Config {
     /// after a crash" files it in `ext4_map_blocks` for new blocks). Not a mount option of
     /// ext4: a kernel-version switch.
     pub ordered_delalloc: bool,
+    /// F2FS's mount options (`type = "f2fs"` only): `fsync_mode`, `background_gc`,
+    /// `inline_data`, `inline_dentry`, `mode`, `active_logs`, `checkpoint_interval`,
+    /// `f2fs_preset` ([`crate::fs::f2fs::F2fsOptions`]). `discard` and `barrier` above apply
+    /// to F2FS too.
+    pub fsync_mode: Option<crate::fs::f2fs::FsyncMode>,
+    pub background_gc: Option<bool>,
+    pub inline_data: Option<bool>,
+    pub inline_dentry: Option<bool>,
+    pub mode: Option<crate::fs::f2fs::F2fsMode>,
+    pub active_logs: Option<u8>,
+    #[serde(default, with = "serde_units::option_duration")]
+    pub checkpoint_interval: Option<Nanos>,
+    pub f2fs_preset: Option<crate::fs::f2fs::F2fsPreset>,
 }
 
 impl Default for Ext4Config {
@@ -133,6 +148,14 @@ impl Default for Ext4Config {
             delalloc: true,
             auto_da_alloc: true,
             ordered_delalloc: false,
+            fsync_mode: None,
+            background_gc: None,
+            inline_data: None,
+            inline_dentry: None,
+            mode: None,
+            active_logs: None,
+            checkpoint_interval: None,
+            f2fs_preset: None,
         }
     }
 }
@@ -146,7 +169,40 @@ impl Ext4Config {
         }
     }
 
+    /// The F2FS options set in `[stack.fs]`.
+    pub fn f2fs_options(&self) -> crate::fs::f2fs::F2fsOptions {
+        crate::fs::f2fs::F2fsOptions {
+            fsync_mode: self.fsync_mode,
+            background_gc: self.background_gc,
+            inline_data: self.inline_data,
+            inline_dentry: self.inline_dentry,
+            mode: self.mode,
+            active_logs: self.active_logs,
+            checkpoint_interval: self.checkpoint_interval,
+            f2fs_preset: self.f2fs_preset,
+        }
+    }
+
+    /// F2FS's options in force (`type = "f2fs"`).
+    pub fn f2fs_config(&self) -> Result<crate::fs::f2fs::F2fsConfig, String> {
+        self.f2fs_options().resolve(self.discard, self.barrier)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
+        if self.kind != FsKind::F2fs && self.f2fs_options().any_set() {
+            return Err(
+                "F2FS options (`fsync_mode`, `background_gc`, `inline_data`, `inline_dentry`, `mode`, `active_logs`, `checkpoint_interval`, `f2fs_preset`) need `type` = \"f2fs\""
+                    .into(),
+            );
+        }
+        if self.kind == FsKind::F2fs {
+            self.f2fs_config()?;
+            if self.journal == JournalLocation::External || self.journal_device.is_some() {
+                return Err(
+                    "F2FS has no journal: remove `journal` and [stack.fs.journal_device]".into(),
+                );
+            }
+        }
         if self.journal_ioprio > 7 {
             return Err(format!(
                 "`journal_ioprio` {} must be a best-effort level 0..=7",
