@@ -76,6 +76,11 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "f2fs/fg-gc-stall",
+        source: include_str!("../../scenarios/f2fs/fg-gc-stall.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "sqlite/mobibench",
         source: include_str!("../../scenarios/sqlite/mobibench.toml"),
         quick: false,

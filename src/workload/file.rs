@@ -101,6 +101,7 @@ impl Default for FsyncWriteConfig {
             path: String::new(),
             io_size: default_small_io(),
             region: 0,
+            prefill: false,
             datasync: false,
             think: 0,
             count: None,
@@ -250,6 +251,11 @@ pub struct FsyncWriteConfig {
     /// Transactions (write + sync); default: until the run ends.
     #[serde(default)]
     pub count: Option<u64>,
+    /// The file exists with `region` bytes on disk before the run (a database or a download
+    /// being rewritten in place), so every write overwrites; default false (writes to a
+    /// region past the file's end extend it).
+    #[serde(default)]
+    pub prefill: bool,
 }
 
 impl FsyncWriteConfig {
@@ -460,6 +466,12 @@ pub async fn fsync_write(ctx: AppContext, config: FsyncWriteConfig) {
         return;
     };
     let sim = ctx.sim.clone();
+    if config.prefill && config.region > 0 {
+        if let Err(errno) = vfs.populate(&sim, &config.path, config.region) {
+            ctx.add_counter(&format!("errno.{}", errno.name()), 1);
+            return;
+        }
+    }
     let open = vfs.open(&sim, &process, &config.path, O_CREAT | O_RDWR);
     let Some(fd) = syscall(&ctx, "open", open).await else {
         return;

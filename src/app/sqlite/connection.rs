@@ -308,6 +308,22 @@ impl Database {
                     Err(errno) => error(errno),
                 }
             }
+            Call::AtomicWriteSupported { fd: _ } => {
+                self.count("ioctl");
+                Reply::Flag(self.options.batch_atomic_write && vfs.supports_atomic_write())
+            }
+            Call::AtomicWrite { fd, op } => {
+                self.count("ioctl");
+                let cmd = match op {
+                    super::link::AtomicOp::Begin => crate::fs::FsIoctl::StartAtomicWrite,
+                    super::link::AtomicOp::Commit => crate::fs::FsIoctl::CommitAtomicWrite,
+                    super::link::AtomicOp::Rollback => crate::fs::FsIoctl::AbortAtomicWrite,
+                };
+                match vfs.ioctl(sim, process, fd, cmd).await {
+                    Ok(()) => Reply::Done,
+                    Err(errno) => error(errno),
+                }
+            }
             Call::Unlink { path } => {
                 self.count("unlink");
                 match vfs.unlink(sim, process, &path).await {

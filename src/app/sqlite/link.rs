@@ -14,6 +14,14 @@ use std::sync::mpsc::{Receiver, Sender};
 /// A simulated errno, as the VFS returns it to SQLite (Linux's numbers).
 pub type Errno = i32;
 
+/// The three F2FS atomic-write ioctls SQLite's batch-atomic commit uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicOp {
+    Begin,
+    Commit,
+    Rollback,
+}
+
 /// What the VFS asks the task to do: one system call, lock or clock reading.
 #[derive(Debug)]
 pub enum Call {
@@ -46,6 +54,16 @@ pub enum Call {
     /// `fstat(fd)`: the size.
     Fstat {
         fd: i32,
+    },
+    /// `ioctl(fd, F2FS_IOC_GET_FEATURES)`: whether the file system offers atomic writes
+    /// (`F2FS_FEATURE_ATOMIC_WRITE`) to this build of SQLite.
+    AtomicWriteSupported {
+        fd: i32,
+    },
+    /// `ioctl(fd, F2FS_IOC_START_ATOMIC_WRITE / COMMIT_ATOMIC_WRITE / ABORT_VOLATILE_WRITE)`.
+    AtomicWrite {
+        fd: i32,
+        op: AtomicOp,
     },
     Unlink {
         path: String,

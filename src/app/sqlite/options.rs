@@ -111,6 +111,11 @@ pub struct SqliteOptions {
     pub sync_call: Option<SyncCall>,
     #[serde(default, with = "serde_units::option_duration")]
     pub busy_timeout: Option<Nanos>,
+    /// Whether SQLite was built with `SQLITE_ENABLE_BATCH_ATOMIC_WRITE` (its VFS then asks the
+    /// file system for atomic writes and, on F2FS, commits DELETE/TRUNCATE/PERSIST
+    /// transactions without a rollback journal).
+    #[serde(default)]
+    pub batch_atomic_write: Option<bool>,
 }
 
 /// Every setting decided.
@@ -124,6 +129,7 @@ pub struct ResolvedOptions {
     pub auto_vacuum: bool,
     pub sync_call: SyncCall,
     pub busy_timeout: Nanos,
+    pub batch_atomic_write: bool,
 }
 
 impl Preset {
@@ -137,6 +143,7 @@ impl Preset {
             auto_vacuum: false,
             sync_call: SyncCall::Fsync,
             busy_timeout: 0,
+            batch_atomic_write: false,
         };
         let android44 = ResolvedOptions {
             journal_mode: JournalMode::Truncate,
@@ -147,6 +154,7 @@ impl Preset {
             auto_vacuum: true,
             sync_call: SyncCall::Fdatasync,
             busy_timeout: 2_500 * NS_PER_MS,
+            batch_atomic_write: false,
         };
         match self {
             Preset::Sqlite => sqlite,
@@ -154,6 +162,10 @@ impl Preset {
             Preset::Android9 => ResolvedOptions {
                 journal_mode: JournalMode::Wal,
                 synchronous: Synchronous::Normal,
+                // external/sqlite/dist/Android.bp builds with
+                // -DSQLITE_ENABLE_BATCH_ATOMIC_WRITE from Android 9 (asm: the release the
+                // flag appeared in AOSP's build file; not checked against one revision here).
+                batch_atomic_write: true,
                 ..android44
             },
         }
@@ -190,6 +202,7 @@ impl SqliteOptions {
             auto_vacuum: self.auto_vacuum.unwrap_or(base.auto_vacuum),
             sync_call: self.sync_call.unwrap_or(base.sync_call),
             busy_timeout: self.busy_timeout.unwrap_or(base.busy_timeout),
+            batch_atomic_write: self.batch_atomic_write.unwrap_or(base.batch_atomic_write),
         }
     }
 }

@@ -23,6 +23,11 @@ struct Rig {
 
 impl Rig {
     fn new() -> Rig {
+        Rig::on(&Ext4Config::default())
+    }
+
+    /// Over the file system `fs` (`[stack.fs]`).
+    fn on(fs: &Ext4Config) -> Rig {
         let sim = Simulation::new(7);
         // 100 us + 50 MB/s, one slot: a plain device (eMMC 4.5 class sequential write).
         let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
@@ -31,7 +36,7 @@ impl Rig {
             VmConfig::android(),
             Hz(200),
             CpuConfig::zero_cost(),
-            &Ext4Config::default(),
+            fs,
             device,
             "noop",
             1 << 30,
@@ -81,12 +86,22 @@ async fn open(
 
 /// Calls per autocommit INSERT in `mode` (synchronous FULL, fsync), after a warm-up insert.
 fn calls_per_insert(mode: JournalMode) -> BTreeMap<&'static str, u64> {
-    let rig = Rig::new();
+    calls_per_insert_on(&Ext4Config::default(), mode, false)
+}
+
+/// The same on `fs`, SQLite built with `SQLITE_ENABLE_BATCH_ATOMIC_WRITE` or not.
+fn calls_per_insert_on(
+    fs: &Ext4Config,
+    mode: JournalMode,
+    batch_atomic_write: bool,
+) -> BTreeMap<&'static str, u64> {
+    let rig = Rig::on(fs);
     let result = Rc::new(RefCell::new(BTreeMap::new()));
     let out = result.clone();
     rig.run(move |sim, vfs, shared| async move {
         let options = SqliteOptions {
             journal_mode: Some(mode),
+            batch_atomic_write: Some(batch_atomic_write),
             ..SqliteOptions::default()
         };
         let db = open(&sim, &vfs, &shared, 10_001, &options).await;
@@ -234,4 +249,32 @@ fn wal_readers_share_the_shm_while_a_writer_appends() {
         (1, 2),
         "snapshot isolation, then the new row"
     );
+}
+
+fn f2fs() -> Ext4Config {
+    Ext4Config {
+        kind: crate::fs::ext4::FsKind::F2fs,
+        ..Ext4Config::default()
+    }
+}
+
+#[test]
+fn on_f2fs_a_batch_atomic_commit_replaces_the_rollback_journal_by_two_ioctls() {
+    let batch = calls_per_insert_on(&f2fs(), JournalMode::Delete, true);
+    // F2FS_IOC_START_ATOMIC_WRITE + F2FS_IOC_COMMIT_ATOMIC_WRITE, then the database's sync;
+    // no journal is opened, written, synced or unlinked.
+    assert_eq!(batch.get("ioctl"), Some(&2), "{batch:?}");
+    assert_eq!(batch.get("unlink"), None, "{batch:?}");
+    assert_eq!(batch.get("fsync"), Some(&1), "{batch:?}");
+    assert!(!batch.contains_key("open"), "{batch:?}");
+    // Without the build flag SQLite on F2FS makes ext4's calls.
+    let plain = calls_per_insert_on(&f2fs(), JournalMode::Delete, false);
+    assert_eq!(plain, calls_per_insert(JournalMode::Delete));
+    assert_eq!(plain.get("ioctl"), None);
+}
+
+#[test]
+fn the_batch_atomic_build_changes_nothing_on_ext4() {
+    let with = calls_per_insert_on(&Ext4Config::default(), JournalMode::Delete, true);
+    assert_eq!(with, calls_per_insert(JournalMode::Delete));
 }

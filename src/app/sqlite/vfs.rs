@@ -54,6 +54,8 @@ struct FileState {
     dirsync: bool,
     /// The lock level this handle holds (main databases only).
     lock: c_int,
+    /// `setDeviceCharacteristics`' answer, asked once (`F2FS_IOC_GET_FEATURES`).
+    batch_atomic: Option<bool>,
 }
 
 /// SQLite's `sqlite3_file` with our state behind it.
@@ -196,6 +198,7 @@ unsafe extern "C" fn x_open(
         path: path.unwrap_or_default(),
         dirsync: new_journal,
         lock: ffi::SQLITE_LOCK_NONE,
+        batch_atomic: None,
     });
     (*sim_file).state = Box::into_raw(state);
     (*sim_file).base.pMethods = &METHODS;
@@ -398,20 +401,57 @@ unsafe extern "C" fn x_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *m
 }
 
 unsafe extern "C" fn x_file_control(
-    _file: *mut ffi::sqlite3_file,
-    _op: c_int,
+    file: *mut ffi::sqlite3_file,
+    op: c_int,
     _arg: *mut c_void,
 ) -> c_int {
-    ffi::SQLITE_NOTFOUND
+    // unixFileControl with SQLITE_ENABLE_BATCH_ATOMIC_WRITE: the three F2FS ioctls.
+    let (atomic, error) = match op {
+        ffi::SQLITE_FCNTL_BEGIN_ATOMIC_WRITE => {
+            (link::AtomicOp::Begin, ffi::SQLITE_IOERR_BEGIN_ATOMIC)
+        }
+        ffi::SQLITE_FCNTL_COMMIT_ATOMIC_WRITE => {
+            (link::AtomicOp::Commit, ffi::SQLITE_IOERR_COMMIT_ATOMIC)
+        }
+        ffi::SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE => {
+            (link::AtomicOp::Rollback, ffi::SQLITE_IOERR_ROLLBACK_ATOMIC)
+        }
+        _ => return ffi::SQLITE_NOTFOUND,
+    };
+    let Some(fd) = state(file).fd else {
+        return ffi::SQLITE_NOTFOUND;
+    };
+    match link::call(Call::AtomicWrite { fd, op: atomic }) {
+        Reply::Done => ffi::SQLITE_OK,
+        _ => error,
+    }
 }
 
 unsafe extern "C" fn x_sector_size(_file: *mut ffi::sqlite3_file) -> c_int {
     SECTOR_SIZE
 }
 
-unsafe extern "C" fn x_device_characteristics(_file: *mut ffi::sqlite3_file) -> c_int {
-    // unixDeviceCharacteristics with SQLITE_POWERSAFE_OVERWRITE=1 (AOSP's build flag).
-    ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE
+unsafe extern "C" fn x_device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
+    // unixDeviceCharacteristics with SQLITE_POWERSAFE_OVERWRITE=1 (AOSP's build flag), plus
+    // SQLITE_IOCAP_BATCH_ATOMIC where setDeviceCharacteristics finds F2FS's atomic writes.
+    let state = state(file);
+    let batch = match (state.batch_atomic, state.fd) {
+        (Some(known), _) => known,
+        (None, None) => false,
+        (None, Some(fd)) => {
+            let supported = matches!(
+                link::call(Call::AtomicWriteSupported { fd }),
+                Reply::Flag(true)
+            );
+            state.batch_atomic = Some(supported);
+            supported
+        }
+    };
+    let mut caps = ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE;
+    if batch {
+        caps |= ffi::SQLITE_IOCAP_BATCH_ATOMIC;
+    }
+    caps
 }
 
 unsafe extern "C" fn x_shm_map(

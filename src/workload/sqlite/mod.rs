@@ -88,6 +88,10 @@ pub struct SqliteConfig {
     pub sync_call: Option<SyncCall>,
     #[serde(default, with = "serde_units::option_duration")]
     pub busy_timeout: Option<Nanos>,
+    /// SQLite built with `SQLITE_ENABLE_BATCH_ATOMIC_WRITE` (F2FS atomic writes); default:
+    /// the preset's (on for `android-9`).
+    #[serde(default)]
+    pub batch_atomic_write: Option<bool>,
     /// SQL run once after opening (not measured).
     #[serde(default)]
     pub setup: Vec<String>,
@@ -130,6 +134,7 @@ impl SqliteConfig {
             auto_vacuum: self.auto_vacuum,
             sync_call: self.sync_call,
             busy_timeout: self.busy_timeout,
+            batch_atomic_write: self.batch_atomic_write,
         }
     }
 
