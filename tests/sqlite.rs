@@ -142,7 +142,7 @@ fn reproduce_joj_quick_reports_the_fixes_direction_from_its_own_runs() {
         threads: 0,
     };
     let r = mobistack::report::reproduce::reproduce("joj", &options, &mut |_| {}).expect("runs");
-    assert_eq!(r.headlines.len(), 2);
+    assert_eq!(r.headlines.len(), 3);
     for h in &r.headlines {
         let (stock, fixed) = h.simulated;
         assert!(

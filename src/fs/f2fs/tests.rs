@@ -423,3 +423,28 @@ fn nobarrier_fsync_sends_no_flush() {
     });
     assert_eq!(writes(&rig.of("fsync")).1, 0);
 }
+
+#[test]
+fn the_gc_thread_cleans_a_victim_once_the_file_system_is_idle() {
+    let rig = Rig::new(f2fs(), 256 << 20);
+    rig.vfs
+        .populate(&rig.sim.handle(), "/big", 4096 * PAGE_SIZE)
+        .unwrap();
+    rig.run(|sim, vfs, p| async move {
+        let fd = vfs.open(&sim, &p, "/big", O_WRONLY).await.unwrap();
+        // Every fourth page rewritten: the file's old segments keep three quarters valid.
+        for page in (0..4096u64).step_by(4) {
+            vfs.pwrite(&sim, &p, fd, &[5u8; 4096], page * PAGE_SIZE)
+                .await
+                .unwrap();
+        }
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        vfs.close(&sim, &p, fd).await.unwrap();
+        // Busy for the GC thread's first wake-ups, then idle for two minutes.
+        sim.sleep(120 * NS_PER_SEC).await;
+    });
+    assert!(rig.counter("bg_gc_segments") > 0, "the GC thread ran");
+    assert!(rig.counter("gc_moved_data") > 0);
+    assert_eq!(rig.counter("fg_gc_segments"), 0, "plenty of free sections");
+    assert!(rig.counter("cp_periodic") > 0, "balance_fs_bg's checkpoint");
+}
