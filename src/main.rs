@@ -78,7 +78,7 @@ enum Command {
         /// Also print the block I/O account by purpose: per app and system call (or kernel
         /// thread), the bios, reads, writes, bytes, cache flushes and FUA writes of each purpose
         /// (data, inode, bitmaps, directory, extent, journal descriptor / metadata / commit /
-        /// superblock, checkpoint, discard, flush).
+        /// superblock, checkpoint; F2FS's node, nat, sit, ssa, cp-pack, gc-move; discard, flush).
         #[arg(long)]
         io_account: bool,
         /// Write a blkparse-format trace of the block layer to FILE (FILE.<variant>.<seed> when
