@@ -151,6 +151,12 @@ pub trait FsHooks {
     /// the file system can give the page a new block (and free the old one). Default: the
     /// page keeps its block.
     fn remap_for_writeback(&self, _sim: &Sim, _issuer: Issuer, _ino: Ino, _index: u64) {}
+    /// Whether the file system takes the dirty page's data without block I/O (F2FS's
+    /// `f2fs_write_inline_data`: a small file's data lives in its inode block); the page is
+    /// then clean. Default: no.
+    fn absorb_for_writeback(&self, _ino: Ino, _index: u64) -> bool {
+        false
+    }
     /// Whether writeback must leave `ino`'s dirty pages alone for now (F2FS's atomic-write
     /// files keep their pages in memory until the commit ioctl writes them).
     fn holds_back_writeback(&self, _ino: Ino) -> bool {

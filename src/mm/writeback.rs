@@ -920,6 +920,11 @@ impl Mm {
                     self.unlock_page(sim, id);
                     continue;
                 }
+                if hooks.absorb_for_writeback(ino, index) {
+                    self.state().clear_page_dirty(id);
+                    self.unlock_page(sim, id);
+                    continue;
+                }
                 hooks.remap_for_writeback(sim, issuer, ino, index);
             }
             if self.map_block(ino, index).is_none() {
@@ -1103,6 +1108,13 @@ impl Mm {
             };
             if self.page(id).has(pg::DIRTY) {
                 if let Some(hooks) = self.fs_hooks().filter(|_| ino != super::BDEV_INO) {
+                    if hooks.absorb_for_writeback(ino, index) {
+                        // Inline data: the page is clean without I/O.
+                        self.state().clear_page_dirty(id);
+                        self.unlock_page(sim, id);
+                        *written += 1;
+                        continue;
+                    }
                     hooks.remap_for_writeback(sim, issuer, ino, index);
                 }
             }

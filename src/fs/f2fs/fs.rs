@@ -72,6 +72,9 @@ pub const ADDRS_PER_INODE: u64 = 873;
 /// Data addresses in a direct node block, and node ids in an indirect one (`ADDRS_PER_BLOCK`,
 /// `NIDS_PER_BLOCK`: 1018).
 pub const ADDRS_PER_BLOCK: u64 = 1018;
+/// `MAX_INLINE_DATA`: bytes of data an inode block holds, 4 x (923 - 50 inline xattr slots - 1
+/// reserved) (f2fs.h, `DEF_INLINE_RESERVED_SIZE`).
+pub const MAX_INLINE_DATA: u64 = 3488;
 /// Entries of an inline directory: `NR_INLINE_DENTRY` = 182 for 4 KiB blocks with inline
 /// xattrs (f2fs_fs.h).
 pub const NR_INLINE_DENTRY: u64 = 182;
@@ -137,6 +140,12 @@ struct FInode {
     entries: u64,
     /// Timestamps changed since the inode block was last written.
     times_dirty: bool,
+    /// `FI_INLINE_DATA`: the data lives in the inode block.
+    inline: bool,
+    /// `i_size` as the file system last saw it (write_end, setattr, setup).
+    size: u64,
+    /// A write past the inline area reserved a block: convert at write_end.
+    convert_pending: bool,
 }
 
 /// Counters for the results (`f2fs.*`).
@@ -163,6 +172,8 @@ pub struct F2fsStats {
     pub gc_moved_data: u64,
     pub gc_moved_nodes: u64,
     pub gc_wait_ns: u64,
+    pub inline_writes: u64,
+    pub inline_conversions: u64,
     pub atomic_commits: u64,
     pub atomic_aborts: u64,
     pub discards: u64,
@@ -515,9 +526,17 @@ impl F2fs {
     fn reserve_page(&self, ino: Ino, index: u64) -> Result<(), Errno> {
         let mut guard = self.state.borrow_mut();
         let st = &mut *guard;
-        let Some(inode) = st.inodes.get(&ino) else {
+        let Some(inode) = st.inodes.get_mut(&ino) else {
             return Ok(());
         };
+        if inode.inline {
+            if index == 0 {
+                // prepare_write_begin: page 0 of an inline file needs no block.
+                return Ok(());
+            }
+            // A write past the inline area: f2fs_convert_inline_page at write_end.
+            inode.convert_pending = true;
+        }
         let old = inode
             .addrs
             .get(index as usize)
@@ -535,6 +554,99 @@ impl F2fs {
         Self::set_addr(st.inodes.get_mut(&ino).expect("inode"), index, NEW_ADDR);
         Self::dirty_node_of(st, ino, index);
         Ok(())
+    }
+
+    /// `f2fs_write_inline_data` for page 0 of an inline file taken by writeback: the data is
+    /// copied into the inode block, which is now dirty; no block I/O.
+    fn absorb_inline(&self, ino: Ino, index: u64) -> bool {
+        let mut st = self.state.borrow_mut();
+        let Some(inode) = st.inodes.get_mut(&ino) else {
+            return false;
+        };
+        if !inode.inline || index != 0 {
+            return false;
+        }
+        inode.append_write = true;
+        st.dirty_nodes.insert(ino as u32);
+        st.stats.inline_writes += 1;
+        true
+    }
+
+    /// Records `ino`'s size; converts an inline file that outgrew its inode block
+    /// (`f2fs_convert_inline_inode` / `f2fs_convert_inline_page`).
+    async fn note_size(&self, sim: &Sim, issuer: Issuer, ino: Ino, size: u64) {
+        let outgrown = {
+            let mut st = self.state.borrow_mut();
+            let Some(inode) = st.inodes.get_mut(&ino) else {
+                return;
+            };
+            let outgrown = inode.inline && (inode.convert_pending || size > MAX_INLINE_DATA);
+            if !outgrown {
+                inode.size = size;
+            }
+            outgrown
+        };
+        if outgrown {
+            self.convert_inline(sim, issuer, ino).await;
+        }
+        if let Some(inode) = self.state.borrow_mut().inodes.get_mut(&ino) {
+            inode.size = size;
+        }
+    }
+
+    /// `f2fs_convert_inline_page`: an inline file leaves its inode block (it outgrew it, or an
+    /// atomic write starts); page 0's data gets a block and is written now, unless page 0 is
+    /// dirty in the cache (writeback will write it) or the file is empty.
+    async fn convert_inline(&self, sim: &Sim, issuer: Issuer, ino: Ino) {
+        let had_data = {
+            let mut st = self.state.borrow_mut();
+            let Some(inode) = st.inodes.get_mut(&ino) else {
+                return;
+            };
+            if !inode.inline {
+                return;
+            }
+            inode.inline = false;
+            inode.convert_pending = false;
+            let had_data = inode.size > 0;
+            st.stats.inline_conversions += 1;
+            had_data
+        };
+        let dirty = self
+            .mm()
+            .page_flags(ino, 0)
+            .is_some_and(|f| f & crate::mm::pg::DIRTY != 0);
+        if !had_data || dirty {
+            return;
+        }
+        let block = {
+            let mut guard = self.state.borrow_mut();
+            let st = &mut *guard;
+            let ssr = self.ssr_allowed(st);
+            let log = Self::data_log(&st.inodes[&ino]);
+            let Some(addr) = st
+                .segs
+                .allocate(log, Owner::Data { ino, index: 0 }, sim.now(), ssr)
+            else {
+                st.stats.no_space += 1;
+                return;
+            };
+            let inode = st.inodes.get_mut(&ino).expect("inode");
+            Self::set_addr(inode, 0, addr);
+            inode.append_write = true;
+            Self::dirty_node_of(st, ino, 0);
+            u64::from(addr)
+        };
+        let bio = BioRequest::for_pages(
+            IoOp::Write,
+            block,
+            1,
+            Self::sync_write_flags(),
+            issuer,
+            None,
+            IoPurpose::Data,
+        );
+        crate::mm::bio::submit_bio_wait(&*self.bdev, sim, bio).await;
     }
 
     /// Frees the blocks of pages `first..` of `ino` (`f2fs_truncate_data_blocks_range`).
@@ -582,12 +694,13 @@ impl F2fs {
     }
 
     /// A new inode: nid, inode block to be written (`f2fs_new_inode`, `f2fs_init_inode_metadata`).
-    fn new_inode(st: &mut State, dir: Ino, name: &str, is_dir: bool) -> Ino {
+    fn new_inode(st: &mut State, dir: Ino, name: &str, is_dir: bool, inline: bool) -> Ino {
         let nid = Self::alloc_nid(st);
         let ino = Ino::from(nid);
         let inode = FInode {
             is_dir,
             pino: dir,
+            inline: inline && !is_dir,
             temperature: if is_dir {
                 None
             } else {
@@ -1455,8 +1568,10 @@ impl F2fs {
         match cmd {
             FsIoctl::StartAtomicWrite => {
                 let _g = i_mutex.lock(sim).await;
-                // f2fs_ioc_start_atomic_write writes back what is dirty first.
+                // f2fs_ioc_start_atomic_write writes back what is dirty first and leaves
+                // inline data (f2fs_convert_inline_inode).
                 mm.write_and_wait_range(sim, ino, 0, u64::MAX, issuer).await;
+                self.convert_inline(sim, issuer, ino).await;
                 self.state
                     .borrow_mut()
                     .inodes
@@ -1538,7 +1653,11 @@ impl AddressSpaceOps for F2fsMapping {
         if !create {
             return Ok(None);
         }
-        // O_DIRECT's f2fs_map_blocks(F2FS_GET_BLOCK_DIO): a block now, out of place.
+        // O_DIRECT's f2fs_map_blocks(F2FS_GET_BLOCK_DIO): a block now, out of place (an
+        // inline file leaves its inode block first; its inline bytes are not rewritten here).
+        if let Some(inode) = fs.state.borrow_mut().inodes.get_mut(&ino) {
+            inode.inline = false;
+        }
         fs.reserve_page(ino, index)?;
         let mut st = fs.state.borrow_mut();
         let ssr = fs.ssr_allowed(&st);
@@ -1579,16 +1698,30 @@ impl FsHooks for F2fsHooks {
 
     fn write_end<'a>(
         &'a self,
-        _sim: &'a Sim,
+        sim: &'a Sim,
         _token: FsToken,
         ino: Ino,
         _reserved: bool,
         new_size: Option<u64>,
     ) -> LocalBoxFuture<'a, ()> {
         Box::pin(async move {
-            if new_size.is_some() {
-                // f2fs_i_size_write: the inode block is dirty.
-                self.fs.state.borrow_mut().dirty_nodes.insert(ino as u32);
+            let size = match new_size {
+                Some(size) => {
+                    // f2fs_i_size_write: the inode block is dirty.
+                    self.fs.state.borrow_mut().dirty_nodes.insert(ino as u32);
+                    Some(size)
+                }
+                None => {
+                    let st = self.fs.state.borrow();
+                    st.inodes
+                        .get(&ino)
+                        .filter(|i| i.convert_pending)
+                        .map(|i| i.size)
+                }
+            };
+            if let Some(size) = size {
+                let issuer = self.issuers.current(sim);
+                self.fs.note_size(sim, issuer, ino, size).await;
             }
         })
     }
@@ -1614,6 +1747,10 @@ impl FsHooks for F2fsHooks {
 
     fn remap_for_writeback(&self, sim: &Sim, _issuer: Issuer, ino: Ino, index: u64) {
         self.fs.remap(sim, ino, index);
+    }
+
+    fn absorb_for_writeback(&self, ino: Ino, index: u64) -> bool {
+        self.fs.absorb_inline(ino, index)
     }
 
     fn holds_back_writeback(&self, ino: Ino) -> bool {
@@ -1657,7 +1794,7 @@ impl FileSystemOps for F2fsOps {
             if st.segs.valid_blocks + st.reserved_new + 1 > st.segs.layout.user_blocks() {
                 return Err(Errno::ENOSPC);
             }
-            let ino = F2fs::new_inode(&mut st, dir, name, is_dir);
+            let ino = F2fs::new_inode(&mut st, dir, name, is_dir, self.fs.config.inline_data);
             self.fs.touch_dentry(&mut st, dir, name, 1);
             Ok(ino)
         })
@@ -1665,7 +1802,7 @@ impl FileSystemOps for F2fsOps {
 
     fn create_at_setup(&self, dir: Ino, name: &str, is_dir: bool) -> Result<Ino, Errno> {
         let mut st = self.fs.state.borrow_mut();
-        let ino = F2fs::new_inode(&mut st, dir, name, is_dir);
+        let ino = F2fs::new_inode(&mut st, dir, name, is_dir, self.fs.config.inline_data);
         if let Some(d) = st.inodes.get_mut(&dir) {
             d.entries += 1;
         }
@@ -1676,6 +1813,15 @@ impl FileSystemOps for F2fsOps {
     fn populate_blocks(&self, ino: Ino, size: u64) -> Result<(), Errno> {
         let pages = size.div_ceil(PAGE_SIZE);
         let mut st = self.fs.state.borrow_mut();
+        {
+            let inode = st.inodes.get_mut(&ino).ok_or(Errno::ENOENT)?;
+            inode.size = size;
+            if inode.inline && size <= MAX_INLINE_DATA {
+                // The data is in the inode block, written at setup.
+                return settle_setup(&self.fs, &mut st);
+            }
+            inode.inline = false;
+        }
         let log = st.inodes.get(&ino).map_or(Log::WarmData, F2fs::data_log);
         for index in 0..pages {
             if st.segs.valid_blocks + 1 > st.segs.layout.user_blocks() {
@@ -1782,18 +1928,21 @@ impl FileSystemOps for F2fsOps {
     fn setattr_size<'a>(
         &'a self,
         sim: &'a Sim,
-        _issuer: Issuer,
+        issuer: Issuer,
         ino: Ino,
         old_size: u64,
         new_size: u64,
     ) -> LocalBoxFuture<'a, ()> {
         Box::pin(async move {
             self.fs.note_request(sim);
-            let mut st = self.fs.state.borrow_mut();
-            if new_size < old_size {
-                F2fs::truncate_from(&mut st, ino, new_size.div_ceil(PAGE_SIZE));
+            {
+                let mut st = self.fs.state.borrow_mut();
+                if new_size < old_size {
+                    F2fs::truncate_from(&mut st, ino, new_size.div_ceil(PAGE_SIZE));
+                }
+                st.dirty_nodes.insert(ino as u32);
             }
-            st.dirty_nodes.insert(ino as u32);
+            self.fs.note_size(sim, issuer, ino, new_size).await;
         })
     }
 
@@ -1884,6 +2033,8 @@ impl FileSystemOps for F2fsOps {
             ("gc_moved_data", s.gc_moved_data),
             ("gc_moved_nodes", s.gc_moved_nodes),
             ("gc_wait_us", s.gc_wait_ns / 1000),
+            ("inline_writes", s.inline_writes),
+            ("inline_conversions", s.inline_conversions),
             ("atomic_commits", s.atomic_commits),
             ("atomic_aborts", s.atomic_aborts),
             ("discard_bios", s.discards),

@@ -13,7 +13,7 @@
 //!
 //! Simplifications common to the modules: node pages and dentry blocks are kept by the file
 //! system (always cached, never reclaimed) rather than in the node inode's and directories'
-//! page cache; inline data is not modelled (a small file's data takes a block); `cp_rwsem` is
+//! page cache; `cp_rwsem` is
 //! not modelled (operations do not wait for a checkpoint's `block_operations`); no extent
 //! cache, no compression, no encryption, no quota, no multiple devices, no zoned devices.
 
@@ -68,6 +68,9 @@ pub struct F2fsConfig {
     /// `inline_dentry` (default on since Linux 3.17... set by default in `default_options`):
     /// a small directory's entries live in its inode block.
     pub inline_dentry: bool,
+    /// `inline_data` (default on, `default_options`): a regular file's data up to
+    /// `MAX_INLINE_DATA` (3,488 bytes) lives in its inode block.
+    pub inline_data: bool,
     pub mode: F2fsMode,
     /// `active_logs=` 2, 4 or 6 (default 6, `NR_CURSEG_TYPE`).
     pub active_logs: u8,
@@ -83,6 +86,7 @@ impl Default for F2fsConfig {
             discard: true,
             barrier: true,
             inline_dentry: true,
+            inline_data: true,
             mode: F2fsMode::Adaptive,
             active_logs: 6,
             checkpoint_interval: 60 * NS_PER_SEC,
@@ -99,8 +103,7 @@ pub struct F2fsOptions {
     pub fsync_mode: Option<FsyncMode>,
     /// `background_gc`: true (default) or false.
     pub background_gc: Option<bool>,
-    /// `inline_data`: accepted for fstab compatibility; inline data is not modelled (a small
-    /// file's data takes a block).
+    /// `inline_data`: true (default).
     pub inline_data: Option<bool>,
     /// `inline_dentry`: true (default).
     pub inline_dentry: Option<bool>,
@@ -154,6 +157,9 @@ impl F2fsOptions {
         }
         if let Some(on) = self.inline_dentry {
             config.inline_dentry = on;
+        }
+        if let Some(on) = self.inline_data {
+            config.inline_data = on;
         }
         if let Some(mode) = self.mode {
             config.mode = mode;

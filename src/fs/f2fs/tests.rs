@@ -448,3 +448,53 @@ fn the_gc_thread_cleans_a_victim_once_the_file_system_is_idle() {
     assert_eq!(rig.counter("fg_gc_segments"), 0, "plenty of free sections");
     assert!(rig.counter("cp_periodic") > 0, "balance_fs_bg's checkpoint");
 }
+
+#[test]
+fn a_small_file_lives_in_its_inode_block_until_it_outgrows_it() {
+    let rig = Rig::new(f2fs(), 1 << 30);
+    rig.run(|sim, vfs, p| async move {
+        let fd = vfs.creat(&sim, &p, "/prefs.xml").await.unwrap();
+        vfs.write(&sim, &p, fd, &[1u8; 1024]).await.unwrap();
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        vfs.close(&sim, &p, fd).await.unwrap();
+        // Past MAX_INLINE_DATA (3,488 bytes): the data leaves the inode block.
+        let fd = vfs
+            .open(&sim, &p, "/prefs.xml", O_WRONLY | crate::fs::vfs::O_APPEND)
+            .await
+            .unwrap();
+        vfs.write(&sim, &p, fd, &[2u8; 4096]).await.unwrap();
+        vfs.fdatasync(&sim, &p, fd).await.unwrap();
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    let fsync = rig.of("fsync");
+    let expected: BTreeMap<_, _> = [(IoPurpose::Node, 1)].into();
+    assert_eq!(
+        writes(&fsync),
+        (expected, 1),
+        "inline: the inode block only: {fsync:?}"
+    );
+    assert_eq!(rig.counter("inline_writes"), 1);
+    assert_eq!(rig.counter("inline_conversions"), 1);
+    let fdatasync = rig.of("fdatasync");
+    assert_eq!(
+        fdatasync[&IoPurpose::Data].write_bytes,
+        2 * 4096,
+        "{fdatasync:?}"
+    );
+}
+
+#[test]
+fn without_inline_data_a_small_file_takes_a_block() {
+    let mut fs = f2fs();
+    fs.inline_data = Some(false);
+    let rig = Rig::new(fs, 1 << 30);
+    rig.run(|sim, vfs, p| async move {
+        let fd = vfs.creat(&sim, &p, "/prefs.xml").await.unwrap();
+        vfs.write(&sim, &p, fd, &[1u8; 1024]).await.unwrap();
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    let expected: BTreeMap<_, _> = [(IoPurpose::Data, 1), (IoPurpose::Node, 1)].into();
+    assert_eq!(writes(&rig.of("fsync")), (expected, 1));
+    assert_eq!(rig.counter("inline_writes"), 0);
+}
