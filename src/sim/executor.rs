@@ -660,9 +660,20 @@ impl Sim {
     /// Counts a step of `task` at the current instant; returns false (and records the
     /// livelock) past the limit.
     fn count_step(&self, task: TaskId, doing: Doing) -> bool {
-        let now = self.now();
         let mut tasks = self.core.tasks.borrow_mut();
         let entry = &mut tasks[task.0 as usize];
+        if let Some(livelock) = self.spin(task, entry, doing) {
+            drop(tasks);
+            self.core.livelock.borrow_mut().get_or_insert(livelock);
+            return false;
+        }
+        true
+    }
+
+    /// Counts a step of `entry` (task `task`) at the current instant: the livelock past the limit.
+    #[inline]
+    fn spin(&self, task: TaskId, entry: &mut Task, doing: Doing) -> Option<Livelock> {
+        let now = self.now();
         if entry.spin_ns != now {
             entry.spin_ns = now;
             entry.spin_steps = 0;
@@ -670,17 +681,14 @@ impl Sim {
         entry.spin_steps += 1;
         entry.spin_doing = doing;
         if entry.spin_steps <= self.core.step_limit.get() {
-            return true;
+            return None;
         }
-        let livelock = Livelock {
+        Some(Livelock {
             now_ns: now,
             task: Some((task, entry.name.to_string())),
             steps: entry.spin_steps,
             doing,
-        };
-        drop(tasks);
-        self.core.livelock.borrow_mut().get_or_insert(livelock);
-        false
+        })
     }
 
     /// Whether a livelock was found (the run ends at the next chance).
@@ -1110,24 +1118,23 @@ impl Sim {
     }
 
     fn poll_task(&self, task: TaskId) {
-        let doing = {
-            let tasks = self.core.tasks.borrow();
-            let entry = &tasks[task.0 as usize];
-            if entry.state != TaskState::Ready {
-                return;
-            }
-            match (entry.last_wait, entry.spin_doing) {
-                (Some(wait), _) => Doing::Woken(wait.reason, wait.blocker),
-                (None, doing) => doing,
-            }
-        };
-        if !self.count_step(task, doing) {
-            // Left Ready and off the ready queue: the run ends with the livelock.
-            return;
-        }
+        // One borrow of the task table for the check, the step count and taking the future.
         let mut future = {
             let mut tasks = self.core.tasks.borrow_mut();
             let entry = &mut tasks[task.0 as usize];
+            if entry.state != TaskState::Ready {
+                return;
+            }
+            let doing = match (entry.last_wait, entry.spin_doing) {
+                (Some(wait), _) => Doing::Woken(wait.reason, wait.blocker),
+                (None, doing) => doing,
+            };
+            if let Some(livelock) = self.spin(task, entry, doing) {
+                // Left Ready and off the ready queue: the run ends with the livelock.
+                drop(tasks);
+                self.core.livelock.borrow_mut().get_or_insert(livelock);
+                return;
+            }
             entry.state = TaskState::Running;
             entry.future.take().expect("a ready task has its future")
         };
