@@ -61,51 +61,101 @@ struct Shared {
 /// history as soon as it wakes, so a short memory suffices).
 const HISTORY_REQUESTS: usize = 4096;
 
-/// What happened to a completed request, in time.
+/// What happened to a completed request, in time: the facts its description is made of, kept
+/// as values and formatted only when a wait on the request is explained (most requests are
+/// never asked about, and formatting every completion cost a tenth of a device-only run).
 #[derive(Debug, Clone)]
 struct RequestTiming {
-    text: String,
+    id: RequestId,
+    op: crate::dev::IoOp,
+    sync: bool,
+    meta: bool,
+    nr_sectors: u32,
+    comm: String,
+    pid: u32,
+    issued_async: bool,
+    start_ns: Nanos,
+    issued_ns: Option<Nanos>,
+    device_start_ns: Option<Nanos>,
+    /// When it completed, or the present moment for a request still in flight.
+    end_ns: Nanos,
 }
 
+impl RequestTiming {
+    fn of(rq: &super::request::Request, end_ns: Nanos) -> RequestTiming {
+        RequestTiming {
+            id: rq.id,
+            op: rq.op,
+            sync: rq.flags.sync,
+            meta: rq.flags.meta,
+            nr_sectors: rq.nr_sectors,
+            comm: rq.task.comm.clone(),
+            pid: rq.task.pid,
+            issued_async: rq.issued_async,
+            start_ns: rq.start_ns,
+            issued_ns: rq.issued_ns,
+            device_start_ns: rq.device_start_ns,
+            end_ns,
+        }
+    }
+}
+
+/// The last [`HISTORY_REQUESTS`] completions in order, in a ring (evicting the oldest moves
+/// nothing), and where each request's entry is.
 #[derive(Default)]
 struct RequestHistory {
-    by_id: BTreeMap<RequestId, RequestTiming>,
-    order: std::collections::VecDeque<RequestId>,
+    /// Request id -> the number of its completion (counted from the first ever remembered).
+    by_id: BTreeMap<RequestId, u64>,
+    timings: std::collections::VecDeque<RequestTiming>,
+    /// The number of the completion at the front of `timings`.
+    first: u64,
 }
 
 impl RequestHistory {
-    fn remember(&mut self, id: RequestId, timing: RequestTiming) {
-        if self.order.len() == HISTORY_REQUESTS {
-            let oldest = self.order.pop_front().expect("history is full");
-            self.by_id.remove(&oldest);
+    fn remember(&mut self, timing: RequestTiming) {
+        if self.timings.len() == HISTORY_REQUESTS {
+            let oldest = self.timings.pop_front().expect("history is full");
+            self.by_id.remove(&oldest.id);
+            self.first += 1;
         }
-        self.order.push_back(id);
-        self.by_id.insert(id, timing);
+        self.by_id
+            .insert(timing.id, self.first + self.timings.len() as u64);
+        self.timings.push_back(timing);
+    }
+
+    fn get(&self, id: RequestId) -> Option<&RequestTiming> {
+        let number = *self.by_id.get(&id)?;
+        self.timings.get((number - self.first) as usize)
     }
 }
 
 /// A request's direction and flags as blkparse's RWBS letters, short form ("WS", "RM").
 fn short_rwbs(rq: &super::request::Request) -> String {
-    let mut rwbs = String::from(match rq.op {
+    rwbs_letters(rq.op, rq.flags.sync, rq.flags.meta)
+}
+
+fn rwbs_letters(op: crate::dev::IoOp, sync: bool, meta: bool) -> String {
+    let mut rwbs = String::from(match op {
         crate::dev::IoOp::Read => "R",
         crate::dev::IoOp::Write => "W",
         crate::dev::IoOp::Discard => "D",
         crate::dev::IoOp::Flush => "F",
     });
-    if rq.flags.sync {
+    if sync {
         rwbs.push('S');
     }
-    if rq.flags.meta {
+    if meta {
         rwbs.push('M');
     }
     rwbs
 }
 
 /// "request R#12 (WS 1024 sectors of update[1001], 47.9 ms queued in cfq, 4.30 ms on the device)"
-fn describe_completed(rq: &super::request::Request, elevator: &str, now: Nanos) -> String {
+fn describe_completed(rq: &RequestTiming, elevator: &str) -> String {
     use crate::units::format_ms;
+    let now = rq.end_ns;
     let issued = rq.issued_ns.unwrap_or(now);
-    let rwbs = short_rwbs(rq);
+    let rwbs = rwbs_letters(rq.op, rq.sync, rq.meta);
     let on_device = rq.device_start_ns.unwrap_or(issued);
     let in_driver = if on_device > issued {
         format!(
@@ -119,8 +169,8 @@ fn describe_completed(rq: &super::request::Request, elevator: &str, now: Nanos) 
         "request R#{} ({rwbs} {} sectors of {}[{}]{}, {} ms queued in {elevator}{in_driver}, {} ms on the device)",
         rq.id,
         rq.nr_sectors,
-        rq.task.comm,
-        rq.task.pid,
+        rq.comm,
+        rq.pid,
         if rq.issued_async { ", async writeback" } else { "" },
         format_ms((issued - rq.start_ns) as f64),
         format_ms((now - on_device) as f64),
@@ -157,15 +207,15 @@ impl BlockLayer {
             Blocker::Request(id) => {
                 let shared = weak.upgrade()?;
                 let history = shared.history.borrow();
-                if let Some(timing) = history.by_id.get(&id) {
-                    return Some(timing.text.clone());
+                if let Some(timing) = history.get(id) {
+                    return Some(describe_completed(timing, shared.elevator));
                 }
                 // Not completed (a wait still going on when the run ended): where it is now.
                 let queue = shared.queue.try_borrow().ok()?;
                 let now = describer_sim.now();
                 Some(match queue.in_flight_request(id) {
                     Some(rq) => {
-                        let text = describe_completed(rq, shared.elevator, now);
+                        let text = describe_completed(&RequestTiming::of(rq, now), shared.elevator);
                         text.replace(
                             " ms on the device)",
                             " ms on the device so far, not completed)",
@@ -369,11 +419,10 @@ impl BlockLayer {
                     completed_ns: now,
                 }
             });
-            let text = describe_completed(rq, self.shared.elevator, now);
             self.shared
                 .history
                 .borrow_mut()
-                .remember(rq.id, RequestTiming { text });
+                .remember(RequestTiming::of(rq, now));
             for bio in &rq.bios {
                 let done = self
                     .shared

@@ -3,7 +3,7 @@
 //!
 //! Design:
 //! - Time is an integer count of nanoseconds that only moves forward when the executor takes the
-//!   next event from the queue. Events are ordered by (time, insertion sequence), so two runs of the
+//!   next event from the queue. Events are ordered by (time, insertion order), so two runs of the
 //!   same scenario interleave identically.
 //! - A task is a boxed future. The engine does not use `std::task::Waker`: its own primitives
 //!   ([`crate::sim::sync`]) register the *current task* with a [`WakeToken`] when they must wait,
@@ -25,14 +25,14 @@
 //! run that exceeds either stops with an assertion failure naming the limit (a model bug). A
 //! livelock is not an assertion: it is a [`SimError`] the caller reports.
 
+use super::queue::EventQueue;
 use super::timeline::{
     CounterSample, RequestLife, TaskSlice, TaskWait, Timeline, TimelineConfig, TimelineRecorder,
 };
 use super::wait::{BlockedTimes, Blocker, TaskId, Wait, WaitReason};
 use crate::units::{format_ms, Nanos};
 use std::cell::{Cell, RefCell};
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -41,6 +41,7 @@ use std::task::{Context, Poll, Waker};
 
 /// Bound on pending events: a run that schedules more is runaway and stops loudly.
 pub const MAX_PENDING_EVENTS: usize = 1 << 24;
+const _: () = assert!(MAX_PENDING_EVENTS <= super::queue::MAX_SLOTS);
 /// Bound on tasks ever spawned in one run.
 pub const MAX_TASKS: usize = 1 << 20;
 /// How often (in processed events) the progress hook is called. The hook is cheap (it stores
@@ -200,35 +201,10 @@ enum EventKind {
     Call(Callback),
 }
 
-struct Event {
-    time: Nanos,
-    seq: u64,
-    kind: EventKind,
-}
-
-impl PartialEq for Event {
-    fn eq(&self, other: &Self) -> bool {
-        self.time == other.time && self.seq == other.seq
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Event {
-    /// Reversed so that `BinaryHeap` (a max-heap) pops the earliest (time, seq) first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.time, other.seq).cmp(&(self.time, self.seq))
-    }
-}
-
 struct Core {
     now: Cell<Nanos>,
-    seq: Cell<u64>,
     seed: u64,
-    events: RefCell<BinaryHeap<Event>>,
+    events: RefCell<EventQueue<EventKind>>,
     ready: RefCell<VecDeque<TaskId>>,
     tasks: RefCell<Vec<Task>>,
     current: Cell<Option<TaskId>>,
@@ -389,9 +365,8 @@ impl Simulation {
     pub fn new(seed: u64) -> Self {
         let core = Core {
             now: Cell::new(0),
-            seq: Cell::new(0),
             seed,
-            events: RefCell::new(BinaryHeap::new()),
+            events: RefCell::new(EventQueue::new()),
             ready: RefCell::new(VecDeque::new()),
             tasks: RefCell::new(Vec::new()),
             current: Cell::new(None),
@@ -551,19 +526,13 @@ impl Sim {
             "event scheduled in the past: {at} < {}",
             self.now()
         );
-        let seq = self.core.seq.get();
-        self.core.seq.set(seq + 1);
         let mut events = self.core.events.borrow_mut();
         assert!(
             events.len() < MAX_PENDING_EVENTS,
             "pending-event limit {MAX_PENDING_EVENTS} exceeded at {} ns",
             self.now()
         );
-        events.push(Event {
-            time: at,
-            seq,
-            kind,
-        });
+        events.push(at, kind);
     }
 
     /// Marks the current task as blocked for `reason` on `blocker` and returns the token that ends
@@ -691,9 +660,20 @@ impl Sim {
     /// Counts a step of `task` at the current instant; returns false (and records the
     /// livelock) past the limit.
     fn count_step(&self, task: TaskId, doing: Doing) -> bool {
-        let now = self.now();
         let mut tasks = self.core.tasks.borrow_mut();
         let entry = &mut tasks[task.0 as usize];
+        if let Some(livelock) = self.spin(task, entry, doing) {
+            drop(tasks);
+            self.core.livelock.borrow_mut().get_or_insert(livelock);
+            return false;
+        }
+        true
+    }
+
+    /// Counts a step of `entry` (task `task`) at the current instant: the livelock past the limit.
+    #[inline]
+    fn spin(&self, task: TaskId, entry: &mut Task, doing: Doing) -> Option<Livelock> {
+        let now = self.now();
         if entry.spin_ns != now {
             entry.spin_ns = now;
             entry.spin_steps = 0;
@@ -701,17 +681,14 @@ impl Sim {
         entry.spin_steps += 1;
         entry.spin_doing = doing;
         if entry.spin_steps <= self.core.step_limit.get() {
-            return true;
+            return None;
         }
-        let livelock = Livelock {
+        Some(Livelock {
             now_ns: now,
             task: Some((task, entry.name.to_string())),
             steps: entry.spin_steps,
             doing,
-        };
-        drop(tasks);
-        self.core.livelock.borrow_mut().get_or_insert(livelock);
-        false
+        })
     }
 
     /// Whether a livelock was found (the run ends at the next chance).
@@ -881,9 +858,9 @@ impl Sim {
             }
             let event = {
                 let mut events = self.core.events.borrow_mut();
-                match events.peek() {
+                match events.peek_time() {
                     None => None,
-                    Some(next) if next.time > limit => {
+                    Some(time) if time > limit => {
                         drop(events);
                         self.core.now.set(limit.max(self.now()));
                         return Ok(RunEnd::TimeLimit);
@@ -891,27 +868,27 @@ impl Sim {
                     Some(_) => events.pop(),
                 }
             };
-            let Some(event) = event else {
+            let Some((event_time, event_kind)) = event else {
                 let report = self.deadlock_report();
                 if report.blocked.is_empty() {
                     return Ok(RunEnd::Idle);
                 }
                 return Err(SimError::Deadlock(report));
             };
-            debug_assert!(event.time >= self.now(), "event queue out of order");
-            if self.core.next_sample_ns.get() < event.time {
-                self.sample_counters_before(event.time);
+            debug_assert!(event_time >= self.now(), "event queue out of order");
+            if self.core.next_sample_ns.get() < event_time {
+                self.sample_counters_before(event_time);
             }
-            self.core.now.set(event.time);
-            if self.core.instant_ns.get() != event.time {
-                self.core.instant_ns.set(event.time);
+            self.core.now.set(event_time);
+            if self.core.instant_ns.get() != event_time {
+                self.core.instant_ns.set(event_time);
                 self.core.instant_events.set(0);
             }
             let at_instant = self.core.instant_events.get() + 1;
             self.core.instant_events.set(at_instant);
             if at_instant > self.core.step_limit.get() {
                 // A timer that wakes a task at once (a yield, a zero sleep) names that task.
-                let (task, doing) = match &event.kind {
+                let (task, doing) = match &event_kind {
                     EventKind::Wake(token) => {
                         let tasks = self.core.tasks.borrow();
                         let entry = &tasks[token.task.0 as usize];
@@ -923,7 +900,7 @@ impl Sim {
                     EventKind::Call(_) => (None, Doing::Started),
                 };
                 let livelock = Livelock {
-                    now_ns: event.time,
+                    now_ns: event_time,
                     task,
                     steps: at_instant,
                     doing,
@@ -933,7 +910,7 @@ impl Sim {
             }
             let processed = self.core.events_processed.get() + 1;
             self.core.events_processed.set(processed);
-            match event.kind {
+            match event_kind {
                 EventKind::Wake(token) => {
                     self.wake(token);
                 }
@@ -1141,24 +1118,23 @@ impl Sim {
     }
 
     fn poll_task(&self, task: TaskId) {
-        let doing = {
-            let tasks = self.core.tasks.borrow();
-            let entry = &tasks[task.0 as usize];
-            if entry.state != TaskState::Ready {
-                return;
-            }
-            match (entry.last_wait, entry.spin_doing) {
-                (Some(wait), _) => Doing::Woken(wait.reason, wait.blocker),
-                (None, doing) => doing,
-            }
-        };
-        if !self.count_step(task, doing) {
-            // Left Ready and off the ready queue: the run ends with the livelock.
-            return;
-        }
+        // One borrow of the task table for the check, the step count and taking the future.
         let mut future = {
             let mut tasks = self.core.tasks.borrow_mut();
             let entry = &mut tasks[task.0 as usize];
+            if entry.state != TaskState::Ready {
+                return;
+            }
+            let doing = match (entry.last_wait, entry.spin_doing) {
+                (Some(wait), _) => Doing::Woken(wait.reason, wait.blocker),
+                (None, doing) => doing,
+            };
+            if let Some(livelock) = self.spin(task, entry, doing) {
+                // Left Ready and off the ready queue: the run ends with the livelock.
+                drop(tasks);
+                self.core.livelock.borrow_mut().get_or_insert(livelock);
+                return;
+            }
             entry.state = TaskState::Running;
             entry.future.take().expect("a ready task has its future")
         };

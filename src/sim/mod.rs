@@ -22,6 +22,7 @@
 pub mod bench;
 pub mod cpu;
 pub mod executor;
+mod queue;
 pub mod rng;
 pub mod sync;
 pub mod timeline;
