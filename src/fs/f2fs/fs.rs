@@ -2072,10 +2072,13 @@ fn settle_setup(fs: &F2fs, st: &mut State) -> Result<(), Errno> {
         }
     }
     st.stats.node_writes = 0;
-    for e in st.nat.values_mut() {
-        e.checkpointed = true;
+    // Only entries changed since the last settle are not checkpointed yet (each new or
+    // rewritten node is in dirty_nat): thousands of setup files stay linear.
+    for nid in std::mem::take(&mut st.dirty_nat) {
+        if let Some(e) = st.nat.get_mut(&nid) {
+            e.checkpointed = true;
+        }
     }
-    st.dirty_nat.clear();
     st.dirty_dents.clear();
     st.segs.settle();
     st.retired_segments = st.segs.stats.new_segments + st.segs.stats.ssr_segments;

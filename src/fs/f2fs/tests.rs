@@ -498,3 +498,32 @@ fn without_inline_data_a_small_file_takes_a_block() {
     assert_eq!(writes(&rig.of("fsync")), (expected, 1));
     assert_eq!(rig.counter("inline_writes"), 0);
 }
+
+#[test]
+fn files_and_directories_made_at_setup_are_checkpointed() {
+    let rig = Rig::new(f2fs(), 1 << 30);
+    for d in 0..7 {
+        rig.vfs
+            .mkdir_all(&rig.sim.handle(), &format!("/setup/dir{d}"))
+            .unwrap();
+    }
+    for i in 0..500 {
+        rig.vfs
+            .populate(
+                &rig.sim.handle(),
+                &format!("/setup/dir{}/f{i}", i % 7),
+                8192,
+            )
+            .unwrap();
+    }
+    rig.run(|sim, vfs, p| async move {
+        // A new file in a directory made at setup: its parent is checkpointed, so fsync
+        // writes roll-forward nodes and checkpoints nothing.
+        let fd = vfs.creat(&sim, &p, "/setup/dir3/new").await.unwrap();
+        vfs.write(&sim, &p, fd, &[1u8; 4096]).await.unwrap();
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    assert_eq!(rig.counter("checkpoints"), 0);
+    assert_eq!(rig.counter("fsync_roll_forward"), 1);
+}
