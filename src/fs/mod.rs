@@ -119,6 +119,13 @@ pub trait FileSystemOps {
     fn supports_atomic_write(&self) -> bool {
         false
     }
+    /// `sync_fs(sb, wait = 1)` after `sync(2)` wrote and waited for every dirty page: makes
+    /// the file system's metadata durable (ext4: commit the running transaction and wait;
+    /// F2FS: a checkpoint). Default: nothing (simplefs flushes the device cache).
+    fn sync_fs<'a>(&'a self, sim: &'a Sim, issuer: Issuer) -> LocalBoxFuture<'a, ()> {
+        let _ = (sim, issuer);
+        Box::pin(async {})
+    }
     /// A file is opened for writing.
     fn open_for_write(&self, ino: Ino);
     /// The last writer's `release`; true when the file system wants the file's delayed data

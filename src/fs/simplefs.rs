@@ -357,6 +357,15 @@ impl FileSystemOps for SimpleFsOps {
         })
     }
 
+    fn sync_fs<'a>(&'a self, sim: &'a Sim, issuer: Issuer) -> LocalBoxFuture<'a, ()> {
+        // No journal: the device cache is flushed (blkdev_issue_flush).
+        Box::pin(async move {
+            self.mm
+                .submit_wait(sim, meta_bio(IoOp::Flush, 0, issuer))
+                .await;
+        })
+    }
+
     fn open_for_write(&self, _ino: Ino) {}
 
     fn release_writer(&self, _ino: Ino) -> bool {

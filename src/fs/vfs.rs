@@ -807,6 +807,20 @@ impl Vfs {
         self.count(entered, result)
     }
 
+    /// `sync(2)`: every dirty page written and waited for (`sync_inodes_sb`, `WB_SYNC_ALL`),
+    /// then the file system's `sync_fs` (ext4 commits its journal, F2FS checkpoints).
+    pub async fn sync(&self, sim: &Sim, process: &Process) -> Result<(), Errno> {
+        let entered = self.enter(sim, process, "sync").await;
+        let issuer = self.issuer(sim, process);
+        for ino in self.mm.dirty_inodes() {
+            self.mm
+                .write_and_wait_range(sim, ino, 0, u64::MAX, issuer)
+                .await;
+        }
+        self.fs.sync_fs(sim, issuer).await;
+        self.count(entered, Ok(()))
+    }
+
     /// `ioctl(2)` with a file-system command (F2FS's atomic-write commands); `ENOTTY` when
     /// the mounted file system does not know it.
     pub async fn ioctl(

@@ -734,6 +734,20 @@ impl Mm {
     }
 
     /// Cached pages of `ino`.
+    /// The files with dirty pages, in inode order (`sync_inodes_sb`'s list; the block
+    /// device's own mapping excluded).
+    pub fn dirty_inodes(&self) -> Vec<Ino> {
+        let state = self.state();
+        let mut inos: Vec<Ino> = state
+            .mappings
+            .iter()
+            .filter(|(&ino, m)| ino != BDEV_INO && !m.dirty.is_empty())
+            .map(|(&ino, _)| ino)
+            .collect();
+        inos.sort_unstable();
+        inos
+    }
+
     /// Dirty pages of `ino` in the cache (`get_dirty_pages`).
     pub fn dirty_pages(&self, ino: Ino) -> u64 {
         self.state()

@@ -102,6 +102,8 @@ pub enum Step {
     /// `fsync` of the current file. (Struct variants, so that `deny_unknown_fields` rejects
     /// stray fields: serde ignores them on unit variants of internally tagged enums.)
     Fsync {},
+    /// `sync(2)`: every dirty page and the file system's metadata.
+    Sync {},
     Fdatasync {},
     Close {},
     /// `truncate(path, size)`.
@@ -144,6 +146,7 @@ impl Step {
             Step::Write { .. } => "write",
             Step::Read { .. } => "read",
             Step::Fsync {} => "fsync",
+            Step::Sync {} => "sync",
             Step::Fdatasync {} => "fdatasync",
             Step::Close {} => "close",
             Step::Truncate { .. } => "truncate",
@@ -415,6 +418,7 @@ async fn run_loop(ctx: &AppContext, vfs: &Rc<Vfs>, process: &Process, config: &O
                     }
                     None => no_file(ctx),
                 },
+                Step::Sync {} => syscall(ctx, "sync", vfs.sync(&sim, process)).await,
                 Step::Fsync {} => match fd {
                     Some(fd) => syscall(ctx, "fsync", vfs.fsync(&sim, process, fd)).await,
                     None => no_file(ctx),

@@ -25,6 +25,21 @@ use crate::mm::{Ino, Issuer};
 use crate::sim::Sim;
 
 impl Ext4 {
+    /// `ext4_sync_fs(sb, wait = 1)` (3.10): `jbd2_journal_start_commit` of the running
+    /// transaction (or the committing one), `jbd2_log_wait_commit`, and a flush when the
+    /// commit will not send one (`needs_barrier`).
+    pub async fn sync_fs(&self, sim: &Sim, issuer: Issuer) {
+        let tid = self
+            .journal
+            .running_tid()
+            .unwrap_or_else(|| self.journal.commit_sequence());
+        let needs_barrier = self.config.barrier && !self.journal.trans_will_send_data_barrier(tid);
+        self.journal.complete_transaction(sim, tid).await;
+        if needs_barrier {
+            self.issue_flush(sim, issuer).await;
+        }
+    }
+
     /// The journal part of `ext4_sync_file`. Returns whether it waited for a commit.
     pub async fn fsync(&self, sim: &Sim, issuer: Issuer, ino: Ino, datasync: bool) -> bool {
         let tid = {

@@ -421,6 +421,13 @@ impl FileSystemOps for Ext4Ops {
         })
     }
 
+    fn sync_fs<'a>(&'a self, sim: &'a Sim, issuer: Issuer) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.issuers.record(issuer);
+            self.ext4.sync_fs(sim, issuer).await;
+        })
+    }
+
     fn open_for_write(&self, ino: Ino) {
         self.ext4.open_for_write(ino);
     }

@@ -158,6 +158,7 @@ pub struct F2fsStats {
     pub cp_by_pino: u64,
     pub cp_by_strict: u64,
     pub cp_by_gc: u64,
+    pub cp_by_sync: u64,
     pub cp_periodic: u64,
     pub fsync_roll_forward: u64,
     pub fsync_flush_only: u64,
@@ -1997,6 +1998,16 @@ impl FileSystemOps for F2fsOps {
         true
     }
 
+    fn sync_fs<'a>(&'a self, sim: &'a Sim, issuer: Issuer) -> LocalBoxFuture<'a, ()> {
+        // f2fs_sync_fs: a checkpoint (CP_SYNC), skipped when nothing changed.
+        Box::pin(async move {
+            self.issuers.record(issuer);
+            self.fs.note_request(sim);
+            self.fs.state.borrow_mut().stats.cp_by_sync += 1;
+            self.fs.checkpoint(sim, issuer).await;
+        })
+    }
+
     fn open_for_write(&self, _ino: Ino) {}
 
     fn release_writer(&self, _ino: Ino) -> bool {
@@ -2019,6 +2030,7 @@ impl FileSystemOps for F2fsOps {
             ("cp_wrong_pino", s.cp_by_pino),
             ("cp_strict", s.cp_by_strict),
             ("cp_gc", s.cp_by_gc),
+            ("cp_sync", s.cp_by_sync),
             ("cp_periodic", s.cp_periodic),
             ("fsync_roll_forward", s.fsync_roll_forward),
             ("fsync_flush_only", s.fsync_flush_only),

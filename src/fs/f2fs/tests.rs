@@ -527,3 +527,31 @@ fn files_and_directories_made_at_setup_are_checkpointed() {
     assert_eq!(rig.counter("checkpoints"), 0);
     assert_eq!(rig.counter("fsync_roll_forward"), 1);
 }
+
+#[test]
+fn sync_writes_every_dirty_page_and_checkpoints_f2fs_or_commits_ext4() {
+    for fs in [f2fs(), Ext4Config::default()] {
+        let is_f2fs = fs.kind == FsKind::F2fs;
+        let rig = Rig::new(fs, 1 << 30);
+        rig.run(|sim, vfs, p| async move {
+            for name in ["/a", "/b"] {
+                let fd = vfs.creat(&sim, &p, name).await.unwrap();
+                vfs.write(&sim, &p, fd, &[1u8; 8192]).await.unwrap();
+                vfs.close(&sim, &p, fd).await.unwrap();
+            }
+            vfs.sync(&sim, &p).await.unwrap();
+            for name in ["/a", "/b"] {
+                assert_eq!(vfs.mm.dirty_pages(vfs.ino_of(name).unwrap()), 0);
+            }
+        });
+        let sync = rig.of("sync");
+        assert_eq!(sync[&IoPurpose::Data].write_bytes, 4 * 4096, "{sync:?}");
+        if is_f2fs {
+            assert_eq!(rig.counter("cp_sync"), 1);
+            assert_eq!(rig.counter("checkpoints"), 1);
+            assert!(sync[&IoPurpose::CpPack].fua >= 1, "{sync:?}");
+        } else {
+            assert_eq!(sync[&IoPurpose::JournalCommit].writes, 1, "{sync:?}");
+        }
+    }
+}
