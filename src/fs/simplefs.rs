@@ -346,23 +346,19 @@ impl FileSystemOps for SimpleFsOps {
                 // sync_inode_metadata: the inode-table block, synchronously.
                 let block = self.fs.borrow().inode_block(ino);
                 self.mm
-                    .submit_wait(sim, meta_bio(IoOp::Write, block, issuer))
+                    .submit_wait(sim, inode_write_bio(block, issuer))
                     .await;
             }
             drop(guard);
             // blkdev_issue_flush: persist the device's volatile cache.
-            self.mm
-                .submit_wait(sim, meta_bio(IoOp::Flush, 0, issuer))
-                .await;
+            crate::mm::bio::blkdev_issue_flush(&*self.mm.bdev, sim, issuer).await;
         })
     }
 
     fn sync_fs<'a>(&'a self, sim: &'a Sim, issuer: Issuer) -> LocalBoxFuture<'a, ()> {
         // No journal: the device cache is flushed (blkdev_issue_flush).
         Box::pin(async move {
-            self.mm
-                .submit_wait(sim, meta_bio(IoOp::Flush, 0, issuer))
-                .await;
+            crate::mm::bio::blkdev_issue_flush(&*self.mm.bdev, sim, issuer).await;
         })
     }
 
@@ -377,25 +373,16 @@ impl FileSystemOps for SimpleFsOps {
     }
 }
 
-fn meta_bio(op: IoOp, block: u64, issuer: Issuer) -> BioRequest {
-    let flush = op == IoOp::Flush;
-    // Metadata writes are `WRITE_SYNC` (`sync_dirty_buffer`) and the cache flush `WRITE_FLUSH`,
-    // both REQ_SYNC | REQ_NOIDLE; a metadata read is not NOIDLE (include/linux/fs.h, 3.10).
+/// The inode-table block written by `sync_inode_metadata`: `WRITE_SYNC` (`sync_dirty_buffer`,
+/// REQ_SYNC | REQ_NOIDLE) of metadata (include/linux/fs.h, 3.10).
+fn inode_write_bio(block: u64, issuer: Issuer) -> BioRequest {
     let flags = IoFlags {
         sync: true,
-        meta: !flush,
-        preflush: flush,
-        noidle: op != IoOp::Read,
+        meta: true,
+        noidle: true,
         ..IoFlags::default()
     };
-    // A flush carries no data: sector 0, no pages.
-    let (block, count) = if flush { (0, 0) } else { (block, 1) };
-    let purpose = if flush {
-        IoPurpose::Flush
-    } else {
-        IoPurpose::Inode
-    };
-    BioRequest::for_pages(op, block, count, flags, issuer, None, purpose)
+    BioRequest::for_pages(IoOp::Write, block, 1, flags, issuer, None, IoPurpose::Inode)
 }
 
 #[cfg(test)]

@@ -574,6 +574,19 @@ pub trait BlockSubmit {
     }
 }
 
+/// `blkdev_issue_flush`: an empty `WRITE_FLUSH` (REQ_SYNC | REQ_NOIDLE | REQ_PREFLUSH, sector 0,
+/// no pages) from `issuer` to `bdev`, waited for.
+pub async fn blkdev_issue_flush(bdev: &dyn BlockSubmit, sim: &Sim, issuer: super::Issuer) {
+    let flags = IoFlags {
+        sync: true,
+        noidle: true,
+        preflush: true,
+        ..IoFlags::default()
+    };
+    let bio = BioRequest::for_pages(IoOp::Flush, 0, 0, flags, issuer, None, IoPurpose::Flush);
+    submit_bio_wait(bdev, sim, bio).await;
+}
+
 /// `submit_bio_wait`: submits `bio` to `bdev` and waits for it (reason `submit_bio_wait`, the
 /// request as blocker).
 pub async fn submit_bio_wait(bdev: &dyn BlockSubmit, sim: &Sim, bio: BioRequest) {

@@ -622,13 +622,6 @@ impl Ext4 {
 
     /// `blkdev_issue_flush` from `issuer`, waited for.
     pub(crate) async fn issue_flush(&self, sim: &Sim, issuer: Issuer) {
-        let flags = IoFlags {
-            sync: true,
-            noidle: true,
-            preflush: true,
-            ..IoFlags::default()
-        };
-        let bio = BioRequest::for_pages(IoOp::Flush, 0, 0, flags, issuer, None, IoPurpose::Flush);
-        crate::mm::bio::submit_bio_wait(&*self.bdev, sim, bio).await;
+        crate::mm::bio::blkdev_issue_flush(&*self.bdev, sim, issuer).await;
     }
 }

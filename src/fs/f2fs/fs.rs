@@ -841,14 +841,7 @@ impl F2fs {
     }
 
     async fn flush(&self, sim: &Sim, issuer: Issuer) {
-        let flags = IoFlags {
-            sync: true,
-            preflush: true,
-            noidle: true,
-            ..IoFlags::default()
-        };
-        let bio = BioRequest::for_pages(IoOp::Flush, 0, 0, flags, issuer, None, IoPurpose::Flush);
-        crate::mm::bio::submit_bio_wait(&*self.bdev, sim, bio).await;
+        crate::mm::bio::blkdev_issue_flush(&*self.bdev, sim, issuer).await;
     }
 
     /// Writes the dirty node blocks `nids` out of place; returns their new addresses' bios.

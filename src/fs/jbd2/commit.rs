@@ -302,15 +302,7 @@ impl Journal {
             .is_some_and(|t| t.need_data_flush);
         if let Some(fs_device) = self.fs_device.get().filter(|_| self.config.barrier) {
             if need_data_flush {
-                let flags = IoFlags {
-                    sync: true,
-                    noidle: true,
-                    preflush: true,
-                    ..IoFlags::default()
-                };
-                let bio =
-                    BioRequest::for_pages(IoOp::Flush, 0, 0, flags, issuer, None, IoPurpose::Flush);
-                crate::mm::bio::submit_bio_wait(&**fs_device, sim, bio).await;
+                crate::mm::bio::blkdev_issue_flush(&**fs_device, sim, issuer).await;
             }
         }
         self.state.borrow_mut().data_flushed = Some(tid);
