@@ -479,6 +479,39 @@ impl F2fs {
         inode.addrs[i] = addr;
     }
 
+    /// `f2fs_outplace_write_data`'s allocation (`f2fs_allocate_data_block`) for page `index` of
+    /// `ino`: a new block in `log`, the old one invalidated (or its `NEW_ADDR` reservation
+    /// released), the address recorded and the page's direct node dirtied. `None` when the
+    /// inode is gone or no block exists anywhere. Shared by writeback, checkpoints' dentry
+    /// blocks, GC moves, inline conversion and `O_DIRECT`.
+    fn place_data(
+        st: &mut State,
+        ino: Ino,
+        index: u64,
+        log: Log,
+        now: Nanos,
+        ssr: bool,
+    ) -> Option<BlockAddr> {
+        let old = st
+            .inodes
+            .get(&ino)?
+            .addrs
+            .get(index as usize)
+            .copied()
+            .unwrap_or(NULL_ADDR);
+        let new = st
+            .segs
+            .allocate(log, Owner::Data { ino, index }, now, ssr)?;
+        if old == NEW_ADDR {
+            st.reserved_new -= 1;
+        } else if old != NULL_ADDR {
+            st.segs.invalidate(old);
+        }
+        Self::set_addr(st.inodes.get_mut(&ino).expect("inode"), index, new);
+        Self::dirty_node_of(st, ino, index);
+        Some(new)
+    }
+
     /// `f2fs_do_write_data_page` for one page taken by writeback.
     fn remap(&self, sim: &Sim, ino: Ino, index: u64) {
         let mut guard = self.state.borrow_mut();
@@ -503,24 +536,13 @@ impl F2fs {
             return;
         }
         let log = Self::data_log(inode);
-        let Some(new) = st
-            .segs
-            .allocate(log, Owner::Data { ino, index }, sim.now(), ssr)
-        else {
+        if Self::place_data(st, ino, index, log, sim.now(), ssr).is_none() {
             // No block anywhere: the page keeps its block (or stays unwritten).
             st.stats.no_space += 1;
             return;
-        };
-        if written {
-            st.segs.invalidate(old);
-        } else if old == NEW_ADDR {
-            st.reserved_new -= 1;
         }
-        let inode = st.inodes.get_mut(&ino).expect("inode");
-        Self::set_addr(inode, index, new);
-        inode.append_write = true;
+        st.inodes.get_mut(&ino).expect("inode").append_write = true;
         st.stats.opu_pages += 1;
-        Self::dirty_node_of(st, ino, index);
     }
 
     /// `f2fs_reserve_block`: `NEW_ADDR` for a page with no block.
@@ -625,17 +647,11 @@ impl F2fs {
             let st = &mut *guard;
             let ssr = self.ssr_allowed(st);
             let log = Self::data_log(&st.inodes[&ino]);
-            let Some(addr) = st
-                .segs
-                .allocate(log, Owner::Data { ino, index: 0 }, sim.now(), ssr)
-            else {
+            let Some(addr) = Self::place_data(st, ino, 0, log, sim.now(), ssr) else {
                 st.stats.no_space += 1;
                 return;
             };
-            let inode = st.inodes.get_mut(&ino).expect("inode");
-            Self::set_addr(inode, 0, addr);
-            inode.append_write = true;
-            Self::dirty_node_of(st, ino, 0);
+            st.inodes.get_mut(&ino).expect("inode").append_write = true;
             u64::from(addr)
         };
         let bio = BioRequest::for_pages(
@@ -1077,27 +1093,13 @@ impl F2fs {
             let ssr = self.ssr_allowed(st);
             let mut blocks = Vec::new();
             for (dir, blk) in dents {
-                let Some(inode) = st.inodes.get(&dir) else {
+                if !st.inodes.contains_key(&dir) {
                     continue;
-                };
-                let old = inode.addrs.get(blk as usize).copied().unwrap_or(NULL_ADDR);
-                let Some(new) = st.segs.allocate(
-                    Log::HotData,
-                    Owner::Data {
-                        ino: dir,
-                        index: blk,
-                    },
-                    now,
-                    ssr,
-                ) else {
+                }
+                let Some(new) = Self::place_data(st, dir, blk, Log::HotData, now, ssr) else {
                     st.stats.no_space += 1;
                     continue;
                 };
-                if old != NULL_ADDR && old != NEW_ADDR {
-                    st.segs.invalidate(old);
-                }
-                Self::set_addr(st.inodes.get_mut(&dir).expect("dir"), blk, new);
-                Self::dirty_node_of(st, dir, blk);
                 blocks.push(u64::from(new));
             }
             // Inodes whose timestamps changed: f2fs_write_inode updates their blocks.
@@ -1397,16 +1399,13 @@ impl F2fs {
                 }
                 match owner {
                     Owner::Data { ino, index } => {
+                        // The summary matched: the page's address is `addr`.
                         let ssr = self.ssr_allowed(st);
-                        let Some(new) = st.segs.allocate(Log::ColdData, owner, now, ssr) else {
+                        let Some(new) = Self::place_data(st, ino, index, Log::ColdData, now, ssr)
+                        else {
                             st.stats.no_space += 1;
                             break;
                         };
-                        st.segs.invalidate(addr);
-                        if let Some(inode) = st.inodes.get_mut(&ino) {
-                            Self::set_addr(inode, index, new);
-                            Self::dirty_node_of(st, ino, index);
-                        }
                         st.stats.gc_moved_data += 1;
                         out.push(u64::from(new));
                     }
@@ -1657,15 +1656,8 @@ impl AddressSpaceOps for F2fsMapping {
         let ssr = fs.ssr_allowed(&st);
         let log = st.inodes.get(&ino).map_or(Log::WarmData, F2fs::data_log);
         let now = st.last_request;
-        let addr = st
-            .segs
-            .allocate(log, Owner::Data { ino, index }, now, ssr)
-            .ok_or(Errno::ENOSPC)?;
-        st.reserved_new -= 1;
-        if let Some(inode) = st.inodes.get_mut(&ino) {
-            F2fs::set_addr(inode, index, addr);
-            inode.append_write = true;
-        }
+        let addr = F2fs::place_data(&mut st, ino, index, log, now, ssr).ok_or(Errno::ENOSPC)?;
+        st.inodes.get_mut(&ino).expect("placed").append_write = true;
         Ok(Some(u64::from(addr)))
     }
 }
