@@ -196,46 +196,51 @@ fn a_rename_across_directories_makes_the_next_fsync_checkpoint() {
         let dir = vfs.open(&sim, &p, "/a", O_RDONLY).await.unwrap();
         vfs.fsync(&sim, &p, dir).await.unwrap();
         vfs.close(&sim, &p, dir).await.unwrap();
-        let before = 1;
         vfs.rename(&sim, &p, "/a/f", "/b/f").await.unwrap();
         let fd = vfs.open(&sim, &p, "/b/f", O_RDWR).await.unwrap();
         vfs.fsync(&sim, &p, fd).await.unwrap();
         vfs.close(&sim, &p, fd).await.unwrap();
-        let _ = before;
     });
     assert_eq!(rig.counter("cp_wrong_pino"), 1);
     assert_eq!(rig.counter("checkpoints"), 2);
 }
 
+/// A 128 MiB F2FS (mkfs's coarse overprovisioning table, a few dozen reserved segments) with
+/// `/big` filling `percent` % of what users may use, on disk. Returns its pages.
+fn nearly_full(rig: &Rig, percent: u64) -> u64 {
+    let layout = crate::fs::f2fs::layout::Layout::format(128 << 20).unwrap();
+    let pages = layout.user_blocks() * percent / 100;
+    rig.vfs
+        .populate(&rig.sim.handle(), "/big", pages * PAGE_SIZE)
+        .unwrap();
+    pages
+}
+
+/// Rewrites `writes` random pages of `/big` (`pages` long) with an fsync every 64 writes and
+/// at the end: the old copies become scattered invalid blocks.
+async fn rewrite_at_random(sim: &Sim, vfs: &Vfs, p: &Process, pages: u64, writes: u64) {
+    let fd = vfs.open(sim, p, "/big", O_WRONLY).await.unwrap();
+    let mut rng = sim.rng("f2fs-tests/rewrite");
+    for i in 0..writes {
+        let page = rng.below(pages);
+        vfs.pwrite(sim, p, fd, &[5u8; 4096], page * PAGE_SIZE)
+            .await
+            .unwrap();
+        if i % 64 == 63 {
+            vfs.fsync(sim, p, fd).await.unwrap();
+        }
+    }
+    vfs.fsync(sim, p, fd).await.unwrap();
+    vfs.close(sim, p, fd).await.unwrap();
+}
+
 #[test]
 fn foreground_gc_frees_sections_on_a_nearly_full_partition_and_keeps_the_invariants() {
-    // 128 MiB: mkfs's coarse overprovisioning table, a few dozen reserved segments.
     let rig = Rig::new(f2fs(), 128 << 20);
-    let layout = crate::fs::f2fs::layout::Layout::format(128 << 20).unwrap();
-    let user_pages = layout.user_blocks();
-    // Fill 85 % of what users may use, then overwrite it at random with fsyncs: the old
-    // copies are scattered invalid blocks; free segments run out; GC must clean.
-    let file_pages = user_pages * 85 / 100;
-    rig.vfs
-        .populate(&rig.sim.handle(), "/big", file_pages * PAGE_SIZE)
-        .unwrap();
+    // 85 % full, rewritten three times over: free segments run out; GC must clean.
+    let file_pages = nearly_full(&rig, 85);
     rig.run(move |sim, vfs, p| async move {
-        let fd = vfs.open(&sim, &p, "/big", O_WRONLY).await.unwrap();
-        let mut x: u64 = 12345;
-        for i in 0..(file_pages * 3) {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let page = (x >> 33) % file_pages;
-            vfs.pwrite(&sim, &p, fd, &[5u8; 4096], page * PAGE_SIZE)
-                .await
-                .unwrap();
-            if i % 64 == 63 {
-                vfs.fsync(&sim, &p, fd).await.unwrap();
-            }
-        }
-        vfs.fsync(&sim, &p, fd).await.unwrap();
-        vfs.close(&sim, &p, fd).await.unwrap();
+        rewrite_at_random(&sim, &vfs, &p, file_pages, file_pages * 3).await;
     });
     assert!(rig.counter("fg_gc_segments") > 0, "foreground GC ran");
     assert!(
@@ -257,27 +262,9 @@ fn lfs_mode_never_recycles_slack_space() {
     let mut fs = f2fs();
     fs.mode = Some(crate::fs::f2fs::F2fsMode::Lfs);
     let rig = Rig::new(fs, 128 << 20);
-    let layout = crate::fs::f2fs::layout::Layout::format(128 << 20).unwrap();
-    let file_pages = layout.user_blocks() * 80 / 100;
-    rig.vfs
-        .populate(&rig.sim.handle(), "/big", file_pages * PAGE_SIZE)
-        .unwrap();
+    let file_pages = nearly_full(&rig, 80);
     rig.run(move |sim, vfs, p| async move {
-        let fd = vfs.open(&sim, &p, "/big", O_WRONLY).await.unwrap();
-        let mut x: u64 = 7;
-        for i in 0..(file_pages * 2) {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let page = (x >> 33) % file_pages;
-            vfs.pwrite(&sim, &p, fd, &[5u8; 4096], page * PAGE_SIZE)
-                .await
-                .unwrap();
-            if i % 64 == 63 {
-                vfs.fsync(&sim, &p, fd).await.unwrap();
-            }
-        }
-        vfs.close(&sim, &p, fd).await.unwrap();
+        rewrite_at_random(&sim, &vfs, &p, file_pages, file_pages * 2).await;
     });
     assert_eq!(rig.counter("ssr_segments"), 0);
     assert_eq!(
