@@ -18,6 +18,7 @@
 pub mod ext4;
 pub mod f2fs;
 pub mod jbd2;
+pub mod mobifs;
 pub mod simplefs;
 pub mod vfs;
 
@@ -134,6 +135,11 @@ pub trait FileSystemOps {
     /// Whether renaming over a file should first flush `ino`'s delayed data (`auto_da_alloc`).
     fn flush_on_rename(&self, ino: Ino) -> bool;
     /// Counters of the file system (and its journal) for the results, as (name, value).
+    /// The store MobiFS's checkpointer commits VCTs to (ext4's journal); `None` when the
+    /// file system has none.
+    fn atomic_store(&self) -> Option<std::rc::Rc<dyn mobifs::AtomicStore>> {
+        None
+    }
     fn counters(&self) -> Vec<(String, u64)> {
         Vec::new()
     }

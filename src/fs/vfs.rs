@@ -21,6 +21,7 @@
 //! only for files created with [`O_STORE_CONTENTS`] (for other files `read` leaves the buffer
 //! as it was); `O_DIRECT` transfers whole pages covering the request.
 
+use super::mobifs::{MobiFs, MobiFsConfig};
 use super::{Errno, FileSystemOps, Ino};
 use crate::mm::filemap::FileRaState;
 use crate::mm::writeback::DirtyThrottleState;
@@ -131,6 +132,8 @@ pub struct Vfs {
     activity: Option<Rc<ForegroundState>>,
     state: RefCell<VfsState>,
     next_pid: Cell<u32>,
+    /// MobiFS (seed 004), when mounted over the file system ([`Vfs::mount_mobifs`]).
+    mobifs: RefCell<Option<Rc<MobiFs>>>,
 }
 
 fn parent_of(path: &str) -> &str {
@@ -175,7 +178,47 @@ impl Vfs {
                 stats: VfsStats::default(),
             }),
             next_pid: Cell::new(1000),
+            mobifs: RefCell::new(None),
         })
+    }
+
+    /// Mounts MobiFS (seed 004) over the file system: covered apps' writes go to its write
+    /// logs, their fsyncs return at once, and its checkpointer commits VCTs to the file
+    /// system's journal.
+    pub fn mount_mobifs(self: &Rc<Self>, sim: &Sim, config: MobiFsConfig) -> Result<(), String> {
+        let store = self.fs.atomic_store().ok_or_else(|| {
+            format!(
+                "MobiFS needs ext4's journal for its checkpointer; the file system is {}",
+                self.fs.name()
+            )
+        })?;
+        let mobifs = MobiFs::start(sim, config, self.mm.clone(), store)?;
+        let vfs = Rc::downgrade(self);
+        mobifs.set_page_alive(Box::new(move |ino, index| {
+            vfs.upgrade().is_some_and(|vfs| {
+                vfs.state
+                    .borrow()
+                    .inodes
+                    .get(&ino)
+                    .is_some_and(|inode| index * PAGE_SIZE < inode.size)
+            })
+        }));
+        *self.mobifs.borrow_mut() = Some(mobifs);
+        Ok(())
+    }
+
+    /// MobiFS, if mounted.
+    pub fn mobifs(&self) -> Option<Rc<MobiFs>> {
+        self.mobifs.borrow().clone()
+    }
+
+    /// MobiFS if it covers `process`.
+    fn mobifs_for(&self, process: &Process) -> Option<Rc<MobiFs>> {
+        self.mobifs
+            .borrow()
+            .as_ref()
+            .filter(|m| m.covers(&process.comm))
+            .cloned()
     }
 
     fn new_inode(sim: &Sim, ino: Ino, kind: FileKind, contents: bool) -> Inode {
@@ -203,7 +246,11 @@ impl Vfs {
 
     /// The file system's counters (`ext4.*`, `jbd2.*`).
     pub fn fs_counters(&self) -> Vec<(String, u64)> {
-        self.fs.counters()
+        let mut counters = self.fs.counters();
+        if let Some(mobifs) = self.mobifs() {
+            counters.extend(mobifs.counters());
+        }
+        counters
     }
 
     /// The inode `path` names, if it exists.
@@ -224,7 +271,10 @@ impl Vfs {
         if self.mm.violation().is_none() && self.fs.violation().is_none() {
             self.fs.check_end_of_run(sim);
         }
-        self.mm.violation().or_else(|| self.fs.violation())
+        self.mm
+            .violation()
+            .or_else(|| self.fs.violation())
+            .or_else(|| self.mobifs().and_then(|m| m.violation()))
     }
 
     /// A new process with an empty fd table and a pid of the VFS's own (for tests without a
@@ -494,6 +544,9 @@ impl Vfs {
 
     /// `evict`: drops the pages and frees the inode and its blocks.
     async fn evict(&self, sim: &Sim, issuer: crate::mm::Issuer, ino: Ino) {
+        if let Some(mobifs) = self.mobifs() {
+            mobifs.forget(ino, 0, true);
+        }
         self.mm.truncate_pages(sim, ino, 0, u64::MAX).await;
         self.state.borrow_mut().inodes.remove(&ino);
         self.fs.evict(sim, issuer, ino).await;
@@ -664,10 +717,14 @@ impl Vfs {
             return Ok(0);
         }
         let issuer = self.issuer(sim, process);
+        let mobifs = self.mobifs_for(process).filter(|_| flags & O_DIRECT == 0);
         let lock = self.state.borrow().inodes[&ino].lock.clone();
         let guard = lock.lock(sim).await;
-        // file_update_time: ext4 journals the inode once per tick (ext4_dirty_inode).
-        self.fs.update_time(sim, ino).await;
+        // file_update_time: ext4 journals the inode once per tick (ext4_dirty_inode). Under
+        // MobiFS the inode is journaled with the VCT that carries the data.
+        if mobifs.is_none() {
+            self.fs.update_time(sim, ino).await;
+        }
         let size = self.state.borrow().inodes[&ino].size;
         let pos = match offset {
             Some(offset) => offset,
@@ -686,6 +743,12 @@ impl Vfs {
                 Ok(()) => (len, None),
                 Err(errno) => (0, Some(errno)),
             }
+        } else if let Some(mobifs) = &mobifs {
+            // MobiFS's write: into the page cache, pinned and clean, and into the app's log.
+            let written = self.mm.cache_write(sim, ino, pos, len, size, issuer).await;
+            let new_size = size.max(pos + written);
+            mobifs.record_write(sim, &process.comm, ino, pos, written, new_size);
+            (written, None)
         } else {
             let mut throttle = process.throttle.get();
             let outcome = self
@@ -712,6 +775,10 @@ impl Vfs {
             if let Some(file) = process.files.borrow_mut().get_mut(&fd) {
                 file.pos = pos + written;
             }
+        }
+        if let Some(mobifs) = &mobifs {
+            // Over the memory limit, the writer waits for the checkpointer (§6.1).
+            mobifs.throttle(sim).await;
         }
         if written > 0 && flags & O_SYNC == O_SYNC {
             // generic_write_sync after the lock is released.
@@ -761,6 +828,11 @@ impl Vfs {
     async fn do_fsync(&self, sim: &Sim, process: &Process, ino: Ino, datasync: bool) {
         let issuer = self.issuer(sim, process);
         self.state.borrow_mut().stats.fsyncs += 1;
+        if let Some(mobifs) = self.mobifs_for(process) {
+            // MobiFS's asynchronous fsync: durability comes with the checkpoint (seed 004 §4).
+            mobifs.fsync();
+            return;
+        }
         self.fs.fsync_begin(ino, datasync, self.mm.dirty_pages(ino));
         self.mm
             .write_and_wait_range(sim, ino, 0, u64::MAX, issuer)
@@ -812,6 +884,9 @@ impl Vfs {
     pub async fn sync(&self, sim: &Sim, process: &Process) -> Result<(), Errno> {
         let entered = self.enter(sim, process, "sync").await;
         let issuer = self.issuer(sim, process);
+        if let Some(mobifs) = self.mobifs_for(process) {
+            mobifs.sync(sim).await;
+        }
         for ino in self.mm.dirty_inodes() {
             self.mm
                 .write_and_wait_range(sim, ino, 0, u64::MAX, issuer)
@@ -874,6 +949,9 @@ impl Vfs {
         let size = self.state.borrow().inodes[&ino].size;
         let first_gone = length.div_ceil(PAGE_SIZE);
         if length < size {
+            if let Some(mobifs) = self.mobifs() {
+                mobifs.forget(ino, first_gone, false);
+            }
             self.mm.truncate_pages(sim, ino, first_gone, u64::MAX).await;
         }
         // ext4_setattr: the size in a handle (with the orphan list and the freed blocks when

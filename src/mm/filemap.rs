@@ -518,6 +518,88 @@ impl Mm {
         (written, None)
     }
 
+    /// MobiFS's write (seed 004 §4, `crate::fs::mobifs`): bytes `[pos, pos + len)` of a file of
+    /// size `isize` copied into the page cache, each page left uptodate, **clean** and
+    /// [`pg::PINNED`] (MobiFS raises the page's count so the page cache neither writes it back
+    /// nor evicts it; its write log, not the dirty bit, says it must reach flash). No file
+    /// system hook runs (MobiFS sits at the system-call layer; blocks are allocated when its
+    /// checkpointer journals the page) and there is no dirty throttling (MobiFS bounds its
+    /// pinned memory itself, §6.1). A partial write of a page not in the cache reads the rest
+    /// of its block first, as `block_write_begin` does. Returns the bytes written.
+    pub async fn cache_write(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        pos: u64,
+        len: u64,
+        isize: u64,
+        issuer: Issuer,
+    ) -> u64 {
+        let mut written = 0u64;
+        while written < len {
+            let at = pos + written;
+            let index = at / PAGE_SIZE;
+            let offset = at % PAGE_SIZE;
+            let bytes = (PAGE_SIZE - offset).min(len - written);
+            let id = self.grab_cache_page(sim, ino, index, issuer).await;
+            if self.page(id).has(pg::WRITEBACK) {
+                // A page the flusher took before MobiFS covered the file.
+                self.state().stats.write_stable_waits += 1;
+                self.wait_on_page_writeback(sim, ino, index).await;
+            }
+            if !self.page(id).has(pg::UPTODATE) && bytes < PAGE_SIZE {
+                let mapped = self.map_block(ino, index);
+                if let Some(block) = mapped.filter(|_| index * PAGE_SIZE < isize) {
+                    self.state().stats.pages_read += 1;
+                    let span = PageSpan {
+                        ino,
+                        index,
+                        count: 1,
+                    };
+                    let purpose = self.purpose_of(ino, index);
+                    let bio = BioRequest::for_pages(
+                        IoOp::Read,
+                        block,
+                        1,
+                        SYNC,
+                        issuer,
+                        Some(span),
+                        purpose,
+                    );
+                    self.submit_wait(sim, bio).await;
+                }
+            }
+            let lock = self.page_cache_lock(sim, issuer).await;
+            self.cpu
+                .run_urgent(sim, self.cpu_costs.copy_ns(bytes), self.pa_urgent(issuer))
+                .await;
+            drop(lock);
+            {
+                let mut state = self.state();
+                state.pages[id as usize].flags |= pg::UPTODATE | pg::PINNED;
+                state.pages[id as usize].uid = issuer.uid;
+                state.mark_page_accessed(id);
+            }
+            self.unlock_page(sim, id);
+            self.check(sim, "mobifs_cache_write");
+            written += bytes;
+        }
+        written
+    }
+
+    /// MobiFS releases its pin on page `index` of `ino` (the page's last version reached
+    /// flash, or the file was truncated): the page becomes reclaimable again. Returns whether
+    /// the page was cached and pinned.
+    pub fn unpin_page(&self, ino: Ino, index: u64) -> bool {
+        match self.find_page(ino, index) {
+            Some(id) if self.page(id).has(pg::PINNED) => {
+                self.set_flags(id, 0, pg::PINNED);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// `filemap_write_and_wait_range` over pages `[start, end]`: synchronous writeback from the
     /// caller, then waits for every page of the range under writeback (QASIO D_sync).
     pub async fn write_and_wait_range(

@@ -81,6 +81,11 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "mobifs/inhouse",
+        source: include_str!("../../scenarios/mobifs/inhouse.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "sqlite/mobibench",
         source: include_str!("../../scenarios/sqlite/mobibench.toml"),
         quick: false,

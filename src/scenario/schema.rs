@@ -76,6 +76,9 @@ pub struct StackConfig {
     /// The file system and its mount options (`[stack.fs]`; see `docs/ext4.md`).
     #[serde(default)]
     pub fs: crate::fs::ext4::Ext4Config,
+    /// MobiFS over ext4 (`[stack.mobifs]`; seed 004, `docs/mobifs.md`).
+    #[serde(default)]
+    pub mobifs: crate::fs::mobifs::MobiFsConfig,
     /// The toy I/O server of the foundation stack.
     #[serde(default)]
     pub toy: ToyServerConfig,
@@ -89,6 +92,19 @@ pub struct StackConfig {
 }
 
 impl StackConfig {
+    /// `[stack.mobifs]`: its own fields, and a file system it can run over.
+    fn mobifs_check(&self) -> Result<(), String> {
+        self.mobifs.validate()?;
+        if self.mobifs.enabled && self.fs.kind != crate::fs::ext4::FsKind::Ext4 {
+            return Err(format!(
+                "`enabled`: MobiFS checkpoints through ext4's journal; [stack.fs] type is {:?}",
+                self.fs.kind
+            )
+            .to_lowercase());
+        }
+        Ok(())
+    }
+
     /// Checks what the schema cannot: names of profiles, policies and elevators.
     pub fn validate(&self) -> Result<(), String> {
         for (_, result) in self.check_tables() {
@@ -100,7 +116,7 @@ impl StackConfig {
 
     /// The checks of [`StackConfig::validate`], table by table (`device`, `block`, `kernel`,
     /// `cpu`, `vm`, `fs`, `qasio`), so that an error can be pointed at its table's field.
-    pub fn check_tables(&self) -> [(&'static str, Result<(), String>); 7] {
+    pub fn check_tables(&self) -> [(&'static str, Result<(), String>); 8] {
         let device = self.device.resolve().map(|_| ()).and_then(|()| {
             if (0.0..=1.0).contains(&self.device.fill) {
                 Ok(())
@@ -133,6 +149,7 @@ impl StackConfig {
             ("vm", vm),
             ("fs", self.fs.validate()),
             ("qasio", self.qasio.validate()),
+            ("mobifs", self.mobifs_check()),
         ]
     }
 }

@@ -80,11 +80,14 @@ pub enum WaitReason {
     JournalSpace,
     /// `inode_lock` (i_mutex / i_rwsem).
     InodeLock,
+    /// MobiFS (seed 004 §6.1): the write logs pin their memory limit; the writer waits for
+    /// the checkpointer to release pages (or `sync` waits for every log to be committed).
+    MobiFsMemory,
 }
 
 impl WaitReason {
     /// Every reason, in declaration order; indexes per-task accounting arrays.
-    pub const ALL: [WaitReason; 26] = [
+    pub const ALL: [WaitReason; 27] = [
         WaitReason::Sleep,
         WaitReason::Join,
         WaitReason::Mutex,
@@ -111,6 +114,7 @@ impl WaitReason {
         WaitReason::JournalShadow,
         WaitReason::JournalSpace,
         WaitReason::InodeLock,
+        WaitReason::MobiFsMemory,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -147,6 +151,7 @@ impl WaitReason {
             WaitReason::JournalShadow => "do_get_write_access",
             WaitReason::JournalSpace => "jbd2_log_wait_for_space",
             WaitReason::InodeLock => "inode_lock",
+            WaitReason::MobiFsMemory => "mobifs_wait_memory",
         }
     }
 
@@ -175,7 +180,8 @@ impl WaitReason {
             | WaitReason::JournalUpdates
             | WaitReason::JournalShadow
             | WaitReason::JournalSpace
-            | WaitReason::InodeLock => "fs",
+            | WaitReason::InodeLock
+            | WaitReason::MobiFsMemory => "fs",
         }
     }
 

@@ -178,6 +178,9 @@ impl Stack {
             Some(activity.clone()),
         )?;
         vfs.mm.fasttrack_pa.set(config.fasttrack.pa);
+        if config.mobifs.enabled {
+            vfs.mount_mobifs(sim, config.mobifs.clone())?;
+        }
         if config.fs.kind == crate::fs::ext4::FsKind::Ext4 {
             // The journal thread's I/O priority: the mount's journal_ioprio (best effort).
             tasks.ioprio_set(

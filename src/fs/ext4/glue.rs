@@ -267,6 +267,81 @@ impl FsHooks for Ext4Hooks {
     }
 }
 
+/// MobiFS's checkpointer on ext4's journal ([`crate::fs::mobifs::AtomicStore`], §4.3;
+/// [`super::vct`]).
+pub struct Ext4VctStore {
+    pub ext4: Rc<Ext4>,
+    issuers: Rc<Issuers>,
+}
+
+impl crate::fs::mobifs::AtomicStore for Ext4VctStore {
+    fn begin<'a>(
+        &'a self,
+        sim: &'a Sim,
+        pages: u64,
+        inodes: u64,
+    ) -> LocalBoxFuture<'a, Result<FsToken, Errno>> {
+        Box::pin(async move {
+            let vct = self.ext4.vct_begin(sim, pages, inodes).await?;
+            Ok(Box::new(vct) as FsToken)
+        })
+    }
+
+    fn append<'a>(
+        &'a self,
+        sim: &'a Sim,
+        token: FsToken,
+        issuer: Issuer,
+        ino: Ino,
+        index: u64,
+    ) -> LocalBoxFuture<'a, FsToken> {
+        Box::pin(async move {
+            self.issuers.record(issuer);
+            let vct = *token
+                .downcast::<super::vct::VctHandle>()
+                .expect("a VCT token");
+            let vct = self.ext4.vct_append(sim, vct, issuer, ino, index).await;
+            Box::new(vct) as FsToken
+        })
+    }
+
+    fn set_size<'a>(
+        &'a self,
+        sim: &'a Sim,
+        token: FsToken,
+        ino: Ino,
+        size: u64,
+    ) -> LocalBoxFuture<'a, FsToken> {
+        Box::pin(async move {
+            let vct = *token
+                .downcast::<super::vct::VctHandle>()
+                .expect("a VCT token");
+            let vct = self.ext4.vct_size(sim, vct, ino, size).await;
+            Box::new(vct) as FsToken
+        })
+    }
+
+    fn end<'a>(&'a self, sim: &'a Sim, token: FsToken) -> LocalBoxFuture<'a, u64> {
+        Box::pin(async move {
+            let vct = *token
+                .downcast::<super::vct::VctHandle>()
+                .expect("a VCT token");
+            self.ext4.vct_end(sim, vct).await
+        })
+    }
+
+    fn wait_sync<'a>(&'a self, sim: &'a Sim, issuer: Issuer, tid: u64) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.issuers.record(issuer);
+            self.ext4.vct_wait_sync(sim, issuer, tid).await;
+        })
+    }
+
+    fn max_pages(&self, inodes: u64) -> u64 {
+        self.ext4.vct_max_pages(inodes)
+    }
+}
+
 /// ext4 as the VFS drives it.
 pub struct Ext4Ops {
     pub ext4: Rc<Ext4>,
@@ -276,6 +351,13 @@ pub struct Ext4Ops {
 impl FileSystemOps for Ext4Ops {
     fn name(&self) -> &str {
         "ext4"
+    }
+
+    fn atomic_store(&self) -> Option<Rc<dyn crate::fs::mobifs::AtomicStore>> {
+        Some(Rc::new(Ext4VctStore {
+            ext4: self.ext4.clone(),
+            issuers: self.issuers.clone(),
+        }))
     }
 
     fn root(&self) -> Ino {
@@ -474,6 +556,11 @@ impl FileSystemOps for Ext4Ops {
         .into_iter()
         .map(|(name, value)| (format!("ext4.{name}"), value))
         .collect();
+        if fs.vct_commits > 0 {
+            // Only runs with MobiFS's checkpointer show its counters.
+            out.push(("ext4.vct_commits".into(), fs.vct_commits));
+            out.push(("ext4.vct_split".into(), fs.vct_split));
+        }
         out.extend(
             [
                 ("handles", j.handles),

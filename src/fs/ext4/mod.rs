@@ -36,6 +36,7 @@ pub mod mount;
 pub mod namei;
 #[cfg(test)]
 mod ops_tests;
+pub mod vct;
 #[cfg(test)]
 mod vfs_tests;
 

@@ -289,6 +289,10 @@ pub struct Ext4Stats {
     pub orphan_adds: u64,
     /// `data=journal`: pages whose block was journaled.
     pub journaled_data_pages: u64,
+    /// MobiFS VCTs begun on the journal ([`super::vct`]).
+    pub vct_commits: u64,
+    /// VCTs whose handle had to restart in a second transaction (not atomic).
+    pub vct_split: u64,
 }
 
 /// A mounted ext4.

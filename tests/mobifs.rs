@@ -1,0 +1,166 @@
+//! MobiFS (seed 004) end to end: the in-house benchmark on ext4 and on MobiFS, the memory
+//! limit, coverage by app, and truncation and unlink of logged files.
+
+use mobistack::report::results::RunResult;
+use mobistack::run::{run_scenario, RunOptions};
+use mobistack::scenario;
+
+fn inhouse(replacements: &[(&str, &str)]) -> Vec<RunResult> {
+    let mut source = scenario::builtin::find("mobifs/inhouse")
+        .unwrap()
+        .source
+        .to_string();
+    for (from, to) in replacements {
+        assert!(source.contains(from), "{from}");
+        source = source.replace(from, to);
+    }
+    let s = scenario::parse("mobifs/inhouse (test)", &source).unwrap();
+    run_scenario(&s, &RunOptions::default()).unwrap().runs
+}
+
+fn variant<'a>(runs: &'a [RunResult], name: &str) -> &'a RunResult {
+    runs.iter().find(|r| r.variant == name).unwrap()
+}
+
+fn device_write_bytes(run: &RunResult) -> u64 {
+    run.device["write_bytes"].as_u64().unwrap()
+}
+
+#[test]
+fn mobifs_answers_fsync_from_memory_and_merges_the_rewrites() {
+    let runs = inhouse(&[]);
+    let (ext4, mobifs) = (variant(&runs, "ext4"), variant(&runs, "mobifs"));
+    let fsync = |r: &RunResult| r.apps["inhouse"].ops["fsync"].mean_ns;
+    // ext4's fsync writes 8 MB to a microSD card; MobiFS's returns at once.
+    assert!(fsync(ext4) > 1e8, "ext4 fsync {} ns", fsync(ext4));
+    assert!(fsync(mobifs) * 1000.0 < fsync(ext4), "{}", fsync(mobifs));
+    assert_eq!(mobifs.counters["mobifs.async_fsyncs"], 8);
+    // Write throughput: the app's bytes over its active time.
+    let iteration = |r: &RunResult| r.apps["inhouse"].ops["iteration"].mean_ns;
+    assert!(
+        iteration(ext4) > 5.0 * iteration(mobifs),
+        "ext4 {} ns, MobiFS {} ns",
+        iteration(ext4),
+        iteration(mobifs)
+    );
+    // Every committed page went through the journal (write-twice), in whole VCTs.
+    let committed = mobifs.counters["mobifs.pages_committed"];
+    assert!(committed > 0);
+    assert_eq!(mobifs.counters["ext4.journaled_data_pages"], committed);
+    assert_eq!(mobifs.counters["ext4.vct_split"], 0);
+    assert_eq!(
+        mobifs.counters["ext4.vct_commits"],
+        mobifs.counters["mobifs.vcts_committed"]
+    );
+    // 128 MB written to the same 8 MB: the log merged the rewrites, so fewer pages reach the
+    // journal than the app wrote, and by the end of the run nothing is pinned any more.
+    assert!(committed * 4096 * 2 < mobifs.counters["mobifs.bytes_logged"]);
+    assert_eq!(mobifs.counters["mobifs.pinned_pages_at_end"], 0);
+    assert!(device_write_bytes(mobifs) < device_write_bytes(ext4));
+}
+
+#[test]
+fn the_same_seed_gives_the_same_bytes() {
+    let s = scenario::load("mobifs/inhouse").unwrap();
+    let once = run_scenario(&s, &RunOptions::default()).unwrap().to_json();
+    let again = run_scenario(&s, &RunOptions::default()).unwrap().to_json();
+    assert!(once == again);
+}
+
+#[test]
+fn over_its_memory_limit_a_writer_waits_for_the_checkpointer() {
+    let runs = inhouse(&[("enabled = true", "enabled = true\nmemory-limit = \"2MiB\"")]);
+    let mobifs = variant(&runs, "mobifs");
+    assert!(
+        mobifs.counters["mobifs.throttled"] > 0,
+        "{:?}",
+        mobifs.counters
+    );
+    assert!(mobifs.counters["mobifs.closed_memory"] > 0);
+    // The limit holds, give or take one write system call (1 MiB = 256 pages) and the
+    // copies a VCT being committed still holds.
+    assert!(
+        mobifs.counters["mobifs.peak_pinned_pages"] <= 512 + 2 * 256,
+        "{}",
+        mobifs.counters["mobifs.peak_pinned_pages"]
+    );
+    let write = &mobifs.apps["inhouse"].ops["write"];
+    assert!(write.slowest[0]
+        .waits
+        .iter()
+        .any(|w| w.reason == "mobifs_wait_memory"));
+    assert_eq!(mobifs.counters["mobifs.pinned_pages_at_end"], 0);
+}
+
+#[test]
+fn an_app_mobifs_does_not_cover_keeps_synchronous_fsync() {
+    let runs = inhouse(&[(
+        "enabled = true",
+        "enabled = true\napps = [\"someone-else\"]",
+    )]);
+    let mobifs = variant(&runs, "mobifs");
+    assert_eq!(mobifs.counters["mobifs.async_fsyncs"], 0);
+    assert_eq!(mobifs.counters["mobifs.bytes_logged"], 0);
+    assert!(mobifs.apps["inhouse"].ops["fsync"].mean_ns > 1e8);
+}
+
+#[test]
+fn mobifs_over_f2fs_is_refused_by_name() {
+    let source = scenario::builtin::find("mobifs/inhouse")
+        .unwrap()
+        .source
+        .replace("type = \"ext4\"", "type = \"f2fs\"");
+    let error = scenario::parse("mobifs-on-f2fs.toml", &source)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(error.contains("mobifs"), "{error}");
+    assert!(error.contains("ext4's journal"), "{error}");
+}
+
+#[test]
+fn truncated_and_unlinked_files_leave_the_log() {
+    let source = r#"
+name = "mobifs-unlink"
+duration = "200s"
+[stack.device]
+profile = "emmc-5.1"
+capacity = "1GiB"
+[stack.fs]
+type = "ext4"
+[stack.mobifs]
+enabled = true
+[stack.mobifs.tpl]
+staleness-cap = "64KiB"
+[[app]]
+name = "churn"
+[app.workload.ops]
+count = 40
+steps = [
+  { op = "creat", path = "/data/f{i}" },
+  { op = "write", size = "16KiB", total = "96KiB" },
+  { op = "ftruncate", size = "6000" },
+  { op = "write", size = "4KiB" },
+  { op = "fsync" },
+  { op = "close" },
+  { op = "unlink", path = "/data/f{i}" },
+]
+"#;
+    let s = scenario::parse("unlink.toml", source).unwrap();
+    let run = run_scenario(&s, &RunOptions::default())
+        .unwrap()
+        .runs
+        .remove(0);
+    assert!(run.counters["mobifs.vcts_closed"] > 0, "{:?}", run.counters);
+    // Every file is gone: nothing stays pinned, and checkpoints never wrote a dead file.
+    assert_eq!(run.counters["mobifs.pinned_pages_at_end"], 0);
+    assert!(
+        !run.apps["churn"]
+            .counters
+            .keys()
+            .any(|k| k.starts_with("errno.")),
+        "{:?}",
+        run.apps["churn"].counters
+    );
+    assert_eq!(run.apps["churn"].ops["iteration"].count, 40);
+}
