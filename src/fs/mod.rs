@@ -18,6 +18,7 @@
 pub mod ext4;
 pub mod f2fs;
 pub mod jbd2;
+pub mod mobifs;
 pub mod simplefs;
 pub mod vfs;
 
