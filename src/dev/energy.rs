@@ -94,8 +94,10 @@ impl EnergyConfig {
             active_power_mw,
             // asm: a fifth of the active baseline — controller clocked, NAND idle.
             tail_power_mw: active_power_mw / 5.0,
-            // Linux drivers/mmc/core: MMC_AUTOSUSPEND_DELAY_MS = 3000, the runtime-PM delay
-            // after which the host puts the card to sleep.
+            // Linux's mmc core: MMC_AUTOSUSPEND_DELAY_MS = 3000, the card's runtime-PM
+            // autosuspend delay after which the host puts it to sleep (later kernels than the
+            // paper's 3.0, which had no card runtime PM; the device's own idle timeout is not
+            // published).
             tail_timeout: 3 * NS_PER_SEC,
             // asm: 0.5 mW — eMMC standby currents are in the low hundreds of µA (VCC + VCCQ);
             // 150 µA at 3.3 V.
@@ -113,11 +115,13 @@ impl EnergyConfig {
 
     /// A microSD card (the paper's evaluation device, §7.1).
     pub fn microsd() -> Self {
-        // Forum measurement of a 2 GB Transcend microSD card in a data logger (comp.arch.embedded,
-        // "Micro SD power consumption", 2009): "When the card is really idle, the current draw
-        // is well under 1mA. During and after writes it is about 20mA", and it stays high for
-        // "~250mS after the end of data transfer", "the same as the write timeout interval for
-        // SD cards". 20 mA at 3.3 V = 66 mW: the baseline while busy and in the tail.
+        // A published bench measurement of a 2 GB Transcend microSD card in a data logger
+        // (M. Borgerson, "Micro SD power consumption", Motherboard Forums thread, 23 May 2009):
+        // "When the card is really idle, the current draw is well under 1mA. During and after
+        // writes it is about 20mA", staying high "~250mS after the end of data transfer", "the
+        // same as the write timeout interval for SD cards". A forum post, not a paper: the best
+        // card-level figure found; replace it when a measurement of a phone's card is at hand.
+        // 20 mA at 3.3 V = 66 mW: the baseline while busy and in the tail.
         let baseline_mw = 20.0 * 3.3;
         // Per byte: the rest of the SD specification's 330 mW peak at class 10's 10 MB/s:
         // (330 - 66) mW / 10 MB/s = 26.4 nJ/B.
