@@ -3,6 +3,7 @@
 //! which the timeline (Android's ActivityManager) sets and the lower layers read.
 
 pub mod sqlite;
+pub mod user;
 
 use crate::report::recorder::{OpTimer, Recorder};
 use crate::sim::Sim;

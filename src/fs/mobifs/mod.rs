@@ -11,7 +11,10 @@
 //! - this file: [`MobiFsConfig`] (`[stack.mobifs]`), [`MobiFs`] (the hooks the VFS calls, the
 //!   policy engine, the checkpointer thread);
 //! - [`log`]: the write log, the page reverse-mapping and VCTs (§4.1-§4.2);
-//! - [`tpl`]: tradeoff-point location (§5.2).
+//! - [`tpl`]: tradeoff-point location (§5.2);
+//! - [`predict`]: idle-interval prediction (§5.3: the four-state machine, LMM, LAM) and the
+//!   evaluator of responsiveness conflicts;
+//! - [`sched`]: the VCT scheduler (§5.4: three queues, four rules).
 //!
 //! What is modelled where the paper is silent, and simplifications:
 //! - Coverage is by app (`apps`, or every app): a process whose `comm` is a covered app's name
@@ -30,6 +33,8 @@
 //!   the page cache.
 
 pub mod log;
+pub mod predict;
+pub mod sched;
 pub mod tpl;
 
 use crate::errno::Errno;
