@@ -446,6 +446,7 @@ pub fn run_one_traced(
     }
     let mut counters = stack.counters();
     counters.insert("activity.switches".into(), activity.switches());
+    counters.extend(stack.energy_counters(sim.now()));
     Ok(RunResult {
         variant: variant.name.clone(),
         seed,

@@ -111,8 +111,8 @@ fn mobifs_over_f2fs_is_refused_by_name() {
         .source
         .replace("type = \"ext4\"", "type = \"f2fs\"");
     let error = scenario::parse("mobifs-on-f2fs.toml", &source)
-        .err()
-        .expect("refused")
+        .map(|_| ())
+        .expect_err("refused")
         .to_string();
     assert!(error.contains("mobifs"), "{error}");
     assert!(error.contains("ext4's journal"), "{error}");
@@ -163,4 +163,34 @@ steps = [
         run.apps["churn"].counters
     );
     assert_eq!(run.apps["churn"].ops["iteration"].count, 40);
+}
+
+#[test]
+fn reproduce_mobifs_computes_every_headline_and_their_directions_hold() {
+    let r = mobistack::report::reproduce::reproduce(
+        "mobifs",
+        &mobistack::report::reproduce::ReproduceOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(r.headlines.len(), 7);
+    for h in &r.headlines {
+        assert!(
+            h.simulated.0 > 0.0 && h.simulated.1 > 0.0,
+            "{}: {:?}",
+            h.what,
+            h.simulated
+        );
+        assert!(h.direction_holds(), "{}: {:?}", h.what, h.simulated);
+    }
+    // Rough sizes: MobiFS's gains are at least several-fold where the paper's are.
+    let effect = |i: usize| r.headlines[i].simulated_effect();
+    assert!(effect(0) > 4.0, "throughput x{}", effect(0) + 1.0);
+    assert!(effect(1) > 4.0, "tx/s x{}", effect(1) + 1.0);
+    assert!(
+        (-0.95..=-0.2).contains(&effect(2)),
+        "data flushed {}",
+        effect(2)
+    );
+    assert_eq!(r.tables.len(), 3);
 }

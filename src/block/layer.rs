@@ -55,6 +55,26 @@ struct Shared {
     device: String,
     /// Bytes of the requests completed so far (the timeline's throughput counter).
     completed_bytes: Cell<u64>,
+    /// When the device was busy: the union of every completed request's service interval
+    /// (device start to completion), merged as completions arrive (the energy model's input,
+    /// [`crate::dev::energy`]).
+    busy: RefCell<Vec<(Nanos, Nanos)>>,
+}
+
+/// Adds a request's service interval `[start, end]` to `busy` (sorted, disjoint): `end` is
+/// the completion time, which never goes back, so only the tail intervals can overlap it.
+fn note_busy(busy: &mut Vec<(Nanos, Nanos)>, start: Nanos, end: Nanos) {
+    let mut start = start.min(end);
+    let mut end = end;
+    while let Some(&(s, e)) = busy.last() {
+        if e < start {
+            break;
+        }
+        start = start.min(s);
+        end = end.max(e);
+        busy.pop();
+    }
+    busy.push((start, end));
 }
 
 /// Bound on completed requests remembered for explanations (a waiter reads its request's
@@ -200,6 +220,7 @@ impl BlockLayer {
             elevator,
             device: format!("{major},{minor}"),
             completed_bytes: Cell::new(0),
+            busy: RefCell::new(Vec::new()),
         });
         let weak = Rc::downgrade(&shared);
         let describer_sim = sim.clone();
@@ -394,6 +415,11 @@ impl BlockLayer {
         let now = self.sim.now();
         let report = self.shared.queue.borrow_mut().advance(now);
         for (_, rq) in &report.completed {
+            note_busy(
+                &mut self.shared.busy.borrow_mut(),
+                rq.device_start_ns.or(rq.issued_ns).unwrap_or(now),
+                now,
+            );
             self.shared.completed_bytes.set(
                 self.shared.completed_bytes.get()
                     + u64::from(rq.nr_sectors) * crate::units::SECTOR_SIZE,
@@ -465,6 +491,11 @@ impl BlockLayer {
             .queue
             .borrow_mut()
             .note_dirty_sleep(self.sim.now());
+    }
+
+    /// When the device was busy so far: sorted, disjoint `(start, end)` intervals.
+    pub fn busy_intervals(&self) -> Vec<(Nanos, Nanos)> {
+        self.shared.busy.borrow().clone()
     }
 
     /// Bytes of the requests completed so far.

@@ -440,6 +440,9 @@ pub struct MmStats {
     pub pages_dirtied: u64,
     pub pages_written_async: u64,
     pub pages_written_sync: u64,
+    /// Pages of files (not the block device's buffers) written, sync or async: the app data
+    /// that writeback and fsync flushed (MobiFS §7.5 compares this "data flushed").
+    pub file_pages_written: u64,
     pub pages_read: u64,
     pub readahead_pages: u64,
     pub reclaimed_clean: u64,

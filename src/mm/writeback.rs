@@ -851,6 +851,9 @@ impl Mm {
             } else {
                 state.stats.pages_written_async += u64::from(span.count);
             }
+            if span.ino != super::BDEV_INO {
+                state.stats.file_pages_written += u64::from(span.count);
+            }
         }
         let mm = self.rc();
         let request = self

@@ -21,6 +21,10 @@
 //!
 //! The app-context-aware scheduler (seed 003): [`context_aware`] (Table 7.1's filebench
 //! personalities; the video player under IOREAD).
+//!
+//! MobiFS (seed 004, ATC'15): [`mobifs`] (write throughput and database transactions/s on a
+//! microSD card, data flushed and energy over three app workloads, idle-interval prediction
+//! quality on user-model traces).
 
 use crate::run::{run_scenario, RunOptions};
 use crate::scenario;
@@ -29,6 +33,7 @@ use serde::Serialize;
 mod context_aware;
 mod fasttrack;
 mod joj;
+mod mobifs;
 
 /// One headline of a paper beside the simulation.
 #[derive(Debug, Clone, Serialize)]
@@ -94,7 +99,7 @@ impl Headline {
 pub const MIN_EFFECT: f64 = 0.01;
 
 /// The papers `reproduce` knows.
-pub const PAPERS: &[&str] = &["qasio", "fasttrack", "context-aware", "joj"];
+pub const PAPERS: &[&str] = &["qasio", "fasttrack", "context-aware", "joj", "mobifs"];
 
 /// A table of simulated values beside the headlines (every value computed by the runs; `None`
 /// where the run has no such value, printed "-").
@@ -213,6 +218,7 @@ pub fn reproduce(
         "fasttrack" => fasttrack::fasttrack(options, progress),
         "context-aware" => context_aware::context_aware(options, progress),
         "joj" => joj::joj(options, progress),
+        "mobifs" => mobifs::mobifs(options, progress),
         other => Err(format!(
             "no reproduction for `{other}`: known papers are {}",
             PAPERS.join(", ")

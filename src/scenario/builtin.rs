@@ -86,6 +86,26 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "mobifs/sqlite",
+        source: include_str!("../../scenarios/mobifs/sqlite.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "mobifs/browser",
+        source: include_str!("../../scenarios/mobifs/browser.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "mobifs/facebook",
+        source: include_str!("../../scenarios/mobifs/facebook.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "mobifs/twitter",
+        source: include_str!("../../scenarios/mobifs/twitter.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "sqlite/mobibench",
         source: include_str!("../../scenarios/sqlite/mobibench.toml"),
         quick: false,

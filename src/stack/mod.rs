@@ -280,6 +280,7 @@ impl Stack {
                 ("pages_dirtied", mm.pages_dirtied),
                 ("pages_written_async", mm.pages_written_async),
                 ("pages_written_sync", mm.pages_written_sync),
+                ("file_pages_written", mm.file_pages_written),
                 ("pages_read", mm.pages_read),
                 ("reclaimed_clean", mm.reclaimed_clean),
                 ("reclaimed_dirty", mm.reclaimed_dirty),
@@ -337,6 +338,52 @@ impl Stack {
     }
 
     /// The device model's own statistics (NAND, GC, cache), or null without a device.
+    /// The storage device's energy over `[0, run_ns)` ([`crate::dev::energy`], the profile of
+    /// the device's kind), as counters in microjoules (`energy.*_uj`) and wake-ups; empty
+    /// without a block layer.
+    pub fn energy_counters(&self, run_ns: crate::units::Nanos) -> BTreeMap<String, u64> {
+        let mut counters = BTreeMap::new();
+        let Some(block) = &self.block else {
+            return counters;
+        };
+        let name = block
+            .layer
+            .with_queue(|queue| queue.device().name().to_string());
+        let stats = self.device_stats();
+        let field = |key: &str| stats.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+        let busy = block.layer.busy_intervals();
+        let inputs = crate::dev::energy::EnergyInputs {
+            busy: &busy,
+            bytes_read: field("read_bytes"),
+            bytes_written: field("write_bytes"),
+            flushes: field("flushes"),
+            run_ns,
+        };
+        let config = crate::dev::energy::EnergyConfig::for_device(&name);
+        let Ok(e) = config.energy(&inputs) else {
+            return counters;
+        };
+        counters.insert(
+            "energy.standby_uw".into(),
+            (config.idle_power_mw * 1e3).round() as u64,
+        );
+        let uj = |joules: f64| (joules * 1e6).round() as u64;
+        for (key, joules) in [
+            ("total_uj", e.total_j),
+            ("active_uj", e.active_j),
+            ("tail_uj", e.tail_j),
+            ("idle_uj", e.idle_j),
+            ("wakeup_uj", e.wakeup_j),
+            ("write_uj", e.write_j),
+            ("read_uj", e.read_j),
+            ("flush_uj", e.flush_j),
+        ] {
+            counters.insert(format!("energy.{key}"), uj(joules));
+        }
+        counters.insert("energy.wakeups".into(), e.wakeups);
+        counters
+    }
+
     pub fn device_stats(&self) -> serde_json::Value {
         match &self.block {
             Some(block) => block.layer.with_queue(|queue| queue.device().stats_json()),
