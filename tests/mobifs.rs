@@ -192,5 +192,37 @@ fn reproduce_mobifs_computes_every_headline_and_their_directions_hold() {
         "data flushed {}",
         effect(2)
     );
-    assert_eq!(r.tables.len(), 3);
+    assert_eq!(r.tables.len(), 4);
+}
+
+#[test]
+fn the_idle_policy_checkpoints_only_in_predicted_idle_intervals() {
+    let s = scenario::load("mobifs/twitter").unwrap();
+    let mut s = s;
+    s.variants.retain(|v| v.name == "mobifs-idle");
+    let run = run_scenario(&s, &RunOptions::default())
+        .unwrap()
+        .runs
+        .remove(0);
+    let c = &run.counters;
+    assert!(c["mobifs.idle.touches"] > 0, "{c:?}");
+    assert!(c["mobifs.idle.predictions"] > 0);
+    assert!(c["mobifs.checkpoints"] > 0);
+    // No memory pressure and no sync here: every checkpoint was chosen inside an interval.
+    assert_eq!(c["mobifs.throttled"], 0);
+    assert_eq!(c["mobifs.idle.chosen"], c["mobifs.checkpoints"]);
+    assert_eq!(c["mobifs.pinned_pages_at_end"], 0);
+}
+
+#[test]
+fn the_idle_policy_needs_a_user() {
+    let source = scenario::builtin::find("mobifs/twitter")
+        .unwrap()
+        .source
+        .replace("[variant.stack.mobifs.user]", "");
+    let error = scenario::parse("no-user.toml", &source)
+        .map(|_| ())
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains("[stack.mobifs.user]"), "{error}");
 }

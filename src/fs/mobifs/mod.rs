@@ -14,7 +14,9 @@
 //! - [`tpl`]: tradeoff-point location (§5.2);
 //! - [`predict`]: idle-interval prediction (§5.3: the four-state machine, LMM, LAM) and the
 //!   evaluator of responsiveness conflicts;
-//! - [`sched`]: the VCT scheduler (§5.4: three queues, four rules).
+//! - [`sched`]: the VCT scheduler (§5.4: three queues, four rules);
+//! - [`idle`]: the `idle` policy that puts them together: checkpoints in predicted idle
+//!   intervals of the user's touches, VCTs chosen by the scheduler.
 //!
 //! What is modelled where the paper is silent, and simplifications:
 //! - Coverage is by app (`apps`, or every app): a process whose `comm` is a covered app's name
@@ -32,6 +34,7 @@
 //! - Copies made by copy-on-write are counted against the memory limit, not allocated from
 //!   the page cache.
 
+pub mod idle;
 pub mod log;
 pub mod predict;
 pub mod sched;
@@ -109,10 +112,13 @@ pub enum CheckpointPolicy {
     /// Every `interval`: the open VCTs close and everything is checkpointed (a fixed-period
     /// baseline, like ext4's 5 s commit).
     Interval,
+    /// In the idle intervals predicted from the user's touches, VCTs chosen by the scheduler
+    /// (§5.3-§5.4; [`idle`]). Needs `[stack.mobifs.user]`.
+    Idle,
 }
 
 /// `[stack.mobifs]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct MobiFsConfig {
     /// Whether MobiFS is mounted over the file system (ext4 only).
@@ -137,6 +143,16 @@ pub struct MobiFsConfig {
     /// Tradeoff-point location (`[stack.mobifs.tpl]`).
     #[serde(default)]
     pub tpl: TplConfig,
+    /// The `idle` policy's predictor: `fsm` (§5.3's state machine), `lmm` or `lam`.
+    #[serde(default)]
+    pub predictor: idle::PredictorKind,
+    /// The state machine's parameters (`[stack.mobifs.fsm]`; `k` is also LMM's and LAM's
+    /// history).
+    #[serde(default)]
+    pub fsm: predict::StateMachineConfig,
+    /// The user whose touches the `idle` policy watches (`[stack.mobifs.user]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<crate::app::user::UserModelConfig>,
 }
 
 fn default_memory_limit() -> u64 {
@@ -155,6 +171,9 @@ impl Default for MobiFsConfig {
             policy: CheckpointPolicy::default(),
             interval: default_interval(),
             tpl: TplConfig::default(),
+            predictor: idle::PredictorKind::default(),
+            fsm: predict::StateMachineConfig::default(),
+            user: None,
         }
     }
 }
@@ -170,6 +189,15 @@ impl MobiFsConfig {
         if self.interval == 0 {
             return Err("`interval` must be longer than zero".into());
         }
+        if self.policy == CheckpointPolicy::Idle && self.user.is_none() {
+            return Err(
+                "`policy` = \"idle\" needs a user to watch: add [stack.mobifs.user]".into(),
+            );
+        }
+        if let Some(user) = &self.user {
+            user.validate().map_err(|e| format!("user: {e}"))?;
+        }
+        self.fsm.validate().map_err(|e| format!("`fsm`: {e}"))?;
         self.tpl.validate()
     }
 }
@@ -233,6 +261,10 @@ pub struct MobiFs {
     stats: RefCell<MobiFsStats>,
     /// Whether a page still belongs to its file (the VFS's answer; truncation races).
     page_alive: RefCell<Option<PageAlive>>,
+    /// The `idle` policy's predictor and scheduler.
+    idle: Option<RefCell<idle::IdlePolicy>>,
+    /// A checkpoint is being written.
+    checkpointing: Cell<bool>,
 }
 
 impl MobiFs {
@@ -251,6 +283,20 @@ impl MobiFs {
                 "the journal's transactions hold {max_vct_pages} pages: too few for MobiFS's VCTs"
             ));
         }
+        let idle = match config.policy {
+            CheckpointPolicy::Idle => Some(RefCell::new(idle::IdlePolicy::new(
+                config.predictor,
+                config.fsm.clone(),
+            )?)),
+            _ => None,
+        };
+        let touches = match &config.user {
+            Some(user) if config.policy == CheckpointPolicy::Idle => {
+                let mut rng = crate::sim::rng::Rng::named(sim.seed(), "mobifs-user");
+                idle::IdlePolicy::touches(user, &mut rng)?
+            }
+            _ => Vec::new(),
+        };
         let fs = Rc::new(MobiFs {
             config,
             mm: mm.clone(),
@@ -265,6 +311,8 @@ impl MobiFs {
             task: Cell::new(None),
             stats: RefCell::new(MobiFsStats::default()),
             page_alive: RefCell::new(None),
+            idle,
+            checkpointing: Cell::new(false),
         });
         mm.bdev.register_task(MOBIFS_PID, 0, MOBIFS_COMM);
         let (s, f) = (sim.clone(), fs.clone());
@@ -272,6 +320,10 @@ impl MobiFs {
         fs.task.set(Some(handle.task()));
         let (s, f) = (sim.clone(), fs.clone());
         sim.spawn_daemon("mobifs-policy", async move { f.policy_timer(&s).await });
+        if !touches.is_empty() {
+            let (s, f) = (sim.clone(), fs.clone());
+            sim.spawn_daemon("mobifs-user", async move { f.user(&s, touches).await });
+        }
         Ok(fs)
     }
 
@@ -461,11 +513,20 @@ impl MobiFs {
     /// The policy engine: the log whose oldest closed VCT the checkpointer commits next, if
     /// it should run now. Under memory pressure or a `sync`, any closed VCT; otherwise as the
     /// policy says. Among candidates, the VCT closed first (then the app's name).
-    fn pick(&self) -> Option<String> {
+    fn pick(&self, now: Nanos) -> Option<String> {
         let pressure = self.pinned_pages() >= self.limit_pages() || self.syncing.get() > 0;
         if !pressure && self.config.policy == CheckpointPolicy::Interval {
             // The timer closes VCTs and wakes the checkpointer with `syncing` raised.
             return None;
+        }
+        if let (false, Some(idle)) = (pressure, &self.idle) {
+            let closed: Vec<(String, u64)> = self
+                .apps
+                .borrow()
+                .values()
+                .filter_map(|a| a.log.next_to_commit().map(|v| (a.name.clone(), v.pages())))
+                .collect();
+            return idle.borrow_mut().choose(now, &closed);
         }
         self.apps
             .borrow()
@@ -488,7 +549,7 @@ impl MobiFs {
             foreground: false,
         };
         loop {
-            match self.pick() {
+            match self.pick(sim.now()) {
                 Some(app) => {
                     self.commit_oldest(sim, issuer, &app).await;
                     self.released.wake_all(sim);
@@ -506,8 +567,22 @@ impl MobiFs {
     /// policy, every `interval` everything closes and is committed.
     async fn policy_timer(&self, sim: &Sim) {
         let mut next_interval = self.config.interval;
+        let mut next_tick = POLICY_TICK;
         loop {
-            sim.sleep(POLICY_TICK).await;
+            match &self.idle {
+                Some(idle) => {
+                    sim.sleep(idle::IDLE_TICK).await;
+                    let pending = self.anything_to_commit();
+                    if idle.borrow_mut().tick(sim.now(), pending) && pending {
+                        self.work.wake_all(sim);
+                    }
+                    if sim.now() < next_tick {
+                        continue;
+                    }
+                    next_tick = sim.now() + POLICY_TICK;
+                }
+                None => sim.sleep(POLICY_TICK).await,
+            }
             let now = sim.now();
             let mut closed = 0;
             for app in self.apps.borrow_mut().values_mut() {
@@ -542,6 +617,17 @@ impl MobiFs {
         }
     }
 
+    /// The user interaction logger (§6): each touch of the user model goes to the predictor.
+    async fn user(&self, sim: &Sim, touches: Vec<Nanos>) {
+        for at in touches {
+            sim.sleep(at.saturating_sub(sim.now())).await;
+            if let Some(idle) = &self.idle {
+                idle.borrow_mut()
+                    .on_touch(sim.now(), self.checkpointing.get());
+            }
+        }
+    }
+
     /// Commits app `app`'s oldest closed VCT: BEGIN, APPEND each page, the sizes, END,
     /// WAIT_SYNC; then the VCT leaves the log and its pages are unpinned.
     async fn commit_oldest(&self, sim: &Sim, issuer: Issuer, app: &str) {
@@ -567,6 +653,7 @@ impl MobiFs {
                     .is_none_or(|f| f(ino, index))
         };
         let pages = entries.len() as u64;
+        self.checkpointing.set(true);
         match self.store.begin(sim, pages, sizes.len() as u64).await {
             Ok(mut token) => {
                 for e in &entries {
@@ -588,6 +675,10 @@ impl MobiFs {
                 // Cannot happen: VCTs close before they outgrow a transaction.
                 unreachable!("VCT of {pages} pages refused by the store");
             }
+        }
+        self.checkpointing.set(false);
+        if let Some(idle) = &self.idle {
+            idle.borrow_mut().measured(pages, sim.now() - start);
         }
         let unpin = {
             let mut apps = self.apps.borrow_mut();
@@ -645,6 +736,23 @@ impl MobiFs {
         ]
         .into_iter()
         .map(|(k, v)| (format!("mobifs.{k}"), v))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .chain(self.idle.iter().flat_map(|idle| {
+            let s = idle.borrow().stats;
+            [
+                ("touches", s.touches),
+                ("predictions", s.predictions),
+                ("conflicts", s.conflicts),
+                ("touches_during_checkpoint", s.touches_during_checkpoint),
+                ("chosen", s.chosen),
+                ("fallback_picks", s.fallback_picks),
+                ("predicted_ms", s.predicted_ns / 1_000_000),
+            ]
+            .into_iter()
+            .map(|(k, v)| (format!("mobifs.idle.{k}"), v))
+            .collect::<Vec<_>>()
+        }))
         .collect()
     }
 

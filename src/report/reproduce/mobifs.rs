@@ -72,6 +72,8 @@ fn tx_per_s(run: &RunResult) -> f64 {
 /// One app workload's runs and the figures compared.
 struct AppFigures {
     label: &'static str,
+    /// The `idle` policy's run: data flushed, energy, and its counters.
+    idle: (f64, f64, std::collections::BTreeMap<String, u64>),
     flushed: (f64, f64),
     device_bytes: (f64, f64),
     energy: (f64, f64),
@@ -79,8 +81,12 @@ struct AppFigures {
 }
 
 fn app_figures(label: &'static str, runs: &Runs) -> AppFigures {
-    let (ext4, mobifs) = (runs.get("ext4"), runs.get("mobifs"));
-    let window = ext4.virtual_ns.max(mobifs.virtual_ns);
+    let (ext4, mobifs, idle) = (
+        runs.get("ext4"),
+        runs.get("mobifs"),
+        runs.get("mobifs-idle"),
+    );
+    let window = ext4.virtual_ns.max(mobifs.virtual_ns).max(idle.virtual_ns);
     let device = |r: &RunResult| {
         r.device
             .get("write_bytes")
@@ -89,6 +95,11 @@ fn app_figures(label: &'static str, runs: &Runs) -> AppFigures {
     };
     AppFigures {
         label,
+        idle: (
+            data_flushed(idle),
+            energy_j(idle, window),
+            idle.counters.clone(),
+        ),
         flushed: (data_flushed(ext4), data_flushed(mobifs)),
         device_bytes: (device(ext4), device(mobifs)),
         energy: (energy_j(ext4, window), energy_j(mobifs, window)),
@@ -144,7 +155,7 @@ pub fn mobifs(
         progress(&format!("mobifs: {label} ({name})"));
         apps.push(app_figures(
             label,
-            &run_builtin(name, &["ext4", "mobifs"], threads)?,
+            &run_builtin(name, &["ext4", "mobifs", "mobifs-idle"], threads)?,
         ));
     }
     progress("mobifs: idle-interval prediction on user-model traces");
@@ -310,6 +321,52 @@ pub fn mobifs(
                 .collect(),
         },
     ];
+    let idle_counter = |a: &AppFigures, key: &str| {
+        Some(
+            a.idle
+                .2
+                .get(&format!("mobifs.idle.{key}"))
+                .copied()
+                .unwrap_or(0) as f64,
+        )
+    };
+    tables.push(Table {
+        title: "The idle policy on the app workloads: checkpoints in predicted idle intervals"
+            .into(),
+        note: "MobiFS with `policy = \"idle\"` (the state machine over the default user \
+               model's touches, VCTs chosen by the three-queue scheduler) beside the \
+               `immediate` policy's data flushed and energy; RCs are touches inside a \
+               predicted interval"
+            .into(),
+        columns: [
+            "touches",
+            "predictions",
+            "RCs",
+            "touches in a checkpoint",
+            "flushed MB immediate",
+            "flushed MB idle",
+            "J immediate",
+            "J idle",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: apps
+            .iter()
+            .map(|a| TableRow {
+                label: a.label.to_string(),
+                values: vec![
+                    idle_counter(a, "touches"),
+                    idle_counter(a, "predictions"),
+                    idle_counter(a, "conflicts"),
+                    idle_counter(a, "touches_during_checkpoint"),
+                    Some(a.flushed.1 / 1e6),
+                    Some(a.idle.0 / 1e6),
+                    Some(a.energy.1),
+                    Some(a.idle.1),
+                ],
+            })
+            .collect(),
+    });
     tables.push(Table {
         title: "Idle-interval prediction (§7.4) on user-model touch traces".into(),
         note: format!(
