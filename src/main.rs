@@ -212,7 +212,7 @@ enum Command {
     /// Run a paper's experiments and print each headline beside the simulated figure (the
     /// paper's relative effect, the simulation's, their ratio, whether the direction holds).
     Reproduce {
-        /// The paper: qasio, fasttrack, context-aware or joj.
+        /// The paper: qasio, fasttrack, context-aware, joj or mobifs.
         paper: String,
         /// Print as JSON.
         #[arg(long)]

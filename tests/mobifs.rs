@@ -109,7 +109,7 @@ fn mobifs_over_f2fs_is_refused_by_name() {
     let source = scenario::builtin::find("mobifs/inhouse")
         .unwrap()
         .source
-        .replace("type = \"ext4\"", "type = \"f2fs\"");
+        .replacen("[[app]]", "[stack.fs]\ntype = \"f2fs\"\n\n[[app]]", 1);
     let error = scenario::parse("mobifs-on-f2fs.toml", &source)
         .map(|_| ())
         .expect_err("refused")
@@ -219,10 +219,10 @@ fn the_idle_policy_needs_a_user() {
     let source = scenario::builtin::find("mobifs/twitter")
         .unwrap()
         .source
-        .replace("[variant.stack.mobifs.user]", "");
+        .replace("[variant.stack.user]", "");
     let error = scenario::parse("no-user.toml", &source)
         .map(|_| ())
         .expect_err("refused")
         .to_string();
-    assert!(error.contains("[stack.mobifs.user]"), "{error}");
+    assert!(error.contains("[stack.user]"), "{error}");
 }

@@ -184,15 +184,20 @@ impl Vfs {
 
     /// Mounts MobiFS (seed 004) over the file system: covered apps' writes go to its write
     /// logs, their fsyncs return at once, and its checkpointer commits VCTs to the file
-    /// system's journal.
-    pub fn mount_mobifs(self: &Rc<Self>, sim: &Sim, config: MobiFsConfig) -> Result<(), String> {
+    /// system's journal; `touches` are the user's operations (its idle policy's input).
+    pub fn mount_mobifs(
+        self: &Rc<Self>,
+        sim: &Sim,
+        config: MobiFsConfig,
+        touches: Vec<crate::units::Nanos>,
+    ) -> Result<(), String> {
         let store = self.fs.atomic_store().ok_or_else(|| {
             format!(
                 "MobiFS needs ext4's journal for its checkpointer; the file system is {}",
                 self.fs.name()
             )
         })?;
-        let mobifs = MobiFs::start(sim, config, self.mm.clone(), store)?;
+        let mobifs = MobiFs::start(sim, config, self.mm.clone(), store, touches)?;
         let vfs = Rc::downgrade(self);
         mobifs.set_page_alive(Box::new(move |ino, index| {
             vfs.upgrade().is_some_and(|vfs| {

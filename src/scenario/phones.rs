@@ -6,7 +6,7 @@
 //! its own built-in scenarios). Every value's source is beside it; "asm:" marks an assumption.
 
 /// (name, the preset's stack tables as TOML).
-pub const PHONES: [(&str, &str); 4] = [
+pub const PHONES: [(&str, &str); 5] = [
     (
         "nexus-5",
         r#"
@@ -59,6 +59,27 @@ cores = 4                       # Exynos 7420: the big cluster's 4 Cortex-A57 co
 hz = 200                        # asm: Samsung's exynos7420 defconfig (not checked)
 [block]
 elevator = "cfq"                # FastTrack §5: the phones' kernels ship CFQ
+"#,
+    ),
+    (
+        "galaxy-premier",
+        r#"
+[device]
+profile = "microsd"             # MobiFS §7.1: the Galaxy Premier I9260 with Kingston microSD cards
+capacity = "8GiB"               # asm: the card's partition
+[vm]
+ram = "1GiB"                    # MobiFS §7.1: 1 GB RAM
+dirty_expire = "2s"             # Android's init.rc: dirty_expire_centisecs 200
+dirty_background_ratio = 5      # Android's init.rc: dirty_background_ratio 5
+[cpu]
+cores = 2                       # MobiFS §7.1: dual-core 1.5 GHz
+[kernel]
+hz = 100                        # asm: Exynos/Android 4.1 kernels of 2012 (3.0), CONFIG_HZ_100
+[block]
+elevator = "cfq"                # asm: Android 4.1's 3.0 kernels ship CFQ
+[fs]
+type = "ext4"
+journal_size = "128MiB"         # MobiFS §7.1: "the default 128 MB journal and 4 KB block size"
 "#,
     ),
     (

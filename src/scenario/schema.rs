@@ -79,6 +79,10 @@ pub struct StackConfig {
     /// MobiFS over ext4 (`[stack.mobifs]`; seed 004, `docs/mobifs.md`).
     #[serde(default)]
     pub mobifs: crate::fs::mobifs::MobiFsConfig,
+    /// The phone's user: touch events in short and long interval regimes (`[stack.user]`;
+    /// `crate::app::user`), which MobiFS's idle policy watches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<crate::app::user::UserModelConfig>,
     /// The toy I/O server of the foundation stack.
     #[serde(default)]
     pub toy: ToyServerConfig,
@@ -95,6 +99,18 @@ impl StackConfig {
     /// `[stack.mobifs]`: its own fields, and a file system it can run over.
     fn mobifs_check(&self) -> Result<(), String> {
         self.mobifs.validate()?;
+        if let Some(user) = &self.user {
+            user.validate().map_err(|e| format!("[stack.user]: {e}"))?;
+        }
+        if self.mobifs.enabled
+            && self.mobifs.policy == crate::fs::mobifs::CheckpointPolicy::Idle
+            && self.user.is_none()
+        {
+            return Err(
+                "`policy` = \"idle\" needs a user to watch: add [stack.user] (the user model)"
+                    .into(),
+            );
+        }
         if self.mobifs.enabled && self.fs.kind != crate::fs::ext4::FsKind::Ext4 {
             return Err(format!(
                 "`enabled`: MobiFS checkpoints through ext4's journal; [stack.fs] type is {:?}",

@@ -179,7 +179,11 @@ impl Stack {
         )?;
         vfs.mm.fasttrack_pa.set(config.fasttrack.pa);
         if config.mobifs.enabled {
-            vfs.mount_mobifs(sim, config.mobifs.clone())?;
+            let touches = match &config.user {
+                Some(user) => user_touches(user, sim.seed())?,
+                None => Vec::new(),
+            };
+            vfs.mount_mobifs(sim, config.mobifs.clone(), touches)?;
         }
         if config.fs.kind == crate::fs::ext4::FsKind::Ext4 {
             // The journal thread's I/O priority: the mount's journal_ioprio (best effort).
@@ -390,6 +394,22 @@ impl Stack {
             None => serde_json::Value::Null,
         }
     }
+}
+
+/// How long the user model's touches are drawn for: the run's first day.
+pub const TOUCH_HORIZON: crate::units::Nanos = 24 * 3600 * crate::units::NS_PER_SEC;
+
+/// The touches of the phone's user over [`TOUCH_HORIZON`] (its own stream of the run's seed),
+/// drags merged as MobiFS's interaction logger does (§6: events under 0.01 ms apart).
+fn user_touches(
+    user: &crate::app::user::UserModelConfig,
+    seed: u64,
+) -> Result<Vec<crate::units::Nanos>, String> {
+    let mut rng = crate::sim::rng::Rng::named(seed, "user");
+    crate::fs::mobifs::predict::merge_touches(
+        &user.touches(&mut rng, TOUCH_HORIZON),
+        crate::fs::mobifs::predict::DRAG_MERGE_NS,
+    )
 }
 
 /// Device numbers for a second device beside one numbered `first`: its own kind's numbers,

@@ -2,9 +2,9 @@
 //! intervals a predictor expects from the user's touches, choosing VCTs with the three-queue
 //! scheduler.
 //!
-//! - The user interaction logger takes the touches of the scenario's user model
-//!   ([`crate::app::user`], `[stack.mobifs.user]`), merged as §6's filter does (events under
-//!   0.01 ms apart are one operation), and feeds them to the predictor
+//! - The user interaction logger takes the touches of the scenario's user model (`[stack.user]`,
+//!   `crate::app::user`, drawn by the stack), merged as §6's filter does (events under 0.01 ms
+//!   apart are one operation), and feeds them to the predictor
 //!   ([`super::predict`]: the state machine, LMM or LAM).
 //! - While closed VCTs wait and no interval is open, the policy asks the predictor at every
 //!   tick (and at the predictor's own timers) whether an idle interval starts now; a
@@ -16,25 +16,18 @@
 //! - A touch inside an open interval is a responsiveness conflict (RC), as §7.4 counts them;
 //!   a touch while a checkpoint is being written is counted too (the conflict that costs).
 //!
-//! Simplifications: the user model's touches are drawn for the first [`TOUCH_HORIZON`] of the
-//! run; the interval stays open to its predicted end even after a touch (each further touch
+//! Simplifications: the interval stays open to its predicted end even after a touch (each further touch
 //! is one more RC); the predictor's timers are served at the policy's tick ([`IDLE_TICK`]).
 
-use super::predict::{
-    merge_touches, IdlePredictor, LastAverage, LastMinimum, StateMachine, StateMachineConfig,
-    DRAG_MERGE_NS,
-};
+use super::predict::{IdlePredictor, LastAverage, LastMinimum, StateMachine, StateMachineConfig};
 use super::sched::{AppId, VctScheduler};
-use crate::app::user::UserModelConfig;
-use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC};
+use crate::units::{Nanos, NS_PER_MS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// How often the idle policy looks at the predictor. asm: 100 ms (well under the state
 /// machine's 2 s tau floor, so its timers are late by at most a twentieth of it).
 pub const IDLE_TICK: Nanos = 100 * NS_PER_MS;
-/// The user model's touches cover the run's first day.
-pub const TOUCH_HORIZON: Nanos = 24 * 3600 * NS_PER_SEC;
 /// The time to checkpoint one page before any checkpoint was measured. asm: 1 ms (a 4 KiB
 /// page written twice at a microSD card's ~10 MB/s sequential rate, with the commit's share).
 pub const INITIAL_NS_PER_PAGE: Nanos = NS_PER_MS;
@@ -111,14 +104,6 @@ impl IdlePolicy {
             measured_ns: 0,
             stats: IdleStats::default(),
         })
-    }
-
-    /// The merged touch times of `user` over [`TOUCH_HORIZON`], drawn with `rng`.
-    pub fn touches(
-        user: &UserModelConfig,
-        rng: &mut crate::sim::rng::Rng,
-    ) -> Result<Vec<Nanos>, String> {
-        merge_touches(&user.touches(rng, TOUCH_HORIZON), DRAG_MERGE_NS)
     }
 
     fn id(&mut self, app: &str) -> AppId {
@@ -232,6 +217,7 @@ impl IdlePolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::NS_PER_SEC;
 
     const S: Nanos = NS_PER_SEC;
 

@@ -113,7 +113,7 @@ pub enum CheckpointPolicy {
     /// baseline, like ext4's 5 s commit).
     Interval,
     /// In the idle intervals predicted from the user's touches, VCTs chosen by the scheduler
-    /// (§5.3-§5.4; [`idle`]). Needs `[stack.mobifs.user]`.
+    /// (§5.3-§5.4; [`idle`]). Needs a user (`[stack.user]`).
     Idle,
 }
 
@@ -150,9 +150,6 @@ pub struct MobiFsConfig {
     /// history).
     #[serde(default)]
     pub fsm: predict::StateMachineConfig,
-    /// The user whose touches the `idle` policy watches (`[stack.mobifs.user]`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<crate::app::user::UserModelConfig>,
 }
 
 fn default_memory_limit() -> u64 {
@@ -173,7 +170,6 @@ impl Default for MobiFsConfig {
             tpl: TplConfig::default(),
             predictor: idle::PredictorKind::default(),
             fsm: predict::StateMachineConfig::default(),
-            user: None,
         }
     }
 }
@@ -188,14 +184,6 @@ impl MobiFsConfig {
         }
         if self.interval == 0 {
             return Err("`interval` must be longer than zero".into());
-        }
-        if self.policy == CheckpointPolicy::Idle && self.user.is_none() {
-            return Err(
-                "`policy` = \"idle\" needs a user to watch: add [stack.mobifs.user]".into(),
-            );
-        }
-        if let Some(user) = &self.user {
-            user.validate().map_err(|e| format!("user: {e}"))?;
         }
         self.fsm.validate().map_err(|e| format!("`fsm`: {e}"))?;
         self.tpl.validate()
@@ -268,12 +256,15 @@ pub struct MobiFs {
 }
 
 impl MobiFs {
-    /// Mounts MobiFS over `store` (the file system under `mm`) and starts its checkpointer.
+    /// Mounts MobiFS over `store` (the file system under `mm`) and starts its checkpointer;
+    /// `touches` are the user's operations (sorted, drags merged), which the `idle` policy's
+    /// interaction logger watches.
     pub fn start(
         sim: &Sim,
         config: MobiFsConfig,
         mm: Rc<Mm>,
         store: Rc<dyn AtomicStore>,
+        touches: Vec<Nanos>,
     ) -> Result<Rc<MobiFs>, String> {
         config.validate()?;
         // A VCT over a handful of files must fit one transaction.
@@ -290,13 +281,9 @@ impl MobiFs {
             )?)),
             _ => None,
         };
-        let touches = match &config.user {
-            Some(user) if config.policy == CheckpointPolicy::Idle => {
-                let mut rng = crate::sim::rng::Rng::named(sim.seed(), "mobifs-user");
-                idle::IdlePolicy::touches(user, &mut rng)?
-            }
-            _ => Vec::new(),
-        };
+        if config.policy == CheckpointPolicy::Idle && touches.is_empty() {
+            return Err("MobiFS's idle policy has no user to watch: add [stack.user]".into());
+        }
         let fs = Rc::new(MobiFs {
             config,
             mm: mm.clone(),
