@@ -59,6 +59,39 @@ struct Shared {
     /// (device start to completion), merged as completions arrive (the energy model's input,
     /// [`crate::dev::energy`]).
     busy: RefCell<Vec<(Nanos, Nanos)>>,
+    /// The device's completed writes and flushes, when recording for crash states
+    /// ([`BlockLayer::record_commands`]).
+    commands: RefCell<Option<crate::dev::crash::WriteHistory>>,
+}
+
+/// Records completed request `rq` in `history`: a flush, or a write (durable at completion
+/// when FUA, or FUA emulated by a post-flush); a write with `REQ_PREFLUSH` is also a flush
+/// over what completed before it started.
+fn record_command(
+    history: &mut crate::dev::crash::WriteHistory,
+    rq: &super::request::Request,
+    now: Nanos,
+) {
+    let start = rq.device_start_ns.or(rq.issued_ns).unwrap_or(now);
+    match rq.op {
+        crate::dev::IoOp::Flush => {
+            history.record_flush(start, now);
+        }
+        crate::dev::IoOp::Write => {
+            if rq.flags.preflush {
+                history.record_flush(start, start);
+            }
+            history.record_write(crate::dev::crash::WriteRecord {
+                id: rq.id,
+                sector: rq.sector,
+                sectors: rq.nr_sectors,
+                fua: rq.flags.fua || rq.flags.postflush,
+                start_ns: start,
+                done_ns: now,
+            });
+        }
+        crate::dev::IoOp::Read | crate::dev::IoOp::Discard => {}
+    }
 }
 
 /// Adds a request's service interval `[start, end]` to `busy` (sorted, disjoint): `end` is
@@ -221,6 +254,7 @@ impl BlockLayer {
             device: format!("{major},{minor}"),
             completed_bytes: Cell::new(0),
             busy: RefCell::new(Vec::new()),
+            commands: RefCell::new(None),
         });
         let weak = Rc::downgrade(&shared);
         let describer_sim = sim.clone();
@@ -415,6 +449,9 @@ impl BlockLayer {
         let now = self.sim.now();
         let report = self.shared.queue.borrow_mut().advance(now);
         for (_, rq) in &report.completed {
+            if let Some(history) = self.shared.commands.borrow_mut().as_mut() {
+                record_command(history, rq, now);
+            }
             note_busy(
                 &mut self.shared.busy.borrow_mut(),
                 rq.device_start_ns.or(rq.issued_ns).unwrap_or(now),
@@ -493,6 +530,19 @@ impl BlockLayer {
             .note_dirty_sleep(self.sim.now());
     }
 
+    /// Records, from now on, every write and flush the device completes, for crash states
+    /// ([`crate::dev::crash`]); `volatile_cache`: whether the device has a volatile write
+    /// cache.
+    pub fn record_commands(&self, volatile_cache: bool) {
+        *self.shared.commands.borrow_mut() =
+            Some(crate::dev::crash::WriteHistory::new(volatile_cache));
+    }
+
+    /// The commands recorded so far (and recording stops).
+    pub fn take_commands(&self) -> Option<crate::dev::crash::WriteHistory> {
+        self.shared.commands.borrow_mut().take()
+    }
+
     /// When the device was busy so far: sorted, disjoint `(start, end)` intervals.
     pub fn busy_intervals(&self) -> Vec<(Nanos, Nanos)> {
         self.shared.busy.borrow().clone()
@@ -526,6 +576,46 @@ mod tests {
     use crate::dev::IoOp;
     use crate::sim::Simulation;
     use crate::units::NS_PER_MS;
+
+    #[test]
+    fn recorded_commands_and_busy_intervals_follow_the_device() {
+        let sim = Simulation::new(1);
+        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
+        let queue = RequestQueue::new(
+            Box::new(Noop::new()),
+            Box::new(device),
+            AllocModel::Legacy { nr_requests: 8 },
+        );
+        let layer = BlockLayer::new(&sim.handle(), queue);
+        layer.record_commands(true);
+        let l = layer.clone();
+        let handle = sim.handle();
+        sim.spawn("writer", async move {
+            l.submit_bio_wait(bio(1, IoOp::Write, 0, 8, 1)).await;
+            let mut fua = bio(2, IoOp::Write, 64, 8, 1);
+            fua.flags.fua = true;
+            l.submit_bio_wait(fua).await;
+            handle.sleep(10 * NS_PER_MS).await;
+            l.submit_bio_wait(bio(3, IoOp::Flush, 0, 0, 1)).await;
+        });
+        sim.run_until(u64::MAX, true).unwrap();
+        let history = layer.take_commands().expect("recording");
+        assert_eq!(history.writes.len(), 2);
+        assert!(!history.writes[0].fua && history.writes[1].fua);
+        assert_eq!(history.flushes.len(), 1);
+        // Before the flush only the FUA write is durable; after it, both.
+        let flush_done = history.flushes[0].1;
+        assert_eq!(history.crash_at(flush_done - 1).durable, vec![1]);
+        assert_eq!(history.crash_at(flush_done).durable, vec![0, 1]);
+        assert!(
+            layer.take_commands().is_none(),
+            "taking stops the recording"
+        );
+        // The device was busy twice: the two writes back to back, then the flush.
+        let busy = layer.busy_intervals();
+        assert_eq!(busy.len(), 2, "{busy:?}");
+        assert_eq!(busy[0], (0, 2 * NS_PER_MS));
+    }
 
     #[test]
     fn tasks_sleep_in_get_request_and_complete_in_virtual_time() {

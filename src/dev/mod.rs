@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod cache;
+pub mod crash;
 pub mod energy;
 pub mod fixed;
 pub mod flash;
