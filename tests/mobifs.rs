@@ -192,7 +192,13 @@ fn reproduce_mobifs_computes_every_headline_and_their_directions_hold() {
         "data flushed {}",
         effect(2)
     );
-    assert_eq!(r.tables.len(), 4);
+    assert_eq!(r.tables.len(), 5);
+    // The RL table: write-heavy test1 (autocommit INSERTs) gains the most; a read-only test
+    // (test4: SELECTs without an index) is CPU-bound and the same under both.
+    let rl = r.tables.iter().find(|t| t.title.starts_with("RL")).unwrap();
+    let x = |row: &str| rl.rows.iter().find(|r| r.label == row).unwrap().values[2].unwrap();
+    assert!(x("test1") > 50.0, "test1 x{}", x("test1"));
+    assert!((0.9..1.1).contains(&x("test4")), "test4 x{}", x("test4"));
 }
 
 #[test]

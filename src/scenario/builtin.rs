@@ -91,6 +91,11 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "mobifs/rl",
+        source: include_str!("../../scenarios/mobifs/rl.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "mobifs/browser",
         source: include_str!("../../scenarios/mobifs/browser.toml"),
         quick: false,
