@@ -99,9 +99,6 @@ impl StackConfig {
     /// `[stack.mobifs]`: its own fields, and a file system it can run over.
     fn mobifs_check(&self) -> Result<(), String> {
         self.mobifs.validate()?;
-        if let Some(user) = &self.user {
-            user.validate().map_err(|e| format!("[stack.user]: {e}"))?;
-        }
         if self.mobifs.enabled
             && self.mobifs.policy == crate::fs::mobifs::CheckpointPolicy::Idle
             && self.user.is_none()
@@ -131,8 +128,8 @@ impl StackConfig {
     }
 
     /// The checks of [`StackConfig::validate`], table by table (`device`, `block`, `kernel`,
-    /// `cpu`, `vm`, `fs`, `qasio`), so that an error can be pointed at its table's field.
-    pub fn check_tables(&self) -> [(&'static str, Result<(), String>); 8] {
+    /// `cpu`, `vm`, `fs`, `qasio`, `mobifs`, `user`), so that an error can be pointed at its table's field.
+    pub fn check_tables(&self) -> [(&'static str, Result<(), String>); 9] {
         let device = self.device.resolve().map(|_| ()).and_then(|()| {
             if (0.0..=1.0).contains(&self.device.fill) {
                 Ok(())
@@ -166,6 +163,7 @@ impl StackConfig {
             ("fs", self.fs.validate()),
             ("qasio", self.qasio.validate()),
             ("mobifs", self.mobifs_check()),
+            ("user", self.user.as_ref().map_or(Ok(()), |u| u.validate())),
         ]
     }
 }
