@@ -232,3 +232,19 @@ fn the_idle_policy_needs_a_user() {
         .to_string();
     assert!(error.contains("[stack.user]"), "{error}");
 }
+
+#[test]
+fn a_memory_limit_over_half_the_ram_is_refused() {
+    let source = scenario::builtin::find("mobifs/inhouse")
+        .unwrap()
+        .source
+        .replace(
+            "enabled = true",
+            "enabled = true\nmemory-limit = \"900MiB\"",
+        );
+    let error = scenario::parse("too-much.toml", &source)
+        .map(|_| ())
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains("half the RAM"), "{error}");
+}

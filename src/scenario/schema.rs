@@ -99,6 +99,14 @@ impl StackConfig {
     /// `[stack.mobifs]`: its own fields, and a file system it can run over.
     fn mobifs_check(&self) -> Result<(), String> {
         self.mobifs.validate()?;
+        if self.mobifs.enabled && self.mobifs.memory_limit > self.vm.ram / 2 {
+            // Pinned pages cannot be reclaimed: a limit near the RAM would leave page
+            // allocation nothing to reclaim.
+            return Err(format!(
+                "`memory-limit` {} bytes must be at most half the RAM ([stack.vm] ram = {} bytes)",
+                self.mobifs.memory_limit, self.vm.ram
+            ));
+        }
         if self.mobifs.enabled
             && self.mobifs.policy == crate::fs::mobifs::CheckpointPolicy::Idle
             && self.user.is_none()
