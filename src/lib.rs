@@ -11,6 +11,10 @@
 //! assert_eq!(results.runs.len(), scenario.variants.len() * scenario.seeds.len());
 //! ```
 
+// The documentation is for the project's developers: it links private items on purpose
+// (`cargo doc --document-private-items` renders them).
+#![allow(rustdoc::private_intra_doc_links)]
+
 pub mod app;
 pub mod block;
 pub mod dev;

@@ -203,7 +203,7 @@ fn rwbs_letters(op: crate::dev::IoOp, sync: bool, meta: bool) -> String {
     rwbs
 }
 
-/// "request R#12 (WS 1024 sectors of update[1001], 47.9 ms queued in cfq, 4.30 ms on the device)"
+/// "request R#12 (WS 1024 sectors of update\[1001\], 47.9 ms queued in cfq, 4.30 ms on the device)"
 fn describe_completed(rq: &RequestTiming, elevator: &str) -> String {
     use crate::units::format_ms;
     let now = rq.end_ns;

@@ -17,7 +17,7 @@
 //!   to standby" — the wake-up and the tail it restarts are that fixed overhead here;
 //! - on top of the time-based power, each byte costs energy to move and program:
 //!   `write_energy_nj_per_byte`, and reads a sixth of it (§3: "reading consumes about 1/6 energy
-//!   of writing for the same amount of data", the paper's reference [5]);
+//!   of writing for the same amount of data", the paper's reference 5);
 //! - each flush command costs `flush_energy_uj` (the command and the controller's cache
 //!   bookkeeping; the data it writes is already in the bytes written).
 //!
@@ -61,7 +61,7 @@ pub struct EnergyConfig {
     pub flush_energy_uj: f64,
 }
 
-/// §3 Insight 3, citing [5]: "reading consumes about 1/6 energy of writing for the same amount
+/// §3 Insight 3, citing its reference 5: "reading consumes about 1/6 energy of writing for the same amount
 /// of data".
 pub const READ_TO_WRITE_ENERGY: f64 = 1.0 / 6.0;
 

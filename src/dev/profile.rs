@@ -2,7 +2,7 @@
 //! `[device]` table ([`DeviceConfig`]).
 //!
 //! Sources and the calibration procedure (the same one `mobistack device fit` automates, see
-//! [`super::bench::fit`]):
+//! [`super::bench::fit_profile`]):
 //! - Fixed from public sources: host bus bandwidth and duplex (eMMC HS200 200 MB/s, HS400 400 MB/s,
 //!   half duplex; UFS HS-G3 2 lanes 5.8 Gbit/s x 2 x 8b/10b = 1160 MB/s, HS-G4 2320 MB/s, full
 //!   duplex; docs/references.md "Interfaces and queues"), host queue depth (eMMC < 5.1: 1, eMMC 5.1 CMDQ

@@ -1,4 +1,4 @@
-//! The VFS: system calls of simulated tasks over the page cache and a [`FileSystem`].
+//! The VFS: system calls of simulated tasks over the page cache and a [`FileSystemOps`].
 //!
 //! A [`Process`] owns a file-descriptor table; every call is an `async fn` that blocks in
 //! virtual time inside the layers below and returns `Result<_, Errno>`: a workload mistake is an

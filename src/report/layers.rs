@@ -9,7 +9,7 @@
 //!   the request carrying the page) is cut at the request's life: before it was inserted into the
 //!   elevator and after it completed, the wait's own layer; from insertion to its start on the
 //!   device, the block layer; on the device, the device;
-//! - any other wait goes to its reason's layer ([`WaitReason::layer`]): `mm` is the page cache,
+//! - any other wait goes to its reason's layer ([`crate::sim::WaitReason::layer`]): `mm` is the page cache,
 //!   `fs` the file system and journal (a `jbd2_log_wait_commit` stays there, although the commit
 //!   waits for its own I/O), `block` the block layer (tags, writeback throttling), `cpu` running
 //!   or waiting for a core;

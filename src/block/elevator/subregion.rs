@@ -1,6 +1,6 @@
 //! subregion: the subregion deadline scheduler of seed 003 (an MS thesis, 2014, "Android
 //! Application Context Aware I/O Scheduler", §5.1), after the SSD scheduler for internal
-//! parallelism it cites ([31]). A legacy (single-queue) elevator in the shape of
+//! parallelism it cites (its reference 31). A legacy (single-queue) elevator in the shape of
 //! deadline-iosched (`src/block/elevator/deadline.rs`).
 //!
 //! The device's sectors are split into fixed subregions (`size`, default 2 GB); a request goes to
