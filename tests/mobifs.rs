@@ -248,3 +248,19 @@ fn a_memory_limit_over_half_the_ram_is_refused() {
         .to_string();
     assert!(error.contains("half the RAM"), "{error}");
 }
+
+#[test]
+fn the_idle_policy_is_deterministic_per_seed_and_the_seed_reaches_the_user() {
+    let mut s = scenario::load("mobifs/browser").unwrap();
+    s.variants.retain(|v| v.name == "mobifs-idle");
+    let run = |seed: u64| {
+        let options = RunOptions {
+            seeds: Some(vec![seed]),
+            ..RunOptions::default()
+        };
+        run_scenario(&s, &options).unwrap().to_json()
+    };
+    let first = run(3);
+    assert!(first == run(3), "same seed, same bytes");
+    assert!(first != run(4), "the seed draws the user's touches");
+}
