@@ -320,11 +320,7 @@ impl Mm {
             // page reference (no page lock).
             let page_start = index * PAGE_SIZE;
             let bytes = (pos + len).min(page_start + PAGE_SIZE).min(isize) - pos.max(page_start);
-            let lock = self.page_cache_lock(sim, issuer).await;
-            self.cpu
-                .run_urgent(sim, self.cpu_costs.copy_ns(bytes), self.pa_urgent(issuer))
-                .await;
-            drop(lock);
+            self.copy_user_bytes(sim, bytes, issuer).await;
             ra.prev_index = Some(index);
         }
         self.check(sim, "do_generic_file_read");
@@ -373,6 +369,54 @@ impl Mm {
         id
     }
 
+    /// `copy_to_user` / `copy_from_user` of `bytes` bytes of a page: CPU time, under the global
+    /// page-cache lock when FastTrack's model has one.
+    async fn copy_user_bytes(&self, sim: &Sim, bytes: u64, issuer: Issuer) {
+        let lock = self.page_cache_lock(sim, issuer).await;
+        self.cpu
+            .run_urgent(sim, self.cpu_costs.copy_ns(bytes), self.pa_urgent(issuer))
+            .await;
+        drop(lock);
+    }
+
+    /// The start of a write of `bytes` bytes to locked page `id` (`index` of `ino`, a file of
+    /// `isize` bytes): waits while the page is under writeback (stable pages), then, for a
+    /// partial write of a page that is not uptodate, reads the rest of its block first
+    /// (`block_write_begin`; a hole or past EOF reads as zeroes) and marks it uptodate.
+    #[allow(clippy::too_many_arguments)]
+    async fn prepare_page_write(
+        &self,
+        sim: &Sim,
+        id: PageId,
+        ino: Ino,
+        index: u64,
+        bytes: u64,
+        isize: u64,
+        issuer: Issuer,
+    ) {
+        if self.page(id).has(pg::WRITEBACK) {
+            self.state().stats.write_stable_waits += 1;
+            self.wait_on_page_writeback(sim, ino, index).await;
+        }
+        if self.page(id).has(pg::UPTODATE) || bytes == PAGE_SIZE {
+            return;
+        }
+        let mapped = self.map_block(ino, index);
+        if let Some(block) = mapped.filter(|_| index * PAGE_SIZE < isize) {
+            self.state().stats.pages_read += 1;
+            let span = PageSpan {
+                ino,
+                index,
+                count: 1,
+            };
+            let purpose = self.purpose_of(ino, index);
+            let bio =
+                BioRequest::for_pages(IoOp::Read, block, 1, SYNC, issuer, Some(span), purpose);
+            self.submit_wait(sim, bio).await;
+        }
+        self.set_flags(id, pg::UPTODATE, 0);
+    }
+
     /// `generic_perform_write` of bytes `[pos, pos + len)` to a file of size `isize` (before the
     /// write). Returns the bytes written and, if it stopped early, why (`ENOSPC`).
     #[allow(clippy::too_many_arguments)]
@@ -403,35 +447,9 @@ impl Mm {
             // ext4_da_write_begin (3.10.9): wait_on_page_writeback, unconditionally (QASIO
             // D_data), inside the handle. Not wait_for_stable_page: that waits only with
             // BDI_CAP_STABLE_WRITES.
-            if self.page(id).has(pg::WRITEBACK) {
-                self.state().stats.write_stable_waits += 1;
-                self.wait_on_page_writeback(sim, ino, index).await;
-            }
+            self.prepare_page_write(sim, id, ino, index, bytes, isize, issuer)
+                .await;
             let mapped = self.map_block(ino, index);
-            if !self.page(id).has(pg::UPTODATE) && bytes < PAGE_SIZE {
-                if let Some(block) = mapped.filter(|_| index * PAGE_SIZE < isize) {
-                    // block_write_begin reads the rest of the block first.
-                    self.state().stats.pages_read += 1;
-                    let span = PageSpan {
-                        ino,
-                        index,
-                        count: 1,
-                    };
-                    let purpose = self.purpose_of(span.ino, span.index);
-                    let bio = BioRequest::for_pages(
-                        IoOp::Read,
-                        block,
-                        1,
-                        SYNC,
-                        issuer,
-                        Some(span),
-                        purpose,
-                    );
-                    self.submit_wait(sim, bio).await;
-                }
-                // Otherwise a hole or past EOF: zeroes.
-                self.set_flags(id, pg::UPTODATE, 0);
-            }
             // A page with no block: simplefs allocates now (`get_block` with create); ext4
             // reserves a block for delayed allocation (`ext4_da_get_block_prep`), once per page.
             let mut reserved = false;
@@ -457,11 +475,7 @@ impl Mm {
             }
             // iov_iter_copy_from_user_atomic, with the page locked (and the caller's i_mutex;
             // under FastTrack's model, the global page-cache lock too).
-            let lock = self.page_cache_lock(sim, issuer).await;
-            self.cpu
-                .run_urgent(sim, self.cpu_costs.copy_ns(bytes), self.pa_urgent(issuer))
-                .await;
-            drop(lock);
+            self.copy_user_bytes(sim, bytes, issuer).await;
             let journaling = hooks.as_ref().is_some_and(|h| h.journals_data());
             if let (true, Some(hooks), Some(journal_token)) = (
                 journaling,
@@ -542,38 +556,10 @@ impl Mm {
             let offset = at % PAGE_SIZE;
             let bytes = (PAGE_SIZE - offset).min(len - written);
             let id = self.grab_cache_page(sim, ino, index, issuer).await;
-            if self.page(id).has(pg::WRITEBACK) {
-                // A page the flusher took before MobiFS covered the file.
-                self.state().stats.write_stable_waits += 1;
-                self.wait_on_page_writeback(sim, ino, index).await;
-            }
-            if !self.page(id).has(pg::UPTODATE) && bytes < PAGE_SIZE {
-                let mapped = self.map_block(ino, index);
-                if let Some(block) = mapped.filter(|_| index * PAGE_SIZE < isize) {
-                    self.state().stats.pages_read += 1;
-                    let span = PageSpan {
-                        ino,
-                        index,
-                        count: 1,
-                    };
-                    let purpose = self.purpose_of(ino, index);
-                    let bio = BioRequest::for_pages(
-                        IoOp::Read,
-                        block,
-                        1,
-                        SYNC,
-                        issuer,
-                        Some(span),
-                        purpose,
-                    );
-                    self.submit_wait(sim, bio).await;
-                }
-            }
-            let lock = self.page_cache_lock(sim, issuer).await;
-            self.cpu
-                .run_urgent(sim, self.cpu_costs.copy_ns(bytes), self.pa_urgent(issuer))
+            // A page the flusher took before MobiFS covered the file is waited for.
+            self.prepare_page_write(sim, id, ino, index, bytes, isize, issuer)
                 .await;
-            drop(lock);
+            self.copy_user_bytes(sim, bytes, issuer).await;
             {
                 let mut state = self.state();
                 state.pages[id as usize].flags |= pg::UPTODATE | pg::PINNED;

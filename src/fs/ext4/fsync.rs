@@ -33,11 +33,24 @@ impl Ext4 {
             .journal
             .running_tid()
             .unwrap_or_else(|| self.journal.commit_sequence());
+        self.complete_with_barrier(sim, issuer, tid).await;
+    }
+
+    /// `jbd2_complete_transaction(tid)`, then `blkdev_issue_flush` when barriers are on and the
+    /// commit will not send one (`needs_barrier`, as `ext4_sync_file` and `ext4_sync_fs`
+    /// decide it before waiting). Returns whether it waited for a commit.
+    pub(crate) async fn complete_with_barrier(
+        &self,
+        sim: &Sim,
+        issuer: Issuer,
+        tid: super::Tid,
+    ) -> bool {
         let needs_barrier = self.config.barrier && !self.journal.trans_will_send_data_barrier(tid);
-        self.journal.complete_transaction(sim, tid).await;
+        let waited = self.journal.complete_transaction(sim, tid).await;
         if needs_barrier {
             self.issue_flush(sim, issuer).await;
         }
+        waited
     }
 
     /// The journal part of `ext4_sync_file`. Returns whether it waited for a commit.
@@ -51,18 +64,12 @@ impl Ext4 {
                 info.sync_tid
             }
         };
-        let needs_barrier = self.config.barrier && !self.journal.trans_will_send_data_barrier(tid);
-        let waited = self.journal.complete_transaction(sim, tid).await;
-        {
-            let mut stats = self.stats.borrow_mut();
-            if waited {
-                stats.fsyncs_committed += 1;
-            } else {
-                stats.fsyncs_flush_only += 1;
-            }
-        }
-        if needs_barrier {
-            self.issue_flush(sim, issuer).await;
+        let waited = self.complete_with_barrier(sim, issuer, tid).await;
+        let mut stats = self.stats.borrow_mut();
+        if waited {
+            stats.fsyncs_committed += 1;
+        } else {
+            stats.fsyncs_flush_only += 1;
         }
         waited
     }

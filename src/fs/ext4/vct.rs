@@ -104,10 +104,6 @@ impl Ext4 {
 
     /// `WAIT SYNC`: the commit of `tid`, then a flush if the commit sent none.
     pub async fn vct_wait_sync(&self, sim: &Sim, issuer: Issuer, tid: Tid) {
-        let needs_barrier = self.config.barrier && !self.journal.trans_will_send_data_barrier(tid);
-        self.journal.complete_transaction(sim, tid).await;
-        if needs_barrier {
-            self.issue_flush(sim, issuer).await;
-        }
+        self.complete_with_barrier(sim, issuer, tid).await;
     }
 }
