@@ -18,6 +18,16 @@ fn inhouse(replacements: &[(&str, &str)]) -> Vec<RunResult> {
     run_scenario(&s, &RunOptions::default()).unwrap().runs
 }
 
+/// The error parsing built-in `name` with its (one) `from` replaced by `to`.
+fn refusal(name: &str, from: &str, to: &str) -> String {
+    let source = scenario::builtin::find(name).unwrap().source;
+    assert_eq!(source.matches(from).count(), 1, "{from}");
+    scenario::parse(&format!("{name} (edited)"), &source.replace(from, to))
+        .map(|_| ())
+        .expect_err("refused")
+        .to_string()
+}
+
 fn variant<'a>(runs: &'a [RunResult], name: &str) -> &'a RunResult {
     runs.iter().find(|r| r.variant == name).unwrap()
 }
@@ -106,14 +116,11 @@ fn an_app_mobifs_does_not_cover_keeps_synchronous_fsync() {
 
 #[test]
 fn mobifs_over_f2fs_is_refused_by_name() {
-    let source = scenario::builtin::find("mobifs/inhouse")
-        .unwrap()
-        .source
-        .replacen("[[app]]", "[stack.fs]\ntype = \"f2fs\"\n\n[[app]]", 1);
-    let error = scenario::parse("mobifs-on-f2fs.toml", &source)
-        .map(|_| ())
-        .expect_err("refused")
-        .to_string();
+    let error = refusal(
+        "mobifs/inhouse",
+        "[[app]]",
+        "[stack.fs]\ntype = \"f2fs\"\n\n[[app]]",
+    );
     assert!(error.contains("mobifs"), "{error}");
     assert!(error.contains("ext4's journal"), "{error}");
 }
@@ -222,30 +229,17 @@ fn the_idle_policy_checkpoints_only_in_predicted_idle_intervals() {
 
 #[test]
 fn the_idle_policy_needs_a_user() {
-    let source = scenario::builtin::find("mobifs/twitter")
-        .unwrap()
-        .source
-        .replace("[variant.stack.user]", "");
-    let error = scenario::parse("no-user.toml", &source)
-        .map(|_| ())
-        .expect_err("refused")
-        .to_string();
+    let error = refusal("mobifs/twitter", "[variant.stack.user]", "");
     assert!(error.contains("[stack.user]"), "{error}");
 }
 
 #[test]
 fn a_memory_limit_over_half_the_ram_is_refused() {
-    let source = scenario::builtin::find("mobifs/inhouse")
-        .unwrap()
-        .source
-        .replace(
-            "enabled = true",
-            "enabled = true\nmemory-limit = \"900MiB\"",
-        );
-    let error = scenario::parse("too-much.toml", &source)
-        .map(|_| ())
-        .expect_err("refused")
-        .to_string();
+    let error = refusal(
+        "mobifs/inhouse",
+        "enabled = true",
+        "enabled = true\nmemory-limit = \"900MiB\"",
+    );
     assert!(error.contains("half the RAM"), "{error}");
 }
 

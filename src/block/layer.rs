@@ -577,16 +577,20 @@ mod tests {
     use crate::sim::Simulation;
     use crate::units::NS_PER_MS;
 
+    /// A block layer with noop over a 1 ms fixed-latency device and `nr_requests` requests.
+    fn noop_layer(sim: &Simulation, nr_requests: usize) -> BlockLayer {
+        let queue = RequestQueue::new(
+            Box::new(Noop::new()),
+            Box::new(FixedLatencyDevice::new(1, NS_PER_MS, 0)),
+            AllocModel::Legacy { nr_requests },
+        );
+        BlockLayer::new(&sim.handle(), queue)
+    }
+
     #[test]
     fn recorded_commands_and_busy_intervals_follow_the_device() {
         let sim = Simulation::new(1);
-        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
-        let queue = RequestQueue::new(
-            Box::new(Noop::new()),
-            Box::new(device),
-            AllocModel::Legacy { nr_requests: 8 },
-        );
-        let layer = BlockLayer::new(&sim.handle(), queue);
+        let layer = noop_layer(&sim, 8);
         layer.record_commands(true);
         let l = layer.clone();
         let handle = sim.handle();
@@ -620,13 +624,7 @@ mod tests {
     #[test]
     fn tasks_sleep_in_get_request_and_complete_in_virtual_time() {
         let sim = Simulation::new(1);
-        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
-        let queue = RequestQueue::new(
-            Box::new(Noop::new()),
-            Box::new(device),
-            AllocModel::Legacy { nr_requests: 2 },
-        );
-        let layer = BlockLayer::new(&sim.handle(), queue);
+        let layer = noop_layer(&sim, 2);
         let results = Rc::new(RefCell::new(Vec::new()));
         let mut tasks = Vec::new();
         for task in 0..4u32 {
@@ -674,13 +672,7 @@ mod tests {
     #[test]
     fn bi_end_io_runs_once_at_completion_before_the_waiter() {
         let sim = Simulation::new(1);
-        let device = FixedLatencyDevice::new(1, NS_PER_MS, 0);
-        let queue = RequestQueue::new(
-            Box::new(Noop::new()),
-            Box::new(device),
-            AllocModel::Legacy { nr_requests: 8 },
-        );
-        let layer = BlockLayer::new(&sim.handle(), queue);
+        let layer = noop_layer(&sim, 8);
         let calls = Rc::new(RefCell::new(Vec::new()));
         let (s, l, c) = (sim.handle(), layer.clone(), calls.clone());
         sim.spawn("submitter", async move {

@@ -442,16 +442,18 @@ impl MobiFs {
     pub async fn sync(&self, sim: &Sim) {
         let closed = self.close_all(sim);
         self.stats.borrow_mut().closed_sync += closed;
+        self.commit_all(sim, WaitReason::MobiFsMemory).await;
+    }
+
+    /// Has the checkpointer commit every closed VCT whatever the policy (`syncing` counts as
+    /// pressure in [`MobiFs::pick`]) and waits, as `reason`, until none is left or being
+    /// committed.
+    async fn commit_all(&self, sim: &Sim, reason: WaitReason) {
         self.syncing.set(self.syncing.get() + 1);
         self.work.wake_all(sim);
         while self.anything_to_commit() || self.any_committing() {
             self.released
-                .wait_on_holder(
-                    sim,
-                    WaitReason::MobiFsMemory,
-                    Blocker::None,
-                    self.task.get(),
-                )
+                .wait_on_holder(sim, reason, Blocker::None, self.task.get())
                 .await;
         }
         self.syncing.set(self.syncing.get() - 1);
@@ -591,14 +593,7 @@ impl MobiFs {
                 let closed = self.close_all(sim);
                 self.stats.borrow_mut().closed_interval += closed;
                 if self.anything_to_commit() {
-                    self.syncing.set(self.syncing.get() + 1);
-                    self.work.wake_all(sim);
-                    while self.anything_to_commit() || self.any_committing() {
-                        self.released
-                            .wait(sim, WaitReason::Sleep, Blocker::None)
-                            .await;
-                    }
-                    self.syncing.set(self.syncing.get() - 1);
+                    self.commit_all(sim, WaitReason::Sleep).await;
                 }
             }
         }

@@ -358,23 +358,44 @@ impl IdlePredictor for StateMachine {
 // The baselines of §7.4
 // ---------------------------------------------------------------------------------------------
 
-/// LMM: predicts, after each operation, the minimum of the last k intervals.
+/// What both baselines keep: the last k intervals between operations and the last operation.
 #[derive(Debug, Clone)]
-pub struct LastMinimum {
+struct RecentIntervals {
     history: History,
     last_op: Option<Nanos>,
 }
 
-impl LastMinimum {
-    /// `k` must be in 1..=[`HISTORY_LEN_MAX`].
-    pub fn new(k: usize) -> Result<Self, String> {
+impl RecentIntervals {
+    fn new(k: usize) -> Result<Self, String> {
         if !(1..=HISTORY_LEN_MAX).contains(&k) {
             return Err(format!("k = {k} must be between 1 and {HISTORY_LEN_MAX}"));
         }
-        Ok(LastMinimum {
+        Ok(RecentIntervals {
             history: History::new(k),
             last_op: None,
         })
+    }
+
+    fn on_user_op(&mut self, now: Nanos) {
+        if let Some(last) = self.last_op {
+            assert!(
+                now >= last,
+                "user operation at {now} before the previous one at {last}"
+            );
+            self.history.push(now - last);
+        }
+        self.last_op = Some(now);
+    }
+}
+
+/// LMM: predicts, after each operation, the minimum of the last k intervals.
+#[derive(Debug, Clone)]
+pub struct LastMinimum(RecentIntervals);
+
+impl LastMinimum {
+    /// `k` must be in 1..=[`HISTORY_LEN_MAX`].
+    pub fn new(k: usize) -> Result<Self, String> {
+        RecentIntervals::new(k).map(LastMinimum)
     }
 }
 
@@ -384,38 +405,22 @@ impl IdlePredictor for LastMinimum {
     }
 
     fn on_user_op(&mut self, now: Nanos) {
-        if let Some(last) = self.last_op {
-            assert!(
-                now >= last,
-                "user operation at {now} before the previous one at {last}"
-            );
-            self.history.push(now - last);
-        }
-        self.last_op = Some(now);
+        self.0.on_user_op(now);
     }
 
     fn predict(&self, now: Nanos) -> Option<Nanos> {
-        remaining(self.last_op?, self.history.min()?, now)
+        remaining(self.0.last_op?, self.0.history.min()?, now)
     }
 }
 
 /// LAM: predicts, after each operation, the average of the last k intervals (rounded down).
 #[derive(Debug, Clone)]
-pub struct LastAverage {
-    history: History,
-    last_op: Option<Nanos>,
-}
+pub struct LastAverage(RecentIntervals);
 
 impl LastAverage {
     /// `k` must be in 1..=[`HISTORY_LEN_MAX`].
     pub fn new(k: usize) -> Result<Self, String> {
-        if !(1..=HISTORY_LEN_MAX).contains(&k) {
-            return Err(format!("k = {k} must be between 1 and {HISTORY_LEN_MAX}"));
-        }
-        Ok(LastAverage {
-            history: History::new(k),
-            last_op: None,
-        })
+        RecentIntervals::new(k).map(LastAverage)
     }
 }
 
@@ -425,18 +430,11 @@ impl IdlePredictor for LastAverage {
     }
 
     fn on_user_op(&mut self, now: Nanos) {
-        if let Some(last) = self.last_op {
-            assert!(
-                now >= last,
-                "user operation at {now} before the previous one at {last}"
-            );
-            self.history.push(now - last);
-        }
-        self.last_op = Some(now);
+        self.0.on_user_op(now);
     }
 
     fn predict(&self, now: Nanos) -> Option<Nanos> {
-        remaining(self.last_op?, self.history.mean()?, now)
+        remaining(self.0.last_op?, self.0.history.mean()?, now)
     }
 }
 

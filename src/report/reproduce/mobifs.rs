@@ -21,7 +21,9 @@
 //! Energy is compared over the same window: a run that ended earlier (ext4's end when nothing
 //! is left to do) is extended at the device's standby power to the other's length.
 
-use super::{op_ns, run_builtin, Headline, ReproduceOptions, Reproduction, Runs, Table, TableRow};
+use super::{
+    mb_per_s, op_ns, run_builtin, Headline, ReproduceOptions, Reproduction, Runs, Table, TableRow,
+};
 use crate::app::user::UserModelConfig;
 use crate::fs::mobifs::predict::{
     evaluate, merge_touches, IdlePredictor, LastAverage, LastMinimum, PredictionQuality,
@@ -58,10 +60,6 @@ fn energy_j(run: &RunResult, window_ns: Nanos) -> f64 {
     let standby_uw = run.counters.get("energy.standby_uw").copied().unwrap_or(0) as f64;
     let extra_s = window_ns.saturating_sub(run.virtual_ns) as f64 / 1e9;
     total + standby_uw / 1e6 * extra_s
-}
-
-fn mb_per_s(run: &RunResult, app: &str) -> f64 {
-    super::mb_per_s(run, app)
 }
 
 /// Transactions per second of the `insert` operation (Mobibench's autocommit INSERTs).
