@@ -131,8 +131,6 @@ pub struct LogStats {
     pub vcts_committed: u64,
     /// Pages committed (each version once).
     pub pages_committed: u64,
-    /// Most pages pinned at once.
-    pub peak_pinned_pages: u64,
 }
 
 /// Bound on the VCTs of one log (closed ones waiting plus the open one): more means the
@@ -236,7 +234,6 @@ impl WriteLog {
             }
             WriteCase::Overwrite => self.stats.overwrites += 1,
         }
-        self.stats.peak_pinned_pages = self.stats.peak_pinned_pages.max(self.pinned_pages());
         case
     }
 
