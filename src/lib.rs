@@ -17,6 +17,7 @@
 
 pub mod app;
 pub mod block;
+pub mod crashcheck;
 pub mod dev;
 pub mod errno;
 pub mod fasttrack;

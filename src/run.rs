@@ -231,6 +231,36 @@ pub fn run_one_traced(
     timeline: Option<crate::sim::timeline::TimelineConfig>,
     progress: impl FnMut(Nanos) + 'static,
 ) -> Result<RunResult, RunError> {
+    run_one_hooked(scenario, variant, seed, check, timeline, progress, None)
+}
+
+/// What a caller does with the stack of one run ([`run_one_hooked`]): `before` runs once the
+/// stack is built, before any app starts (an error stops the run); `after` once the run has
+/// ended, before the results are read.
+pub struct StackHooks<'a> {
+    pub before: BeforeHook<'a>,
+    pub after: AfterHook<'a>,
+}
+
+/// [`StackHooks::before`].
+pub type BeforeHook<'a> = Box<dyn FnOnce(&Rc<Stack>) -> Result<(), String> + 'a>;
+/// [`StackHooks::after`].
+pub type AfterHook<'a> = Box<dyn FnOnce(&Rc<Stack>) + 'a>;
+
+/// [`run_one_traced`] with `hooks` on the run's stack (crash-point checking records there).
+pub fn run_one_hooked(
+    scenario: &Scenario,
+    variant: &Variant,
+    seed: u64,
+    check: bool,
+    timeline: Option<crate::sim::timeline::TimelineConfig>,
+    progress: impl FnMut(Nanos) + 'static,
+    hooks: Option<StackHooks<'_>>,
+) -> Result<RunResult, RunError> {
+    let (before, after) = match hooks {
+        Some(h) => (Some(h.before), Some(h.after)),
+        None => (None, None),
+    };
     let simulation = Simulation::new(seed);
     let sim = simulation.handle();
     sim.set_progress_hook(progress);
@@ -265,6 +295,9 @@ pub fn run_one_traced(
     .map_err(run_error)?;
     if let Some(vfs) = stack.vfs.as_ref().filter(|_| check) {
         vfs.enable_checks();
+    }
+    if let Some(before) = before {
+        before(&stack).map_err(&run_error)?;
     }
     // The apps' processes start at their app's nice value and I/O priority, in their cgroup.
     for (i, app) in scenario.apps.iter().enumerate() {
@@ -443,6 +476,9 @@ pub fn run_one_traced(
             .entry(purpose)
             .or_default()
             .add(&row.count);
+    }
+    if let Some(after) = after {
+        after(&stack);
     }
     let mut counters = stack.counters();
     counters.insert("activity.switches".into(), activity.switches());

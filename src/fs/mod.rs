@@ -143,6 +143,15 @@ pub trait FileSystemOps {
     fn counters(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
+    /// Records, from now on, what each journal transaction leaves of the files under test
+    /// (crash-point checking, [`crate::mm::crashlog`]). Only ext4 with an internal journal
+    /// supports it.
+    fn record_crash(&self, _log: std::rc::Rc<crate::mm::crashlog::CrashLog>) -> Result<(), String> {
+        Err(format!(
+            "crash-point checking needs ext4 (this file system is {})",
+            self.name()
+        ))
+    }
     /// Turns the file system's run-time invariant checks on (`mobistack run --check`; they
     /// are on in debug builds).
     fn enable_checks(&self) {}

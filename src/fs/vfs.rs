@@ -270,6 +270,15 @@ impl Vfs {
         self.fs.enable_checks();
     }
 
+    /// Records, from now on, the files created with [`O_STORE_CONTENTS`] for crash-point
+    /// checking ([`crate::mm::crashlog`]): their versions, the writes that carry them and the
+    /// journal's transactions.
+    pub fn record_crash(&self, log: Rc<crate::mm::crashlog::CrashLog>) -> Result<(), String> {
+        self.fs.record_crash(log.clone())?;
+        self.mm.set_crash_log(log);
+        Ok(())
+    }
+
     /// Runs the checks due at the end of a run, then returns the first violation the page
     /// cache's or the file system's checks found, if any.
     pub fn end_of_run_violation(&self, sim: &Sim) -> Option<String> {
@@ -477,6 +486,16 @@ impl Vfs {
                 let ino = self
                     .create(sim, issuer, path, FileKind::Regular, contents)
                     .await?;
+                if let (true, Some(log)) = (contents, self.mm.crash_log()) {
+                    let file = crate::mm::crashlog::TrackedFile {
+                        path: path.to_string(),
+                        app: process.comm.clone(),
+                        dir: self.lookup_parent_dir(path)?,
+                        name: leaf(path).to_string(),
+                        mobifs: self.mobifs_for(process).is_some(),
+                    };
+                    log.track(sim.now(), ino, file);
+                }
                 (ino, true)
             }
             Err(errno) => return Err(errno),
@@ -677,6 +696,16 @@ impl Vfs {
             page[within..within + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
+        // Crash-point checking keeps each version's bytes.
+        if let Some(log) = self.mm.crash_log().filter(|log| log.is_tracked(ino)) {
+            let first = offset / PAGE_SIZE;
+            let last = (offset + data.len() as u64 - 1) / PAGE_SIZE;
+            for index in first..=last {
+                if let Some(page) = contents.get(&index) {
+                    log.attach_bytes(ino, index, page);
+                }
+            }
+        }
     }
 
     /// `write(2)` at the file position (at the end with `O_APPEND`).
@@ -752,6 +781,10 @@ impl Vfs {
             // MobiFS's write: into the page cache, pinned and clean, and into the app's log.
             let written = self.mm.cache_write(sim, ino, pos, len, size, issuer).await;
             let new_size = size.max(pos + written);
+            if let Some(log) = self.mm.crash_log().filter(|_| new_size > size) {
+                // Before the VCT may close: the size is part of it.
+                log.size(sim.now(), ino, new_size);
+            }
             mobifs.record_write(sim, &process.comm, ino, pos, written, new_size);
             (written, None)
         } else {
@@ -771,6 +804,9 @@ impl Vfs {
             if pos + written > inode.size {
                 inode.size = pos + written;
                 inode.size_dirty = true;
+                if let Some(log) = self.mm.crash_log().filter(|_| mobifs.is_none()) {
+                    log.size(sim.now(), ino, inode.size);
+                }
             }
             inode.mtime_ns = sim.now();
             inode.meta_dirty = true;
@@ -831,6 +867,20 @@ impl Vfs {
     /// system makes the inode durable (`ext4_sync_file`: the commit of its transaction, or a
     /// flush; `generic_file_fsync`: the inode block and a flush).
     async fn do_fsync(&self, sim: &Sim, process: &Process, ino: Ino, datasync: bool) {
+        // Crash-point checking: what this fsync must make durable, and when it returned.
+        let record = self.mm.crash_log().and_then(|log| {
+            let size = self.state.borrow().inodes[&ino].size;
+            let mobifs = self.mobifs_for(process).is_some();
+            log.fsync_start(sim.now(), ino, size, mobifs)
+                .map(|record| (log, record))
+        });
+        self.do_fsync_inner(sim, process, ino, datasync).await;
+        if let Some((log, record)) = record {
+            log.fsync_end(record, sim.now());
+        }
+    }
+
+    async fn do_fsync_inner(&self, sim: &Sim, process: &Process, ino: Ino, datasync: bool) {
         let issuer = self.issuer(sim, process);
         self.state.borrow_mut().stats.fsyncs += 1;
         if let Some(mobifs) = self.mobifs_for(process) {
@@ -982,7 +1032,27 @@ impl Vfs {
         }
         inode.meta_dirty = true;
         inode.mtime_ns = sim.now();
+        let tail = (length < size && !length.is_multiple_of(PAGE_SIZE))
+            .then(|| {
+                inode
+                    .contents
+                    .as_ref()
+                    .and_then(|c| c.get(&(length / PAGE_SIZE)).cloned())
+            })
+            .flatten();
         drop(state);
+        if let Some(log) = self.mm.crash_log() {
+            if length < size {
+                log.truncated(sim.now(), ino, length);
+                if let Some(page) = tail {
+                    // The zeroed tail is a new version of the last page.
+                    log.page_written(sim.now(), ino, length / PAGE_SIZE);
+                    log.attach_bytes(ino, length / PAGE_SIZE, &page);
+                }
+            } else if length > size {
+                log.size(sim.now(), ino, length);
+            }
+        }
         drop(guard);
     }
 
@@ -1012,6 +1082,9 @@ impl Vfs {
         self.fs
             .unlink(sim, issuer, parent, leaf(path), nlink == 1)
             .await?;
+        if let Some(log) = self.mm.crash_log() {
+            log.unlinked(sim.now(), ino);
+        }
         let evict = {
             let mut state = self.state.borrow_mut();
             state.names.remove(path);

@@ -548,6 +548,9 @@ pub trait BlockSubmit {
     fn finish_plug(&self, _pid: u32) {}
     /// Names process `pid` (its `comm` and uid) for the bios it submits.
     fn register_task(&self, _pid: u32, _uid: u32, _comm: &str) {}
+    /// Records, from now on, the page versions each write carries (crash-point checking);
+    /// devices without a request queue ignore it.
+    fn set_crash_log(&self, _log: Rc<super::crashlog::CrashLog>) {}
     /// The account by purpose of the bios submitted here, if kept.
     fn io_account(&self) -> Option<Rc<IoAccount>> {
         None
@@ -624,6 +627,8 @@ pub struct QueueSubmit {
     account: Rc<IoAccount>,
     /// This device in the account (0: the file system's own).
     account_device: u8,
+    /// Crash-point checking's recorder: each write's pages and versions.
+    crash: RefCell<Option<Rc<super::crashlog::CrashLog>>>,
 }
 
 /// `queue_congestion_on_threshold` / `queue_congestion_off_threshold` of a request list of
@@ -660,6 +665,7 @@ impl QueueSubmit {
             congestion_waiters: RefCell::new(BTreeMap::new()),
             account,
             account_device,
+            crash: RefCell::new(None),
         })
     }
 
@@ -753,6 +759,23 @@ impl BlockSubmit for QueueSubmit {
                 pages,
                 submitted_ns: sim.now(),
             };
+            // Crash-point checking: the versions the pages hold now, which the device stores
+            // (pages under writeback are stable).
+            let crash = self
+                .crash
+                .borrow()
+                .clone()
+                .filter(|_| bio.op == IoOp::Write);
+            let tags = crash.as_ref().map(|log| {
+                let block = bio.sector / super::writeback::SECTORS_PER_PAGE;
+                let count = u64::from(bio.nr_sectors) / super::writeback::SECTORS_PER_PAGE;
+                match bio.pages {
+                    Some(span) if span.ino != super::BDEV_INO => {
+                        log.tags_for(Some(span.ino), span.index, block, count)
+                    }
+                    _ => log.tags_for(None, 0, block, count),
+                }
+            });
             let me = self.me.clone();
             let on_completion: crate::block::layer::EndIo = Box::new(move |s, request| {
                 let me = me.upgrade().expect("the adapter outlives its bios");
@@ -763,6 +786,9 @@ impl BlockSubmit for QueueSubmit {
             // Counted before submission: the bio may complete before the task runs again.
             self.in_flight.set(self.in_flight.get() + 1);
             let handle = self.layer.submit_bio_end_io(block_bio, on_completion).await;
+            if let (Some(log), Some(tags)) = (crash, tags) {
+                log.device_write(handle.request, tags);
+            }
             self.note_allocated();
             handle.request
         })
@@ -790,6 +816,10 @@ impl BlockSubmit for QueueSubmit {
 
     fn io_account(&self) -> Option<Rc<IoAccount>> {
         Some(self.account.clone())
+    }
+
+    fn set_crash_log(&self, log: Rc<super::crashlog::CrashLog>) {
+        *self.crash.borrow_mut() = Some(log);
     }
 
     fn register_task(&self, pid: u32, uid: u32, comm: &str) {

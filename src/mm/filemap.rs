@@ -476,6 +476,9 @@ impl Mm {
             // iov_iter_copy_from_user_atomic, with the page locked (and the caller's i_mutex;
             // under FastTrack's model, the global page-cache lock too).
             self.copy_user_bytes(sim, bytes, issuer).await;
+            if let Some(log) = self.crash_log() {
+                log.page_written(sim.now(), ino, index);
+            }
             let journaling = hooks.as_ref().is_some_and(|h| h.journals_data());
             if let (true, Some(hooks), Some(journal_token)) = (
                 journaling,
@@ -560,6 +563,9 @@ impl Mm {
             self.prepare_page_write(sim, id, ino, index, bytes, isize, issuer)
                 .await;
             self.copy_user_bytes(sim, bytes, issuer).await;
+            if let Some(log) = self.crash_log() {
+                log.page_written(sim.now(), ino, index);
+            }
             {
                 let mut state = self.state();
                 state.pages[id as usize].flags |= pg::UPTODATE | pg::PINNED;

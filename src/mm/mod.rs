@@ -30,6 +30,7 @@
 pub mod bio;
 pub mod buffer;
 pub mod check;
+pub mod crashlog;
 pub mod filemap;
 pub mod radix;
 pub mod vmscan;
@@ -530,6 +531,8 @@ pub struct Mm {
     meta_purpose: RefCell<Option<MetaClassifier>>,
     /// The file system's checks' view of writes ([`WriteObserver`]).
     write_observer: RefCell<Option<Rc<dyn WriteObserver>>>,
+    /// Crash-point checking's recorder ([`crashlog`]), when the run records one.
+    crash: RefCell<Option<Rc<crashlog::CrashLog>>>,
     pub(crate) bdev: Rc<dyn BlockSubmit>,
     pub(crate) activity: Option<Rc<ForegroundState>>,
     state: RefCell<MmState>,
@@ -594,6 +597,7 @@ impl Mm {
             hooks: RefCell::new(None),
             meta_purpose: RefCell::new(None),
             write_observer: RefCell::new(None),
+            crash: RefCell::new(None),
             bdev,
             activity,
             state: RefCell::new(MmState {
@@ -671,6 +675,17 @@ impl Mm {
     /// Installs the file system's [`WriteObserver`] (its invariant checks).
     pub fn set_write_observer(&self, observer: Rc<dyn WriteObserver>) {
         *self.write_observer.borrow_mut() = Some(observer);
+    }
+
+    /// Records, from now on, the versions of the pages of the files under test into `log`.
+    pub fn set_crash_log(&self, log: Rc<crashlog::CrashLog>) {
+        self.bdev.set_crash_log(log.clone());
+        *self.crash.borrow_mut() = Some(log);
+    }
+
+    /// The crash-point recorder, if the run keeps one.
+    pub fn crash_log(&self) -> Option<Rc<crashlog::CrashLog>> {
+        self.crash.borrow().clone()
     }
 
     /// The installed [`WriteObserver`], if any.

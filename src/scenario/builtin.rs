@@ -91,6 +91,11 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "crash/sqlite",
+        source: include_str!("../../scenarios/crash/sqlite.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "mobifs/rl",
         source: include_str!("../../scenarios/mobifs/rl.toml"),
         quick: false,

@@ -388,6 +388,25 @@ impl Stack {
         counters
     }
 
+    /// Starts recording for crash-point checking ([`crate::crashcheck`]): the device's
+    /// writes and flushes, the versions of the files under test (keeping at most `budget`
+    /// bytes of them) and what each journal transaction leaves of them.
+    pub fn record_crash(&self, budget: u64) -> Result<Rc<crate::mm::crashlog::CrashLog>, String> {
+        let (Some(block), Some(vfs)) = (&self.block, &self.vfs) else {
+            return Err("crash-point checking needs a scenario with file I/O".into());
+        };
+        let log = crate::mm::crashlog::CrashLog::new(budget);
+        vfs.record_crash(log.clone())?;
+        let volatile = block.layer.with_queue(|q| q.device().write_cache());
+        block.layer.record_commands(volatile);
+        Ok(log)
+    }
+
+    /// The device's recorded writes and flushes (recording stops).
+    pub fn take_crash_history(&self) -> Option<crate::dev::crash::WriteHistory> {
+        self.block.as_ref().and_then(|b| b.layer.take_commands())
+    }
+
     pub fn device_stats(&self) -> serde_json::Value {
         match &self.block {
             Some(block) => block.layer.with_queue(|queue| queue.device().stats_json()),

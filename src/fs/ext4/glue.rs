@@ -353,6 +353,18 @@ impl FileSystemOps for Ext4Ops {
         "ext4"
     }
 
+    fn record_crash(&self, log: Rc<crate::mm::crashlog::CrashLog>) -> Result<(), String> {
+        if self.ext4.journal.fs_device.get().is_some() {
+            return Err(
+                "crash-point checking needs ext4's journal on its own device \
+                 (`[stack.fs] journal = \"internal\"`)"
+                    .into(),
+            );
+        }
+        self.ext4.record_crash(log);
+        Ok(())
+    }
+
     fn atomic_store(&self) -> Option<Rc<dyn crate::fs::mobifs::AtomicStore>> {
         Some(Rc::new(Ext4VctStore {
             ext4: self.ext4.clone(),

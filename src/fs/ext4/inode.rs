@@ -339,6 +339,7 @@ impl Ext4 {
         let mut touched = super::Touched::new();
         touched.add(block, super::MetaKind::JournaledData);
         let handle = self.journal_touched(sim, handle, &touched).await;
+        self.crash_note_journaled(handle.tid, ino, index, block);
         self.update_fsync_trans(handle.tid, ino, true);
         self.stats.borrow_mut().journaled_data_pages += 1;
         handle

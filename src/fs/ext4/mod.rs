@@ -24,6 +24,7 @@ pub mod alloc;
 pub mod check;
 #[cfg(test)]
 mod check_tests;
+pub mod crash;
 pub mod dir;
 pub mod extents;
 pub mod fsync;

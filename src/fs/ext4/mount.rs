@@ -316,6 +316,8 @@ pub struct Ext4 {
     /// The page cache reports when ordered data reaches the device (mounted over it by
     /// [`super::glue::mount`]), so invariant c can follow each allocated page.
     pub(crate) ordered_data_tracked: std::cell::Cell<bool>,
+    /// Crash-point checking's recorder ([`Ext4::record_crash`]).
+    pub(crate) crash: RefCell<Option<Rc<crate::mm::crashlog::CrashLog>>>,
 }
 
 /// Largest discard bio: `blkdev_issue_discard` splits at the queue's `max_discard_sectors`
@@ -430,6 +432,7 @@ impl Ext4 {
             meta_kinds: RefCell::new(BTreeMap::new()),
             freed_check: RefCell::new(Default::default()),
             ordered_data_tracked: std::cell::Cell::new(false),
+            crash: RefCell::new(None),
         });
         let checking = ext4.journal.checks_enabled();
         ext4.alloc.borrow_mut().record_events(checking);

@@ -246,6 +246,10 @@ impl Journal {
             }
             (inodes, buffers, requested, opened_ns)
         };
+        let crash_hook = self.crash_hook.borrow().clone();
+        if let Some(hook) = &crash_hook {
+            hook.flushing(tid);
+        }
         self.wait_transaction_locked.wake_all(sim);
         for &ino in &inodes {
             self.data.submit(sim, ino).await;
@@ -318,9 +322,16 @@ impl Journal {
         } else {
             log_flags
         };
+        let note_commit_block = |sim: &Sim| {
+            if let Some(hook) = &crash_hook {
+                let block = self.config.log_block(self.state.borrow().head);
+                hook.commit_block(tid, block, sim.now());
+            }
+        };
         if self.config.async_commit {
             // journal_async_commit: the commit block goes out with the log blocks.
             self.check_commit_block_submit(sim, tid);
+            note_commit_block(sim);
             let commit = self
                 .write_log_block(sim, LogBlock::Commit, commit_flags, issuer)
                 .await;
@@ -331,6 +342,7 @@ impl Journal {
         } else {
             self.wait_log_writes(sim, tid, &log_writes, &buffers).await;
             self.check_commit_block_submit(sim, tid);
+            note_commit_block(sim);
             let commit = self
                 .write_log_block(sim, LogBlock::Commit, commit_flags, issuer)
                 .await;

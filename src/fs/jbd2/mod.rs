@@ -217,6 +217,16 @@ pub trait OrderedData {
 /// before the commit's waiters are woken.
 pub type CommitCallback = Box<dyn Fn(&Sim, Tid) -> LocalBoxFuture<'static, ()>>;
 
+/// What crash-point checking records of each commit (no Linux counterpart): installed by the
+/// file system with [`Journal::set_crash_hook`].
+pub trait CrashHook {
+    /// Transaction `tid` reached `T_FLUSH`: every handle of it has stopped and none of the
+    /// next has started, so the file system's state is the transaction's.
+    fn flushing(&self, tid: Tid);
+    /// Transaction `tid`'s commit block goes to log block `block` now.
+    fn commit_block(&self, tid: Tid, block: u64, at: crate::units::Nanos);
+}
+
 /// Where a transaction is in its life (`t_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum TState {
@@ -388,6 +398,8 @@ pub struct Journal {
     /// `j_dev`): flushed before a commit block that follows ordered data.
     pub(crate) fs_device: std::cell::OnceCell<Rc<dyn BlockSubmit>>,
     pub(crate) callback: RefCell<Option<CommitCallback>>,
+    /// Crash-point checking's recorder, when the run keeps one.
+    pub(crate) crash_hook: RefCell<Option<Rc<dyn CrashHook>>>,
     /// `j_wait_transaction_locked`.
     pub(crate) wait_transaction_locked: WaitQueue,
     /// `j_wait_updates`.
@@ -442,6 +454,7 @@ impl Journal {
             log_device,
             fs_device: std::cell::OnceCell::new(),
             callback: RefCell::new(None),
+            crash_hook: RefCell::new(None),
             wait_transaction_locked: WaitQueue::new(),
             wait_updates: WaitQueue::new(),
             wait_done_commit: WaitQueue::new(),
@@ -479,6 +492,11 @@ impl Journal {
     /// Installs the file system's commit callback (`j_commit_callback`).
     pub fn set_commit_callback(&self, callback: CommitCallback) {
         *self.callback.borrow_mut() = Some(callback);
+    }
+
+    /// Reports each commit's flush and commit block to `hook` (crash-point checking).
+    pub fn set_crash_hook(&self, hook: Rc<dyn CrashHook>) {
+        *self.crash_hook.borrow_mut() = Some(hook);
     }
 
     pub fn stats(&self) -> JournalStats {

@@ -237,6 +237,8 @@ pub struct MobiFs {
     owner: RefCell<BTreeMap<Ino, String>>,
     /// Files evicted: pages of theirs still in a committing VCT are skipped.
     dead: RefCell<BTreeSet<Ino>>,
+    /// Crash-point checking: the recorder's sequence number at each VCT's close.
+    crash_stamps: RefCell<BTreeMap<(String, log::VctId), usize>>,
     /// The checkpointer sleeps here.
     work: WaitQueue,
     /// Writers over the memory limit, and `sync` callers, sleep here.
@@ -291,6 +293,7 @@ impl MobiFs {
             apps: RefCell::new(BTreeMap::new()),
             owner: RefCell::new(BTreeMap::new()),
             dead: RefCell::new(BTreeSet::new()),
+            crash_stamps: RefCell::new(BTreeMap::new()),
             work: WaitQueue::new(),
             released: WaitQueue::new(),
             syncing: Cell::new(0),
@@ -387,7 +390,9 @@ impl MobiFs {
                 }
             }
             if reason.is_some() {
-                closed = entry.log.close(now).or(closed);
+                let id = entry.log.close(now);
+                self.note_closed(&entry.name, id);
+                closed = id.or(closed);
                 entry.tpl.reset();
             }
             at += bytes;
@@ -476,11 +481,24 @@ impl MobiFs {
         }
     }
 
+    /// Crash-point checking: VCT `id` of `app` closed (if one did) at the log's sequence
+    /// number now, the state its checkpoint makes durable.
+    fn note_closed(&self, app: &str, id: Option<log::VctId>) {
+        if let (Some(id), Some(crash)) = (id, self.mm.crash_log()) {
+            let seq = crash.vct_closed(app);
+            self.crash_stamps
+                .borrow_mut()
+                .insert((app.to_string(), id), seq);
+        }
+    }
+
     /// Closes every log's open VCT; returns how many closed.
     fn close_all(&self, sim: &Sim) -> u64 {
         let mut closed = 0;
         for app in self.apps.borrow_mut().values_mut() {
-            if app.log.close(sim.now()).is_some() {
+            let id = app.log.close(sim.now());
+            self.note_closed(&app.name, id);
+            if id.is_some() {
                 closed += 1;
                 app.tpl.reset();
             }
@@ -579,9 +597,13 @@ impl MobiFs {
                     .log
                     .open()
                     .is_some_and(|v| now.saturating_sub(v.opened_ns) >= self.config.tpl.time_cap);
-                if expired && app.log.close(now).is_some() {
-                    app.tpl.reset();
-                    closed += 1;
+                if expired {
+                    let id = app.log.close(now);
+                    self.note_closed(&app.name, id);
+                    if id.is_some() {
+                        app.tpl.reset();
+                        closed += 1;
+                    }
                 }
             }
             self.stats.borrow_mut().closed_time += closed;
@@ -636,6 +658,21 @@ impl MobiFs {
         };
         let pages = entries.len() as u64;
         self.checkpointing.set(true);
+        // Crash-point checking: the pages go to the journal as the VCT closed them.
+        let crash = self.mm.crash_log();
+        if let Some(crash) = &crash {
+            let stamp = self
+                .crash_stamps
+                .borrow_mut()
+                .remove(&(app.to_string(), id));
+            let inos: BTreeSet<Ino> = sizes
+                .keys()
+                .copied()
+                .chain(entries.iter().map(|e| e.ino))
+                .collect();
+            let inos: Vec<Ino> = inos.into_iter().collect();
+            crash.checkpoint_as_of(&inos, stamp.unwrap_or_else(|| crash.position()));
+        }
         match self.store.begin(sim, pages, sizes.len() as u64).await {
             Ok(mut token) => {
                 for e in &entries {
@@ -659,6 +696,9 @@ impl MobiFs {
             }
         }
         self.checkpointing.set(false);
+        if let Some(crash) = &crash {
+            crash.checkpoint_done();
+        }
         if let Some(idle) = &self.idle {
             idle.borrow_mut().measured(pages, sim.now() - start);
         }

@@ -1,0 +1,498 @@
+//! Crash-point checking (issue 20, "goes beyond the paper"): `mobistack crashcheck SCENARIO
+//! --points N` runs each variant of a scenario once, recording the device's writes and flushes
+//! ([`crate::dev::crash`]) and what the run did to the files under test
+//! ([`crate::mm::crashlog`]); then, for N crash instants, builds the crash state from that
+//! record (no re-run: the technique of CrashMonkey and ALICE), recovers it as jbd2 and MobiFS
+//! would ([`recover`]) and checks it ([`checks`], [`sqlite`]):
+//!
+//! 1. point-in-time consistency of each app's files (per VCT under MobiFS);
+//! 2. `PRAGMA integrity_check` of each SQLite database, by the real SQLite;
+//! 3. fsynced data survive (ext4 without MobiFS).
+//!
+//! Crash instants: three quarters cover the boundaries where the answer changes (just before
+//! and at each write's and flush's completion: every flush, FUA, commit block and checkpoint
+//! write), evenly spread when there are more boundaries than that; the rest are uniform over
+//! the run. Each instant draws the fates of the writes the device had not made durable, so
+//! one instant is one of the states the device allows; the same seed gives the same points
+//! and the same report.
+
+pub mod checks;
+pub mod recover;
+pub mod sqlite;
+
+use crate::mm::crashlog::{CrashLog, CrashRecord};
+use crate::mm::Ino;
+use crate::scenario::{Scenario, Variant};
+use crate::units::Nanos;
+use recover::{Prepared, Recovered};
+use serde::Serialize;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::rc::Rc;
+
+/// Default bound on the bytes of page versions a run keeps: 1 GiB.
+pub const DEFAULT_BUDGET: u64 = 1 << 30;
+/// Most crash points one check takes (each is cheap; the bound keeps a typo from running for
+/// hours).
+pub const MAX_POINTS: usize = 10_000_000;
+/// Violations described in the report, per check.
+const EXAMPLES: usize = 5;
+
+/// What to check.
+#[derive(Debug, Clone)]
+pub struct CrashCheckOptions {
+    pub points: usize,
+    /// The run's seed (default: the scenario's first).
+    pub seed: Option<u64>,
+    /// One variant (default: all).
+    pub variant: Option<String>,
+    /// Bytes of page versions kept.
+    pub budget: u64,
+}
+
+impl Default for CrashCheckOptions {
+    fn default() -> Self {
+        CrashCheckOptions {
+            points: 1_000,
+            seed: None,
+            variant: None,
+            budget: DEFAULT_BUDGET,
+        }
+    }
+}
+
+/// One check's tally.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Tally {
+    /// Crash states (or files) checked.
+    pub checked: u64,
+    pub violations: u64,
+    /// The first few, described.
+    pub examples: Vec<String>,
+}
+
+impl Tally {
+    fn add(&mut self, violation: Option<String>) {
+        self.checked += 1;
+        if let Some(v) = violation {
+            self.violations += 1;
+            if self.examples.len() < EXAMPLES {
+                self.examples.push(v);
+            }
+        }
+    }
+}
+
+/// The report of one variant.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VariantReport {
+    pub variant: String,
+    pub seed: u64,
+    /// Virtual length of the run.
+    pub run_ns: Nanos,
+    pub volatile_cache: bool,
+    pub writes: u64,
+    pub flushes: u64,
+    pub transactions: u64,
+    pub files: Vec<String>,
+    pub page_versions: u64,
+    pub bytes_kept: u64,
+    pub points: u64,
+    /// Distinct recovered states among the points.
+    pub distinct_states: u64,
+    /// Points where no recorded transaction survived (the files are as before the run).
+    pub nothing_replayed: u64,
+    /// Whether MobiFS covers the apps (then point-in-time is its promise, per VCT).
+    pub mobifs: bool,
+    /// Check 1, per app and point (under MobiFS: data at a VCT boundary).
+    pub point_in_time: Tally,
+    /// Under MobiFS, check 1 relaxed to data at any instant (a state the app had, though at no
+    /// VCT boundary): what the strict check's violations still satisfy.
+    pub point_in_time_any_instant: Option<Tally>,
+    /// Check 2, per database and distinct state.
+    pub sqlite_integrity: Tally,
+    /// Check 3, per file with a completed fsync and point.
+    pub fsync_durability: Tally,
+    /// fsync checks skipped: the file was truncated or unlinked since.
+    pub fsync_skipped: u64,
+    /// Wall-clock seconds: the run, and the checks.
+    #[serde(skip)]
+    pub run_seconds: f64,
+    #[serde(skip)]
+    pub check_seconds: f64,
+}
+
+impl VariantReport {
+    /// Violations of the checks that are promises (point-in-time only under MobiFS).
+    pub fn violations(&self) -> u64 {
+        self.sqlite_integrity.violations
+            + self.fsync_durability.violations
+            + if self.mobifs {
+                self.point_in_time.violations
+            } else {
+                0
+            }
+    }
+}
+
+/// Runs `variant` of `scenario` once, recording for crash states.
+pub fn record(
+    scenario: &Scenario,
+    variant: &Variant,
+    seed: u64,
+    budget: u64,
+) -> Result<(crate::dev::crash::WriteHistory, CrashRecord, Nanos), String> {
+    let log: RefCell<Option<Rc<CrashLog>>> = RefCell::new(None);
+    let history = RefCell::new(None);
+    let hooks = crate::run::StackHooks {
+        before: Box::new(|stack| {
+            *log.borrow_mut() = Some(stack.record_crash(budget)?);
+            Ok(())
+        }),
+        after: Box::new(|stack| {
+            *history.borrow_mut() = stack.take_crash_history();
+        }),
+    };
+    let result =
+        crate::run::run_one_hooked(scenario, variant, seed, false, None, |_| {}, Some(hooks))
+            .map_err(|e| e.to_string())?;
+    let record = log
+        .into_inner()
+        .map(|l| l.record())
+        .ok_or("the run recorded nothing")?;
+    if record.overflowed {
+        return Err(format!(
+            "the files under test wrote more than the budget of {} bytes of page versions \
+             (--budget)",
+            budget
+        ));
+    }
+    let history = history.into_inner().ok_or("the device recorded nothing")?;
+    if history.len() >= crate::dev::crash::MAX_COMMANDS {
+        return Err(format!(
+            "the run issued more than {} device commands: too long to record",
+            crate::dev::crash::MAX_COMMANDS
+        ));
+    }
+    Ok((history, record, result.virtual_ns))
+}
+
+/// The crash instants: boundaries first, then uniform ones.
+pub fn crash_points(
+    history: &crate::dev::crash::WriteHistory,
+    n: usize,
+    seed: u64,
+    end: Nanos,
+) -> Vec<Nanos> {
+    let mut rng = crate::sim::rng::Rng::new(seed ^ 0xC4A5_4C4E_C4A5_4C4E);
+    let boundaries = n - n / 4;
+    let mut points = history.crash_points(boundaries, &mut |b| rng.below(b));
+    points.truncate(boundaries);
+    while points.len() < n {
+        points.push(1 + rng.below(end.max(1)));
+    }
+    points.sort_unstable();
+    points
+}
+
+fn state_hash(files: &[Option<&recover::RecoveredFile>]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    files.hash(&mut h);
+    h.finish()
+}
+
+/// Checks `variant` of `scenario` at `options.points` crash points; `progress(done, total)`.
+pub fn check_variant(
+    scenario: &Scenario,
+    variant: &Variant,
+    options: &CrashCheckOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<VariantReport, String> {
+    if options.points == 0 || options.points > MAX_POINTS {
+        return Err(format!(
+            "--points must be between 1 and {MAX_POINTS} (got {})",
+            options.points
+        ));
+    }
+    let seed = options.seed.unwrap_or(scenario.seeds[0]);
+    let wall = std::time::Instant::now();
+    let (history, record, run_ns) = record(scenario, variant, seed, options.budget)?;
+    let run_seconds = wall.elapsed().as_secs_f64();
+    let wall = std::time::Instant::now();
+    if record.files.is_empty() {
+        return Err(format!(
+            "variant `{}` created no file under test (files created with O_STORE_CONTENTS, \
+             such as SQLite's): nothing to check",
+            variant.name
+        ));
+    }
+    let prepared = Prepared::new(&history, &record, seed);
+    let points = crash_points(&history, options.points, seed, run_ns);
+    let apps: BTreeMap<String, bool> = record
+        .files
+        .values()
+        .map(|f| (f.app.clone(), f.mobifs))
+        .collect();
+    let mobifs = apps.values().any(|&m| m);
+    let databases = sqlite::databases(&record);
+    let fsyncs = checks::fsyncs_by_file(&record);
+    let shrinks = checks::shrinks_by_file(&record);
+    // One scratch directory per check (checks may run in parallel in one process).
+    static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let scratch = std::env::temp_dir().join(format!(
+        "mobistack-crashcheck-{}-{}",
+        std::process::id(),
+        SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let mut report = VariantReport {
+        variant: variant.name.clone(),
+        seed,
+        run_ns,
+        volatile_cache: prepared.volatile(),
+        writes: history.writes.len() as u64,
+        flushes: history.flushes.len() as u64,
+        transactions: record.tids.len() as u64,
+        files: record.files.values().map(|f| f.path.clone()).collect(),
+        page_versions: record.versions.len() as u64,
+        bytes_kept: record.bytes,
+        points: points.len() as u64,
+        distinct_states: 0,
+        nothing_replayed: 0,
+        mobifs,
+        point_in_time: Tally::default(),
+        point_in_time_any_instant: mobifs.then(Tally::default),
+        sqlite_integrity: Tally::default(),
+        fsync_durability: Tally::default(),
+        fsync_skipped: 0,
+        run_seconds,
+        check_seconds: 0.0,
+    };
+    let mut distinct: HashMap<u64, ()> = HashMap::new();
+    let mut pit_cache: HashMap<(String, checks::Consistency, u64), Option<usize>> = HashMap::new();
+    let mut sqlite_cache: HashMap<(Ino, u64), Option<String>> = HashMap::new();
+    let app_files: BTreeMap<&str, Vec<Ino>> =
+        record
+            .files
+            .iter()
+            .fold(BTreeMap::new(), |mut m, (&ino, f)| {
+                m.entry(f.app.as_str()).or_default().push(ino);
+                m
+            });
+    let total = points.len() as u64;
+    for (k, &at) in points.iter().enumerate() {
+        let state: Recovered = prepared.recover(at, k as u64);
+        let all: Vec<Option<&recover::RecoveredFile>> =
+            record.files.keys().map(|i| state.files.get(i)).collect();
+        distinct.insert(state_hash(&all), ());
+        if state.replayed.is_none() {
+            report.nothing_replayed += 1;
+        }
+        // 1. Point in time, per app.
+        for (app, inos) in &app_files {
+            let files: Vec<Option<&recover::RecoveredFile>> =
+                inos.iter().map(|i| state.files.get(i)).collect();
+            let hash = state_hash(&files);
+            let app_mobifs = apps[*app];
+            let mut holds = |consistency: checks::Consistency| {
+                let first = *pit_cache
+                    .entry((app.to_string(), consistency, hash))
+                    .or_insert_with(|| {
+                        checks::point_in_time(&record, app, consistency, &state, Nanos::MAX)
+                    });
+                first.is_some_and(|p| p == 0 || record.events[p - 1].at <= at)
+            };
+            let ok = holds(if app_mobifs {
+                checks::Consistency::VctData
+            } else {
+                checks::Consistency::Files
+            });
+            if app_mobifs {
+                let any = holds(checks::Consistency::Data);
+                if let Some(t) = report.point_in_time_any_instant.as_mut() {
+                    t.add((!any).then(|| {
+                        format!(
+                            "crash at {at} ns: app `{app}`'s data ({}) are in no state the app \
+                             had",
+                            describe(&record, &state, inos)
+                        )
+                    }));
+                }
+            }
+            report.point_in_time.add((!ok).then(|| {
+                format!(
+                    "crash at {at} ns: app `{app}`'s files ({}) are in no state the app had{}",
+                    describe(&record, &state, inos),
+                    if app_mobifs { " at a VCT boundary" } else { "" }
+                )
+            }));
+        }
+        // 2. SQLite's integrity_check, per distinct database state.
+        for db in &databases {
+            let files: Vec<Option<&recover::RecoveredFile>> = [Some(db.db), db.journal, db.wal]
+                .into_iter()
+                .map(|i| i.and_then(|i| state.files.get(&i)))
+                .collect();
+            let key = (db.db, state_hash(&files));
+            if let std::collections::hash_map::Entry::Vacant(slot) = sqlite_cache.entry(key) {
+                let verdict = sqlite::check(&record, db, &state, &scratch)?;
+                report.sqlite_integrity.add(verdict.clone().map(|v| {
+                    format!(
+                        "crash at {at} ns: {} ({}): {v}",
+                        db.path,
+                        describe(
+                            &record,
+                            &state,
+                            &[Some(db.db), db.journal, db.wal]
+                                .into_iter()
+                                .flatten()
+                                .collect::<Vec<_>>()
+                        )
+                    )
+                }));
+                slot.insert(verdict);
+            }
+        }
+        // 3. fsynced data survive.
+        let outcome = checks::fsync_durability(&record, &fsyncs, &shrinks, &state, at);
+        report.fsync_skipped += outcome.skipped;
+        for _ in 0..outcome.checked - outcome.lost.len() as u64 {
+            report.fsync_durability.add(None);
+        }
+        for lost in outcome.lost {
+            report.fsync_durability.add(Some(format!(
+                "crash at {at} ns: {} fsynced by {} ns: {}",
+                record.files[&lost.ino].path, lost.fsync_end, lost.what
+            )));
+        }
+        progress(k as u64 + 1, total);
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    report.distinct_states = distinct.len() as u64;
+    report.check_seconds = wall.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// A short description of some recovered files: name, size and the transaction replayed.
+fn describe(record: &CrashRecord, state: &Recovered, inos: &[Ino]) -> String {
+    let files: Vec<String> = inos
+        .iter()
+        .map(|ino| {
+            let name = record.files[ino].name.as_str();
+            match state.files.get(ino) {
+                None => format!("{name} absent"),
+                Some(f) => format!("{name} {} B", f.size),
+            }
+        })
+        .collect();
+    format!(
+        "{}; replayed through tid {}",
+        files.join(", "),
+        state.replayed.map_or("none".into(), |t| t.to_string())
+    )
+}
+
+/// Checks every variant of `scenario` (or the one `options.variant` names).
+pub fn check_scenario(
+    scenario: &Scenario,
+    options: &CrashCheckOptions,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<Vec<VariantReport>, String> {
+    let variants: Vec<&Variant> = match &options.variant {
+        Some(name) => vec![scenario
+            .variants
+            .iter()
+            .find(|v| &v.name == name)
+            .ok_or_else(|| {
+                format!(
+                    "scenario `{}` has no variant `{name}` (it has: {})",
+                    scenario.name,
+                    scenario
+                        .variants
+                        .iter()
+                        .map(|v| v.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?],
+        None => scenario.variants.iter().collect(),
+    };
+    variants
+        .into_iter()
+        .map(|v| check_variant(scenario, v, options, &mut |d, t| progress(&v.name, d, t)))
+        .collect()
+}
+
+/// The reports as a table.
+pub fn render(scenario: &Scenario, reports: &[VariantReport]) -> String {
+    let empty = Tally::default();
+    let mut out = format!("crashcheck {}\n", scenario.name);
+    for r in reports {
+        out += &format!(
+            "\nvariant {} (seed {}): {:.1} s virtual, {} writes and {} flushes recorded ({} \
+             cache), {} transactions, {} page versions of {} file(s) ({:.1} MB kept)\n",
+            r.variant,
+            r.seed,
+            r.run_ns as f64 / 1e9,
+            r.writes,
+            r.flushes,
+            if r.volatile_cache {
+                "volatile"
+            } else {
+                "write-through"
+            },
+            r.transactions,
+            r.page_versions,
+            r.files.len(),
+            r.bytes_kept as f64 / 1e6,
+        );
+        out += &format!(
+            "  {} crash points, {} distinct recovered states ({} with no transaction replayed); \
+             run {:.1} s, checks {:.1} s\n",
+            r.points, r.distinct_states, r.nothing_replayed, r.run_seconds, r.check_seconds
+        );
+        let rows = [
+            (
+                if r.mobifs {
+                    "1 point-in-time (per VCT, MobiFS's promise)"
+                } else {
+                    "1 point-in-time (not promised by ext4)"
+                },
+                &r.point_in_time,
+            ),
+            (
+                "1' point-in-time (data, any instant)",
+                r.point_in_time_any_instant.as_ref().unwrap_or(&empty),
+            ),
+            (
+                "2 SQLite integrity_check (distinct states)",
+                &r.sqlite_integrity,
+            ),
+            ("3 fsynced data survive", &r.fsync_durability),
+        ];
+        let rows: Vec<(&str, &Tally)> = rows
+            .into_iter()
+            .filter(|(name, _)| !name.starts_with("1'") || r.mobifs)
+            .collect();
+        for (name, t) in &rows {
+            out += &format!(
+                "  {name:<46} {:>8} checked {:>8} violations\n",
+                t.checked, t.violations
+            );
+        }
+        if r.fsync_skipped > 0 {
+            out += &format!(
+                "  (fsync checks skipped: the file was truncated or unlinked since: {})\n",
+                r.fsync_skipped
+            );
+        }
+        for (name, t) in &rows {
+            for e in &t.examples {
+                let label = name.split(' ').next().unwrap_or("");
+                out += &format!("  {label}: {e}\n");
+            }
+        }
+    }
+    out
+}

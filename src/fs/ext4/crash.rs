@@ -1,0 +1,78 @@
+//! What crash-point checking records of ext4 ([`crate::mm::crashlog`]): at each transaction's
+//! `T_FLUSH`, the files under test as the transaction leaves them on disk (their name in the
+//! directory, `i_disksize`, the extent map), and each data page the transaction journals
+//! (MobiFS's checkpointer, `data=journal`).
+//!
+//! The snapshot at `T_FLUSH` is the transaction's state because every change of these fields
+//! happens inside a handle, and at `T_FLUSH` all handles of the transaction have stopped and
+//! none of the next one has started (`jbd2_journal_commit_transaction` switches the running
+//! transaction there).
+
+use super::mount::Ext4;
+use crate::fs::jbd2::{CrashHook, Tid};
+use crate::mm::crashlog::{CrashLog, FileSnapshot};
+use crate::mm::Ino;
+use crate::units::Nanos;
+use std::rc::{Rc, Weak};
+
+struct Ext4CrashHook {
+    ext4: Weak<Ext4>,
+    log: Rc<CrashLog>,
+}
+
+impl CrashHook for Ext4CrashHook {
+    fn flushing(&self, tid: Tid) {
+        let Some(ext4) = self.ext4.upgrade() else {
+            return;
+        };
+        let files = self
+            .log
+            .tracked()
+            .into_iter()
+            .map(|(ino, dir, name)| ext4.crash_snapshot(ino, dir, &name))
+            .collect();
+        self.log.tid_flush(tid, files);
+    }
+
+    fn commit_block(&self, tid: Tid, block: u64, at: Nanos) {
+        self.log.tid_commit(tid, block, at);
+    }
+}
+
+impl Ext4 {
+    /// Records, from now on, what each transaction leaves of the files under test in `log`.
+    pub fn record_crash(self: &Rc<Self>, log: Rc<CrashLog>) {
+        *self.crash.borrow_mut() = Some(log.clone());
+        self.journal.set_crash_hook(Rc::new(Ext4CrashHook {
+            ext4: Rc::downgrade(self),
+            log,
+        }));
+    }
+
+    /// File `ino` (named `name` in `dir`) as the on-disk structures say now.
+    fn crash_snapshot(&self, ino: Ino, dir: Ino, name: &str) -> FileSnapshot {
+        let alloc = self.alloc.borrow();
+        let linked = alloc
+            .lookup(dir, name)
+            .is_ok_and(|(found, _)| found == Some(ino));
+        let size = self.inodes.borrow().get(&ino).map_or(0, |i| i.disksize);
+        let extents = alloc
+            .extents(ino)
+            .iter()
+            .map(|e| (e.lblk, e.pblk, e.len))
+            .collect();
+        FileSnapshot {
+            ino,
+            linked,
+            size,
+            extents,
+        }
+    }
+
+    /// Transaction `tid` journals page `index` of `ino`, home block `block`.
+    pub(crate) fn crash_note_journaled(&self, tid: Tid, ino: Ino, index: u64, block: u64) {
+        if let Some(log) = self.crash.borrow().as_ref() {
+            log.journaled(tid, ino, index, block);
+        }
+    }
+}
