@@ -60,3 +60,30 @@ fn the_same_seed_gives_the_same_report() {
     let b = serde_json::to_string(&check("ext4", 150)).unwrap();
     assert_eq!(a, b);
 }
+
+/// The finding: MobiFS's VCTs log writes only, and SQLite's `ftruncate` of its journal reaches
+/// ext4 at once, so a crash can pair the database as a VCT left it with a journal truncated
+/// later: no state the app had at a VCT boundary.
+#[test]
+fn mobifs_without_logged_truncates_breaks_its_point_in_time_promise() {
+    let r = check("mobifs", 300);
+    assert!(r.mobifs);
+    assert_eq!(r.point_in_time.checked, 300);
+    assert!(r.point_in_time.violations > 0, "{:?}", r.point_in_time);
+    assert_eq!(
+        r.fsync_durability.checked, 0,
+        "MobiFS's fsync is asynchronous"
+    );
+}
+
+/// With truncates logged in the VCTs (and a VCT never closing inside a write), every crash
+/// state is the app's data at one of its VCT boundaries.
+#[test]
+fn with_truncates_in_the_vcts_every_crash_state_is_a_vct_boundary() {
+    let r = check("mobifs-log-truncate", 300);
+    assert_eq!(r.point_in_time.checked, 300);
+    assert_eq!(r.point_in_time.violations, 0, "{:?}", r.point_in_time);
+    assert!(r.sqlite_integrity.checked > 10, "{r:?}");
+    assert_eq!(r.sqlite_integrity.violations, 0, "{:?}", r.sqlite_integrity);
+    assert!(r.distinct_states > 10, "checkpoints throughout the run");
+}

@@ -258,3 +258,52 @@ fn the_idle_policy_is_deterministic_per_seed_and_the_seed_reaches_the_user() {
     assert!(first == run(3), "same seed, same bytes");
     assert!(first != run(4), "the seed draws the user's touches");
 }
+
+/// Found by `mobistack crashcheck` (SQLite deletes its journal and creates it again, and ext4
+/// hands the new file the freed inode number): a file created after an evicted one took its
+/// inode number must be logged and checkpointed like any other, not skipped as dead.
+#[test]
+fn a_file_that_reuses_an_evicted_files_inode_number_is_checkpointed() {
+    let source = r#"
+name = "mobifs-reuse"
+duration = "30s"
+[stack.device]
+profile = "emmc-5.1"
+capacity = "1GiB"
+[stack.fs]
+type = "ext4"
+[stack.mobifs]
+enabled = true
+[stack.mobifs.tpl]
+staleness-cap = "64KiB"
+[[app]]
+name = "reuse"
+[app.workload.ops]
+count = 1
+steps = [
+  { op = "creat", path = "/data/old" },
+  { op = "write", size = "16KiB" },
+  { op = "close" },
+  { op = "unlink", path = "/data/old" },
+  { op = "creat", path = "/data/new" },
+  { op = "write", size = "16KiB", total = "256KiB" },
+  { op = "sync" },
+  { op = "close" },
+]
+"#;
+    let s = scenario::parse("reuse.toml", source).unwrap();
+    let run = run_scenario(&s, &RunOptions::default())
+        .unwrap()
+        .runs
+        .remove(0);
+    assert_eq!(
+        run.counters["mobifs.skipped_pages"], 0,
+        "no page of the new file is skipped: {:?}",
+        run.counters
+    );
+    assert!(
+        run.counters["ext4.journaled_data_pages"] >= 64,
+        "the new file's 64 pages reached the journal: {:?}",
+        run.counters
+    );
+}

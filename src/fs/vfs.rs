@@ -1003,15 +1003,33 @@ impl Vfs {
         let guard = lock.lock(sim).await;
         let size = self.state.borrow().inodes[&ino].size;
         let first_gone = length.div_ceil(PAGE_SIZE);
+        // Crash-point checking: the truncate happens now, before MobiFS may log it (the tail
+        // of a partial last page is zeroed in the cache, not written: past the size, it
+        // keeps its version).
+        if let Some(log) = self.mm.crash_log() {
+            if length < size {
+                log.truncated(sim.now(), ino, length);
+            } else if length > size {
+                log.size(sim.now(), ino, length);
+            }
+        }
+        // MobiFS with `log-truncate`: the truncate goes into the open VCT and reaches ext4
+        // with its checkpoint.
+        let logged = self.mobifs().filter(|m| m.logs_truncate(ino));
+        if let Some(mobifs) = &logged {
+            mobifs.record_truncate(sim, ino, length);
+        }
         if length < size {
-            if let Some(mobifs) = self.mobifs() {
+            if let Some(mobifs) = self.mobifs().filter(|_| logged.is_none()) {
                 mobifs.forget(ino, first_gone, false);
             }
             self.mm.truncate_pages(sim, ino, first_gone, u64::MAX).await;
         }
         // ext4_setattr: the size in a handle (with the orphan list and the freed blocks when
         // shrinking); simplefs frees the blocks.
-        self.fs.setattr_size(sim, issuer, ino, size, length).await;
+        if logged.is_none() {
+            self.fs.setattr_size(sim, issuer, ino, size, length).await;
+        }
         if length < size {
             let mut state = self.state.borrow_mut();
             let inode = state.inodes.get_mut(&ino).expect("inode");
@@ -1032,27 +1050,7 @@ impl Vfs {
         }
         inode.meta_dirty = true;
         inode.mtime_ns = sim.now();
-        let tail = (length < size && !length.is_multiple_of(PAGE_SIZE))
-            .then(|| {
-                inode
-                    .contents
-                    .as_ref()
-                    .and_then(|c| c.get(&(length / PAGE_SIZE)).cloned())
-            })
-            .flatten();
         drop(state);
-        if let Some(log) = self.mm.crash_log() {
-            if length < size {
-                log.truncated(sim.now(), ino, length);
-                if let Some(page) = tail {
-                    // The zeroed tail is a new version of the last page.
-                    log.page_written(sim.now(), ino, length / PAGE_SIZE);
-                    log.attach_bytes(ino, length / PAGE_SIZE, &page);
-                }
-            } else if length > size {
-                log.size(sim.now(), ino, length);
-            }
-        }
         drop(guard);
     }
 

@@ -10,8 +10,7 @@
 //! by [`CrashLog::new`]'s byte budget; past it, recording stops and the log says so.
 //!
 //! A page's *version* is a global sequence number, given when a write copies into the page
-//! (`iov_iter_copy_from_user_atomic` in `generic_perform_write`, or MobiFS's cache write) and
-//! when a truncate zeroes the tail of a page. Versions of one page only grow, so "at least as
+//! (`iov_iter_copy_from_user_atomic` in `generic_perform_write`, or MobiFS's cache write). Versions of one page only grow, so "at least as
 //! new as what fsync saw" is a comparison of numbers. A device write carries the versions its
 //! pages held when the bio was submitted: pages under writeback are stable (the writer waits
 //! in `wait_on_page_writeback`), so they are the versions the device stored.
@@ -260,8 +259,7 @@ impl CrashLog {
         self.event(at, ino, FileEventKind::Size(size));
     }
 
-    /// `ino` was truncated to `size`: pages past it are gone; the VFS then gives the partial
-    /// last page a new version ([`CrashLog::page_written`]) if its tail was zeroed.
+    /// `ino` was truncated to `size`: pages past it are gone.
     pub fn truncated(&self, at: Nanos, ino: Ino, size: u64) {
         if !self.is_tracked(ino) {
             return;

@@ -240,10 +240,9 @@ impl WriteLog {
     /// Closes the open VCT (moves the active section into the closed section). Returns its id,
     /// or `None` when there is no open VCT with entries.
     pub fn close(&mut self, now: Nanos) -> Option<VctId> {
-        let open = self
-            .vcts
-            .back_mut()
-            .filter(|v| v.state == VctState::Open && !v.entries.is_empty())?;
+        let open = self.vcts.back_mut().filter(|v| {
+            v.state == VctState::Open && !(v.entries.is_empty() && v.sizes.is_empty())
+        })?;
         open.state = VctState::Closed;
         open.closed_ns = Some(now);
         self.stats.vcts_closed += 1;
@@ -306,6 +305,46 @@ impl WriteLog {
         self.stats.vcts_committed += 1;
         self.stats.pages_committed += vct.pages();
         unpin
+    }
+
+    /// A truncate of `ino` to `length` logged in the open VCT (`log-truncate`, this model's
+    /// fix for the truncate finding, not the paper's design): the open VCT's size for the file
+    /// becomes `length` and its pages past it leave it; closed VCTs keep theirs (they are
+    /// immutable: the versions they closed with are what their checkpoint writes), which from
+    /// now on are copies. Returns the pages that lose their pin (every page past `length`).
+    pub fn record_truncate(&mut self, ino: Ino, length: u64, now: Nanos) -> Vec<u64> {
+        let from = length.div_ceil(PAGE_SIZE);
+        if self.vcts.back().is_none_or(|v| v.state != VctState::Open) {
+            assert!(self.vcts.len() < MAX_VCTS, "write log holds too many VCTs");
+            let id = self.next_vct;
+            self.next_vct += 1;
+            self.vcts.push_back(Vct::new(id, now));
+        }
+        let open = self.vcts.back_mut().expect("an open VCT");
+        let open_id = open.id;
+        open.sizes.insert(ino, length);
+        let range = (ino, from)..=(ino, u64::MAX);
+        let gone: Vec<(Ino, u64)> = open.entries.range(range).map(|(&k, _)| k).collect();
+        for key in &gone {
+            open.entries.remove(key);
+            if self.rmap.get(key) != Some(&open_id) {
+                self.copies -= 1;
+            }
+        }
+        let mut unpinned: Vec<u64> = self
+            .rmap
+            .keys()
+            .filter(|&&(i, index)| i == ino && index >= from)
+            .map(|&(_, index)| index)
+            .collect();
+        unpinned.sort_unstable();
+        for &index in &unpinned {
+            if self.rmap.remove(&(ino, index)) != Some(open_id) {
+                // A closed or committing VCT holds that version: now a copy.
+                self.copies += 1;
+            }
+        }
+        unpinned
     }
 
     /// Pages `index >= from` of `ino` are gone (truncate, unlink): their entries leave every
@@ -440,6 +479,33 @@ mod tests {
         assert_eq!(log.finish_commit(id), vec![]);
         assert_eq!(log.copies(), 0);
         assert_eq!(log.pinned_pages(), 1);
+        assert_eq!(log.check(), Ok(()));
+    }
+
+    #[test]
+    fn a_logged_truncate_leaves_closed_vcts_whole_and_empties_the_open_one() {
+        let mut log = WriteLog::new();
+        log.record_write(7, 0, P, 2 * P, 0);
+        log.record_write(7, 1, P, 2 * P, 0);
+        let closed = log.close(1).unwrap();
+        log.record_write(7, 1, P, 2 * P, 2); // copy-on-write: the closed VCT keeps v2
+        let unpinned = log.record_truncate(7, 100, 3);
+        assert_eq!(unpinned, vec![1], "page 1 leaves the cache");
+        assert_eq!(log.check(), Ok(()));
+        // The closed VCT is as it closed: both pages, the size it closed with.
+        let (entries, sizes) = log.begin_commit(closed);
+        assert_eq!(entries.len(), 2);
+        assert_eq!(sizes[&7], 2 * P);
+        // The open VCT holds the truncate alone: no page, the new size; it can close.
+        let open = log.open().expect("an open VCT");
+        assert_eq!((open.pages(), open.sizes[&7]), (0, 100));
+        assert!(log.close(4).is_some(), "a VCT with only a truncate closes");
+        log.finish_commit(closed);
+        assert_eq!(
+            log.copies(),
+            0,
+            "the old page 1 was a copy, freed with its VCT"
+        );
         assert_eq!(log.check(), Ok(()));
     }
 
