@@ -96,6 +96,11 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "mobifs/antutu",
+        source: include_str!("../../scenarios/mobifs/antutu.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "mobifs/rl",
         source: include_str!("../../scenarios/mobifs/rl.toml"),
         quick: false,
