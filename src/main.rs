@@ -1470,6 +1470,22 @@ fn cmd_crashcheck(
         );
         return ExitCode::from(EXIT_BAD_INPUT);
     }
+    if let Some(name) = variant
+        .as_ref()
+        .filter(|name| !scenario.variants.iter().any(|v| &&v.name == name))
+    {
+        eprintln!(
+            "error: scenario `{}` has no variant `{name}` (it has: {})",
+            scenario.name,
+            scenario
+                .variants
+                .iter()
+                .map(|v| v.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     let options = crashcheck::CrashCheckOptions {
         points,
         seed,

@@ -924,3 +924,37 @@ fn tune_subregions_sweeps_the_device_and_names_a_bad_profile() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("floppy"), "{err}");
 }
+
+#[test]
+fn crashcheck_reports_as_json_and_exits_3_on_violations() {
+    // The negative control loses fsynced data: violations, exit status 3.
+    let (code, out, _) = mobistack(&[
+        "crashcheck",
+        "crash/sqlite",
+        "--variant",
+        "ext4-nobarrier",
+        "--points",
+        "60",
+        "--json",
+    ]);
+    assert_eq!(code, 3, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let r = &v["variants"][0];
+    assert_eq!(r["variant"], "ext4-nobarrier");
+    assert_eq!(r["points"], 60);
+    assert!(
+        r["fsync_durability"]["violations"].as_u64().unwrap() > 0,
+        "{r}"
+    );
+    assert!(r["check_seconds"].as_f64().is_some());
+    // Bad input: exit 2, naming the problem.
+    let (code, _, err) = mobistack(&["crashcheck", "crash/sqlite", "--points", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--points"), "{err}");
+    let (code, _, err) = mobistack(&["crashcheck", "crash/sqlite", "--variant", "nope"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no variant `nope`") && err.contains("mobifs-log-truncate"),
+        "{err}"
+    );
+}
