@@ -6,17 +6,7 @@
 use mobistack::crashcheck::{check_variant, CrashCheckOptions, VariantReport};
 
 fn check(variant: &str, points: usize) -> VariantReport {
-    let scenario = mobistack::scenario::load("crash/sqlite").expect("built-in scenario");
-    let v = scenario
-        .variants
-        .iter()
-        .find(|v| v.name == variant)
-        .expect("variant");
-    let options = CrashCheckOptions {
-        points,
-        ..CrashCheckOptions::default()
-    };
-    check_variant(&scenario, v, &options, &mut |_, _| {}).expect("crashcheck runs")
+    check_in("crash/sqlite", variant, points)
 }
 
 #[test]
@@ -86,4 +76,39 @@ fn with_truncates_in_the_vcts_every_crash_state_is_a_vct_boundary() {
     assert!(r.sqlite_integrity.checked > 10, "{r:?}");
     assert_eq!(r.sqlite_integrity.violations, 0, "{:?}", r.sqlite_integrity);
     assert!(r.distinct_states > 10, "checkpoints throughout the run");
+}
+
+fn check_in(scenario: &str, variant: &str, points: usize) -> VariantReport {
+    let scenario = mobistack::scenario::load(scenario).expect("built-in scenario");
+    let v = scenario
+        .variants
+        .iter()
+        .find(|v| v.name == variant)
+        .expect("variant");
+    let options = CrashCheckOptions {
+        points,
+        ..CrashCheckOptions::default()
+    };
+    check_variant(&scenario, v, &options, &mut |_, _| {}).expect("crashcheck runs")
+}
+
+/// The finding's scope: in WAL mode SQLite never truncates or unlinks during the run, and
+/// MobiFS keeps its promise; in DELETE mode each transaction unlinks the journal, which no
+/// VCT logs, with or without `log-truncate`.
+#[test]
+fn mobifs_keeps_its_promise_under_wal_but_not_under_delete() {
+    let wal = check_in("crash/sqlite-wal", "mobifs", 200);
+    assert_eq!(wal.point_in_time.violations, 0, "{:?}", wal.point_in_time);
+    assert!(
+        wal.files.iter().any(|f| f.ends_with("-wal")),
+        "{:?}",
+        wal.files
+    );
+    assert_eq!(wal.sqlite_integrity.violations, 0);
+    let delete = check_in("crash/sqlite-delete", "mobifs-log-truncate", 200);
+    assert!(
+        delete.point_in_time.violations > 0,
+        "{:?}",
+        delete.point_in_time
+    );
 }

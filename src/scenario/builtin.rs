@@ -96,6 +96,16 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "crash/sqlite-wal",
+        source: include_str!("../../scenarios/crash/sqlite-wal.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "crash/sqlite-delete",
+        source: include_str!("../../scenarios/crash/sqlite-delete.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "mobifs/antutu",
         source: include_str!("../../scenarios/mobifs/antutu.toml"),
         quick: false,
