@@ -246,6 +246,7 @@ pub fn check_variant(
         SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let scratch = Scratch(scratch);
     let mut report = VariantReport {
         variant: variant.name.clone(),
         seed,
@@ -336,7 +337,7 @@ pub fn check_variant(
                 .collect();
             let key = (db.db, state_hash(&files));
             if let std::collections::hash_map::Entry::Vacant(slot) = sqlite_cache.entry(key) {
-                let verdict = sqlite::check(&record, db, &state, &scratch)?;
+                let verdict = sqlite::check(&record, db, &state, &scratch.0)?;
                 report.sqlite_integrity.add(verdict.clone().map(|v| {
                     format!(
                         "crash at {at} ns: {} ({}): {v}",
@@ -368,10 +369,19 @@ pub fn check_variant(
         }
         progress(k as u64 + 1, total);
     }
-    let _ = std::fs::remove_dir_all(&scratch);
+    drop(scratch);
     report.distinct_states = distinct.len() as u64;
     report.check_seconds = wall.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The scratch directory SQLite's checks write to, removed however the check ends.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A short description of some recovered files: name, size and the transaction replayed.
