@@ -2,6 +2,24 @@
 
 use std::process::Command;
 
+/// Removes the files a run wrote next to `base` (`base.VARIANT.SEED...`), whatever variants the
+/// scenario has.
+fn remove_outputs(base: &std::path::Path) {
+    let (Some(dir), Some(name)) = (base.parent(), base.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
+    let prefix = format!("{name}.");
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(&prefix))
+        {
+            std::fs::remove_file(entry.path()).ok();
+        }
+    }
+}
+
 fn mobistack(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_mobistack"))
         .args(args)
@@ -138,10 +156,7 @@ fn run_writes_one_blktrace_per_run() {
             "completions of the writes"
         );
     }
-    for variant in ["noop", "deadline", "cfq", "mq-deadline", "noop+fg-aware"] {
-        std::fs::remove_file(format!("{base_text}.{variant}.1")).ok();
-        std::fs::remove_file(format!("{base_text}.{variant}.1.blktrace.0")).ok();
-    }
+    remove_outputs(&base);
     assert!(err.contains("blktrace:"), "{err}");
 }
 
@@ -662,6 +677,7 @@ fn run_writes_one_perfetto_trace_per_run_and_rejects_a_bad_window() {
             .is_some_and(|e| e.name.as_deref() == Some("read"))));
         assert!(err.contains(&format!("perfetto: {path}: ")), "{err}");
     }
+    remove_outputs(&base);
     assert!(
         err.contains("the bound of 1000 records was reached"),
         "{err}"
