@@ -1459,39 +1459,23 @@ fn cmd_crashcheck(
     json: bool,
 ) -> ExitCode {
     use mobistack::crashcheck;
-    let scenario = match load_or_report(name) {
+    let mut scenario = match load_or_report(name) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    if points == 0 || points > crashcheck::MAX_POINTS {
-        eprintln!(
-            "error: --points must be between 1 and {} (got {points})",
-            crashcheck::MAX_POINTS
-        );
-        return ExitCode::from(EXIT_BAD_INPUT);
-    }
-    if let Some(name) = variant
-        .as_ref()
-        .filter(|name| !scenario.variants.iter().any(|v| &&v.name == name))
-    {
-        eprintln!(
-            "error: scenario `{}` has no variant `{name}` (it has: {})",
-            scenario.name,
-            scenario
-                .variants
-                .iter()
-                .map(|v| v.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        return ExitCode::from(EXIT_BAD_INPUT);
-    }
     let options = crashcheck::CrashCheckOptions {
         points,
         seed,
-        variant,
         budget: budget_mib.saturating_mul(1 << 20),
     };
+    let selected = match &variant {
+        Some(name) => scenario.select_variant(name),
+        None => Ok(()),
+    };
+    if let Err(message) = selected.and_then(|()| options.validate()) {
+        eprintln!("error: {message}");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     let progress = Progress::new(1, None, &format!("crashcheck {}", scenario.name));
     let bar = progress.bar.clone();
     let reports = crashcheck::check_scenario(&scenario, &options, &mut |variant, done, total| {

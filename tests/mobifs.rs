@@ -125,11 +125,13 @@ fn mobifs_over_f2fs_is_refused_by_name() {
     assert!(error.contains("ext4's journal"), "{error}");
 }
 
-#[test]
-fn truncated_and_unlinked_files_leave_the_log() {
-    let source = r#"
-name = "mobifs-unlink"
-duration = "200s"
+/// One run of app `app` repeating the ops `steps` `count` times, under MobiFS on an eMMC card
+/// with ext4 (VCTs closed every 64 KiB), for `duration`.
+fn ops_under_mobifs(duration: &str, app: &str, count: u32, steps: &str) -> RunResult {
+    let source = format!(
+        r#"
+name = "mobifs-ops"
+duration = "{duration}"
 [stack.device]
 profile = "emmc-5.1"
 capacity = "1GiB"
@@ -140,24 +142,35 @@ enabled = true
 [stack.mobifs.tpl]
 staleness-cap = "64KiB"
 [[app]]
-name = "churn"
+name = "{app}"
 [app.workload.ops]
-count = 40
+count = {count}
 steps = [
-  { op = "creat", path = "/data/f{i}" },
+{steps}
+]
+"#
+    );
+    let s = scenario::parse("ops.toml", &source).unwrap();
+    run_scenario(&s, &RunOptions::default())
+        .unwrap()
+        .runs
+        .remove(0)
+}
+
+#[test]
+fn truncated_and_unlinked_files_leave_the_log() {
+    let run = ops_under_mobifs(
+        "200s",
+        "churn",
+        40,
+        r#"  { op = "creat", path = "/data/f{i}" },
   { op = "write", size = "16KiB", total = "96KiB" },
   { op = "ftruncate", size = "6000" },
   { op = "write", size = "4KiB" },
   { op = "fsync" },
   { op = "close" },
-  { op = "unlink", path = "/data/f{i}" },
-]
-"#;
-    let s = scenario::parse("unlink.toml", source).unwrap();
-    let run = run_scenario(&s, &RunOptions::default())
-        .unwrap()
-        .runs
-        .remove(0);
+  { op = "unlink", path = "/data/f{i}" },"#,
+    );
     assert!(run.counters["mobifs.vcts_closed"] > 0, "{:?}", run.counters);
     // Every file is gone: nothing stays pinned, and checkpoints never wrote a dead file.
     assert_eq!(run.counters["mobifs.pinned_pages_at_end"], 0);
@@ -279,38 +292,19 @@ fn the_idle_policy_is_deterministic_per_seed_and_the_seed_reaches_the_user() {
 /// inode number must be logged and checkpointed like any other, not skipped as dead.
 #[test]
 fn a_file_that_reuses_an_evicted_files_inode_number_is_checkpointed() {
-    let source = r#"
-name = "mobifs-reuse"
-duration = "30s"
-[stack.device]
-profile = "emmc-5.1"
-capacity = "1GiB"
-[stack.fs]
-type = "ext4"
-[stack.mobifs]
-enabled = true
-[stack.mobifs.tpl]
-staleness-cap = "64KiB"
-[[app]]
-name = "reuse"
-[app.workload.ops]
-count = 1
-steps = [
-  { op = "creat", path = "/data/old" },
+    let run = ops_under_mobifs(
+        "30s",
+        "reuse",
+        1,
+        r#"  { op = "creat", path = "/data/old" },
   { op = "write", size = "16KiB" },
   { op = "close" },
   { op = "unlink", path = "/data/old" },
   { op = "creat", path = "/data/new" },
   { op = "write", size = "16KiB", total = "256KiB" },
   { op = "sync" },
-  { op = "close" },
-]
-"#;
-    let s = scenario::parse("reuse.toml", source).unwrap();
-    let run = run_scenario(&s, &RunOptions::default())
-        .unwrap()
-        .runs
-        .remove(0);
+  { op = "close" },"#,
+    );
     assert_eq!(
         run.counters["mobifs.skipped_pages"], 0,
         "no page of the new file is skipped: {:?}",

@@ -27,7 +27,7 @@ use crate::units::Nanos;
 use recover::{Prepared, Recovered};
 use serde::Serialize;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
@@ -45,8 +45,6 @@ pub struct CrashCheckOptions {
     pub points: usize,
     /// The run's seed (default: the scenario's first).
     pub seed: Option<u64>,
-    /// One variant (default: all).
-    pub variant: Option<String>,
     /// Bytes of page versions kept.
     pub budget: u64,
 }
@@ -56,7 +54,6 @@ impl Default for CrashCheckOptions {
         CrashCheckOptions {
             points: 1_000,
             seed: None,
-            variant: None,
             budget: DEFAULT_BUDGET,
         }
     }
@@ -70,6 +67,18 @@ pub struct Tally {
     pub violations: u64,
     /// The first few, described.
     pub examples: Vec<String>,
+}
+
+impl CrashCheckOptions {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.points == 0 || self.points > MAX_POINTS {
+            return Err(format!(
+                "--points must be between 1 and {MAX_POINTS} (got {})",
+                self.points
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Tally {
@@ -209,12 +218,7 @@ pub fn check_variant(
     options: &CrashCheckOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<VariantReport, String> {
-    if options.points == 0 || options.points > MAX_POINTS {
-        return Err(format!(
-            "--points must be between 1 and {MAX_POINTS} (got {})",
-            options.points
-        ));
-    }
+    options.validate()?;
     let seed = options.seed.unwrap_or(scenario.seeds[0]);
     let wall = std::time::Instant::now();
     let (history, record, run_ns) = record(scenario, variant, seed, options.budget)?;
@@ -251,7 +255,7 @@ pub fn check_variant(
         variant: variant.name.clone(),
         seed,
         run_ns,
-        volatile_cache: prepared.volatile(),
+        volatile_cache: history.volatile_cache,
         writes: history.writes.len() as u64,
         flushes: history.flushes.len() as u64,
         transactions: record.tids.len() as u64,
@@ -270,7 +274,7 @@ pub fn check_variant(
         run_seconds,
         check_seconds: 0.0,
     };
-    let mut distinct: HashMap<u64, ()> = HashMap::new();
+    let mut distinct: HashSet<u64> = HashSet::new();
     let mut pit_cache: HashMap<(String, checks::Consistency, u64), Option<usize>> = HashMap::new();
     let mut sqlite_cache: HashMap<(Ino, u64), Option<String>> = HashMap::new();
     let app_files: BTreeMap<&str, Vec<Ino>> =
@@ -286,7 +290,7 @@ pub fn check_variant(
         let state: Recovered = prepared.recover(at, k as u64);
         let all: Vec<Option<&recover::RecoveredFile>> =
             record.files.keys().map(|i| state.files.get(i)).collect();
-        distinct.insert(state_hash(&all), ());
+        distinct.insert(state_hash(&all));
         if state.replayed.is_none() {
             report.nothing_replayed += 1;
         }
@@ -358,9 +362,7 @@ pub fn check_variant(
         // 3. fsynced data survive.
         let outcome = checks::fsync_durability(&record, &fsyncs, &shrinks, &state, at);
         report.fsync_skipped += outcome.skipped;
-        for _ in 0..outcome.checked - outcome.lost.len() as u64 {
-            report.fsync_durability.add(None);
-        }
+        report.fsync_durability.checked += outcome.checked - outcome.lost.len() as u64;
         for lost in outcome.lost {
             report.fsync_durability.add(Some(format!(
                 "crash at {at} ns: {} fsynced by {} ns: {}",
@@ -403,33 +405,15 @@ fn describe(record: &CrashRecord, state: &Recovered, inos: &[Ino]) -> String {
     )
 }
 
-/// Checks every variant of `scenario` (or the one `options.variant` names).
+/// Checks every variant of `scenario` (`Scenario::select_variant` narrows it to one).
 pub fn check_scenario(
     scenario: &Scenario,
     options: &CrashCheckOptions,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<Vec<VariantReport>, String> {
-    let variants: Vec<&Variant> = match &options.variant {
-        Some(name) => vec![scenario
-            .variants
-            .iter()
-            .find(|v| &v.name == name)
-            .ok_or_else(|| {
-                format!(
-                    "scenario `{}` has no variant `{name}` (it has: {})",
-                    scenario.name,
-                    scenario
-                        .variants
-                        .iter()
-                        .map(|v| v.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?],
-        None => scenario.variants.iter().collect(),
-    };
-    variants
-        .into_iter()
+    scenario
+        .variants
+        .iter()
         .map(|v| check_variant(scenario, v, options, &mut |d, t| progress(&v.name, d, t)))
         .collect()
 }

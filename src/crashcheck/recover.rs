@@ -18,7 +18,7 @@
 //! and a replay would overwrite, which revoke records prevent in the kernel and which the
 //! journaled-version rule here ignores unless the block is still the page's).
 
-use crate::dev::crash::{WriteHistory, WriteRecord};
+use crate::dev::crash::WriteHistory;
 use crate::mm::crashlog::{CrashRecord, Tag};
 use crate::mm::Ino;
 use crate::units::Nanos;
@@ -58,8 +58,7 @@ type JournaledCopies = HashMap<(Ino, u64), Vec<(u64, u64, u64)>>;
 /// The run's history prepared once for many crash points.
 pub struct Prepared<'a> {
     pub record: &'a CrashRecord,
-    writes: Vec<WriteRecord>,
-    volatile: bool,
+    history: &'a WriteHistory,
     /// Per write: when a flush made it durable (FUA and write-through: its completion).
     durable_at: Vec<Option<Nanos>>,
     /// Per block of interest: the writes covering it, in start order.
@@ -74,8 +73,8 @@ pub struct Prepared<'a> {
 }
 
 impl<'a> Prepared<'a> {
-    pub fn new(history: &WriteHistory, record: &'a CrashRecord, seed: u64) -> Prepared<'a> {
-        let writes = history.writes.clone();
+    pub fn new(history: &'a WriteHistory, record: &'a CrashRecord, seed: u64) -> Prepared<'a> {
+        let writes = &history.writes;
         // A flush persists what completed before it started: per write, the earliest
         // completion of a flush that started at or after the write completed.
         let mut flushes = history.flushes.clone();
@@ -159,8 +158,7 @@ impl<'a> Prepared<'a> {
             .collect();
         Prepared {
             record,
-            writes,
-            volatile: history.volatile_cache,
+            history,
             durable_at,
             by_block,
             tags,
@@ -170,17 +168,9 @@ impl<'a> Prepared<'a> {
         }
     }
 
-    pub fn writes(&self) -> &[WriteRecord] {
-        &self.writes
-    }
-
-    pub fn volatile(&self) -> bool {
-        self.volatile
-    }
-
     /// Whether write `i` reached flash in crash state (`at`, `point`).
     fn survives(&self, i: usize, at: Nanos, point: u64) -> bool {
-        let w = &self.writes[i];
+        let w = &self.history.writes[i];
         if w.start_ns >= at {
             return false;
         }
@@ -191,7 +181,7 @@ impl<'a> Prepared<'a> {
     }
 
     fn durable(&self, i: usize, at: Nanos) -> bool {
-        let w = &self.writes[i];
+        let w = &self.history.writes[i];
         w.start_ns < at && w.done_ns <= at && self.durable_at[i].is_some_and(|d| d <= at)
     }
 
@@ -199,7 +189,7 @@ impl<'a> Prepared<'a> {
     /// a later-started undetermined one that reached flash.
     fn holder(&self, block: u64, at: Nanos, point: u64) -> Option<usize> {
         let list = self.by_block.get(&block)?;
-        let started = list.partition_point(|&i| self.writes[i].start_ns < at);
+        let started = list.partition_point(|&i| self.history.writes[i].start_ns < at);
         let mut chosen = None;
         for &i in list[..started].iter().rev() {
             if self.durable(i, at) {
@@ -282,6 +272,7 @@ fn coin(seed: u64, point: u64, write: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dev::crash::WriteRecord;
     use crate::mm::crashlog::{CrashLog, FileSnapshot, TrackedFile};
 
     fn write(id: u64, block: u64, start: Nanos, done: Nanos, fua: bool) -> WriteRecord {

@@ -62,6 +62,29 @@ pub enum VctState {
     Committing,
 }
 
+/// Removes `vct`'s entries for pages `index >= from` of `ino` (an entry that was not its
+/// page's latest version was a copy, counted in `copies`). Returns whether any went.
+fn drop_entries(
+    vct: &mut Vct,
+    rmap: &HashMap<(Ino, u64), VctId>,
+    copies: &mut u64,
+    ino: Ino,
+    from: u64,
+) -> bool {
+    let gone: Vec<(Ino, u64)> = vct
+        .entries
+        .range((ino, from)..=(ino, u64::MAX))
+        .map(|(&k, _)| k)
+        .collect();
+    for key in &gone {
+        vct.entries.remove(key);
+        if rmap.get(key) != Some(&vct.id) {
+            *copies -= 1;
+        }
+    }
+    !gone.is_empty()
+}
+
 /// One entry: a page of a file at one version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
@@ -204,12 +227,7 @@ impl WriteLog {
         debug_assert!(bytes <= PAGE_SIZE);
         self.next_version += 1;
         let version = self.next_version;
-        if self.vcts.back().is_none_or(|v| v.state != VctState::Open) {
-            assert!(self.vcts.len() < MAX_VCTS, "write log holds too many VCTs");
-            let id = self.next_vct;
-            self.next_vct += 1;
-            self.vcts.push_back(Vct::new(id, now));
-        }
+        self.open_at(now);
         let open = self.vcts.back_mut().expect("an open VCT");
         let case = match self.rmap.get(&(ino, index)) {
             Some(&vct) if vct == open.id => WriteCase::Overwrite,
@@ -314,55 +332,24 @@ impl WriteLog {
     /// now on are copies. Returns the pages that lose their pin (every page past `length`).
     pub fn record_truncate(&mut self, ino: Ino, length: u64, now: Nanos) -> Vec<u64> {
         let from = length.div_ceil(PAGE_SIZE);
-        if self.vcts.back().is_none_or(|v| v.state != VctState::Open) {
-            assert!(self.vcts.len() < MAX_VCTS, "write log holds too many VCTs");
-            let id = self.next_vct;
-            self.next_vct += 1;
-            self.vcts.push_back(Vct::new(id, now));
-        }
+        self.open_at(now);
         let open = self.vcts.back_mut().expect("an open VCT");
         let open_id = open.id;
         open.sizes.insert(ino, length);
-        let range = (ino, from)..=(ino, u64::MAX);
-        let gone: Vec<(Ino, u64)> = open.entries.range(range).map(|(&k, _)| k).collect();
-        for key in &gone {
-            open.entries.remove(key);
-            if self.rmap.get(key) != Some(&open_id) {
-                self.copies -= 1;
-            }
-        }
-        let mut unpinned: Vec<u64> = self
-            .rmap
-            .keys()
-            .filter(|&&(i, index)| i == ino && index >= from)
-            .map(|&(_, index)| index)
-            .collect();
-        unpinned.sort_unstable();
-        for &index in &unpinned {
-            if self.rmap.remove(&(ino, index)) != Some(open_id) {
-                // A closed or committing VCT holds that version: now a copy.
-                self.copies += 1;
-            }
-        }
-        unpinned
+        drop_entries(open, &self.rmap, &mut self.copies, ino, from);
+        // A closed or committing VCT holding a page's latest version keeps it as a copy.
+        self.unmap_from(ino, from, |holder| holder != open_id)
     }
 
     /// Pages `index >= from` of `ino` are gone (truncate, unlink): their entries leave every
     /// VCT that is not being committed, and they lose their pin. Returns the pages unpinned.
     pub fn forget(&mut self, ino: Ino, from: u64) -> Vec<u64> {
-        let range = (ino, from)..=(ino, u64::MAX);
         for vct in self.vcts.iter_mut() {
             if vct.state == VctState::Committing {
                 continue;
             }
-            let gone: Vec<(Ino, u64)> = vct.entries.range(range.clone()).map(|(&k, _)| k).collect();
-            for key in &gone {
-                vct.entries.remove(key);
-                if self.rmap.get(key) != Some(&vct.id) {
-                    self.copies -= 1;
-                }
-            }
-            if !gone.is_empty() || vct.sizes.contains_key(&ino) {
+            let gone = drop_entries(vct, &self.rmap, &mut self.copies, ino, from);
+            if gone || vct.sizes.contains_key(&ino) {
                 if from == 0 {
                     vct.sizes.remove(&ino);
                 } else if let Some(size) = vct.sizes.get_mut(&ino) {
@@ -375,6 +362,25 @@ impl WriteLog {
             .front()
             .filter(|v| v.state == VctState::Committing)
             .map(|v| v.id);
+        // The committing VCT still holds its versions: from now on copies, freed when it
+        // finishes.
+        self.unmap_from(ino, from, |holder| Some(holder) == committing)
+    }
+
+    /// Opens a VCT at `now` unless one is open.
+    fn open_at(&mut self, now: Nanos) {
+        if self.vcts.back().is_none_or(|v| v.state != VctState::Open) {
+            assert!(self.vcts.len() < MAX_VCTS, "write log holds too many VCTs");
+            let id = self.next_vct;
+            self.next_vct += 1;
+            self.vcts.push_back(Vct::new(id, now));
+        }
+    }
+
+    /// Pages `index >= from` of `ino` lose their reverse mapping (and their pin); a VCT the
+    /// page's latest version stays in (`kept(holder)`) holds it as a copy from now on.
+    /// Returns the pages, in index order.
+    fn unmap_from(&mut self, ino: Ino, from: u64, kept: impl Fn(VctId) -> bool) -> Vec<u64> {
         let mut unpinned: Vec<u64> = self
             .rmap
             .keys()
@@ -383,9 +389,7 @@ impl WriteLog {
             .collect();
         unpinned.sort_unstable();
         for &index in &unpinned {
-            if self.rmap.remove(&(ino, index)) == committing {
-                // The committing VCT still holds that version: from now on a copy, freed when
-                // it finishes.
+            if self.rmap.remove(&(ino, index)).is_some_and(&kept) {
                 self.copies += 1;
             }
         }
