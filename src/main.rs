@@ -1526,13 +1526,15 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
     let results = with_spinner("bench", || {
         let mut results = mobistack::sim::bench::run_all(scale);
         // 8 GiB written in the background over 240 s of virtual time through the whole stack.
-        results.push(mobistack::run::bench_stack(8, 240));
+        results.extend(mobistack::run::bench_stack(8, 240));
         // QASIO's M1 with its 8 GB background write through ext4, CFQ and the eMMC model.
         results.push(mobistack::run::bench_qasio_m1(8));
         // Real SQLite in the loop: autocommit INSERTs through the VFS bridge.
         results.push(mobistack::run::bench_sqlite(2_000 * scale));
         // A DiskSim trace of 4 KiB random reads replayed on the device model alone.
         results.push(mobistack::workload::replay::device::bench(250_000 * scale));
+        // fio's 4 KiB random reads at QD32 through the block layer and the device model.
+        results.push(mobistack::workload::fio::bench(1_000 * scale));
         results
     });
     if json {
