@@ -317,7 +317,7 @@ impl BlkTrace {
             flags: bio.flags,
             sector: bio.sector,
             nr_sectors: bio.nr_sectors,
-            comm: bio.task.comm.clone(),
+            comm: bio.task.comm.to_string(),
             depth: 0,
             device: None,
         });
@@ -338,7 +338,7 @@ impl BlkTrace {
             flags: rq.flags,
             sector: rq.sector,
             nr_sectors: rq.nr_sectors,
-            comm: rq.task.comm.clone(),
+            comm: rq.task.comm.to_string(),
             depth: 0,
             device: None,
         });
@@ -621,7 +621,7 @@ mod tests {
     fn lines_follow_blkparse_default_format() {
         let mut trace = BlkTrace::new(8, 0, 16);
         let mut write = bio(1, IoOp::Write, 123456, 8, 1234);
-        write.task.comm = "proc".to_string();
+        write.task.comm = "proc".into();
         trace.bio(0, Action::Queue, &write);
         write.flags.sync = true;
         trace.bio(1_500_000_123, Action::GetRequest, &write);
@@ -684,7 +684,7 @@ mod tests {
     fn the_binary_format_is_struct_blk_io_trace_version_7() {
         let mut trace = BlkTrace::new(179, 0, 16);
         let mut write = bio(1, IoOp::Write, 2048, 16, 1001);
-        write.task.comm = "a-very-long-process-name".to_string();
+        write.task.comm = "a-very-long-process-name".into();
         write.flags.sync = true;
         write.flags.fua = true;
         trace.bio(1_000, Action::Queue, &write);

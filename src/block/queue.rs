@@ -288,7 +288,8 @@ pub struct RequestQueue {
     /// `q->queue_head`: requests that bypass the elevator (flushes), served first.
     dispatch_list: VecDeque<Request>,
     bypass: BTreeSet<RequestId>,
-    in_flight: BTreeMap<RequestId, Request>,
+    /// Requests the device holds, by id (never iterated: a hash map stores each once).
+    in_flight: crate::sim::IdMap<Request>,
     next_request_id: RequestId,
     stats: QueueStats,
     trace: Option<BlkTrace>,
@@ -339,7 +340,7 @@ impl RequestQueue {
             qasio_stats: super::qasio::QasioStats::default(),
             fasttrack: crate::fasttrack::FastTrackConfig::default(),
             fasttrack_dispatched: 0,
-            in_flight: BTreeMap::new(),
+            in_flight: crate::sim::id_map(),
             next_request_id: 1,
             stats: QueueStats::default(),
             trace: None,

@@ -42,8 +42,9 @@ pub struct TaskRef {
     pub pid: u32,
     pub tgid: u32,
     pub uid: u32,
-    /// `comm`, the process name that blktrace prints.
-    pub comm: String,
+    /// `comm`, the process name that blktrace prints: shared, so that a bio's copy of its
+    /// task costs a reference count, not an allocation.
+    pub comm: std::rc::Rc<str>,
 }
 
 impl TaskRef {
@@ -52,7 +53,7 @@ impl TaskRef {
             pid,
             tgid: pid,
             uid: 0,
-            comm: comm.to_string(),
+            comm: comm.into(),
         }
     }
 }

@@ -718,7 +718,7 @@ impl QueueSubmit {
             pid,
             tgid: pid,
             uid,
-            comm: comm.to_string(),
+            comm: comm.into(),
         }
     }
 }

@@ -22,6 +22,7 @@
 pub mod bench;
 pub mod cpu;
 pub mod executor;
+pub mod idmap;
 mod queue;
 pub mod rng;
 pub mod sync;
@@ -35,5 +36,6 @@ pub use executor::{
     BlockedTask, Deadlock, Doing, JoinHandle, Livelock, RunEnd, Sim, SimError, Simulation, Sleep,
     Step, WaitLog, WaitRecord, WakeToken, MAX_LOGGED_WAITS, MAX_STEPS_AT_ONE_INSTANT,
 };
+pub use idmap::{id_map, IdMap};
 pub use rng::Rng;
 pub use wait::{BlockedTimes, Blocker, TaskId, Wait, WaitReason};

@@ -281,7 +281,7 @@ fn task_ref(pid: u32, uid: u32, comm: &str) -> TaskRef {
         pid,
         tgid: pid,
         uid,
-        comm: comm.to_string(),
+        comm: comm.into(),
     }
 }
 

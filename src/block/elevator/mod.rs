@@ -36,7 +36,7 @@ pub mod subregion;
 use super::request::{Bio, MergeKind, Request, RequestId};
 use crate::kernel::Hz;
 use crate::units::Nanos;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// The scheduler interface (`elevator_ops`).
 pub trait Elevator {
@@ -174,7 +174,8 @@ pub fn build_elevator(
 /// back-merge hash, `elv_rqhash_*`) and by start sector (front merges).
 #[derive(Debug, Default)]
 pub struct RqStore {
-    rqs: BTreeMap<RequestId, Request>,
+    /// By id (looked up, never iterated in order: a hash map moves no request on removal).
+    rqs: crate::sim::IdMap<Request>,
     by_end: BTreeSet<(u64, RequestId)>,
     by_start: BTreeSet<(u64, RequestId)>,
 }

@@ -265,7 +265,7 @@ async fn dispatcher(
                         pid,
                         tgid: pid,
                         uid: ctx.uid,
-                        comm: key.0.clone(),
+                        comm: key.0.as_str().into(),
                     },
                     queue: RefCell::new(VecDeque::new()),
                     idle: WaitQueue::new(),
