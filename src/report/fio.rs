@@ -7,9 +7,12 @@
 //! `io_kbytes`, `bw_bytes`, `bw` in KiB/s, `iops`, `runtime` in ms, `total_ios`, `slat_ns`,
 //! `clat_ns`, `lat_ns` with `min`, `max`, `mean`, `stddev`, `N` and a `percentile` map keyed
 //! "99.000000", `bw_*` and `iops_*` over 500 ms samples), `sync`, `iodepth_level`,
-//! `latency_ns` / `_us` / `_ms`. Percentiles and bins use fio's histogram (`plat_val_to_idx`: 64
+//! `latency_ns` / `_us` / `_ms`. The numbers are read from what the job recorded as fio records
+//! it ([`crate::block::fio::LatencyStats`], [`crate::block::fio::LatencyRanges`]): min, max, and
+//! `calc_lat`'s mean and standard deviation from Welford's running sums; percentiles
+//! (`calc_clat_percentiles`) and bins from the histogram `io_u_plat` (`plat_val_to_idx`: 64
 //! buckets per power of two, a value's bucket reported as its middle), so they are what fio
-//! would print for the same latencies.
+//! would print for the same latencies; the latency ranges from `io_u_lat_n` / `_u` / `_m`.
 //!
 //! What differs, and why: times are virtual (`timestamp` 0, `elapsed` in virtual seconds); CPU
 //! time is not modelled (`usr_cpu`, `sys_cpu`, `ctx`, `majf`, `minf` are 0); there is no
@@ -18,11 +21,11 @@
 //! fio lists them without `group_reporting`.
 
 use crate::block::blktrace::BlkTrace;
-use crate::block::fio::{DirectionStats, FioJob, JobStats, LatencySamples, DDIR_NAMES};
+pub use crate::block::fio::{plat_idx_to_val, plat_val_to_idx};
+use crate::block::fio::{DirectionStats, FioJob, JobStats, LatencyStats, DDIR_NAMES};
 use crate::block::queue::QueueStats;
 use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC};
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// The fio version whose output format this follows.
@@ -34,91 +37,14 @@ pub const PERCENTILES: [f64; 17] = [
     99.99,
 ];
 
-/// `FIO_IO_U_PLAT_BITS`: 2^6 buckets per power of two.
-const PLAT_BITS: u32 = 6;
-const PLAT_VAL: u64 = 1 << PLAT_BITS;
-/// `FIO_IO_U_PLAT_NR`: 29 groups of 64 buckets.
-const PLAT_NR: u64 = 29 * PLAT_VAL;
-
-/// fio's `plat_val_to_idx`: the histogram bucket of a latency in ns.
-pub fn plat_val_to_idx(value: u64) -> u64 {
-    let msb = if value == 0 {
-        0
-    } else {
-        63 - u64::from(value.leading_zeros())
-    };
-    if msb <= u64::from(PLAT_BITS) {
-        return value;
-    }
-    let error_bits = msb - u64::from(PLAT_BITS);
-    let base = (error_bits + 1) << PLAT_BITS;
-    let offset = (PLAT_VAL - 1) & (value >> error_bits);
-    (base + offset).min(PLAT_NR - 1)
-}
-
-/// fio's `plat_idx_to_val`: the value a bucket stands for (the middle of its range).
-pub fn plat_idx_to_val(index: u64) -> u64 {
-    assert!(index < PLAT_NR, "bucket {index} out of range");
-    if index < (PLAT_VAL << 1) {
-        return index;
-    }
-    let error_bits = (index >> PLAT_BITS) - 1;
-    let base = 1u64 << (error_bits + u64::from(PLAT_BITS));
-    let k = index % PLAT_VAL;
-    base + ((k as f64 + 0.5) * (1u64 << error_bits) as f64) as u64
-}
-
-/// Count, min, max, mean and (sample) standard deviation, as fio's `calc_lat`.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct LatencyStat {
-    pub samples: u64,
-    pub min: u64,
-    pub max: u64,
-    pub mean: f64,
-    pub stddev: f64,
-}
-
-impl LatencyStat {
-    pub fn of(latencies: &LatencySamples) -> LatencyStat {
-        let values = &latencies.samples;
-        if values.is_empty() {
-            return LatencyStat::default();
-        }
-        let n = values.len() as f64;
-        let mean = values.iter().map(|&v| v as f64).sum::<f64>() / n;
-        let squares: f64 = values.iter().map(|&v| (v as f64 - mean).powi(2)).sum();
-        LatencyStat {
-            samples: values.len() as u64 + latencies.dropped,
-            min: *values.iter().min().expect("non-empty"),
-            max: *values.iter().max().expect("non-empty"),
-            mean,
-            stddev: if values.len() > 1 {
-                (squares / (n - 1.0)).sqrt()
-            } else {
-                0.0
-            },
-        }
-    }
-}
-
-/// The non-empty histogram buckets of some latencies: (bucket index, count), ascending.
-fn buckets(latencies: &LatencySamples) -> Vec<(u64, u64)> {
-    let mut counts: BTreeMap<u64, u64> = BTreeMap::new();
-    for &value in &latencies.samples {
-        *counts.entry(plat_val_to_idx(value)).or_insert(0) += 1;
-    }
-    counts.into_iter().collect()
-}
-
 /// fio's `calc_clat_percentiles`: for each of [`PERCENTILES`], the value of the first bucket at
 /// which the running count reaches that share of the samples.
-pub fn percentiles(latencies: &LatencySamples) -> Vec<(f64, u64)> {
-    let buckets = buckets(latencies);
-    let total = latencies.samples.len() as f64;
+pub fn percentiles(latencies: &LatencyStats) -> Vec<(f64, u64)> {
+    let total = latencies.samples() as f64;
     let mut out = Vec::with_capacity(PERCENTILES.len());
     let mut sum = 0u64;
     let mut next = 0;
-    for (index, count) in buckets {
+    for (index, count) in latencies.buckets() {
         sum += count;
         while next < PERCENTILES.len() && sum as f64 >= PERCENTILES[next] / 100.0 * total {
             out.push((PERCENTILES[next], plat_idx_to_val(index)));
@@ -245,7 +171,8 @@ fn window_stat(windows: &[u64], full: usize, per_second: f64) -> (u64, u64, f64,
     (min as u64, max as u64, mean, dev, values.len() as u64)
 }
 
-/// fio's latency buckets (`io_u_lat_n/u/m`) of the completion latencies: percentages per range.
+/// fio's latency buckets (`io_u_lat_n/u/m`) of the completion latencies: percentages per range
+/// (`stat_calc_lat_n` / `_u` / `_m`).
 fn latency_ranges(jobs: &JobStats) -> [Vec<(&'static str, f64)>; 3] {
     const RANGES: [&str; 10] = [
         "2", "4", "10", "20", "50", "100", "250", "500", "750", "1000",
@@ -253,73 +180,39 @@ fn latency_ranges(jobs: &JobStats) -> [Vec<(&'static str, f64)>; 3] {
     const MS_RANGES: [&str; 12] = [
         "2", "4", "10", "20", "50", "100", "250", "500", "750", "1000", "2000", ">=2000",
     ];
-    fn index(value: u64) -> usize {
-        match value {
-            0..=1 => 0,
-            2..=3 => 1,
-            4..=9 => 2,
-            10..=19 => 3,
-            20..=49 => 4,
-            50..=99 => 5,
-            100..=249 => 6,
-            250..=499 => 7,
-            500..=749 => 8,
-            750..=999 => 9,
-            1000..=1999 => 10,
-            _ => 11,
-        }
-    }
-    let mut counts = [[0u64; 12]; 3];
-    let mut total = 0u64;
-    for direction in &jobs.directions {
-        for &nanos in &direction.clat.samples {
-            total += 1;
-            if nanos < 1_000 {
-                counts[0][index(nanos)] += 1;
-            } else if nanos < 1_000_000 {
-                counts[1][index(nanos / 1_000)] += 1;
-            } else {
-                counts[2][index(nanos / 1_000_000)] += 1;
-            }
-        }
-    }
-    let share = |count: u64| {
-        if total == 0 {
-            0.0
-        } else {
-            100.0 * count as f64 / total as f64
-        }
+    let counts = &jobs.lat_ranges;
+    let total = counts.total();
+    let shares = |names: &[&'static str], counts: &[u64]| -> Vec<(&'static str, f64)> {
+        names
+            .iter()
+            .zip(counts)
+            .map(|(name, &count)| {
+                let share = if total == 0 {
+                    0.0
+                } else {
+                    100.0 * count as f64 / total as f64
+                };
+                (*name, share)
+            })
+            .collect()
     };
     [
-        RANGES
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (*r, share(counts[0][i])))
-            .collect(),
-        RANGES
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (*r, share(counts[1][i])))
-            .collect(),
-        MS_RANGES
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (*r, share(counts[2][i])))
-            .collect(),
+        shares(&RANGES, &counts.nsec),
+        shares(&RANGES, &counts.usec),
+        shares(&MS_RANGES, &counts.msec),
     ]
 }
 
 /// `add_ddir_lat_json`: min, max, mean, stddev, N, and with `with_percentiles` the percentile
 /// map (and for json+ the histogram bins).
-fn lat_json(latencies: &LatencySamples, with_percentiles: bool, plus: bool) -> Value {
-    let stat = LatencyStat::of(latencies);
+fn lat_json(latencies: &LatencyStats, with_percentiles: bool, plus: bool) -> Value {
     let mut object = Map::new();
-    object.insert("min".into(), json!(stat.min));
-    object.insert("max".into(), json!(stat.max));
-    object.insert("mean".into(), json!(stat.mean));
-    object.insert("stddev".into(), json!(stat.stddev));
-    object.insert("N".into(), json!(stat.samples));
-    if with_percentiles && stat.samples > 0 {
+    object.insert("min".into(), json!(latencies.min()));
+    object.insert("max".into(), json!(latencies.max()));
+    object.insert("mean".into(), json!(latencies.mean()));
+    object.insert("stddev".into(), json!(latencies.stddev()));
+    object.insert("N".into(), json!(latencies.samples()));
+    if with_percentiles && latencies.samples() > 0 {
         let mut map = Map::new();
         for (p, value) in percentiles(latencies) {
             map.insert(format!("{p:.6}"), json!(value));
@@ -327,7 +220,7 @@ fn lat_json(latencies: &LatencySamples, with_percentiles: bool, plus: bool) -> V
         object.insert("percentile".into(), Value::Object(map));
         if plus {
             let mut bins = Map::new();
-            for (index, count) in buckets(latencies) {
+            for (index, count) in latencies.buckets() {
                 bins.insert(plat_idx_to_val(index).to_string(), json!(count));
             }
             object.insert("bins".into(), Value::Object(bins));
@@ -611,9 +504,8 @@ impl FioReport {
                 ("clat", &direction.clat),
                 (" lat", &direction.lat),
             ] {
-                let stat = LatencyStat::of(latencies);
-                if stat.samples > 0 {
-                    display_lat(label, stat, out);
+                if latencies.samples() > 0 {
+                    display_lat(label, latencies, out);
                 }
             }
             for (enabled, label, latencies) in [
@@ -621,7 +513,7 @@ impl FioReport {
                 (job.clat_percentiles, "clat", &direction.clat),
                 (job.lat_percentiles, "lat", &direction.lat),
             ] {
-                if enabled && !latencies.samples.is_empty() {
+                if enabled && latencies.samples() > 0 {
                     show_percentiles(label, latencies, out);
                 }
             }
@@ -680,8 +572,9 @@ fn rw_name(job: &FioJob) -> &'static str {
 
 /// fio's `display_lat`: "clat (usec): min=..., max=..., avg=..., stdev=..." in the unit fio
 /// picks (`nsec_to_msec`, `nsec_to_usec`).
-fn display_lat(label: &str, stat: LatencyStat, out: &mut String) {
-    let (mut min, mut max, mut mean, mut dev) = (stat.min, stat.max, stat.mean, stat.stddev);
+fn display_lat(label: &str, stat: &LatencyStats, out: &mut String) {
+    let (mut min, mut max, mut mean, mut dev) =
+        (stat.min(), stat.max(), stat.mean(), stat.stddev());
     let unit = if min > 2_000_000 && max > 99_999_999 && dev > 1_000_000.0 {
         min /= 1_000_000;
         max /= 1_000_000;
@@ -706,7 +599,7 @@ fn display_lat(label: &str, stat: LatencyStat, out: &mut String) {
 }
 
 /// fio's `show_clat_percentiles`: four to a line, in the unit the range calls for.
-fn show_percentiles(label: &str, latencies: &LatencySamples, out: &mut String) {
+fn show_percentiles(label: &str, latencies: &LatencyStats, out: &mut String) {
     let values = percentiles(latencies);
     if values.is_empty() {
         return;
@@ -747,38 +640,151 @@ fn show_percentiles(label: &str, latencies: &LatencySamples, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
-    #[test]
-    fn histogram_buckets_are_fios() {
-        // Small values are exact; above 2^7 each power of two has 64 buckets.
-        assert_eq!(plat_val_to_idx(100), 100);
-        assert_eq!(plat_idx_to_val(100), 100);
-        assert_eq!(plat_val_to_idx(128), 128);
-        // 1,000,000 ns: msb 19, 13 error bits, bucket 14*64 + (1e6 >> 13 & 63).
-        let index = plat_val_to_idx(1_000_000);
-        assert_eq!(index, 14 * 64 + ((1_000_000u64 >> 13) & 63));
-        let value = plat_idx_to_val(index);
-        assert!(
-            (value as f64 - 1e6).abs() / 1e6 < 1.0 / 128.0,
-            "{value}: within fio's 1/2^(bits+1) error"
-        );
-        for v in [0u64, 1, 63, 64, 129, 4_096, 123_456_789, u64::MAX / 4] {
-            assert!(plat_val_to_idx(v) < PLAT_NR, "{v}");
+    use crate::block::fio::LatencyRanges;
+
+    fn recorded(values: impl IntoIterator<Item = u64>) -> LatencyStats {
+        let mut stats = LatencyStats::default();
+        for value in values {
+            stats.record(value);
         }
+        stats
+    }
+
+    /// Latencies from ns to seconds, with repeats: a fixed pseudo-random sequence.
+    fn spread(count: usize) -> Vec<u64> {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        (0..count)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                // A magnitude of 2^0 .. 2^33 ns, then a value within it.
+                let bits = state % 34;
+                ((state >> 8) & ((1u64 << bits) - 1)) | (1u64 << bits >> 1)
+            })
+            .collect()
     }
 
     #[test]
     fn percentiles_follow_calc_clat_percentiles() {
-        let latencies = LatencySamples {
-            samples: (1..=100).collect(),
-            dropped: 0,
-        };
+        let latencies = recorded(1..=100);
         let values = percentiles(&latencies);
         assert_eq!(values.len(), PERCENTILES.len());
         assert_eq!(values[0], (1.0, 1));
         assert_eq!(values[6], (50.0, 50));
         assert_eq!(values[12], (99.0, 99));
         assert_eq!(values[16], (99.99, 100));
+    }
+
+    #[test]
+    fn percentiles_and_bins_are_those_of_the_samples() {
+        // The computation over kept samples this replaced: bucket every sample, then walk the
+        // buckets.
+        /// Percentiles (percentile, value) and bins (value, count).
+        type Histogram = (Vec<(f64, u64)>, Vec<(u64, u64)>);
+        fn reference(samples: &[u64]) -> Histogram {
+            let mut counts: BTreeMap<usize, u64> = BTreeMap::new();
+            for &value in samples {
+                *counts.entry(plat_val_to_idx(value)).or_insert(0) += 1;
+            }
+            let total = samples.len() as f64;
+            let mut out = Vec::new();
+            let mut sum = 0u64;
+            let mut next = 0;
+            for (&index, &count) in &counts {
+                sum += count;
+                while next < PERCENTILES.len() && sum as f64 >= PERCENTILES[next] / 100.0 * total {
+                    out.push((PERCENTILES[next], plat_idx_to_val(index)));
+                    next += 1;
+                }
+                if next == PERCENTILES.len() {
+                    break;
+                }
+            }
+            let bins = counts
+                .into_iter()
+                .map(|(index, count)| (plat_idx_to_val(index), count))
+                .collect();
+            (out, bins)
+        }
+        for samples in [
+            spread(10_000),
+            spread(7),
+            vec![42],
+            vec![0, 0, u64::MAX],
+            (0..5_000).map(|i| 90_000 + i * 37).collect(),
+        ] {
+            let stats = recorded(samples.iter().copied());
+            let (expected, expected_bins) = reference(&samples);
+            assert_eq!(percentiles(&stats), expected);
+            let bins: Vec<(u64, u64)> = stats
+                .buckets()
+                .map(|(index, count)| (plat_idx_to_val(index), count))
+                .collect();
+            assert_eq!(bins, expected_bins);
+            let json = lat_json(&stats, true, true);
+            assert_eq!(json["N"], samples.len() as u64);
+            let json_bins: u64 = json["bins"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|count| count.as_u64().unwrap())
+                .sum();
+            assert_eq!(json_bins, samples.len() as u64);
+        }
+    }
+
+    #[test]
+    fn latency_ranges_are_the_completion_latencies_shares() {
+        // The computation over kept samples this replaced.
+        fn reference(samples: &[u64]) -> [[u64; 12]; 3] {
+            fn index(value: u64) -> usize {
+                [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000]
+                    .iter()
+                    .position(|&bound| value < bound)
+                    .unwrap_or(11)
+            }
+            let mut counts = [[0u64; 12]; 3];
+            for &nanos in samples {
+                if nanos < 1_000 {
+                    counts[0][index(nanos)] += 1;
+                } else if nanos < 1_000_000 {
+                    counts[1][index(nanos / 1_000)] += 1;
+                } else {
+                    counts[2][index(nanos / 1_000_000)] += 1;
+                }
+            }
+            counts
+        }
+        let samples = spread(5_000);
+        let mut stats = JobStats::default();
+        for &value in &samples {
+            stats.lat_ranges.mark(value);
+        }
+        assert_eq!(stats.lat_ranges.total(), 5_000);
+        let expected = reference(&samples);
+        let ranges = latency_ranges(&stats);
+        for (row, (shares, counts)) in ranges.iter().zip(&expected).enumerate() {
+            for (i, (_, share)) in shares.iter().enumerate() {
+                assert_eq!(
+                    *share,
+                    100.0 * counts[i] as f64 / 5_000.0,
+                    "row {row} range {i}"
+                );
+            }
+        }
+        // Some known values: 1 ns, 999 ns, 1 us, 249 us, 1 ms, 2 s.
+        let mut ranges = LatencyRanges::default();
+        for value in [1, 999, 1_000, 249_999, 1_000_000, 2_000_000_000] {
+            ranges.mark(value);
+        }
+        assert_eq!((ranges.nsec[0], ranges.nsec[9]), (1, 1));
+        assert_eq!((ranges.usec[0], ranges.usec[6]), (1, 1));
+        assert_eq!((ranges.msec[0], ranges.msec[11]), (1, 1));
+        let empty = latency_ranges(&JobStats::default());
+        assert!(empty.iter().flatten().all(|(_, share)| *share == 0.0));
     }
 
     #[test]

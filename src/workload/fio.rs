@@ -590,21 +590,33 @@ prioclass=3
         let text = "[a]\ndirect=1\nrw=randread\nbs=4k\nsize=1m\nioengine=libaio\niodepth=4\n";
         let device = FixedLatencyDevice::new(1, 100_000, 0);
         let report = run_fio_file(text, Box::new(device), "noop", FioOptions::default()).unwrap();
-        let read = &report.jobs[0].stats.directions[0];
-        assert_eq!(read.slat.samples.len(), 256);
-        for i in 0..256 {
-            assert_eq!(
-                read.lat.samples[i],
-                read.slat.samples[i] + read.clat.samples[i]
-            );
-        }
-        assert!(read.clat.samples.iter().all(|&c| c >= 100_000));
+        let stats = &report.jobs[0].stats;
+        let read = &stats.directions[0];
+        // Every I/O has its slat, clat and lat, and lat = slat + clat: the sums (means) add up,
+        // and the smallest lat is no less than the smallest slat plus the smallest clat.
+        let (slat, clat, lat) = (&read.slat, &read.clat, &read.lat);
+        assert_eq!(
+            (slat.samples(), clat.samples(), lat.samples()),
+            (256, 256, 256)
+        );
+        let sum = slat.mean() + clat.mean();
+        assert!(
+            (lat.mean() - sum).abs() <= 1e-9 * sum,
+            "{} vs {sum}",
+            lat.mean()
+        );
+        assert!(lat.min() >= slat.min() + clat.min());
+        assert!(lat.max() <= slat.max() + clat.max());
+        assert!(clat.min() >= 100_000, "{}", clat.min());
+        assert_eq!(stats.lat_ranges.total(), 256);
         // A sync engine has no slat, and clat = lat.
         let text = "[s]\ndirect=1\nrw=randread\nbs=4k\nsize=64k\n";
         let device = FixedLatencyDevice::new(1, 100_000, 0);
         let report = run_fio_file(text, Box::new(device), "noop", FioOptions::default()).unwrap();
         let read = &report.jobs[0].stats.directions[0];
-        assert!(read.slat.samples.is_empty());
-        assert_eq!(read.clat.samples, read.lat.samples);
+        assert_eq!(read.slat.samples(), 0);
+        assert_eq!(read.slat.buckets().count(), 0);
+        assert_eq!(read.clat.samples(), 16);
+        assert_eq!(read.clat, read.lat);
     }
 }
