@@ -70,7 +70,12 @@ impl Timeline {
             return;
         }
         let end = start + duration;
-        let index = self.busy.partition_point(|&(s, _)| s < start);
+        // Most reservations go after every other (the busy list is sorted by start).
+        let index = match self.busy.back() {
+            Some(&(last_start, _)) if last_start < start => self.busy.len(),
+            None => 0,
+            Some(_) => self.busy.partition_point(|&(s, _)| s < start),
+        };
         if index > 0 {
             assert!(self.busy[index - 1].1 <= start, "overlapping reservation");
         }
@@ -86,6 +91,8 @@ impl Timeline {
             }
         } else if index < self.busy.len() && self.busy[index].0 == end {
             self.busy[index].0 = start;
+        } else if index == self.busy.len() {
+            self.busy.push_back((start, end));
         } else {
             self.busy.insert(index, (start, end));
         }
@@ -303,6 +310,11 @@ pub struct NandArray {
     ops: Vec<VecDeque<DieOp>>,
     next_op_id: u64,
     suspend_stats: SuspendStats,
+    /// The time of the last [`Self::prune`]: a die's or a channel's intervals that ended by
+    /// then are forgotten when that die or channel is next used, not at every prune (a device
+    /// with 64 dies would otherwise look at 136 queues per command). Pruning is monotone, so
+    /// what a die holds when it is used is the same either way.
+    pruned_to_ns: Nanos,
 }
 
 impl NandArray {
@@ -315,6 +327,7 @@ impl NandArray {
             ops: vec![VecDeque::new(); geometry.dies() as usize],
             next_op_id: 0,
             suspend_stats: SuspendStats::default(),
+            pruned_to_ns: 0,
         }
     }
 
@@ -328,7 +341,8 @@ impl NandArray {
         self.suspend_stats
     }
 
-    /// The reservations of `die` from the last prune on.
+    /// The reservations of `die` not yet forgotten: those that ended by the last prune are
+    /// dropped when the die is next used.
     pub fn die_ops(&self, die: u32) -> &VecDeque<DieOp> {
         &self.ops[die as usize]
     }
@@ -338,7 +352,12 @@ impl NandArray {
         let id = self.next_op_id;
         self.next_op_id += 1;
         let ops = &mut self.ops[die as usize];
-        let index = ops.partition_point(|op| op.start_ns < start_ns);
+        // Most operations go after every other (the list is sorted by start).
+        let index = match ops.back() {
+            Some(last) if last.start_ns < start_ns => ops.len(),
+            None => 0,
+            Some(_) => ops.partition_point(|op| op.start_ns < start_ns),
+        };
         assert!(
             index == 0 || ops[index - 1].end_ns <= start_ns,
             "overlapping die operations"
@@ -347,17 +366,19 @@ impl NandArray {
             index == ops.len() || end_ns <= ops[index].start_ns,
             "overlapping die operations"
         );
-        ops.insert(
-            index,
-            DieOp {
-                id,
-                start_ns,
-                end_ns,
-                work,
-                suspends: 0,
-                suspended_until_ns: 0,
-            },
-        );
+        let op = DieOp {
+            id,
+            start_ns,
+            end_ns,
+            work,
+            suspends: 0,
+            suspended_until_ns: 0,
+        };
+        if index == ops.len() {
+            ops.push_back(op);
+        } else {
+            ops.insert(index, op);
+        }
         assert!(ops.len() <= DIE_OPS_MAX, "a die holds too many operations");
         id
     }
@@ -390,19 +411,30 @@ impl NandArray {
     }
 
     /// Forgets busy intervals that ended by `now` (every later reservation starts at or after it).
+    /// Each die and channel does so when it is next used ([`Self::prune_die`]).
     pub fn prune(&mut self, now: Nanos) {
-        self.dies.iter_mut().for_each(|t| t.prune(now));
-        self.channels.iter_mut().for_each(|t| t.prune(now));
-        for ops in &mut self.ops {
-            while ops.front().is_some_and(|op| op.end_ns <= now) {
-                ops.pop_front();
-            }
+        // A prune at an earlier time than the last forgets nothing more, as before.
+        self.pruned_to_ns = self.pruned_to_ns.max(now);
+    }
+
+    /// Forgets `die`'s intervals and operations, and its channel's intervals, that ended by
+    /// the last [`Self::prune`]; called before anything looks at them.
+    #[inline]
+    fn prune_die(&mut self, die: u32) {
+        let now = self.pruned_to_ns;
+        self.dies[die as usize].prune(now);
+        let ops = &mut self.ops[die as usize];
+        while ops.front().is_some_and(|op| op.end_ns <= now) {
+            ops.pop_front();
         }
+        let channel = self.geometry.channel_of(die) as usize;
+        self.channels[channel].prune(now);
     }
 
     /// Array read on `die` (all planes of one program unit), then transfer of `bytes` over the
     /// die's channel. Returns the time the data is in the controller.
     pub fn read(&mut self, die: u32, at: Nanos, read_ns: Nanos, bytes: u64) -> Nanos {
+        self.prune_die(die);
         let die_start = self.dies[die as usize].first_fit(at, read_ns);
         self.dies[die as usize].reserve(die_start, read_ns);
         if read_ns > 0 {
@@ -424,6 +456,7 @@ impl NandArray {
     /// from the start of the transfer (its page registers latch the data). Returns the end and
     /// the reservation's id (a suspend may later move its end, see [`Self::read_suspending`]).
     pub fn program(&mut self, die: u32, at: Nanos, program_ns: Nanos) -> (Nanos, u64) {
+        self.prune_die(die);
         let channel = self.geometry.channel_of(die) as usize;
         let transfer_ns = self
             .timing
@@ -451,6 +484,7 @@ impl NandArray {
     /// Occupies `die` for `busy_ns` in its first idle stretch at or after `at` (garbage collection
     /// copy-back, erase). Returns the end and the reservation's id.
     pub fn occupy(&mut self, die: u32, at: Nanos, busy_ns: Nanos) -> (Nanos, u64) {
+        self.prune_die(die);
         let start = self.dies[die as usize].first_fit(at, busy_ns);
         self.dies[die as usize].reserve(start, busy_ns);
         let id = if busy_ns > 0 {
@@ -487,6 +521,7 @@ impl NandArray {
         timing: &SuspendTiming,
         shifts: &mut Vec<Shift>,
     ) -> Option<Nanos> {
+        self.prune_die(die);
         let mut at = at;
         // Bound: each round moves `at` past one operation of the die.
         for _ in 0..=self.ops[die as usize].len() {

@@ -51,20 +51,28 @@ pub fn by_name(name: &str) -> Result<Box<dyn InternalScheduler>, String> {
     }
 }
 
-/// Index of the first command (in arrival order) with the smallest `class`.
+/// Index of the first command (in arrival order) with the smallest `class`. Class 0 is the
+/// best there is, so the scan stops at the first command of class 0 (the common case: the
+/// oldest command is usually of the best class).
 pub(crate) fn first_of_best_class(
     queue: &[QueuedCommand],
     class: impl Fn(&QueuedCommand) -> u8,
 ) -> usize {
     assert!(!queue.is_empty(), "pick on an empty queue");
+    debug_assert!(
+        queue.windows(2).all(|pair| pair[0].seq < pair[1].seq),
+        "queue is in arrival order"
+    );
     let mut best = 0;
+    let mut best_class = class(&queue[0]);
     for (index, command) in queue.iter().enumerate().skip(1) {
-        assert!(
-            command.seq > queue[index - 1].seq,
-            "queue is in arrival order"
-        );
-        if class(command) < class(&queue[best]) {
+        if best_class == 0 {
+            break;
+        }
+        let class = class(command);
+        if class < best_class {
             best = index;
+            best_class = class;
         }
     }
     best

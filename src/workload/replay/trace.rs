@@ -193,6 +193,9 @@ pub struct TraceReader<R: BufRead> {
     in_summary: bool,
     saw_header: bool,
     process_scratch: String,
+    /// The device `process_scratch` names ("dev<N>"), so that it is formatted once per change
+    /// of device, not once per record.
+    scratch_device: Option<u64>,
 }
 
 fn parse_u64(field: &[u8]) -> Option<u64> {
@@ -340,6 +343,7 @@ impl<R: BufRead> TraceReader<R> {
             in_summary: false,
             saw_header: false,
             process_scratch: String::new(),
+            scratch_device: None,
         }
     }
 
@@ -394,9 +398,13 @@ impl<R: BufRead> TraceReader<R> {
                     synthetic_name,
                 }) => {
                     let process = if synthetic_name {
-                        self.process_scratch.clear();
-                        self.process_scratch.push_str("dev");
-                        self.process_scratch.push_str(&device.to_string());
+                        if self.scratch_device != Some(device) {
+                            use std::fmt::Write;
+                            self.process_scratch.clear();
+                            write!(self.process_scratch, "dev{device}")
+                                .expect("formatting into a String cannot fail");
+                            self.scratch_device = Some(device);
+                        }
                         self.process_scratch.as_str()
                     } else {
                         std::str::from_utf8(&self.buffer[process.0..process.1]).unwrap_or("?")
