@@ -754,9 +754,22 @@ impl JobTarget for DirectTarget {
             };
             let mut id = self.next_bio.get() + 1;
             let max_sectors = layer.with_queue(|queue| queue.max_sectors);
+            let pid = self.task.pid;
+            if bio.nr_sectors <= max_sectors {
+                // One piece (what `split_bio` returns then), without its vectors.
+                self.next_bio.set(id);
+                layer.start_plug(pid);
+                let handle = layer.submit_bio(bio).await;
+                layer.finish_plug(pid);
+                let submitted_ns = sim.now();
+                let completed_ns = submitted_ns.max(layer.wait(pid, &handle).await);
+                return IoTimes {
+                    submitted_ns,
+                    completed_ns,
+                };
+            }
             let pieces = split_bio(bio, max_sectors, &mut id);
             self.next_bio.set(id);
-            let pid = self.task.pid;
             layer.start_plug(pid);
             let mut handles = Vec::with_capacity(pieces.len());
             for piece in pieces {

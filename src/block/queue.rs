@@ -72,6 +72,9 @@ pub const BLK_MAX_REQUEST_COUNT: usize = 16;
 const MAX_WBT_SLEEPERS: usize = 1 << 16;
 /// Bound on plugged requests per task, above the flush point: exceeding it is a model bug.
 const MAX_PLUGGED: usize = 4 * BLK_MAX_REQUEST_COUNT;
+/// Emptied plug lists kept for reuse (a size chosen here: more tasks than that plugging at once
+/// simply allocate).
+const MAX_SPARE_PLUGS: usize = 64;
 
 /// How requests are allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,6 +279,9 @@ pub struct RequestQueue {
     batching: BTreeMap<u32, Batching>,
     /// Per task: the plug list (`current->plug->list`).
     plugs: BTreeMap<u32, Vec<Request>>,
+    /// Emptied plug lists kept for the next `blk_start_plug` (a plug per I/O would otherwise
+    /// allocate its list every time).
+    spare_plugs: Vec<Vec<Request>>,
     /// QASIO (`[stack.qasio]`): the dependency types boosted, requests to boost once they
     /// leave a plug list, and the counts.
     qasio: super::qasio::QasioConfig,
@@ -333,6 +339,7 @@ impl RequestQueue {
             congested: [false; 2],
             batching: BTreeMap::new(),
             plugs: BTreeMap::new(),
+            spare_plugs: Vec::new(),
             dispatch_list: VecDeque::new(),
             bypass: BTreeSet::new(),
             qasio: super::qasio::QasioConfig::default(),
@@ -610,13 +617,21 @@ impl RequestQueue {
 
     /// `blk_start_plug`. Nested plugs are ignored, as in Linux.
     pub fn start_plug(&mut self, pid: u32) {
-        self.plugs.entry(pid).or_default();
+        if let std::collections::btree_map::Entry::Vacant(entry) = self.plugs.entry(pid) {
+            entry.insert(self.spare_plugs.pop().unwrap_or_default());
+        }
     }
 
     /// `blk_finish_plug`: flushes and removes the task's plug.
     pub fn finish_plug(&mut self, now: Nanos, pid: u32) {
         self.flush_plug_list(now, pid, true);
-        self.plugs.remove(&pid);
+        if let Some(list) = self.plugs.remove(&pid) {
+            assert!(list.is_empty(), "a flushed plug holds requests");
+            // Bound: as many spare lists as tasks ever plugged at once.
+            if self.spare_plugs.len() < MAX_SPARE_PLUGS {
+                self.spare_plugs.push(list);
+            }
+        }
     }
 
     pub fn is_plugged(&self, pid: u32) -> bool {
