@@ -214,6 +214,23 @@ fn parse_u64(field: &[u8]) -> Option<u64> {
 
 /// A non-negative decimal number of `unit_ns` nanoseconds, exactly (`12.345` ms = 12345000 ns).
 fn parse_time(field: &[u8], unit_ns: u64) -> Option<Nanos> {
+    // A plain integer, the common case (DiskSim traces in ns), in one pass: at most 19 digits
+    // cannot overflow a u64; the result is what the general path below gives.
+    if !field.is_empty() && field.len() <= 19 {
+        let mut value = 0u64;
+        let mut plain = true;
+        for &b in field {
+            let digit = b.wrapping_sub(b'0');
+            if digit > 9 {
+                plain = false;
+                break;
+            }
+            value = value * 10 + u64::from(digit);
+        }
+        if plain {
+            return value.checked_mul(unit_ns);
+        }
+    }
     let (whole, fraction) = match field.iter().position(|&b| b == b'.') {
         Some(dot) => (&field[..dot], &field[dot + 1..]),
         None => (field, &field[field.len()..]),
@@ -622,14 +639,23 @@ impl<R: BufRead> TraceReader<R> {
         }
         let mut fields: [&[u8]; 5] = [&[]; 5];
         let mut count = 0;
-        for field in line
-            .split(|b| b.is_ascii_whitespace())
-            .filter(|f| !f.is_empty())
-        {
+        // The whitespace-separated fields, in one pass over the line.
+        let mut at = 0;
+        loop {
+            while at < line.len() && line[at].is_ascii_whitespace() {
+                at += 1;
+            }
+            if at == line.len() {
+                break;
+            }
+            let start = at;
+            while at < line.len() && !line[at].is_ascii_whitespace() {
+                at += 1;
+            }
             if count == 5 {
                 return Err("expected 5 fields (time device lba size flags), found more".into());
             }
-            fields[count] = field;
+            fields[count] = &line[start..at];
             count += 1;
         }
         if count != 5 {
@@ -839,6 +865,19 @@ Total (8,0):
             Some(Format::Disksim)
         );
         assert_eq!(parse_time(b"12.345", 1_000_000), Some(12_345_000));
+        // Plain integers (one pass) and the limits around it.
+        assert_eq!(parse_time(b"0", 1), Some(0));
+        assert_eq!(parse_time(b"123450000", 1), Some(123_450_000));
+        assert_eq!(parse_time(b"0012", 1_000), Some(12_000));
+        assert_eq!(
+            parse_time(b"9999999999999999999", 1),
+            Some(9_999_999_999_999_999_999)
+        );
+        assert_eq!(parse_time(b"9999999999999999999", 2), None, "overflow");
+        assert_eq!(parse_time(b"18446744073709551615", 1), Some(u64::MAX));
+        assert_eq!(parse_time(b"18446744073709551616", 1), None);
+        assert_eq!(parse_time(b"12a", 1), None);
+        assert_eq!(parse_time(b"", 1), None);
         assert_eq!(parse_time(b"1e3", 1_000), Some(1_000_000));
         assert_eq!(parse_time(b"-1", 1), None);
     }
