@@ -503,6 +503,7 @@ impl Sim {
     }
 
     /// The task being polled, if any.
+    #[inline]
     pub fn current_task(&self) -> Option<TaskId> {
         self.core.current.get()
     }
@@ -583,6 +584,7 @@ impl Sim {
         self.push_event(at, EventKind::Call(Box::new(callback)));
     }
 
+    #[inline]
     fn push_event(&self, at: Nanos, kind: EventKind) {
         assert!(
             at >= self.now(),
@@ -600,6 +602,7 @@ impl Sim {
 
     /// Marks the current task as blocked for `reason` on `blocker` and returns the token that ends
     /// this wait. The caller must then return `Poll::Pending`. Called only from a task.
+    #[inline]
     pub fn block_current(
         &self,
         reason: WaitReason,
@@ -646,44 +649,53 @@ impl Sim {
             return false;
         }
         // The wait stays in its slot as the last wait that ended.
-        let wait = entry.wait;
         entry.state = TaskState::Ready;
         entry.woken_token = token.token;
-        let logging = entry.logging;
-        let cold = &mut tasks.cold[index];
-        cold.blocked.add(wait.reason, now - wait.since_ns);
-        if logging {
-            if let Some(log) = cold.wait_log.as_mut() {
-                log.record(WaitRecord {
-                    wait,
-                    ended_ns: now,
-                });
-            }
-        }
-        if self.core.timeline_on.get() {
-            if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
-                timeline.wait(TaskWait {
-                    task: token.task,
-                    reason: wait.reason,
-                    blocker: wait.blocker,
-                    holder: wait.holder,
-                    start_ns: wait.since_ns,
-                    end_ns: now,
-                    unfinished: false,
-                });
-            }
+        let (reason, since_ns, logging) = (entry.wait.reason, entry.wait.since_ns, entry.logging);
+        tasks.cold[index].blocked.add(reason, now - since_ns);
+        if logging || self.core.timeline_on.get() {
+            self.record_wait_end(tasks, token.task, now);
         }
         self.core.wakeups.set(self.core.wakeups.get() + 1);
         self.core.ready.borrow_mut().push_back(token.task);
         true
     }
 
+    /// Records the wait of `task` that ended at `now` in its wait log and the timeline, where
+    /// they are on.
+    #[inline(never)]
+    fn record_wait_end(&self, tasks: &mut Tasks, task: TaskId, now: Nanos) {
+        let index = task.0 as usize;
+        let wait = tasks.hot[index].wait;
+        if tasks.hot[index].logging {
+            if let Some(log) = tasks.cold[index].wait_log.as_mut() {
+                log.record(WaitRecord {
+                    wait,
+                    ended_ns: now,
+                });
+            }
+        }
+        if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
+            timeline.wait(TaskWait {
+                task,
+                reason: wait.reason,
+                blocker: wait.blocker,
+                holder: wait.holder,
+                start_ns: wait.since_ns,
+                end_ns: now,
+                unfinished: false,
+            });
+        }
+    }
+
     /// Wakes `token` at virtual time `at`.
+    #[inline]
     pub fn wake_at(&self, at: Nanos, token: WakeToken) {
         self.push_event(at, EventKind::Wake(token));
     }
 
     /// Whether the current task's wait `token` has ended by a wake (used by primitives on re-poll).
+    #[inline]
     pub fn was_woken(&self, token: WakeToken) -> bool {
         let tasks = self.core.tasks.borrow();
         let entry = &tasks.hot[token.task.0 as usize];
@@ -691,14 +703,16 @@ impl Sim {
     }
 
     /// Sleeps for `duration` of virtual time (a voluntary wait).
-    pub fn sleep(&self, duration: Nanos) -> Sleep {
+    #[inline]
+    pub fn sleep(&self, duration: Nanos) -> Sleep<'_> {
         self.sleep_for(duration, WaitReason::Sleep, Blocker::None)
     }
 
     /// Sleeps for `duration`, accounted under `reason` (e.g. a throttling pause).
-    pub fn sleep_for(&self, duration: Nanos, reason: WaitReason, blocker: Blocker) -> Sleep {
+    #[inline]
+    pub fn sleep_for(&self, duration: Nanos, reason: WaitReason, blocker: Blocker) -> Sleep<'_> {
         Sleep {
-            sim: self.clone(),
+            sim: self,
             until: self.now().saturating_add(duration),
             reason,
             blocker,
@@ -707,9 +721,9 @@ impl Sim {
     }
 
     /// Gives other runnable tasks at the same virtual time a turn.
-    pub fn yield_now(&self) -> Sleep {
+    pub fn yield_now(&self) -> Sleep<'_> {
         Sleep {
-            sim: self.clone(),
+            sim: self,
             until: self.now(),
             reason: WaitReason::Sleep,
             blocker: Blocker::None,
@@ -722,9 +736,9 @@ impl Sim {
     /// [`Livelock`] instead of spinning forever inside one poll. Ready at once unless the task
     /// has taken [`MAX_STEPS_AT_ONE_INSTANT`] steps at this instant; then the run ends with the
     /// livelock and the task never resumes.
-    pub fn step(&self, op: &'static str) -> Step {
+    pub fn step(&self, op: &'static str) -> Step<'_> {
         Step {
-            sim: self.clone(),
+            sim: self,
             op,
             stuck: false,
         }
@@ -1306,16 +1320,17 @@ impl Sim {
     }
 }
 
-/// The future returned by [`Sim::sleep`].
-pub struct Sleep {
-    sim: Sim,
+/// The future returned by [`Sim::sleep`]. It borrows the handle it was made from (no reference
+/// count is taken per sleep).
+pub struct Sleep<'a> {
+    sim: &'a Sim,
     until: Nanos,
     reason: WaitReason,
     blocker: Blocker,
     token: Option<WakeToken>,
 }
 
-impl Future for Sleep {
+impl Future for Sleep<'_> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
         match self.token {
@@ -1336,14 +1351,14 @@ impl Future for Sleep {
     }
 }
 
-/// The future returned by [`Sim::step`].
-pub struct Step {
-    sim: Sim,
+/// The future returned by [`Sim::step`], borrowing the handle like [`Sleep`].
+pub struct Step<'a> {
+    sim: &'a Sim,
     op: &'static str,
     stuck: bool,
 }
 
-impl Future for Step {
+impl Future for Step<'_> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
         if self.stuck {
