@@ -92,29 +92,77 @@ enum TaskState {
     Finished,
 }
 
-struct Task {
-    name: Rc<str>,
+/// The task table, split in two: `hot[i]` is what the run loop touches at every wake, poll and
+/// block of task `i`, `cold[i]` the rest.
+///
+/// Why: a timer event wakes one task and polls it, and with thousands of tasks each event's task
+/// is a different one, so what the run loop touches per event is the task's entry. A whole entry
+/// (name, 27 blocked times, wait log, lifetime, livelock counters, the future) spans seven or
+/// eight cache lines; the hot part is two (it is 64-byte aligned), and of the cold part a wake
+/// touches one (the blocked time of the wait's reason). One borrow of the table reaches both.
+#[derive(Default)]
+struct Tasks {
+    hot: Vec<HotTask>,
+    cold: Vec<ColdTask>,
+}
+
+/// The part of a task touched at every wake, poll and block (see [`Tasks`]).
+#[repr(align(64))]
+struct HotTask {
     future: Option<BoxFuture>,
-    state: TaskState,
-    /// Daemons (flusher, kswapd, servers) may wait forever without that being a deadlock.
-    daemon: bool,
     /// Incremented each time the task blocks; identifies the current wait.
     block_token: u64,
     /// The token of the wait that last ended by a wake.
     woken_token: u64,
-    wait: Option<Wait>,
+    /// While the task is `Blocked`, its current wait; otherwise the last wait that ended (if
+    /// `waited`). One slot serves both: a wait begins only after the previous one ended, and
+    /// the last one is needed only while the task is not blocked.
+    wait: Wait,
+    /// Livelock detection: the instant of the task's current run of steps and their count.
+    spin_ns: Nanos,
+    spin_steps: u64,
+    /// What the last step was: a [`Sim::step`] of this system call, or (`None`) a poll, which
+    /// is [`Doing::Woken`] by the last wait that ended or [`Doing::Started`] before any (see
+    /// [`HotTask::doing`]).
+    spin_step: Option<&'static str>,
+    state: TaskState,
+    /// Daemons (flusher, kswapd, servers) may wait forever without that being a deadlock.
+    daemon: bool,
+    /// Whether the task has ever blocked: `wait` holds a wait.
+    waited: bool,
+    /// Whether the task's wait log is on (see [`Sim::start_wait_log`]).
+    logging: bool,
+}
+
+impl HotTask {
+    /// The wait the task is in, if it is blocked.
+    #[inline]
+    fn current_wait(&self) -> Option<Wait> {
+        (self.state == TaskState::Blocked).then_some(self.wait)
+    }
+
+    /// What the task's last step was, for a livelock report. Read only while the task is not
+    /// blocked, when `wait` is the last wait that ended; a poll's answer is read before any
+    /// later wake changes it (the report is made at the poll, or, for a task named by an event,
+    /// once every woken task has been polled).
+    fn doing(&self) -> Doing {
+        debug_assert!(self.state != TaskState::Blocked, "a blocked task's last step");
+        match self.spin_step {
+            Some(op) => Doing::Step(op),
+            None if self.waited => Doing::Woken(self.wait.reason, self.wait.blocker),
+            None => Doing::Started,
+        }
+    }
+}
+
+/// The part of a task the run loop does not touch at every event (see [`Tasks`]).
+struct ColdTask {
+    name: Rc<str>,
     blocked: BlockedTimes,
     spawned_ns: Nanos,
     finished_ns: Option<Nanos>,
     /// The waits that ended since logging started (see [`Sim::start_wait_log`]).
     wait_log: Option<WaitLog>,
-    /// The last wait that ended, for explaining what a livelocked task loops on.
-    last_wait: Option<Wait>,
-    /// Livelock detection: the instant of the task's current run of steps, their count, and
-    /// what the last one was.
-    spin_ns: Nanos,
-    spin_steps: u64,
-    spin_doing: Doing,
 }
 
 /// What a task did at its last step, for a livelock report.
@@ -206,7 +254,7 @@ struct Core {
     seed: u64,
     events: RefCell<EventQueue<EventKind>>,
     ready: RefCell<VecDeque<TaskId>>,
-    tasks: RefCell<Vec<Task>>,
+    tasks: RefCell<Tasks>,
     current: Cell<Option<TaskId>>,
     live_non_daemons: Cell<usize>,
     stop_requested: Cell<bool>,
@@ -221,8 +269,12 @@ struct Core {
     instant_ns: Cell<Nanos>,
     instant_events: Cell<u64>,
     livelock: RefCell<Option<Livelock>>,
-    /// The timeline being recorded (`--perfetto`).
+    /// Whether `livelock` holds one (read at every poll, without a borrow).
+    livelocked: Cell<bool>,
+    /// The timeline being recorded (`--perfetto`), and whether there is one (read at every
+    /// wake, without a borrow).
     timeline: RefCell<Option<TimelineRecorder>>,
+    timeline_on: Cell<bool>,
     /// Samplers of state between events (the timeline's counters, the results' time series)
     /// and the earliest of their next times (`Nanos::MAX`: none).
     samplers: RefCell<Vec<SamplerSlot>>,
@@ -368,7 +420,7 @@ impl Simulation {
             seed,
             events: RefCell::new(EventQueue::new()),
             ready: RefCell::new(VecDeque::new()),
-            tasks: RefCell::new(Vec::new()),
+            tasks: RefCell::new(Tasks::default()),
             current: Cell::new(None),
             live_non_daemons: Cell::new(0),
             stop_requested: Cell::new(false),
@@ -381,7 +433,9 @@ impl Simulation {
             instant_ns: Cell::new(0),
             instant_events: Cell::new(0),
             livelock: RefCell::new(None),
+            livelocked: Cell::new(false),
             timeline: RefCell::new(None),
+            timeline_on: Cell::new(false),
             samplers: RefCell::new(Vec::new()),
             next_sample_ns: Cell::new(Nanos::MAX),
         };
@@ -418,6 +472,7 @@ impl Drop for Simulation {
             .core
             .tasks
             .borrow_mut()
+            .hot
             .iter_mut()
             .map(|t| t.future.take())
             .collect();
@@ -448,6 +503,7 @@ impl Sim {
     }
 
     /// The task being polled, if any.
+    #[inline]
     pub fn current_task(&self) -> Option<TaskId> {
         self.core.current.get()
     }
@@ -485,24 +541,32 @@ impl Sim {
         };
         let id = {
             let mut tasks = self.core.tasks.borrow_mut();
-            assert!(tasks.len() < MAX_TASKS, "task limit {MAX_TASKS} exceeded");
-            let id = TaskId(tasks.len() as u32);
-            tasks.push(Task {
-                name: Rc::from(name),
+            assert!(tasks.hot.len() < MAX_TASKS, "task limit {MAX_TASKS} exceeded");
+            let id = TaskId(tasks.hot.len() as u32);
+            tasks.hot.push(HotTask {
                 future: Some(Box::pin(wrapped)),
-                state: TaskState::Ready,
-                daemon,
                 block_token: 0,
                 woken_token: 0,
-                wait: None,
+                wait: Wait {
+                    reason: WaitReason::Sleep,
+                    blocker: Blocker::None,
+                    holder: None,
+                    since_ns: 0,
+                },
+                spin_ns: self.now(),
+                spin_steps: 0,
+                spin_step: None,
+                state: TaskState::Ready,
+                daemon,
+                waited: false,
+                logging: false,
+            });
+            tasks.cold.push(ColdTask {
+                name: Rc::from(name),
                 blocked: BlockedTimes::default(),
                 spawned_ns: self.now(),
                 finished_ns: None,
                 wait_log: None,
-                last_wait: None,
-                spin_ns: self.now(),
-                spin_steps: 0,
-                spin_doing: Doing::Started,
             });
             id
         };
@@ -520,6 +584,7 @@ impl Sim {
         self.push_event(at, EventKind::Call(Box::new(callback)));
     }
 
+    #[inline]
     fn push_event(&self, at: Nanos, kind: EventKind) {
         assert!(
             at >= self.now(),
@@ -537,6 +602,7 @@ impl Sim {
 
     /// Marks the current task as blocked for `reason` on `blocker` and returns the token that ends
     /// this wait. The caller must then return `Poll::Pending`. Called only from a task.
+    #[inline]
     pub fn block_current(
         &self,
         reason: WaitReason,
@@ -546,22 +612,25 @@ impl Sim {
         let task = self
             .current_task()
             .expect("a blocking call was made outside a task");
+        let now = self.now();
         let mut tasks = self.core.tasks.borrow_mut();
-        let entry = &mut tasks[task.0 as usize];
+        let tasks = &mut *tasks;
+        let entry = &mut tasks.hot[task.0 as usize];
         assert_eq!(
             entry.state,
             TaskState::Running,
             "task {} blocks while not running",
-            entry.name
+            tasks.cold[task.0 as usize].name
         );
         entry.block_token += 1;
         entry.state = TaskState::Blocked;
-        entry.wait = Some(Wait {
+        entry.waited = true;
+        entry.wait = Wait {
             reason,
             blocker,
             holder,
-            since_ns: self.now(),
-        });
+            since_ns: now,
+        };
         WakeToken {
             task,
             token: entry.block_token,
@@ -572,23 +641,43 @@ impl Sim {
     /// runnable. Returns whether the wake took effect.
     pub fn wake(&self, token: WakeToken) -> bool {
         let now = self.now();
+        let index = token.task.0 as usize;
         let mut tasks = self.core.tasks.borrow_mut();
-        let entry = &mut tasks[token.task.0 as usize];
+        let tasks = &mut *tasks;
+        let entry = &mut tasks.hot[index];
         if entry.state != TaskState::Blocked || entry.block_token != token.token {
             return false;
         }
-        let wait = entry.wait.take().expect("a blocked task has a wait");
-        entry.last_wait = Some(wait);
-        entry.blocked.add(wait.reason, now - wait.since_ns);
-        if let Some(log) = entry.wait_log.as_mut() {
-            log.record(WaitRecord {
-                wait,
-                ended_ns: now,
-            });
+        // The wait stays in its slot as the last wait that ended.
+        entry.state = TaskState::Ready;
+        entry.woken_token = token.token;
+        let (reason, since_ns, logging) = (entry.wait.reason, entry.wait.since_ns, entry.logging);
+        tasks.cold[index].blocked.add(reason, now - since_ns);
+        if logging || self.core.timeline_on.get() {
+            self.record_wait_end(tasks, token.task, now);
+        }
+        self.core.wakeups.set(self.core.wakeups.get() + 1);
+        self.core.ready.borrow_mut().push_back(token.task);
+        true
+    }
+
+    /// Records the wait of `task` that ended at `now` in its wait log and the timeline, where
+    /// they are on.
+    #[inline(never)]
+    fn record_wait_end(&self, tasks: &mut Tasks, task: TaskId, now: Nanos) {
+        let index = task.0 as usize;
+        let wait = tasks.hot[index].wait;
+        if tasks.hot[index].logging {
+            if let Some(log) = tasks.cold[index].wait_log.as_mut() {
+                log.record(WaitRecord {
+                    wait,
+                    ended_ns: now,
+                });
+            }
         }
         if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
             timeline.wait(TaskWait {
-                task: token.task,
+                task,
                 reason: wait.reason,
                 blocker: wait.blocker,
                 holder: wait.holder,
@@ -597,35 +686,33 @@ impl Sim {
                 unfinished: false,
             });
         }
-        entry.state = TaskState::Ready;
-        entry.woken_token = token.token;
-        drop(tasks);
-        self.core.wakeups.set(self.core.wakeups.get() + 1);
-        self.core.ready.borrow_mut().push_back(token.task);
-        true
     }
 
     /// Wakes `token` at virtual time `at`.
+    #[inline]
     pub fn wake_at(&self, at: Nanos, token: WakeToken) {
         self.push_event(at, EventKind::Wake(token));
     }
 
     /// Whether the current task's wait `token` has ended by a wake (used by primitives on re-poll).
+    #[inline]
     pub fn was_woken(&self, token: WakeToken) -> bool {
         let tasks = self.core.tasks.borrow();
-        let entry = &tasks[token.task.0 as usize];
+        let entry = &tasks.hot[token.task.0 as usize];
         entry.woken_token == token.token && entry.state == TaskState::Running
     }
 
     /// Sleeps for `duration` of virtual time (a voluntary wait).
-    pub fn sleep(&self, duration: Nanos) -> Sleep {
+    #[inline]
+    pub fn sleep(&self, duration: Nanos) -> Sleep<'_> {
         self.sleep_for(duration, WaitReason::Sleep, Blocker::None)
     }
 
     /// Sleeps for `duration`, accounted under `reason` (e.g. a throttling pause).
-    pub fn sleep_for(&self, duration: Nanos, reason: WaitReason, blocker: Blocker) -> Sleep {
+    #[inline]
+    pub fn sleep_for(&self, duration: Nanos, reason: WaitReason, blocker: Blocker) -> Sleep<'_> {
         Sleep {
-            sim: self.clone(),
+            sim: self,
             until: self.now().saturating_add(duration),
             reason,
             blocker,
@@ -634,9 +721,9 @@ impl Sim {
     }
 
     /// Gives other runnable tasks at the same virtual time a turn.
-    pub fn yield_now(&self) -> Sleep {
+    pub fn yield_now(&self) -> Sleep<'_> {
         Sleep {
-            sim: self.clone(),
+            sim: self,
             until: self.now(),
             reason: WaitReason::Sleep,
             blocker: Blocker::None,
@@ -649,9 +736,9 @@ impl Sim {
     /// [`Livelock`] instead of spinning forever inside one poll. Ready at once unless the task
     /// has taken [`MAX_STEPS_AT_ONE_INSTANT`] steps at this instant; then the run ends with the
     /// livelock and the task never resumes.
-    pub fn step(&self, op: &'static str) -> Step {
+    pub fn step(&self, op: &'static str) -> Step<'_> {
         Step {
-            sim: self.clone(),
+            sim: self,
             op,
             stuck: false,
         }
@@ -659,41 +746,54 @@ impl Sim {
 
     /// Counts a step of `task` at the current instant; returns false (and records the
     /// livelock) past the limit.
-    fn count_step(&self, task: TaskId, doing: Doing) -> bool {
+    fn count_step(&self, task: TaskId, op: &'static str) -> bool {
         let mut tasks = self.core.tasks.borrow_mut();
-        let entry = &mut tasks[task.0 as usize];
-        if let Some(livelock) = self.spin(task, entry, doing) {
-            drop(tasks);
-            self.core.livelock.borrow_mut().get_or_insert(livelock);
-            return false;
+        if self.spin(&mut tasks.hot[task.0 as usize], Some(op)) {
+            return true;
         }
-        true
+        let livelock = Self::task_livelock(&tasks, task, self.now());
+        drop(tasks);
+        self.record_livelock(livelock);
+        false
     }
 
-    /// Counts a step of `entry` (task `task`) at the current instant: the livelock past the limit.
+    /// Counts a step of `entry` at the current instant (`step`: a [`Sim::step`] of this system
+    /// call, or `None`: a poll); false past the limit.
     #[inline]
-    fn spin(&self, task: TaskId, entry: &mut Task, doing: Doing) -> Option<Livelock> {
+    fn spin(&self, entry: &mut HotTask, step: Option<&'static str>) -> bool {
         let now = self.now();
         if entry.spin_ns != now {
             entry.spin_ns = now;
             entry.spin_steps = 0;
         }
         entry.spin_steps += 1;
-        entry.spin_doing = doing;
-        if entry.spin_steps <= self.core.step_limit.get() {
-            return None;
-        }
-        Some(Livelock {
-            now_ns: now,
-            task: Some((task, entry.name.to_string())),
+        entry.spin_step = step;
+        entry.spin_steps <= self.core.step_limit.get()
+    }
+
+    /// The livelock of `task`, which has just taken one step too many at `now_ns`.
+    #[cold]
+    fn task_livelock(tasks: &Tasks, task: TaskId, now_ns: Nanos) -> Livelock {
+        let entry = &tasks.hot[task.0 as usize];
+        Livelock {
+            now_ns,
+            task: Some((task, tasks.cold[task.0 as usize].name.to_string())),
             steps: entry.spin_steps,
-            doing,
-        })
+            doing: entry.doing(),
+        }
+    }
+
+    /// Keeps the first livelock found; the run ends with it at the next chance.
+    #[cold]
+    fn record_livelock(&self, livelock: Livelock) {
+        self.core.livelock.borrow_mut().get_or_insert(livelock);
+        self.core.livelocked.set(true);
     }
 
     /// Whether a livelock was found (the run ends at the next chance).
+    #[inline]
     fn livelocked(&self) -> bool {
-        self.core.livelock.borrow().is_some()
+        self.core.livelocked.get()
     }
 
     /// Asks the run loop to return [`RunEnd::Stopped`] after the current step.
@@ -753,15 +853,14 @@ impl Sim {
     }
 
     pub fn task_name(&self, task: TaskId) -> String {
-        self.core.tasks.borrow()[task.0 as usize].name.to_string()
+        self.core.tasks.borrow().cold[task.0 as usize].name.to_string()
     }
 
     /// Time `task` has spent blocked, per reason, including its current wait so far.
     pub fn blocked_times(&self, task: TaskId) -> BlockedTimes {
         let tasks = self.core.tasks.borrow();
-        let entry = &tasks[task.0 as usize];
-        let mut times = entry.blocked;
-        if let Some(wait) = entry.wait {
+        let mut times = tasks.cold[task.0 as usize].blocked;
+        if let Some(wait) = tasks.hot[task.0 as usize].current_wait() {
             times.add(wait.reason, self.now() - wait.since_ns);
         }
         times
@@ -770,12 +869,16 @@ impl Sim {
     /// Starts recording every wait of `task` that ends from now on (replacing any log in
     /// progress): how an operation's latency is explained wait by wait.
     pub fn start_wait_log(&self, task: TaskId) {
-        self.core.tasks.borrow_mut()[task.0 as usize].wait_log = Some(WaitLog::default());
+        let mut tasks = self.core.tasks.borrow_mut();
+        tasks.cold[task.0 as usize].wait_log = Some(WaitLog::default());
+        tasks.hot[task.0 as usize].logging = true;
     }
 
     /// Stops recording `task`'s waits and returns what was recorded.
     pub fn take_wait_log(&self, task: TaskId) -> WaitLog {
-        self.core.tasks.borrow_mut()[task.0 as usize]
+        let mut tasks = self.core.tasks.borrow_mut();
+        tasks.hot[task.0 as usize].logging = false;
+        tasks.cold[task.0 as usize]
             .wait_log
             .take()
             .unwrap_or_default()
@@ -783,17 +886,17 @@ impl Sim {
 
     /// The wait `task` is in, if it is blocked.
     pub fn current_wait(&self, task: TaskId) -> Option<Wait> {
-        self.core.tasks.borrow()[task.0 as usize].wait
+        self.core.tasks.borrow().hot[task.0 as usize].current_wait()
     }
 
     pub fn is_finished(&self, task: TaskId) -> bool {
-        self.core.tasks.borrow()[task.0 as usize].state == TaskState::Finished
+        self.core.tasks.borrow().hot[task.0 as usize].state == TaskState::Finished
     }
 
     /// The lifetime of a task: spawn time and, once finished, finish time.
     pub fn task_lifetime(&self, task: TaskId) -> (Nanos, Option<Nanos>) {
         let tasks = self.core.tasks.borrow();
-        let entry = &tasks[task.0 as usize];
+        let entry = &tasks.cold[task.0 as usize];
         (entry.spawned_ns, entry.finished_ns)
     }
 
@@ -841,13 +944,13 @@ impl Sim {
     /// nothing can wake them is a [`Deadlock`]; a task (or a chain of events) that keeps running
     /// without virtual time advancing is a [`Livelock`]. Either ends the run for good.
     pub fn run_until(&self, limit: Nanos, end_when_tasks_done: bool) -> Result<RunEnd, SimError> {
-        if let Some(livelock) = self.core.livelock.borrow().clone() {
-            return Err(SimError::Livelock(livelock));
+        if self.livelocked() {
+            return Err(self.livelock_error());
         }
         loop {
             self.run_ready();
-            if let Some(livelock) = self.core.livelock.borrow().clone() {
-                return Err(SimError::Livelock(livelock));
+            if self.livelocked() {
+                return Err(self.livelock_error());
             }
             if self.core.stop_requested.get() {
                 self.core.stop_requested.set(false);
@@ -891,11 +994,13 @@ impl Sim {
                 let (task, doing) = match &event_kind {
                     EventKind::Wake(token) => {
                         let tasks = self.core.tasks.borrow();
-                        let entry = &tasks[token.task.0 as usize];
+                        let entry = &tasks.hot[token.task.0 as usize];
+                        // Every woken task has been polled: a task not blocked did its last
+                        // step at its last poll or system call.
                         let doing = entry
-                            .wait
-                            .map_or(entry.spin_doing, |w| Doing::Woken(w.reason, w.blocker));
-                        (Some((token.task, entry.name.to_string())), doing)
+                            .current_wait()
+                            .map_or_else(|| entry.doing(), |w| Doing::Woken(w.reason, w.blocker));
+                        (Some((token.task, self.task_name(token.task))), doing)
                     }
                     EventKind::Call(_) => (None, Doing::Started),
                 };
@@ -906,6 +1011,7 @@ impl Sim {
                     doing,
                 };
                 *self.core.livelock.borrow_mut() = Some(livelock.clone());
+                self.core.livelocked.set(true);
                 return Err(SimError::Livelock(livelock));
             }
             let processed = self.core.events_processed.get() + 1;
@@ -922,6 +1028,18 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// The livelock found, as the run's error.
+    #[cold]
+    fn livelock_error(&self) -> SimError {
+        SimError::Livelock(
+            self.core
+                .livelock
+                .borrow()
+                .clone()
+                .expect("a livelock was found"),
+        )
     }
 
     /// Calls each sampler at each of its sample times before `until`: the state then is the
@@ -981,6 +1099,7 @@ impl Sim {
     /// Starts recording the run's [`Timeline`].
     pub fn enable_timeline(&self, config: TimelineConfig) {
         *self.core.timeline.borrow_mut() = Some(TimelineRecorder::new(config));
+        self.core.timeline_on.set(true);
     }
 
     /// Whether a timeline is being recorded (callers skip building records otherwise).
@@ -1078,9 +1197,10 @@ impl Sim {
     pub fn take_timeline(&self) -> Option<Timeline> {
         self.finish_samplers();
         let mut recorder = self.core.timeline.borrow_mut().take()?;
+        self.core.timeline_on.set(false);
         let now = self.now();
-        for (index, task) in self.core.tasks.borrow().iter().enumerate() {
-            if let Some(wait) = task.wait {
+        for (index, task) in self.core.tasks.borrow().hot.iter().enumerate() {
+            if let Some(wait) = task.current_wait() {
                 recorder.wait(TaskWait {
                     task: TaskId(index as u32),
                     reason: wait.reason,
@@ -1100,6 +1220,7 @@ impl Sim {
         self.core
             .tasks
             .borrow()
+            .cold
             .iter()
             .enumerate()
             .map(|(i, t)| (TaskId(i as u32), t.name.to_string()))
@@ -1118,21 +1239,19 @@ impl Sim {
     }
 
     fn poll_task(&self, task: TaskId) {
+        let index = task.0 as usize;
         // One borrow of the task table for the check, the step count and taking the future.
         let mut future = {
             let mut tasks = self.core.tasks.borrow_mut();
-            let entry = &mut tasks[task.0 as usize];
+            let entry = &mut tasks.hot[index];
             if entry.state != TaskState::Ready {
                 return;
             }
-            let doing = match (entry.last_wait, entry.spin_doing) {
-                (Some(wait), _) => Doing::Woken(wait.reason, wait.blocker),
-                (None, doing) => doing,
-            };
-            if let Some(livelock) = self.spin(task, entry, doing) {
+            if !self.spin(entry, None) {
                 // Left Ready and off the ready queue: the run ends with the livelock.
+                let livelock = Self::task_livelock(&tasks, task, self.now());
                 drop(tasks);
-                self.core.livelock.borrow_mut().get_or_insert(livelock);
+                self.record_livelock(livelock);
                 return;
             }
             entry.state = TaskState::Running;
@@ -1142,23 +1261,24 @@ impl Sim {
         let mut context = Context::from_waker(Waker::noop());
         let poll = future.as_mut().poll(&mut context);
         self.core.current.set(None);
-        let mut tasks = self.core.tasks.borrow_mut();
-        let entry = &mut tasks[task.0 as usize];
+        let mut guard = self.core.tasks.borrow_mut();
+        let tasks = &mut *guard;
+        let entry = &mut tasks.hot[index];
         match poll {
             Poll::Ready(()) => {
                 assert!(
-                    entry.wait.is_none(),
+                    entry.state != TaskState::Blocked,
                     "task {} finished while blocked",
-                    entry.name
+                    tasks.cold[index].name
                 );
                 entry.state = TaskState::Finished;
-                entry.finished_ns = Some(self.now());
+                tasks.cold[index].finished_ns = Some(self.now());
                 if !entry.daemon {
                     self.core
                         .live_non_daemons
                         .set(self.core.live_non_daemons.get() - 1);
                 }
-                drop(tasks);
+                drop(guard);
                 drop(future);
             }
             Poll::Pending => {
@@ -1168,7 +1288,7 @@ impl Sim {
                     TaskState::Blocked | TaskState::Ready => {}
                     TaskState::Running => panic!(
                         "task {} returned Pending without blocking through the engine",
-                        entry.name
+                        tasks.cold[index].name
                     ),
                     TaskState::Finished => unreachable!("a finished task was polled"),
                 }
@@ -1181,13 +1301,14 @@ impl Sim {
             .core
             .tasks
             .borrow()
+            .hot
             .iter()
             .enumerate()
             .filter(|(_, t)| t.state == TaskState::Blocked && !t.daemon)
             .map(|(i, t)| BlockedTask {
                 task: TaskId(i as u32),
-                name: t.name.to_string(),
-                wait: t.wait.expect("a blocked task has a wait"),
+                name: self.task_name(TaskId(i as u32)),
+                wait: t.wait,
             })
             .collect();
         let chains = blocked.iter().map(|b| self.explain_wait(b.task)).collect();
@@ -1199,16 +1320,17 @@ impl Sim {
     }
 }
 
-/// The future returned by [`Sim::sleep`].
-pub struct Sleep {
-    sim: Sim,
+/// The future returned by [`Sim::sleep`]. It borrows the handle it was made from (no reference
+/// count is taken per sleep).
+pub struct Sleep<'a> {
+    sim: &'a Sim,
     until: Nanos,
     reason: WaitReason,
     blocker: Blocker,
     token: Option<WakeToken>,
 }
 
-impl Future for Sleep {
+impl Future for Sleep<'_> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
         match self.token {
@@ -1229,14 +1351,14 @@ impl Future for Sleep {
     }
 }
 
-/// The future returned by [`Sim::step`].
-pub struct Step {
-    sim: Sim,
+/// The future returned by [`Sim::step`], borrowing the handle like [`Sleep`].
+pub struct Step<'a> {
+    sim: &'a Sim,
     op: &'static str,
     stuck: bool,
 }
 
-impl Future for Step {
+impl Future for Step<'_> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
         if self.stuck {
@@ -1247,7 +1369,7 @@ impl Future for Step {
             .sim
             .current_task()
             .expect("Sim::step is awaited inside a task");
-        if self.sim.count_step(task, Doing::Step(self.op)) {
+        if self.sim.count_step(task, self.op) {
             return Poll::Ready(());
         }
         // Park the task for good; the run loop sees the livelock and ends the run.

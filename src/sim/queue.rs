@@ -167,26 +167,28 @@ impl<T> EventQueue<T> {
     /// each level; returns where the hole ends.
     #[inline(always)]
     fn hole_to_leaf(&mut self) -> usize {
-        let len = self.heap.len();
+        let heap = &mut self.heap[..];
         let mut hole = 0;
-        loop {
-            let first = hole * ARITY + 1;
-            let least = if first + ARITY <= len {
-                // All four children: a tournament of two pairs, without branches.
-                let c = &self.heap[first..first + ARITY];
-                let (i01, m01) = if c[1] < c[0] { (1, c[1]) } else { (0, c[0]) };
-                let (i23, m23) = if c[3] < c[2] { (3, c[3]) } else { (2, c[2]) };
-                first + if m23 < m01 { i23 } else { i01 }
-            } else if first < len {
-                (first..len)
-                    .min_by_key(|&child| self.heap[child])
-                    .expect("a child")
-            } else {
-                return hole;
-            };
-            self.heap[hole] = self.heap[least];
+        let mut first = 1;
+        // Levels where all four children exist: a tournament of two pairs, without branches;
+        // only the winner's index is carried, its key is read again (from L1).
+        while let Some(c) = heap.get(first..first + ARITY) {
+            let a = usize::from(c[1] < c[0]);
+            let b = 2 + usize::from(c[3] < c[2]);
+            let least = first + if c[b] < c[a] { b } else { a };
+            heap[hole] = heap[least];
+            hole = least;
+            first = hole * ARITY + 1;
+        }
+        // At most one node has fewer than four children.
+        if first < heap.len() {
+            let least = (first..heap.len())
+                .min_by_key(|&child| heap[child])
+                .expect("a child");
+            heap[hole] = heap[least];
             hole = least;
         }
+        hole
     }
 }
 
