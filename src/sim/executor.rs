@@ -134,6 +134,9 @@ struct HotTask {
     logging: bool,
 }
 
+// Two cache lines: the point of the split (see [`Tasks`]).
+const _: () = assert!(std::mem::size_of::<HotTask>() == 128);
+
 impl HotTask {
     /// The wait the task is in, if it is blocked.
     #[inline]
@@ -146,7 +149,10 @@ impl HotTask {
     /// later wake changes it (the report is made at the poll, or, for a task named by an event,
     /// once every woken task has been polled).
     fn doing(&self) -> Doing {
-        debug_assert!(self.state != TaskState::Blocked, "a blocked task's last step");
+        debug_assert!(
+            self.state != TaskState::Blocked,
+            "a blocked task's last step"
+        );
         match self.spin_step {
             Some(op) => Doing::Step(op),
             None if self.waited => Doing::Woken(self.wait.reason, self.wait.blocker),
@@ -541,7 +547,10 @@ impl Sim {
         };
         let id = {
             let mut tasks = self.core.tasks.borrow_mut();
-            assert!(tasks.hot.len() < MAX_TASKS, "task limit {MAX_TASKS} exceeded");
+            assert!(
+                tasks.hot.len() < MAX_TASKS,
+                "task limit {MAX_TASKS} exceeded"
+            );
             let id = TaskId(tasks.hot.len() as u32);
             tasks.hot.push(HotTask {
                 future: Some(Box::pin(wrapped)),
@@ -853,7 +862,9 @@ impl Sim {
     }
 
     pub fn task_name(&self, task: TaskId) -> String {
-        self.core.tasks.borrow().cold[task.0 as usize].name.to_string()
+        self.core.tasks.borrow().cold[task.0 as usize]
+            .name
+            .to_string()
     }
 
     /// Time `task` has spent blocked, per reason, including its current wait so far.
