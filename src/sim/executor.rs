@@ -134,6 +134,9 @@ struct HotTask {
     logging: bool,
 }
 
+// Two cache lines: the point of the split (see [`Tasks`]).
+const _: () = assert!(std::mem::size_of::<HotTask>() == 128);
+
 impl HotTask {
     /// The wait the task is in, if it is blocked.
     #[inline]

@@ -438,6 +438,41 @@ fn a_loop_of_steps_that_never_blocks_is_a_livelock_naming_the_operation() {
 }
 
 #[test]
+fn tasks_that_wake_each_other_at_one_instant_are_a_livelock_naming_the_last_wait() {
+    // No event at all: each poll of one task wakes the other. The report is made at a poll and
+    // names what the task was woken from (its last wait, read from the task's wait slot).
+    let sim = Simulation::new(1);
+    sim.set_step_limit(300);
+    let (ping, pong) = (WaitQueue::new(), WaitQueue::new());
+    for (name, mine, theirs) in [
+        ("ping", ping.clone(), pong.clone()),
+        ("pong", pong.clone(), ping.clone()),
+    ] {
+        let s = sim.handle();
+        sim.spawn(name, async move {
+            loop {
+                theirs.wake_one(&s);
+                mine.wait(&s, WaitReason::WaitQueue, Blocker::Buffer(7))
+                    .await;
+            }
+        });
+    }
+    let error = sim.run_until(u64::MAX, true).unwrap_err();
+    let livelock = error.livelock().expect("a livelock");
+    assert_eq!(livelock.steps, 301);
+    assert_eq!(
+        livelock.doing,
+        Doing::Woken(WaitReason::WaitQueue, Blocker::Buffer(7))
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("a `wait_event` wait on buffer #7 that ends at once"),
+        "{error}"
+    );
+}
+
+#[test]
 fn callbacks_that_reschedule_at_the_same_instant_are_a_livelock() {
     fn again(sim: &Sim) {
         sim.schedule(sim.now(), again);
