@@ -66,8 +66,12 @@ fn the_page_reclaimer_keeps_the_foreground_apps_pages_under_a_backup() {
 
 /// FastTrack §2.3's C_fg and the per-layer split (src/report/layers.rs) on scaled Camera /
 /// Update: alone, nearly all the I/O in flight during Camera's fsyncs is Camera's; with Update
-/// writing, a large part is Update's, and the fsync spends more time in the block layer and on
-/// the device.
+/// writing, a large part is Update's, the fsyncs take longer, and the added time is the
+/// journal's: the commit an fsync waits for also carries Update's ordered data and handles.
+/// (Where the commit itself waits, block layer or device, the split does not follow: that
+/// time counts as the file system's. Since the flusher chases a writer and 3.10 ext4 bumps a
+/// pass to the file's delayed run, much of Camera's video is already written back when it
+/// fsyncs, so its own block and device time need not grow.)
 #[test]
 fn c_fg_falls_and_block_and_device_time_rise_under_a_background_writer() {
     let layers = |with_background: bool| {
@@ -96,9 +100,10 @@ fn c_fg_falls_and_block_and_device_time_rise_under_a_background_writer() {
     assert_eq!((alone.ops, together.ops), (4, 4));
     assert!(alone.c_fg().unwrap() > 0.95, "{alone:?}");
     assert!(together.c_fg().unwrap() < 0.9, "{together:?}");
+    assert!(together.total_ns > alone.total_ns, "{alone:?} {together:?}");
     assert!(
-        together.block_ns + together.device_ns > alone.block_ns + alone.device_ns,
-        "{alone:?} {together:?}"
+        together.fs_ns > alone.fs_ns + (together.total_ns - alone.total_ns) / 2,
+        "the journal's share carries most of the slowdown: {alone:?} {together:?}"
     );
     assert!(alone.device_ns > 0 && alone.block_ns > 0);
 }

@@ -163,6 +163,14 @@ pub trait FsHooks {
     fn holds_back_writeback(&self, _ino: Ino) -> bool {
         false
     }
+    /// Linux 3.10's `ext4_da_writepages` bump: a cyclic or partial-range writeback raises its
+    /// `nr_to_write` to the inode's run of contiguous dirty delayed pages from where it starts
+    /// (`ext4_num_dirty_pages`), at most this many pages (`s_max_writeback_mb_bump`), and
+    /// takes the bump back off when it returns. 0: no bump (the default; ext4 from 3.11 on,
+    /// F2FS).
+    fn writeback_bump_pages(&self) -> u64 {
+        0
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

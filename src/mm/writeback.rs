@@ -46,6 +46,13 @@
 //!   REQ_SYNC, `issued_async`), submitted from the flusher's own context.
 //! - `write_cache_pages`: dirty pages of an inode in index order, locked, moved to writeback
 //!   and gathered into bios of up to 512 KiB of consecutive blocks (`mpage_writepages`).
+//!   `WB_SYNC_NONE` looks the dirty pages up as it goes (`pagevec_lookup_tag` with
+//!   `PAGECACHE_TAG_DIRTY`), so it chases a writer that keeps dirtying the file, up to
+//!   `nr_to_write`; `WB_SYNC_ALL` writes what was dirty when it began (`tag_pages_for_writeback`).
+//!   With ext4's delayed allocation, 3.10's `ext4_da_writepages` raises a cyclic pass's
+//!   `nr_to_write` to the inode's run of contiguous delayed dirty pages, at most
+//!   `s_max_writeback_mb_bump` (128 MiB), and takes the bump back off before it returns
+//!   ([`FsHooks::writeback_bump_pages`](super::FsHooks::writeback_bump_pages)).
 //!
 //! Simplifications: one device and one super block (`__writeback_inodes_wb` and
 //! `writeback_sb_inodes` are one loop; the device's share of the dirty threshold is all of it
@@ -384,6 +391,21 @@ pub enum WbRange {
     Whole,
     /// Exactly these pages (tagged for `WB_SYNC_ALL`, or reclaim's `pageout`).
     Pages(Vec<u64>),
+}
+
+/// Where `writepages` is in its walk over an inode's dirty pages.
+enum DirtyScan {
+    /// A fixed list (`WbRange::Pages`, or `WB_SYNC_ALL`'s tagged pages): `next` is the position
+    /// of the next page in `list`.
+    Listed { list: Vec<u64>, next: usize },
+    /// Dirty pages looked up as the walk goes, from `next` to `end` (inclusive); a cyclic walk
+    /// that began at `start` > 0 wraps to `0..start` once (`cycled`).
+    Lookup {
+        next: u64,
+        end: u64,
+        start: u64,
+        cycled: bool,
+    },
 }
 
 /// `DIRTY_SCOPE` = 8 (mm/page-writeback.c): a chunk is at most 1/8 of the dirty limit.
@@ -971,12 +993,19 @@ impl Mm {
         }
     }
 
-    /// `write_cache_pages` / `mpage_writepages`: writes up to `nr_to_write` dirty pages of
-    /// `ino` (`range`: from `writeback_index` cyclically, from the start, or the listed pages as
-    /// `tag_pages_for_writeback` fixes them for `WB_SYNC_ALL`) in bios of consecutive blocks. A
-    /// locked page is waited for (`lock_page`); a page found clean was written by someone else
-    /// and skipped. (`WB_SYNC_ALL`'s wait for a page already under writeback cannot arise: a
-    /// dirty page is never under writeback here.) Bios are synchronous when `sync`. Returns
+    /// `write_cache_pages` / `mpage_writepages` (`ext4_da_writepages` with
+    /// `write_cache_pages_da` when a file system is mounted): writes up to `nr_to_write` dirty
+    /// pages of `ino` in bios of consecutive blocks. `range`: from `writeback_index` cyclically
+    /// (wrapping to the start once, `cycled`), from the start, or the listed pages as
+    /// `tag_pages_for_writeback` fixes them for `WB_SYNC_ALL`. `WB_SYNC_NONE` looks the dirty
+    /// pages up batch by batch as it goes (`pagevec_lookup_tag(PAGECACHE_TAG_DIRTY)` from the
+    /// current index), so it also writes pages dirtied after it started, up to `nr_to_write`:
+    /// a flusher catches up with a writer appending to the file and writes its partly filled
+    /// last page (which the writer's next `write()` then waits for, QASIO's D_data).
+    /// `WB_SYNC_ALL` over a range writes the pages dirty when it started (the `TOWRITE` tag).
+    /// A locked page is waited for (`lock_page`); a page found clean was written by someone
+    /// else and skipped. (`WB_SYNC_ALL`'s wait for a page already under writeback cannot arise:
+    /// a dirty page is never under writeback here.) Bios are synchronous when `sync`. Returns
     /// pages written.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn writepages(
@@ -990,26 +1019,8 @@ impl Mm {
         sync: bool,
     ) -> u64 {
         let cyclic = matches!(range, WbRange::Cyclic);
-        let todo: Vec<u64> = match range {
-            WbRange::Pages(list) => list,
-            WbRange::Cyclic | WbRange::Whole => {
-                let state = self.state();
-                let Some(mapping) = state.mappings.get(&ino) else {
-                    return 0;
-                };
-                let start = if cyclic { mapping.writeback_index } else { 0 };
-                mapping
-                    .dirty
-                    .range(start, u64::MAX)
-                    .chain(
-                        mapping
-                            .dirty
-                            .range(0, start)
-                            .take_while(move |&i| i < start),
-                    )
-                    .take(usize::try_from(nr_to_write).unwrap_or(usize::MAX))
-                    .collect()
-            }
+        let Some(mut scan) = self.dirty_scan(ino, mode, range) else {
+            return 0;
         };
         let mut written = 0u64;
         // The block device's own mapping is written by blkdev_writepages: no journal.
@@ -1019,39 +1030,51 @@ impl Mm {
         {
             return 0;
         }
-        let Some(hooks) = self.fs_hooks().filter(|_| ino != super::BDEV_INO) else {
-            self.write_index_list(
-                sim,
-                ino,
-                &todo,
-                mode,
-                nr_to_write,
-                &mut written,
-                cyclic,
-                issuer,
-                sync,
-            )
-            .await;
-            return written;
+        let hooks = self.fs_hooks().filter(|_| ino != super::BDEV_INO);
+        let nr_to_write = match (&hooks, &scan) {
+            (Some(h), DirtyScan::Lookup { start, .. }) if mode == SyncMode::None => {
+                self.ext4_bump(ino, cyclic, *start, nr_to_write, h.writeback_bump_pages())
+            }
+            _ => nr_to_write,
         };
         // ext4_da_writepages: a handle per batch of up to an 8 MiB extent's pages
         // (mpage_add_bh_to_extent's cap), blocks allocated for the batch's delayed pages
-        // (mpage_da_map_and_submit), the batch submitted, then the handle stopped.
-        for batch in todo.chunks(DA_BATCH_PAGES) {
-            if written >= nr_to_write && mode == SyncMode::None {
+        // (mpage_da_map_and_submit), the batch submitted, then the handle stopped. Without a
+        // file system (the block device's mapping) the same batches go straight to
+        // write_cache_pages' loop.
+        loop {
+            let left = if mode == SyncMode::None {
+                nr_to_write.saturating_sub(written)
+            } else {
+                u64::MAX
+            };
+            if left == 0 {
                 break;
             }
-            let unmapped = self.unmapped_dirty_runs(ino, batch);
-            let token = match hooks.writepages_begin(sim, issuer, ino, unmapped).await {
-                Ok(token) => token,
-                // No space for delayed blocks: the pages stay dirty (ext4 logs and drops them
-                // after marking the file system with an error; here they wait for space).
-                Err(_) => break,
+            let max = usize::try_from(left)
+                .unwrap_or(usize::MAX)
+                .min(DA_BATCH_PAGES);
+            let batch = self.next_dirty_batch(ino, &mut scan, max);
+            if batch.is_empty() {
+                break;
+            }
+            let token = match &hooks {
+                Some(hooks) => {
+                    let unmapped = self.unmapped_dirty_runs(ino, &batch);
+                    match hooks.writepages_begin(sim, issuer, ino, unmapped).await {
+                        Ok(token) => Some(token),
+                        // No space for delayed blocks: the pages stay dirty (ext4 logs and
+                        // drops them after marking the file system with an error; here they
+                        // wait for space).
+                        Err(_) => break,
+                    }
+                }
+                None => None,
             };
             self.write_index_list(
                 sim,
                 ino,
-                batch,
+                &batch,
                 mode,
                 nr_to_write,
                 &mut written,
@@ -1060,9 +1083,132 @@ impl Mm {
                 sync,
             )
             .await;
-            hooks.writepages_end(sim, token).await;
+            if let (Some(hooks), Some(token)) = (&hooks, token) {
+                hooks.writepages_end(sim, token).await;
+            }
         }
         written
+    }
+
+    /// Linux 3.10's `ext4_da_writepages` bump (`max_pages` = `s_max_writeback_mb_bump` in
+    /// pages, 0 for none): `nr_to_write` raised to the run of contiguous dirty delayed pages
+    /// from `start` (`ext4_num_dirty_pages`) for a cyclic writeback, to 8 times itself for a
+    /// whole-file one, at most `max_pages`. The kernel takes the bump back off `nr_to_write`
+    /// when it returns, so the caller sees only the pages written.
+    fn ext4_bump(
+        &self,
+        ino: Ino,
+        cyclic: bool,
+        start: u64,
+        nr_to_write: u64,
+        max_pages: u64,
+    ) -> u64 {
+        if max_pages == 0 {
+            return nr_to_write;
+        }
+        let desired = if cyclic {
+            self.num_dirty_delayed_pages(ino, start, max_pages)
+        } else if nr_to_write == u64::MAX {
+            u64::MAX
+        } else {
+            nr_to_write.saturating_mul(8)
+        };
+        nr_to_write.max(desired.min(max_pages))
+    }
+
+    /// `ext4_num_dirty_pages`: consecutive pages from `index` that are dirty, not under
+    /// writeback and still without a block (delayed), at most `max_pages`.
+    fn num_dirty_delayed_pages(&self, ino: Ino, index: u64, max_pages: u64) -> u64 {
+        let run: Vec<u64> = {
+            let state = self.state();
+            let Some(mapping) = state.mappings.get(&ino) else {
+                return 0;
+            };
+            let cap = usize::try_from(max_pages).unwrap_or(usize::MAX);
+            mapping.dirty.range(index, u64::MAX).take(cap).collect()
+        };
+        let delayed = |(expect, i): &(u64, u64)| {
+            *i == *expect
+                && self
+                    .find_page(ino, *i)
+                    .is_some_and(|id| !self.page(id).has(pg::WRITEBACK))
+                && self.map_block(ino, *i).is_none()
+        };
+        (index..).zip(run).take_while(delayed).count() as u64
+    }
+
+    /// Where `writepages` starts looking for dirty pages; `None` when `ino` has no mapping.
+    fn dirty_scan(&self, ino: Ino, mode: SyncMode, range: WbRange) -> Option<DirtyScan> {
+        let state = self.state();
+        let mapping = state.mappings.get(&ino)?;
+        Some(match range {
+            WbRange::Pages(list) => DirtyScan::Listed { list, next: 0 },
+            // tag_pages_for_writeback: WB_SYNC_ALL writes what is dirty now.
+            WbRange::Cyclic | WbRange::Whole if mode == SyncMode::All => DirtyScan::Listed {
+                list: mapping.dirty.iter().collect(),
+                next: 0,
+            },
+            WbRange::Cyclic => {
+                let start = mapping.writeback_index;
+                DirtyScan::Lookup {
+                    next: start,
+                    end: u64::MAX,
+                    start,
+                    cycled: start == 0,
+                }
+            }
+            WbRange::Whole => DirtyScan::Lookup {
+                next: 0,
+                end: u64::MAX,
+                start: 0,
+                cycled: true,
+            },
+        })
+    }
+
+    /// The next up to `max` dirty pages of the scan, in index order: looked up now
+    /// (`pagevec_lookup_tag`), wrapping a cyclic scan to the file's start once it reached the
+    /// end (`cycled`: `index = 0; end = writeback_index - 1`).
+    fn next_dirty_batch(&self, ino: Ino, scan: &mut DirtyScan, max: usize) -> Vec<u64> {
+        match scan {
+            DirtyScan::Listed { list, next } => {
+                let batch: Vec<u64> = list.iter().skip(*next).take(max).copied().collect();
+                *next += batch.len();
+                batch
+            }
+            DirtyScan::Lookup {
+                next,
+                end,
+                start,
+                cycled,
+            } => loop {
+                let batch: Vec<u64> = {
+                    let state = self.state();
+                    let Some(mapping) = state.mappings.get(&ino) else {
+                        return Vec::new();
+                    };
+                    if *next > *end {
+                        Vec::new()
+                    } else {
+                        mapping.dirty.range(*next, *end).take(max).collect()
+                    }
+                };
+                if let Some(&last) = batch.last() {
+                    match last.checked_add(1) {
+                        Some(n) => *next = n,
+                        // The last possible index: an empty range from now on.
+                        None => (*next, *end) = (1, 0),
+                    }
+                    return batch;
+                }
+                if *cycled {
+                    return batch;
+                }
+                *cycled = true;
+                *next = 0;
+                *end = *start - 1;
+            },
+        }
     }
 
     /// Runs of consecutive pages among `indexes` that are dirty and have no block yet.

@@ -576,8 +576,17 @@ mod stack_tests {
         assert_eq!(counters["vfs.errors"], 0);
         assert!(counters["block.requests"] > 0, "{counters:?}");
         assert!(counters["mm.pages_written_async"] > 0, "{counters:?}");
-        // Every dirty page reached the device by the end of the fsync.
-        assert_eq!(vfs.mm.page_counts().2, 0);
+        // Every page of the backup reached the device by the end of its fsync; what may be
+        // left dirty is metadata the last commit journaled, waiting for its checkpoint (the
+        // run ends when the apps are done, before kupdate comes round).
+        let state = vfs.mm.state();
+        for (ino, mapping) in &state.mappings {
+            assert!(
+                mapping.dirty.is_empty() || *ino == crate::mm::BDEV_INO,
+                "inode {ino} has {} dirty pages",
+                mapping.dirty.len()
+            );
+        }
     }
 }
 

@@ -189,6 +189,16 @@ impl FsHooks for Ext4Hooks {
         }
     }
 
+    fn writeback_bump_pages(&self) -> u64 {
+        // ext4_da_writepages' bump exists only with delayed allocation (without it ext4's
+        // writepages is write_cache_pages over ext4_writepage).
+        if self.ext4.config.delalloc && self.ext4.config.data != super::mount::DataMode::Journal {
+            super::mount::MAX_WRITEBACK_MB_BUMP_PAGES
+        } else {
+            0
+        }
+    }
+
     fn write_end<'a>(
         &'a self,
         sim: &'a Sim,

@@ -324,6 +324,11 @@ pub struct Ext4 {
 /// ([`crate::block::request::MAX_DISCARD_SECTORS`], 128 MiB).
 pub const DISCARD_MAX_BLOCKS: u64 = crate::block::request::MAX_DISCARD_SECTORS as u64 / 8;
 
+/// `s_max_writeback_mb_bump` = 128 MiB in 4 KiB pages (fs/ext4/super.c of 3.10, the
+/// `max_writeback_mb_bump` sysfs default; removed with the writeback rewrite of 3.11): the most
+/// `ext4_da_writepages` raises a cyclic writeback's `nr_to_write` to.
+pub const MAX_WRITEBACK_MB_BUMP_PAGES: u64 = 128 * 1024 * 1024 / crate::units::PAGE_SIZE;
+
 /// Credits asked for when a handle must be extended or restarted mid-operation (a truncate of a
 /// large file frees blocks in many groups).
 pub const RESTART_CREDITS: u64 = 64;

@@ -193,3 +193,146 @@ fn data_journal_puts_the_data_in_the_log_and_fsync_commits_it_without_writeback(
     // The log holds the two data blocks and the metadata of the create and the allocation.
     assert!(c["jbd2.log_metadata_blocks"] >= 2 + 5, "{c:?}");
 }
+
+/// A rig whose flusher stays out of the way: 8 GiB of RAM, thresholds far above what the
+/// tests dirty, nothing expires for an hour.
+fn quiet_flusher_rig(fs: Ext4Config) -> Rig {
+    let sim = Simulation::new(1);
+    let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
+    let vm = VmConfig {
+        ram: 8 << 30,
+        dirty_background_ratio: 50,
+        dirty_ratio: 80,
+        dirty_expire: 3_600 * crate::units::NS_PER_SEC,
+        dirty_writeback_interval: 3_600 * crate::units::NS_PER_SEC,
+        ..VmConfig::android()
+    };
+    let vfs = crate::stack::storage_with_fs(
+        &sim.handle(),
+        vm,
+        Hz(200),
+        CpuConfig::zero_cost(),
+        &fs,
+        device,
+        "noop",
+        1 << 30,
+    )
+    .expect("valid storage");
+    Rig { sim, vfs }
+}
+
+fn flusher_issuer(sim: &Sim) -> crate::mm::Issuer {
+    crate::mm::Issuer {
+        task: sim.current_task(),
+        pid: crate::mm::FLUSHER_PID,
+        uid: 0,
+        foreground: false,
+    }
+}
+
+/// Pages a cyclic `WB_SYNC_NONE` writeback of `nr_to_write` pages writes from a 64 MiB file
+/// whose pages are all dirty and delayed.
+fn cyclic_pass_of_a_delayed_file(fs: Ext4Config, nr_to_write: u64) -> u64 {
+    use crate::mm::writeback::{SyncMode, WbRange};
+    let rig = quiet_flusher_rig(fs);
+    let written = Rc::new(std::cell::Cell::new(0));
+    let out = written.clone();
+    rig.run(move |sim, vfs, p| async move {
+        let fd = vfs
+            .open(&sim, &p, "/big", O_CREAT | O_WRONLY)
+            .await
+            .unwrap();
+        let chunk = vec![7u8; 1 << 20];
+        for _ in 0..64 {
+            vfs.write(&sim, &p, fd, &chunk).await.unwrap();
+        }
+        let ino = vfs.stat(&sim, &p, "/big").await.unwrap().ino;
+        assert_eq!(vfs.mm.dirty_pages(ino), 16_384, "nothing written yet");
+        let n = vfs
+            .mm
+            .writepages(
+                &sim,
+                ino,
+                SyncMode::None,
+                nr_to_write,
+                WbRange::Cyclic,
+                flusher_issuer(&sim),
+                false,
+            )
+            .await;
+        out.set(n);
+    });
+    written.get()
+}
+
+#[test]
+fn ext4_3_10_bumps_a_cyclic_writeback_to_the_run_of_delayed_pages() {
+    // ext4_da_writepages (3.10): nr_to_write 1024 is raised to ext4_num_dirty_pages, the 16384
+    // contiguous delayed pages (under s_max_writeback_mb_bump's 32768), so the pass writes
+    // the whole file; without delayed allocation there is no bump.
+    assert_eq!(
+        cyclic_pass_of_a_delayed_file(Ext4Config::default(), 1024),
+        16_384
+    );
+    let nodelalloc = Ext4Config {
+        delalloc: false,
+        ..Ext4Config::default()
+    };
+    assert_eq!(cyclic_pass_of_a_delayed_file(nodelalloc, 1024), 1024);
+}
+
+#[test]
+fn background_writeback_also_writes_pages_dirtied_while_it_runs() {
+    // write_cache_pages_da looks dirty pages up as it goes (PAGECACHE_TAG_DIRTY, not the
+    // TOWRITE snapshot of WB_SYNC_ALL): a pass over a 128 MiB file that sleeps in get_request
+    // (128 requests of 512 KiB queued, 1.3 s of this device) also writes the pages an
+    // appender dirties past the old end of file meanwhile, up to its nr_to_write.
+    use crate::mm::writeback::{SyncMode, WbRange};
+    let rig = quiet_flusher_rig(Ext4Config::default());
+    let (s, vfs) = (rig.sim.handle(), rig.vfs.clone());
+    let appender = vfs.new_process(10_001, "appender");
+    let started = Rc::new(std::cell::Cell::new(false));
+    let go = started.clone();
+    s.clone().spawn("appender", async move {
+        let fd = vfs
+            .open(&s, &appender, "/log", O_CREAT | O_WRONLY)
+            .await
+            .unwrap();
+        let chunk = vec![1u8; 1 << 20];
+        for _ in 0..128 {
+            vfs.write(&s, &appender, fd, &chunk).await.unwrap();
+        }
+        go.set(true);
+        // One page every millisecond for 2 s, past the 128 MiB the pass was started on.
+        for _ in 0..2_000 {
+            s.sleep(crate::units::NS_PER_MS).await;
+            vfs.write(&s, &appender, fd, &[2u8; 4096]).await.unwrap();
+        }
+    });
+    let written = Rc::new(std::cell::Cell::new(0));
+    let out = written.clone();
+    rig.run(move |sim, vfs, p| async move {
+        while !started.get() {
+            sim.sleep(crate::units::NS_PER_MS).await;
+        }
+        let ino = vfs.stat(&sim, &p, "/log").await.unwrap().ino;
+        let n = vfs
+            .mm
+            .writepages(
+                &sim,
+                ino,
+                SyncMode::None,
+                u64::MAX,
+                WbRange::Cyclic,
+                flusher_issuer(&sim),
+                false,
+            )
+            .await;
+        out.set(n);
+    });
+    let n = written.get();
+    assert!(
+        n > 32_768 + 500,
+        "the pass wrote {n} pages: the 32768 dirty when it began and the appended ones"
+    );
+}
