@@ -1959,3 +1959,55 @@ fn lock_buffer_waits_for_the_flushers_async_write_of_the_buffer() {
     let stats = rig.mm().stats();
     assert_eq!(stats.pages_read, 1, "read once, cached after");
 }
+
+#[test]
+fn metadata_writeback_submits_what_it_started_before_it_waits_for_a_locked_buffer() {
+    // block_write_full_page submits a buffer (submit_bh, merged in the plug) before
+    // write_cache_pages looks at the next page. Writeback of the block device's dirty buffers
+    // 100..=104 meets buffer 102 locked by a task for 100 ms: buffers 100 and 101 must have
+    // gone to the device meanwhile, not sit locked under writeback with no request (a
+    // lock_buffer on them would then wait 100 ms for nothing QASIO could boost).
+    use crate::mm::writeback::{SyncMode, WbRange};
+    let rig = Rig::new(VmConfig::default(), 100 * NS_PER_US, 50_000_000);
+    let issuer = |sim: &Sim| Issuer {
+        task: sim.current_task(),
+        pid: FLUSHER_PID,
+        uid: 0,
+        foreground: false,
+    };
+    rig.spawn("holder", 10_000, move |sim, vfs, _p| async move {
+        for block in 100..=104 {
+            vfs.mm.getblk_uptodate(&sim, block, issuer(&sim)).await;
+            vfs.mm.mark_buffer_dirty(&sim, block);
+        }
+        vfs.mm.lock_buffer(&sim, 102, issuer(&sim)).await;
+        sim.sleep(100 * NS_PER_MS).await;
+        vfs.mm.unlock_buffer(&sim, 102);
+    });
+    rig.spawn("writeback", 0, move |sim, vfs, _p| async move {
+        sim.sleep(NS_PER_MS).await;
+        vfs.mm
+            .writepages(
+                &sim,
+                BDEV_INO,
+                SyncMode::None,
+                u64::MAX,
+                WbRange::Whole,
+                issuer(&sim),
+                false,
+            )
+            .await;
+        // The run ends with the tasks: stay until the last write has completed.
+        sim.sleep(100 * NS_PER_MS).await;
+    });
+    rig.run_until(50 * NS_PER_MS);
+    let mm = rig.mm();
+    assert!(
+        mm.buffer_is_clean(100) && mm.buffer_is_clean(101),
+        "buffers 100 and 101 were written while 102 was locked"
+    );
+    assert!(!mm.buffer_is_clean(103), "103 waits behind 102");
+    rig.run_to_end();
+    let left: Vec<u64> = (100..=104).filter(|&b| !mm.buffer_is_clean(b)).collect();
+    assert!(left.is_empty(), "still dirty or under write: {left:?}");
+}

@@ -1246,10 +1246,40 @@ impl Mm {
     ) {
         // The bio being built: (first index, first block, pages).
         let mut current: Option<(u64, u64, u32)> = None;
+        // The block device's mapping (metadata buffers) and simplefs go through
+        // `block_write_full_page`, which locks a page's buffers, marks it under writeback and
+        // submits them (`submit_bh`, merged in the plug) before write_cache_pages looks at the
+        // next page; the bio built here over consecutive pages stands for that merge. So a
+        // run is submitted before the loop could sleep on the next page (its lock, or the
+        // submission of a run it does not extend) with the run's buffers locked and no
+        // request a QASIO boost could find. (ext4's data pages are different:
+        // `ext4_bio_write_page` marks a page under writeback and only then submits the bio it
+        // does not extend, as the order below it does.)
+        let per_page_submit = ino == super::BDEV_INO || self.fs_hooks().is_none();
         for &index in indexes {
             // Integrity sync writes every listed page; others stop at `nr_to_write`.
             if *written >= nr_to_write && mode == SyncMode::None {
                 break;
+            }
+            if per_page_submit {
+                if let Some((first, first_block, count)) = current {
+                    let extends = first + u64::from(count) == index
+                        && self.map_block(ino, index) == Some(first_block + u64::from(count))
+                        && count < MAX_BIO_PAGES;
+                    let would_sleep = self
+                        .find_page(ino, index)
+                        .is_some_and(|id| self.page(id).has(pg::LOCKED));
+                    if !extends || would_sleep {
+                        current = None;
+                        let span = PageSpan {
+                            ino,
+                            index: first,
+                            count,
+                        };
+                        self.submit_write_span(sim, span, first_block, issuer, sync)
+                            .await;
+                    }
+                }
             }
             // write_cache_pages sleeps in lock_page in both modes.
             let Some(id) = self.lock_page(sim, ino, index).await else {
