@@ -1967,7 +1967,6 @@ fn metadata_writeback_submits_what_it_started_before_it_waits_for_a_locked_buffe
     // 100..=104 meets buffer 102 locked by a task for 100 ms: buffers 100 and 101 must have
     // gone to the device meanwhile, not sit locked under writeback with no request (a
     // lock_buffer on them would then wait 100 ms for nothing QASIO could boost).
-    use crate::mm::writeback::{SyncMode, WbRange};
     let rig = Rig::new(VmConfig::default(), 100 * NS_PER_US, 50_000_000);
     let issuer = |sim: &Sim| Issuer {
         task: sim.current_task(),
@@ -1986,17 +1985,7 @@ fn metadata_writeback_submits_what_it_started_before_it_waits_for_a_locked_buffe
     });
     rig.spawn("writeback", 0, move |sim, vfs, _p| async move {
         sim.sleep(NS_PER_MS).await;
-        vfs.mm
-            .writepages(
-                &sim,
-                BDEV_INO,
-                SyncMode::None,
-                u64::MAX,
-                WbRange::Whole,
-                issuer(&sim),
-                false,
-            )
-            .await;
+        vfs.mm.filemap_flush(&sim, BDEV_INO, issuer(&sim)).await;
         // The run ends with the tasks: stay until the last write has completed.
         sim.sleep(100 * NS_PER_MS).await;
     });

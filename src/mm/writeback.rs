@@ -393,6 +393,37 @@ pub enum WbRange {
     Pages(Vec<u64>),
 }
 
+/// The write bio being built over pages with consecutive indexes and blocks.
+#[derive(Debug, Clone, Copy)]
+struct BioRun {
+    ino: Ino,
+    /// Index of the first page.
+    first: u64,
+    /// Disk block of the first page.
+    first_block: u64,
+    /// Pages so far.
+    count: u32,
+}
+
+impl BioRun {
+    fn new(ino: Ino, index: u64, block: u64) -> BioRun {
+        BioRun {
+            ino,
+            first: index,
+            first_block: block,
+            count: 1,
+        }
+    }
+
+    /// Whether page `index` of `ino` at `block` continues the run within `MAX_BIO_PAGES`.
+    fn extended_by(&self, ino: Ino, index: u64, block: u64) -> bool {
+        self.ino == ino
+            && self.first + u64::from(self.count) == index
+            && self.first_block + u64::from(self.count) == block
+            && self.count < MAX_BIO_PAGES
+    }
+}
+
 /// Where `writepages` is in its walk over an inode's dirty pages.
 enum DirtyScan {
     /// A fixed list (`WbRange::Pages`, or `WB_SYNC_ALL`'s tagged pages): `next` is the position
@@ -816,6 +847,17 @@ impl Mm {
         self.check(sim, "end_page_writeback");
     }
 
+    /// Submits the bio of `run` (its pages already under writeback).
+    async fn submit_run(&self, sim: &Sim, run: BioRun, issuer: Issuer, sync: bool) {
+        let span = PageSpan {
+            ino: run.ino,
+            index: run.first,
+            count: run.count,
+        };
+        self.submit_write_span(sim, span, run.first_block, issuer, sync)
+            .await;
+    }
+
     /// Submits a write bio for `count` pages of `ino` from `index`, already under writeback,
     /// at disk block `block`.
     async fn submit_write_span(
@@ -935,8 +977,8 @@ impl Mm {
             })
             .collect();
         keyed.sort_unstable();
-        // The bio being built: (inode, first index, first block, pages).
-        let mut current: Option<(Ino, u64, u64, u32)> = None;
+        // The bio being built.
+        let mut current: Option<BioRun> = None;
         let hooks = self.fs_hooks();
         for (ino, index, id) in keyed {
             if let Some(hooks) = hooks.as_ref().filter(|_| ino != super::BDEV_INO) {
@@ -959,37 +1001,18 @@ impl Mm {
                 continue;
             }
             let block = self.page_start_writeback(sim, id);
-            match current {
-                Some((cur_ino, first, first_block, count))
-                    if cur_ino == ino
-                        && first + u64::from(count) == index
-                        && first_block + u64::from(count) == block
-                        && count < MAX_BIO_PAGES =>
-                {
-                    current = Some((ino, first, first_block, count + 1));
-                }
+            match current.as_mut() {
+                Some(run) if run.extended_by(ino, index, block) => run.count += 1,
                 _ => {
-                    if let Some((cur_ino, first, first_block, count)) = current.take() {
-                        let span = PageSpan {
-                            ino: cur_ino,
-                            index: first,
-                            count,
-                        };
-                        self.submit_write_span(sim, span, first_block, issuer, false)
-                            .await;
+                    if let Some(run) = current.take() {
+                        self.submit_run(sim, run, issuer, false).await;
                     }
-                    current = Some((ino, index, block, 1));
+                    current = Some(BioRun::new(ino, index, block));
                 }
             }
         }
-        if let Some((ino, first, first_block, count)) = current {
-            let span = PageSpan {
-                ino,
-                index: first,
-                count,
-            };
-            self.submit_write_span(sim, span, first_block, issuer, false)
-                .await;
+        if let Some(run) = current {
+            self.submit_run(sim, run, issuer, false).await;
         }
     }
 
@@ -1024,13 +1047,10 @@ impl Mm {
         };
         let mut written = 0u64;
         // The block device's own mapping is written by blkdev_writepages: no journal.
-        if self
-            .fs_hooks()
-            .is_some_and(|h| ino != super::BDEV_INO && h.holds_back_writeback(ino))
-        {
+        let hooks = self.fs_hooks().filter(|_| ino != super::BDEV_INO);
+        if hooks.as_ref().is_some_and(|h| h.holds_back_writeback(ino)) {
             return 0;
         }
-        let hooks = self.fs_hooks().filter(|_| ino != super::BDEV_INO);
         let nr_to_write = match (&hooks, &scan) {
             (Some(h), DirtyScan::Lookup { start, .. }) if mode == SyncMode::None => {
                 self.ext4_bump(ino, cyclic, *start, nr_to_write, h.writeback_bump_pages())
@@ -1244,8 +1264,8 @@ impl Mm {
         issuer: Issuer,
         sync: bool,
     ) {
-        // The bio being built: (first index, first block, pages).
-        let mut current: Option<(u64, u64, u32)> = None;
+        // The bio being built.
+        let mut current: Option<BioRun> = None;
         // The block device's mapping (metadata buffers) and simplefs go through
         // `block_write_full_page`, which locks a page's buffers, marks it under writeback and
         // submits them (`submit_bh`, merged in the plug) before write_cache_pages looks at the
@@ -1262,22 +1282,16 @@ impl Mm {
                 break;
             }
             if per_page_submit {
-                if let Some((first, first_block, count)) = current {
-                    let extends = first + u64::from(count) == index
-                        && self.map_block(ino, index) == Some(first_block + u64::from(count))
-                        && count < MAX_BIO_PAGES;
+                if let Some(run) = current {
+                    let extends = self
+                        .map_block(ino, index)
+                        .is_some_and(|block| run.extended_by(ino, index, block));
                     let would_sleep = self
                         .find_page(ino, index)
                         .is_some_and(|id| self.page(id).has(pg::LOCKED));
                     if !extends || would_sleep {
                         current = None;
-                        let span = PageSpan {
-                            ino,
-                            index: first,
-                            count,
-                        };
-                        self.submit_write_span(sim, span, first_block, issuer, sync)
-                            .await;
+                        self.submit_run(sim, run, issuer, sync).await;
                     }
                 }
             }
@@ -1310,25 +1324,13 @@ impl Mm {
 
             let block = self.page_start_writeback(sim, id);
             *written += 1;
-            match current {
-                Some((first, first_block, count))
-                    if first + u64::from(count) == index
-                        && first_block + u64::from(count) == block
-                        && count < MAX_BIO_PAGES =>
-                {
-                    current = Some((first, first_block, count + 1));
-                }
+            match current.as_mut() {
+                Some(run) if run.extended_by(ino, index, block) => run.count += 1,
                 _ => {
-                    if let Some((first, first_block, count)) = current.take() {
-                        let span = PageSpan {
-                            ino,
-                            index: first,
-                            count,
-                        };
-                        self.submit_write_span(sim, span, first_block, issuer, sync)
-                            .await;
+                    if let Some(run) = current.take() {
+                        self.submit_run(sim, run, issuer, sync).await;
                     }
-                    current = Some((index, block, 1));
+                    current = Some(BioRun::new(ino, index, block));
                 }
             }
             if cyclic {
@@ -1337,14 +1339,8 @@ impl Mm {
                 }
             }
         }
-        if let Some((first, first_block, count)) = current {
-            let span = PageSpan {
-                ino,
-                index: first,
-                count,
-            };
-            self.submit_write_span(sim, span, first_block, issuer, sync)
-                .await;
+        if let Some(run) = current {
+            self.submit_run(sim, run, issuer, sync).await;
         }
     }
 

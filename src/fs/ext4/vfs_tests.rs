@@ -19,12 +19,16 @@ struct Rig {
 
 impl Rig {
     fn new(fs: Ext4Config) -> Rig {
+        Rig::with_vm(fs, VmConfig::android())
+    }
+
+    fn with_vm(fs: Ext4Config, vm: VmConfig) -> Rig {
         let sim = Simulation::new(1);
         // 100 us + 50 MB/s (eMMC 4.5 sequential write, REFERENCES.md), one slot.
         let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
         let vfs = crate::stack::storage_with_fs(
             &sim.handle(),
-            VmConfig::android(),
+            vm,
             Hz(200),
             CpuConfig::zero_cost(),
             &fs,
@@ -197,8 +201,6 @@ fn data_journal_puts_the_data_in_the_log_and_fsync_commits_it_without_writeback(
 /// A rig whose flusher stays out of the way: 8 GiB of RAM, thresholds far above what the
 /// tests dirty, nothing expires for an hour.
 fn quiet_flusher_rig(fs: Ext4Config) -> Rig {
-    let sim = Simulation::new(1);
-    let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
     let vm = VmConfig {
         ram: 8 << 30,
         dirty_background_ratio: 50,
@@ -207,18 +209,7 @@ fn quiet_flusher_rig(fs: Ext4Config) -> Rig {
         dirty_writeback_interval: 3_600 * crate::units::NS_PER_SEC,
         ..VmConfig::android()
     };
-    let vfs = crate::stack::storage_with_fs(
-        &sim.handle(),
-        vm,
-        Hz(200),
-        CpuConfig::zero_cost(),
-        &fs,
-        device,
-        "noop",
-        1 << 30,
-    )
-    .expect("valid storage");
-    Rig { sim, vfs }
+    Rig::with_vm(fs, vm)
 }
 
 fn flusher_issuer(sim: &Sim) -> crate::mm::Issuer {
