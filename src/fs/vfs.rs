@@ -977,6 +977,42 @@ impl Vfs {
         self.fs.supports_atomic_write()
     }
 
+    /// `posix_fadvise(fd, offset, len, POSIX_FADV_DONTNEED)` (mm/fadvise.c, 3.10): starts
+    /// writeback of the range's dirty pages, then drops the range's clean, idle pages. `len` 0
+    /// means to the end of the file. 3.10 rounds the first page up (a partial first page
+    /// stays) but takes the page holding the range's last byte even when the range covers it
+    /// only in part (`end_index = endbyte >> PAGE_CACHE_SHIFT`; later kernels keep that partial
+    /// page too). Returns the pages dropped (the system call itself returns 0).
+    pub async fn fadvise_dontneed(
+        &self,
+        sim: &Sim,
+        process: &Process,
+        fd: i32,
+        offset: u64,
+        len: u64,
+    ) -> Result<u64, Errno> {
+        let entered = self.enter(sim, process, "fadvise64").await;
+        let result = match self.fd_ino(process, fd) {
+            Ok((ino, _)) => {
+                // endbyte = offset + len - 1, or -1 ("as much as possible") for len 0 or an
+                // overflow.
+                let end = match offset.checked_add(len) {
+                    Some(end) if len > 0 => (end - 1) / PAGE_SIZE,
+                    _ => u64::MAX,
+                };
+                let start = offset.div_ceil(PAGE_SIZE);
+                if end < start {
+                    Ok(0)
+                } else {
+                    let issuer = self.issuer(sim, process);
+                    Ok(self.mm.fadvise_dontneed(sim, ino, start, end, issuer).await)
+                }
+            }
+            Err(errno) => Err(errno),
+        };
+        self.count(entered, result)
+    }
+
     /// `ftruncate(2)`.
     pub async fn ftruncate(
         &self,

@@ -33,7 +33,7 @@
 use super::bio::{BioRequest, IoPurpose, PageSpan};
 use super::writeback::{DirtyThrottleState, SyncMode, WbRange, MAX_BIO_PAGES};
 use super::Ino;
-use super::{pg, Issuer, Mm, PageId};
+use super::{pg, Issuer, Lru, Mm, PageId};
 use crate::dev::{IoFlags, IoOp};
 use crate::errno::Errno;
 use crate::sim::{Sim, WaitReason};
@@ -666,6 +666,64 @@ impl Mm {
             self.wake_page(sim, ino, index);
         }
         self.check(sim, "truncate_inode_pages_range");
+    }
+
+    /// `fadvise64_64(POSIX_FADV_DONTNEED)` over pages `[start, end]` (mm/fadvise.c): unless
+    /// the device is write-congested, writeback of the range's dirty pages is started and not
+    /// waited for (`__filemap_fdatawrite_range(WB_SYNC_NONE)`), then `invalidate_mapping_pages`
+    /// drops each page it can drop without waiting (`invalidate_inode_page`): not locked
+    /// (`trylock_page`), clean, not under writeback, and on an LRU list (a page reclaim has
+    /// isolated holds an extra reference, so `remove_mapping` fails). Returns the pages
+    /// dropped. The caller passes the first and last *full* page of the byte range.
+    ///
+    /// Simplifications: no per-CPU pagevecs, so the `lru_add_drain_all` retry has nothing to
+    /// drain and is not modelled; a page that stays is not deactivated (`deactivate_page`);
+    /// no CPU time is charged for the lookup (the system call's entry is, by the VFS).
+    pub async fn fadvise_dontneed(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        start: u64,
+        end: u64,
+        issuer: Issuer,
+    ) -> u64 {
+        if !self.bdev.congested() {
+            let dirty: Vec<u64> = match self.state().mappings.get(&ino) {
+                None => Vec::new(),
+                Some(m) => m.dirty.range(start, end).collect(),
+            };
+            if !dirty.is_empty() {
+                let count = dirty.len() as u64;
+                self.writepages(
+                    sim,
+                    ino,
+                    SyncMode::None,
+                    count,
+                    WbRange::Pages(dirty),
+                    issuer,
+                    false,
+                )
+                .await;
+            }
+        }
+        let mut state = self.state();
+        let cached: Vec<PageId> = match state.mappings.get(&ino) {
+            None => return 0,
+            Some(m) => m.pages.range(start, end).map(|(_, id)| id).collect(),
+        };
+        let mut dropped = 0;
+        for id in cached {
+            let page = state.pages[id as usize];
+            let busy = pg::LOCKED | pg::DIRTY | pg::WRITEBACK;
+            if page.flags & busy != 0 || page.lru == Lru::None {
+                continue;
+            }
+            state.delete_from_page_cache(id);
+            dropped += 1;
+        }
+        drop(state);
+        self.check(sim, "invalidate_mapping_pages");
+        dropped
     }
 
     /// Direct I/O of whole pages `[first, first + count)` (`__blockdev_direct_IO`): cached

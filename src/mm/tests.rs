@@ -2000,3 +2000,68 @@ fn metadata_writeback_submits_what_it_started_before_it_waits_for_a_locked_buffe
     let left: Vec<u64> = (100..=104).filter(|&b| !mm.buffer_is_clean(b)).collect();
     assert!(left.is_empty(), "still dirty or under write: {left:?}");
 }
+
+#[test]
+fn fadvise_dontneed_drops_clean_pages_and_starts_writeback_of_dirty_ones() {
+    // 8 pages read (clean, cached) and 4 pages written (dirty) of one file. DONTNEED over
+    // bytes [100, 8 pages): the partial first page stays (3.10 rounds the start up), pages
+    // 1..=7 go; the dirty pages 8..12 are outside the range and stay dirty. A second
+    // DONTNEED of the whole file starts writeback of the dirty pages without waiting, so they
+    // stay cached (under writeback), and a read after it goes to the device again.
+    let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        vfs.populate(&sim, "/img", 8 * 4096).unwrap();
+        let fd = vfs.open(&sim, &p, "/img", O_RDWR).await.unwrap();
+        let mut buf = vec![0u8; 8 * 4096];
+        assert_eq!(vfs.read(&sim, &p, fd, &mut buf).await, Ok(8 * 4096));
+        assert_eq!(
+            vfs.write(&sim, &p, fd, &[1u8; 4 * 4096]).await,
+            Ok(4 * 4096)
+        );
+        let ino = vfs.stat(&sim, &p, "/img").await.unwrap().ino;
+        let cached = |vfs: &Vfs| {
+            (0..12)
+                .filter(|&i| vfs.mm.page_flags(ino, i).is_some())
+                .count()
+        };
+        assert_eq!(cached(&vfs), 12);
+
+        let dropped = vfs
+            .fadvise_dontneed(&sim, &p, fd, 100, 8 * 4096 - 100)
+            .await;
+        assert_eq!(dropped, Ok(7), "pages 1..=7; page 0 is partial");
+        assert!(vfs.mm.page_flags(ino, 0).is_some());
+        for index in 8..12 {
+            let flags = vfs.mm.page_flags(ino, index).expect("outside the range");
+            assert!(flags & pg::DIRTY != 0);
+        }
+
+        let before = sim.now();
+        let dropped = vfs.fadvise_dontneed(&sim, &p, fd, 0, 0).await;
+        assert_eq!(
+            dropped,
+            Ok(1),
+            "page 0; the dirty pages are now under writeback"
+        );
+        assert_eq!(sim.now(), before, "writeback is started, not waited for");
+        for index in 8..12 {
+            let flags = vfs
+                .mm
+                .page_flags(ino, index)
+                .expect("under writeback, kept");
+            assert!(flags & pg::WRITEBACK != 0 && flags & pg::DIRTY == 0);
+        }
+
+        let reads = vfs.mm.stats().pages_read;
+        assert_eq!(
+            vfs.pread(&sim, &p, fd, &mut buf[..4096], 4096).await,
+            Ok(4096)
+        );
+        assert!(
+            vfs.mm.stats().pages_read > reads,
+            "the dropped page is read again"
+        );
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run_to_end();
+}

@@ -18,7 +18,7 @@
 //! ```
 //!
 //! The app has one current open file: `open` and `creat` set it, `write` / `read` / `fsync` /
-//! `fdatasync` / `ftruncate` / `close` use it. Paths may contain `{i}` (the iteration, from 0).
+//! `fdatasync` / `ftruncate` / `fadvise` / `close` use it. Paths may contain `{i}` (the iteration, from 0).
 //! A `write` or `read` with `total` repeats `size`-sized calls until `total` bytes moved. Every
 //! call is an operation of the app's results, named after it; each iteration is also recorded
 //! as operation `iteration`. An errno is counted (`errno.<NAME>`) and ends the app.
@@ -65,6 +65,14 @@ pub enum OpenFlag {
 
 fn default_open_flags() -> Vec<OpenFlag> {
     vec![OpenFlag::Rdwr]
+}
+
+/// `posix_fadvise` advice (`POSIX_FADV_*`): the one the model implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Advice {
+    /// `POSIX_FADV_DONTNEED`.
+    Dontneed,
 }
 
 /// One system call of the loop body.
@@ -130,6 +138,18 @@ pub enum Step {
     Stat {
         path: String,
     },
+    /// `posix_fadvise` of the current file over `[offset, offset + len)` (default: the whole
+    /// file). Only `advice = "dontneed"` is modelled: writeback of the range's dirty pages is
+    /// started, then its clean, idle pages leave the page cache. With it an app's next read of
+    /// the file is cold, as in a cold app launch (FastTrack §2.2: "launched without any
+    /// preloaded data").
+    Fadvise {
+        advice: Advice,
+        #[serde(default, with = "serde_units::size")]
+        offset: u64,
+        #[serde(default, with = "serde_units::size")]
+        len: u64,
+    },
     /// Think time (off-CPU).
     Sleep {
         #[serde(with = "serde_units::duration")]
@@ -155,6 +175,7 @@ impl Step {
             Step::Rename { .. } => "rename",
             Step::Mkdir { .. } => "mkdir",
             Step::Stat { .. } => "stat",
+            Step::Fadvise { .. } => "fadvise",
             Step::Sleep { .. } => "sleep",
         }
     }
@@ -461,6 +482,17 @@ async fn run_loop(ctx: &AppContext, vfs: &Rc<Vfs>, process: &Process, config: &O
                         .await
                         .map(|_| ())
                 }
+                Step::Fadvise {
+                    advice: Advice::Dontneed,
+                    offset,
+                    len,
+                } => match fd {
+                    Some(fd) => {
+                        let call = vfs.fadvise_dontneed(&sim, process, fd, *offset, *len);
+                        syscall(ctx, "fadvise", call).await.map(|_| ())
+                    }
+                    None => no_file(ctx),
+                },
                 Step::Sleep { duration } => {
                     sim.sleep(*duration).await;
                     Some(())
@@ -524,6 +556,17 @@ mod tests {
         assert!(error.contains("path"), "{error}");
         let error = parse(r#"steps = [{ op = "frobnicate" }]"#).unwrap_err();
         assert!(error.contains("frobnicate"), "{error}");
+        let fadvise = parse(r#"steps = [{ op = "fadvise", advice = "dontneed", len = "1MiB" }]"#);
+        assert_eq!(
+            fadvise.unwrap().steps[0],
+            Step::Fadvise {
+                advice: Advice::Dontneed,
+                offset: 0,
+                len: 1 << 20
+            }
+        );
+        let error = parse(r#"steps = [{ op = "fadvise", advice = "willneed" }]"#).unwrap_err();
+        assert!(error.contains("willneed"), "{error}");
     }
 
     #[test]
