@@ -23,8 +23,9 @@ fn scaled(name: &str) -> String {
         .replace("think = \"1s\"", "think = \"2500ms\"")
 }
 
-fn run(name: &str, variant: &str) -> ScenarioResults {
-    let mut s = scenario::parse(&format!("{name}.toml"), &scaled(name)).expect("parses");
+/// Runs `variant` of scenario `name` written as `source`.
+fn run(name: &str, source: &str, variant: &str) -> ScenarioResults {
+    let mut s = scenario::parse(&format!("{name}.toml"), source).expect("parses");
     s.select_variant(variant).expect("variant");
     run_scenario(&s, &RunOptions::default()).expect("runs")
 }
@@ -50,9 +51,7 @@ fn the_page_reclaimer_keeps_the_foreground_apps_pages_under_a_backup() {
             .replace("  { op = \"fadvise\", advice = \"dontneed\" },\n", "")
             .replace("start = \"2s\"", "start = \"0s\"");
         assert!(!source.contains("op = \"fadvise\""));
-        let mut s = scenario::parse(&format!("{name}.toml"), &source).expect("parses");
-        s.select_variant(variant).expect("variant");
-        run_scenario(&s, &RunOptions::default()).expect("runs")
+        run(name, &source, variant)
     };
     let stock = warm("fg+bg");
     let pr = warm("pr");
