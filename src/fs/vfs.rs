@@ -34,6 +34,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+/// The file whose pages stand for other apps' cached file data (`[stack.vm] cached`).
+pub const CACHED_APPS_PATH: &str = "/.cached-apps";
+/// Android's `AID_SYSTEM` (system/core/include/private/android_filesystem_config.h).
+const AID_SYSTEM: u32 = 1000;
+
 /// `open` flags, with Linux's values (include/uapi/asm-generic/fcntl.h).
 pub const O_RDONLY: u32 = 0;
 pub const O_WRONLY: u32 = 0o1;
@@ -1318,6 +1323,16 @@ impl Vfs {
     /// Creates `path` of `size` bytes with its blocks on disk and nothing cached, as if it had
     /// been written before the run (a preexisting file: photos, an app's data). Not a system
     /// call: no time passes.
+    /// `[stack.vm] cached` ([`crate::mm::VmConfig::cached`]): file [`CACHED_APPS_PATH`] of
+    /// `bytes` on disk, and as many of its pages in the page cache as fit above the high
+    /// watermark, clean and owned by UID 1000 (`AID_SYSTEM`). Returns the pages cached.
+    pub fn prefill_cached(&self, sim: &Sim, bytes: u64) -> Result<u64, Errno> {
+        let ino = self.populate(sim, CACHED_APPS_PATH, bytes)?;
+        Ok(self
+            .mm
+            .prefill_clean(ino, bytes.div_ceil(PAGE_SIZE), AID_SYSTEM))
+    }
+
     pub fn populate(&self, sim: &Sim, path: &str, size: u64) -> Result<Ino, Errno> {
         check_path(path)?;
         if self.lookup(path).is_ok() {

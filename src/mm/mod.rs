@@ -253,6 +253,14 @@ pub struct VmConfig {
     /// allocation, reclaim (direct reclaim writes dirty pages and waits for them) and the
     /// `copy_from_user` / `copy_to_user` of each page.
     pub page_cache_lock: PageCacheLock,
+    /// Clean file pages of other apps in the page cache when the run starts, in bytes: a phone
+    /// in use runs with its memory full (the page cache grows until kswapd holds free memory
+    /// at the zone's watermarks), not with an empty cache. They belong to one file,
+    /// `/.cached-apps` (UID 1000, `AID_SYSTEM`), sit on the inactive list and are read by
+    /// nobody; filling stops at the high watermark. Default 0 (the run starts with the page
+    /// cache empty).
+    #[serde(with = "serde_units::size")]
+    pub cached: u64,
     /// Removed: `direct_reclaim_writes = true` was FastTrack's allocation path, now
     /// `page_cache_lock = "global"`; `false` was 3.10's, now the default `"linux"`. Accepted
     /// only to say so.
@@ -277,6 +285,7 @@ impl Default for VmConfig {
             min_free: 0,
             reclaim_policy: ReclaimPolicyKind::Linux,
             page_cache_lock: PageCacheLock::Linux,
+            cached: 0,
             direct_reclaim_writes: None,
         }
     }
@@ -305,6 +314,13 @@ impl VmConfig {
         }
         if self.max_pause == 0 {
             return Err("vm `max_pause` must be positive".into());
+        }
+        if self.cached > self.ram - self.reserved {
+            return Err(format!(
+                "vm `cached` ({} bytes) must fit in the page cache: `ram` - `reserved` = {} bytes",
+                self.cached,
+                self.ram - self.reserved
+            ));
         }
         if let Some(writes) = self.direct_reclaim_writes {
             let instead = if writes { "global" } else { "linux" };
@@ -929,6 +945,21 @@ impl Mm {
     }
 }
 
+impl Mm {
+    /// `[stack.vm] cached`: puts pages `0..pages` of file `ino` in the page cache as if they
+    /// had been read before the run (clean, up to date, on the inactive list, owned by `uid`),
+    /// without I/O, until free pages reach the high watermark. Returns the pages added.
+    pub fn prefill_clean(&self, ino: Ino, pages: u64, uid: u32) -> u64 {
+        let high = self.watermarks.high;
+        let mut state = self.state();
+        let mut added = 0;
+        while added < pages && state.prefill_page(ino, added, uid, high) {
+            added += 1;
+        }
+        added
+    }
+}
+
 impl MmState {
     /// Takes a slab slot for a new page (the free-page count was already charged).
     fn new_page(&mut self, ino: Ino, index: u64, uid: u32, flags: u16) -> PageId {
@@ -1033,6 +1064,19 @@ impl MmState {
         page.lru = Lru::None;
         page.prev = NIL;
         page.next = NIL;
+    }
+
+    /// Page `index` of `ino` as if read before the run: clean, up to date, unlocked, on the
+    /// inactive list, owned by `uid`. False (nothing added) when free pages are at the high
+    /// watermark `high`.
+    fn prefill_page(&mut self, ino: Ino, index: u64, uid: u32, high: u64) -> bool {
+        if self.nr_free <= high {
+            return false;
+        }
+        self.nr_free -= 1;
+        let id = self.add_to_page_cache(ino, index, uid, pg::UPTODATE);
+        self.pages[id as usize].flags &= !pg::LOCKED;
+        true
     }
 
     /// `add_to_page_cache_lru`: a new page, locked, on the inactive list.

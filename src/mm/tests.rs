@@ -2065,3 +2065,55 @@ fn fadvise_dontneed_drops_clean_pages_and_starts_writeback_of_dirty_ones() {
     });
     rig.run_to_end();
 }
+
+#[test]
+fn a_phone_that_starts_with_its_memory_full_reclaims_for_its_first_reads() {
+    // 64 MiB of page cache. Empty at the start, a 16 MiB read allocates from free memory and
+    // nothing is reclaimed; with `cached` filling the page cache to the high watermark, the
+    // same read makes reclaim take the other apps' pages first.
+    let run = |cached: u64| {
+        let config = VmConfig {
+            ram: 96 << 20,
+            reserved: 32 << 20,
+            cached,
+            ..VmConfig::default()
+        };
+        let rig = Rig::new(config, NS_PER_MS, 0);
+        let (free, pages, _, _) = rig.mm().page_counts();
+        rig.spawn("reader", 10_000, |sim, vfs, p| async move {
+            vfs.populate(&sim, "/img", 16 << 20).unwrap();
+            let fd = vfs.open(&sim, &p, "/img", O_RDONLY).await.unwrap();
+            let mut buf = vec![0u8; 1 << 20];
+            while vfs.read(&sim, &p, fd, &mut buf).await.unwrap() > 0 {}
+            vfs.close(&sim, &p, fd).await.unwrap();
+        });
+        rig.run_to_end();
+        (free, pages, rig.mm().stats())
+    };
+    let high = vmscan::Watermarks::new(&VmConfig {
+        ram: 96 << 20,
+        reserved: 32 << 20,
+        ..VmConfig::default()
+    })
+    .high;
+    let (free, pages, empty) = run(0);
+    assert_eq!((free, pages), (16384, 0));
+    assert_eq!(empty.reclaimed_clean, 0);
+
+    let (free, pages, full) = run(64 << 20);
+    assert_eq!(free, high, "filled to the high watermark");
+    assert_eq!(pages, 16384 - high);
+    assert!(
+        full.reclaimed_clean >= 4096 - high,
+        "the read's 4096 pages came from reclaim: {full:?}"
+    );
+    let err = VmConfig {
+        ram: 96 << 20,
+        reserved: 32 << 20,
+        cached: 65 << 20,
+        ..VmConfig::default()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(err.contains("cached"), "{err}");
+}

@@ -565,6 +565,7 @@ fn storage_over(
         ));
     }
     cpu.validate()?;
+    let cached = vm.cached;
     let cores = Rc::new(crate::sim::cpu::Cpu::new(cpu.cores));
     let start_mm = |mapping: Rc<RefCell<dyn crate::mm::AddressSpaceOps>>| {
         crate::mm::Mm::start(
@@ -578,7 +579,7 @@ fn storage_over(
             cpu,
         )
     };
-    match fs.kind {
+    let vfs = match fs.kind {
         crate::fs::ext4::FsKind::Simplefs => {
             // One inode per 16 KiB of disk (mke2fs's default bytes-per-inode ratio), at least 64.
             let simple = Rc::new(RefCell::new(crate::fs::simplefs::SimpleFs::new(
@@ -587,13 +588,13 @@ fn storage_over(
             )));
             let mm = start_mm(simple.clone());
             let ops = crate::fs::simplefs::SimpleFsOps::mount(simple, mm.clone());
-            Ok(crate::fs::vfs::Vfs::new(sim, mm, ops, activity))
+            crate::fs::vfs::Vfs::new(sim, mm, ops, activity)
         }
         crate::fs::ext4::FsKind::F2fs => {
             fs.validate()?;
             let (mm, ops) =
                 crate::fs::f2fs::mount(sim, fs.f2fs_config()?, fs_size, bdev.clone(), start_mm)?;
-            Ok(crate::fs::vfs::Vfs::new(sim, mm, ops, activity))
+            crate::fs::vfs::Vfs::new(sim, mm, ops, activity)
         }
         crate::fs::ext4::FsKind::Ext4 => {
             let (mm, ops) = crate::fs::ext4::glue::mount(
@@ -605,9 +606,14 @@ fn storage_over(
                 journal_device,
                 start_mm,
             )?;
-            Ok(crate::fs::vfs::Vfs::new(sim, mm, ops, activity))
+            crate::fs::vfs::Vfs::new(sim, mm, ops, activity)
         }
+    };
+    if cached > 0 {
+        vfs.prefill_cached(sim, cached)
+            .map_err(|errno| format!("vm `cached`: the file of cached pages: {errno:?}"))?;
     }
+    Ok(vfs)
 }
 
 /// A request queue's counters as `<prefix>.<name>`.
