@@ -117,3 +117,38 @@ fn c_fg_falls_and_block_and_device_time_rise_under_a_background_writer() {
     );
     assert!(alone.device_ns > 0 && alone.block_ns > 0);
 }
+
+/// FastTrack's I/O dispatcher on an eMMC driven one command at a time, as 3.10's mmc driver
+/// drives any eMMC (no command queueing before 4.15), on scaled Gallery / Update: stock CFQ
+/// gives the cold launch's sync reads their slice and keeps Update's writes off the device
+/// meanwhile; the dispatcher moves the reads to the dispatch list, out of CFQ's sight, so CFQ
+/// serves Update between them and the launch gets slower. With the device's command queue
+/// (the profile's 32 slots) the dispatcher does not slow the launch.
+#[test]
+fn on_a_one_command_emmc_the_dispatcher_slows_a_cold_launch_under_update() {
+    let name = "fasttrack/gallery-update";
+    let mean_launch = |queue_depth: Option<&str>, variant: &str| {
+        let mut source = scaled(name).replace("size = \"1536MiB\"", "size = \"384MiB\"");
+        if let Some(depth) = queue_depth {
+            source = source.replace(
+                "capacity = \"32GiB\"",
+                &format!("capacity = \"32GiB\"\nqueue_depth = {depth}"),
+            );
+        }
+        let results = run(name, &source, variant);
+        results.runs[0].apps["gallery"].ops["iteration"].mean_ns
+    };
+    let (stock, id) = (
+        mean_launch(Some("1"), "fg+bg"),
+        mean_launch(Some("1"), "id"),
+    );
+    assert!(
+        id > 1.3 * stock,
+        "one command: stock {stock} ns, ID {id} ns"
+    );
+    let (stock, id) = (mean_launch(None, "fg+bg"), mean_launch(None, "id"));
+    assert!(
+        id < 1.05 * stock,
+        "command queue: stock {stock} ns, ID {id} ns"
+    );
+}
