@@ -602,27 +602,33 @@ impl Mm {
         end: u64,
         issuer: Issuer,
     ) {
-        let dirty: Vec<u64> = {
-            let state = self.state();
-            match state.mappings.get(&ino) {
-                None => return,
-                Some(m) => m.dirty.range(start, end).collect(),
-            }
+        self.fdatawrite_range(sim, ino, start, end, SyncMode::All, issuer, true)
+            .await;
+        self.wait_range_writeback(sim, ino, start, end).await;
+    }
+
+    /// `__filemap_fdatawrite_range` over pages `[start, end]`: writes the range's dirty pages
+    /// in `mode`, with synchronous bios when `sync`.
+    #[allow(clippy::too_many_arguments)]
+    async fn fdatawrite_range(
+        &self,
+        sim: &Sim,
+        ino: Ino,
+        start: u64,
+        end: u64,
+        mode: SyncMode,
+        issuer: Issuer,
+        sync: bool,
+    ) {
+        let dirty: Vec<u64> = match self.state().mappings.get(&ino) {
+            None => return,
+            Some(m) => m.dirty.range(start, end).collect(),
         };
         if !dirty.is_empty() {
             let count = dirty.len() as u64;
-            self.writepages(
-                sim,
-                ino,
-                SyncMode::All,
-                count,
-                WbRange::Pages(dirty),
-                issuer,
-                true,
-            )
-            .await;
+            self.writepages(sim, ino, mode, count, WbRange::Pages(dirty), issuer, sync)
+                .await;
         }
-        self.wait_range_writeback(sim, ino, start, end).await;
     }
 
     /// `filemap_fdatawait_range`.
@@ -688,23 +694,8 @@ impl Mm {
         issuer: Issuer,
     ) -> u64 {
         if !self.bdev.congested() {
-            let dirty: Vec<u64> = match self.state().mappings.get(&ino) {
-                None => Vec::new(),
-                Some(m) => m.dirty.range(start, end).collect(),
-            };
-            if !dirty.is_empty() {
-                let count = dirty.len() as u64;
-                self.writepages(
-                    sim,
-                    ino,
-                    SyncMode::None,
-                    count,
-                    WbRange::Pages(dirty),
-                    issuer,
-                    false,
-                )
+            self.fdatawrite_range(sim, ino, start, end, SyncMode::None, issuer, false)
                 .await;
-            }
         }
         let mut state = self.state();
         let cached: Vec<PageId> = match state.mappings.get(&ino) {
