@@ -59,6 +59,25 @@ pub struct FastTrackConfig {
     pub pr: bool,
     /// The I/O dispatcher (§4.4).
     pub id: bool,
+    /// How the I/O dispatcher moves a foreground request to the dispatch list (§4.4 says only
+    /// "moves them to the dispatch queue immediately"; FastTrack's code is not published).
+    pub id_path: IdPath,
+}
+
+/// The I/O dispatcher's path to the dispatch list ([`FastTrackConfig::id_path`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdPath {
+    /// Past the I/O scheduler: the request goes straight to the dispatch list and the scheduler
+    /// never sees it (its queues, slices and idling carry on as if the request did not exist).
+    #[default]
+    Bypass,
+    /// Through the I/O scheduler's own dispatch: the request is inserted, its queue becomes
+    /// the one served and the request is dispatched from it at once (CFQ:
+    /// `cfq_dispatch_insert` on the queue made active), so the scheduler keeps serving that
+    /// queue (its slice, and its idling for the next request) as it would have. Only CFQ has
+    /// this path; under another scheduler the request stays in the scheduler.
+    Elevator,
 }
 
 impl FastTrackConfig {

@@ -1019,12 +1019,21 @@ impl RequestQueue {
             // FastTrack: the detector marks the foreground app's request for the device
             // (§4.5's flag); the I/O dispatcher (§4.4) moves it straight to the dispatch list.
             rq.foreground = true;
-            if self.fasttrack.id {
+            if !self.fasttrack.id {
+                self.elevator.add_request(now, rq);
+            } else if self.fasttrack.id_path == crate::fasttrack::IdPath::Bypass {
                 self.fasttrack_dispatched += 1;
                 self.bypass.insert(rq.id);
                 self.dispatch_list.push_back(rq);
             } else {
+                // Through the elevator's own dispatch: it accounts for the request as one it
+                // dispatched (and completes it).
+                let id = rq.id;
                 self.elevator.add_request(now, rq);
+                if let Some(rq) = self.elevator.dispatch_now(now, id) {
+                    self.fasttrack_dispatched += 1;
+                    self.dispatch_list.push_back(rq);
+                }
             }
         } else {
             let id = rq.id;

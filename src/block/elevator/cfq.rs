@@ -1341,6 +1341,32 @@ impl Elevator for Cfq {
         true
     }
 
+    /// FastTrack's I/O dispatcher through CFQ (`id_path = "elevator"`): the queue holding `rq`
+    /// becomes the active queue now (the active one's slice ends, as a preemption ends it),
+    /// then `rq` is dispatched from it (`cfq_dispatch_insert`). The queue then goes on as any
+    /// active queue: its slice starts at its first completion, and emptied it idles for its
+    /// next request (`cfq_completed_request` -> `cfq_arm_slice_timer`).
+    fn dispatch_now(&mut self, now: Nanos, rq: RequestId) -> Option<Request> {
+        let now = self.hz.jiffies(now);
+        let &cfqq = self.rq_cfqq.get(&rq)?;
+        if !self.store.contains(rq) {
+            return None;
+        }
+        if self.active_queue != Some(cfqq) {
+            self.slice_expired(false, now);
+            let (class, wl_type) = self.tree_on(cfqq);
+            self.serving_class = class;
+            self.serving_type = wl_type;
+            self.set_active_queue(Some(cfqq));
+        }
+        let request = self.dispatch_insert(cfqq, rq);
+        self.active_cic = true;
+        let queue = &mut self.queues[cfqq];
+        queue.slice_dispatch += 1;
+        queue.must_dispatch = false;
+        Some(request)
+    }
+
     /// Back merge by hash, front merge in the bio's queue (`cfq_merge`), both only into a request
     /// of the queue the bio would go to (`cfq_allow_merge`: never a sync bio into an async
     /// request, never across processes' sync queues).
@@ -1795,6 +1821,48 @@ mod tests {
         assert_eq!(cfq.dispatch_request(0).expect("work").id, 49);
         cfq.add_request(0, sync);
         assert!(!cfq.boost(0, 100), "a sync request needs no boost");
+    }
+
+    #[test]
+    fn a_request_dispatched_now_makes_its_queue_active_and_cfq_idles_for_its_next() {
+        // FastTrack's I/O dispatcher through CFQ (`id_path = "elevator"`): the flusher's async
+        // queue is being served; a reader's request dispatched at once makes the reader's queue
+        // the active one. When the read completes CFQ idles for the reader's next request
+        // instead of going back to the writes. Past the elevator (`bypass`) CFQ never sees the
+        // read and serves the writes.
+        let mut cfq = Cfq::new_for_test(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        for i in 0..50u64 {
+            let mut rq = request(i + 1, IoOp::Write, 64 * i, 8, WRITER);
+            rq.flags.sync = false;
+            cfq.add_request(0, rq);
+        }
+        let write = cfq.dispatch_request(0).expect("the writes are served");
+        cfq.completed_request(NS_PER_MS, &write);
+        let mut read = request(100, IoOp::Read, 1 << 30, 8, READER);
+        read.flags.sync = true;
+        cfq.add_request(NS_PER_MS, read);
+        let read = cfq.dispatch_now(NS_PER_MS, 100).expect("queued in CFQ");
+        assert_eq!(read.id, 100);
+        assert!(
+            cfq.dispatch_now(NS_PER_MS, 100).is_none(),
+            "already dispatched"
+        );
+        assert!(cfq.dispatch_now(NS_PER_MS, 999).is_none(), "never queued");
+        cfq.completed_request(2 * NS_PER_MS, &read);
+        assert!(
+            cfq.dispatch_request(2 * NS_PER_MS).is_none(),
+            "idling for the reader, not serving the writes"
+        );
+        let idle_end = cfq.next_timer().expect("the idle timer is armed");
+        assert!(idle_end > 2 * NS_PER_MS && idle_end <= 2 * NS_PER_MS + SLICE_IDLE_NS + NS_PER_MS);
+        // The reader's next request within the idle window is served at once.
+        let mut next = request(101, IoOp::Read, (1 << 30) + 8, 8, READER);
+        next.flags.sync = true;
+        cfq.add_request(3 * NS_PER_MS, next);
+        assert_eq!(cfq.dispatch_request(3 * NS_PER_MS).expect("work").id, 101);
     }
 
     #[test]

@@ -93,6 +93,13 @@ pub trait Elevator {
         false
     }
 
+    /// FastTrack's I/O dispatcher through the scheduler (`[stack.fasttrack] id_path =
+    /// "elevator"`): the queued request `rq` is dispatched now, its queue made the one served.
+    /// `None`: the scheduler has no such path (or does not hold `rq`); the request stays queued.
+    fn dispatch_now(&mut self, _now: Nanos, _rq: RequestId) -> Option<Request> {
+        None
+    }
+
     /// The concrete scheduler, for tests and reports that read its state (kyber's domain
     /// depths, BFQ's queues). Default: none.
     fn as_any(&self) -> Option<&dyn std::any::Any> {
