@@ -76,7 +76,11 @@ pub enum IdPath {
     /// the one served and the request is dispatched from it at once (CFQ:
     /// `cfq_dispatch_insert` on the queue made active), so the scheduler keeps serving that
     /// queue (its slice, and its idling for the next request) as it would have. Only CFQ has
-    /// this path; under another scheduler the request stays in the scheduler.
+    /// this path; under another scheduler the request stays in the scheduler. A foreground
+    /// write the flusher issues sits in CFQ's shared async queue: made active, that queue's
+    /// slice also serves the background writes queued in it (CFQ can only dispatch out of
+    /// turn from the queue it serves: an emptied queue it does not serve would stay on its
+    /// service tree).
     Elevator,
 }
 
