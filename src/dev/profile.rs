@@ -269,7 +269,7 @@ impl DeviceProfile {
         }
         if self.capacity > MAX_CAPACITY {
             return fail(format!(
-                "`capacity` {} is beyond the model's limit of {} (its page map costs about 2.2 MiB of memory per GiB of capacity); a smaller capacity, e.g. \"8GiB\", behaves the same for most workloads",
+                "`capacity` {} is beyond the model's limit of {} (its 32-bit page map stops at about 15 TiB); a smaller capacity, e.g. \"8GiB\", behaves the same for most workloads",
                 crate::units::format_size(self.capacity),
                 crate::units::format_size(MAX_CAPACITY)
             ));
@@ -313,9 +313,9 @@ pub const ASSUMED_PARAMETERS: [(&str, &str); 5] = [
     ),
 ];
 
-/// Largest device capacity a profile may have: 4 TiB (phones ship up to 1 TB). The FTL keeps a
-/// 4-byte entry per 4 KiB page both ways plus per-block state, about 2.2 MiB of memory per GiB
-/// (9 GiB at this limit), and its 32-bit page map could not go past ~15 TiB at all.
+/// Largest device capacity a profile may have: 4 TiB (phones ship up to 1 TB). The FTL's maps
+/// are lazy (about 16 KiB of memory per GiB of capacity, `run::MEMORY_PER_DEVICE_GIB`, plus
+/// what the data written costs), and its 32-bit page map could not go past ~15 TiB at all.
 pub const MAX_CAPACITY: u64 = 4 << 40;
 
 const US: Nanos = NS_PER_US;
