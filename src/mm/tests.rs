@@ -68,6 +68,14 @@ fn my_blocked(sim: &Sim) -> BlockedTimes {
     sim.blocked_times(sim.current_task().expect("in a task"))
 }
 
+/// Reads `path` from start to end in `chunk`-byte calls and closes it.
+async fn read_file(sim: &Sim, vfs: &Vfs, process: &Process, path: &str, chunk: usize) {
+    let fd = vfs.open(sim, process, path, O_RDONLY).await.unwrap();
+    let mut buf = vec![0u8; chunk];
+    while vfs.read(sim, process, fd, &mut buf).await.unwrap() > 0 {}
+    vfs.close(sim, process, fd).await.unwrap();
+}
+
 /// Writes `bytes` at offset 0 of a new file `path` and closes it.
 async fn write_file(sim: &Sim, vfs: &Vfs, process: &Process, path: &str, bytes: usize) {
     let fd = vfs
@@ -501,10 +509,7 @@ fn clean_pages_are_reclaimed_before_dirty_ones() {
         // 40 MiB clean, read twice over 80 MiB of reads of two files: pressure on RAM.
         for (path, size) in [("/a", 40u64 << 20), ("/b", 40 << 20)] {
             vfs.populate(&sim, path, size).unwrap();
-            let fd = vfs.open(&sim, &p, path, O_RDONLY).await.unwrap();
-            let mut buf = vec![0u8; 1 << 20];
-            while vfs.read(&sim, &p, fd, &mut buf).await.unwrap() > 0 {}
-            vfs.close(&sim, &p, fd).await.unwrap();
+            read_file(&sim, &vfs, &p, path, 1 << 20).await;
         }
         let stats = vfs.mm.stats();
         assert!(stats.reclaimed_clean > 5_000, "{stats:?}");
@@ -813,10 +818,7 @@ fn kswapd_keeps_a_streaming_reader_out_of_direct_reclaim() {
     let rig = Rig::new(config, 100 * NS_PER_US, 100_000_000);
     rig.spawn("player", 10_000, |sim, vfs, p| async move {
         vfs.populate(&sim, "/movie", 128 << 20).unwrap();
-        let fd = vfs.open(&sim, &p, "/movie", O_RDONLY).await.unwrap();
-        let mut buf = vec![0u8; 64 << 10];
-        while vfs.read(&sim, &p, fd, &mut buf).await.unwrap() > 0 {}
-        vfs.close(&sim, &p, fd).await.unwrap();
+        read_file(&sim, &vfs, &p, "/movie", 64 << 10).await;
     });
     rig.run_to_end();
     let stats = rig.mm().stats();
@@ -2082,10 +2084,7 @@ fn a_phone_that_starts_with_its_memory_full_reclaims_for_its_first_reads() {
         let (free, pages, _, _) = rig.mm().page_counts();
         rig.spawn("reader", 10_000, |sim, vfs, p| async move {
             vfs.populate(&sim, "/img", 16 << 20).unwrap();
-            let fd = vfs.open(&sim, &p, "/img", O_RDONLY).await.unwrap();
-            let mut buf = vec![0u8; 1 << 20];
-            while vfs.read(&sim, &p, fd, &mut buf).await.unwrap() > 0 {}
-            vfs.close(&sim, &p, fd).await.unwrap();
+            read_file(&sim, &vfs, &p, "/img", 1 << 20).await;
         });
         rig.run_to_end();
         (free, pages, rig.mm().stats())

@@ -1794,11 +1794,9 @@ mod tests {
         assert_eq!(cfq.merge_bio(0, &other, 1024), Some((1, MergeKind::Back)));
     }
 
-    #[test]
-    fn a_boosted_async_request_is_dispatched_before_the_queues_others() {
-        // QASIO §5.3: the flusher's async queue holds 50 writes in sector order; a task blocks on
-        // the last one (a metadata buffer far away). Boosted, it is the next dispatched; a sync
-        // request and an unknown id are not boosted.
+    /// CFQ on a one-slot flash device with the flusher's async queue holding 50 writes
+    /// (ids 1..=50, sectors 0, 64, ..., 3136), all queued at time 0.
+    fn cfq_with_flusher_writes() -> Cfq {
         let mut cfq = Cfq::new_for_test(QueueTraits {
             nonrot: true,
             queue_depth: 1,
@@ -1808,6 +1806,15 @@ mod tests {
             rq.flags.sync = false;
             cfq.add_request(0, rq);
         }
+        cfq
+    }
+
+    #[test]
+    fn a_boosted_async_request_is_dispatched_before_the_queues_others() {
+        // QASIO §5.3: the flusher's async queue holds 50 writes in sector order; a task blocks on
+        // the last one (a metadata buffer far away). Boosted, it is the next dispatched; a sync
+        // request and an unknown id are not boosted.
+        let mut cfq = cfq_with_flusher_writes();
         let mut sync = request(100, IoOp::Read, 1 << 30, 8, READER);
         sync.flags.sync = true;
         let first = cfq.dispatch_request(0).expect("work").id;
@@ -1830,15 +1837,7 @@ mod tests {
         // the active one. When the read completes CFQ idles for the reader's next request
         // instead of going back to the writes. Past the elevator (`bypass`) CFQ never sees the
         // read and serves the writes.
-        let mut cfq = Cfq::new_for_test(QueueTraits {
-            nonrot: true,
-            queue_depth: 1,
-        });
-        for i in 0..50u64 {
-            let mut rq = request(i + 1, IoOp::Write, 64 * i, 8, WRITER);
-            rq.flags.sync = false;
-            cfq.add_request(0, rq);
-        }
+        let mut cfq = cfq_with_flusher_writes();
         let write = cfq.dispatch_request(0).expect("the writes are served");
         cfq.completed_request(NS_PER_MS, &write);
         let mut read = request(100, IoOp::Read, 1 << 30, 8, READER);
@@ -1870,15 +1869,7 @@ mod tests {
         // QASIO §5.3: the flusher's writes (BE4 async queue) and the journal thread's discards
         // (BE3, journal_ioprio: another async queue, `cfq_async_queue_prio`). Whichever async
         // queue is being served, a boost in the other one is dispatched next.
-        let mut cfq = Cfq::new_for_test(QueueTraits {
-            nonrot: true,
-            queue_depth: 1,
-        });
-        for i in 0..50u64 {
-            let mut rq = request(i + 1, IoOp::Write, 64 * i, 8, WRITER);
-            rq.flags.sync = false;
-            cfq.add_request(0, rq);
-        }
+        let mut cfq = cfq_with_flusher_writes();
         for i in 0..2u64 {
             let mut rq = request(101 + i, IoOp::Discard, (1 << 20) + 64 * i, 8, 20);
             rq.flags.sync = false;

@@ -221,6 +221,26 @@ fn flusher_issuer(sim: &Sim) -> crate::mm::Issuer {
     }
 }
 
+/// Creates `path` and writes `mib` MiB of `byte` to it in 1 MiB calls; returns the open fd.
+async fn create_and_write(
+    sim: &Sim,
+    vfs: &Vfs,
+    process: &Process,
+    path: &str,
+    mib: usize,
+    byte: u8,
+) -> i32 {
+    let fd = vfs
+        .open(sim, process, path, O_CREAT | O_WRONLY)
+        .await
+        .unwrap();
+    let chunk = vec![byte; 1 << 20];
+    for _ in 0..mib {
+        vfs.write(sim, process, fd, &chunk).await.unwrap();
+    }
+    fd
+}
+
 /// Pages a cyclic `WB_SYNC_NONE` writeback of `nr_to_write` pages writes from a 64 MiB file
 /// whose pages are all dirty and delayed.
 fn cyclic_pass_of_a_delayed_file(fs: Ext4Config, nr_to_write: u64) -> u64 {
@@ -229,14 +249,7 @@ fn cyclic_pass_of_a_delayed_file(fs: Ext4Config, nr_to_write: u64) -> u64 {
     let written = Rc::new(std::cell::Cell::new(0));
     let out = written.clone();
     rig.run(move |sim, vfs, p| async move {
-        let fd = vfs
-            .open(&sim, &p, "/big", O_CREAT | O_WRONLY)
-            .await
-            .unwrap();
-        let chunk = vec![7u8; 1 << 20];
-        for _ in 0..64 {
-            vfs.write(&sim, &p, fd, &chunk).await.unwrap();
-        }
+        create_and_write(&sim, &vfs, &p, "/big", 64, 7).await;
         let ino = vfs.stat(&sim, &p, "/big").await.unwrap().ino;
         assert_eq!(vfs.mm.dirty_pages(ino), 16_384, "nothing written yet");
         let n = vfs
@@ -285,14 +298,7 @@ fn background_writeback_also_writes_pages_dirtied_while_it_runs() {
     let started = Rc::new(std::cell::Cell::new(false));
     let go = started.clone();
     s.clone().spawn("appender", async move {
-        let fd = vfs
-            .open(&s, &appender, "/log", O_CREAT | O_WRONLY)
-            .await
-            .unwrap();
-        let chunk = vec![1u8; 1 << 20];
-        for _ in 0..128 {
-            vfs.write(&s, &appender, fd, &chunk).await.unwrap();
-        }
+        let fd = create_and_write(&s, &vfs, &appender, "/log", 128, 1).await;
         go.set(true);
         // One page every millisecond for 2 s, past the 128 MiB the pass was started on.
         for _ in 0..2_000 {
