@@ -1021,7 +1021,9 @@ impl RequestQueue {
             rq.foreground = true;
             if !self.fasttrack.id {
                 self.elevator.add_request(now, rq);
-            } else if self.fasttrack.id_path == crate::fasttrack::IdPath::Bypass {
+            } else if self.fasttrack.id_path == crate::fasttrack::IdPath::Bypass
+                || !self.elevator.has_dispatch_now()
+            {
                 self.fasttrack_dispatched += 1;
                 self.bypass.insert(rq.id);
                 self.dispatch_list.push_back(rq);

@@ -1341,16 +1341,32 @@ impl Elevator for Cfq {
         true
     }
 
-    /// FastTrack's I/O dispatcher through CFQ (`id_path = "elevator"`): the queue holding `rq`
-    /// becomes the active queue now (the active one's slice ends, as a preemption ends it),
-    /// then `rq` is dispatched from it (`cfq_dispatch_insert`). The queue then goes on as any
-    /// active queue: its slice starts at its first completion, and emptied it idles for its
-    /// next request (`cfq_completed_request` -> `cfq_arm_slice_timer`).
+    /// FastTrack's I/O dispatcher through CFQ (`id_path = "elevator"`).
+    ///
+    /// A sync queue (the foreground app's own task's) becomes the active queue now (the active
+    /// one's slice ends, as a preemption ends it), then `rq` is dispatched from it
+    /// (`cfq_dispatch_insert`). The queue then goes on as any active queue: its slice starts at
+    /// its first completion, and emptied it idles for its next request
+    /// (`cfq_completed_request` -> `cfq_arm_slice_timer`).
+    ///
+    /// A request in an async queue (a page of the foreground app the flusher writes back; §4.4
+    /// finds it by LBA in the queue every app's writeback shares) is taken out alone and the
+    /// active queue keeps its slice: made active, the shared async queue would serve the
+    /// background apps' writes queued with it. Taking a request out of a queue CFQ is not
+    /// serving is what `cfq_merged_requests` does (3.10): `cfq_remove_request`, and the queue
+    /// leaves the service tree if that emptied it (`cfq_del_cfqq_rr`).
     fn dispatch_now(&mut self, now: Nanos, rq: RequestId) -> Option<Request> {
         let now = self.hz.jiffies(now);
         let &cfqq = self.rq_cfqq.get(&rq)?;
         if !self.store.contains(rq) {
             return None;
+        }
+        if !self.queues[cfqq].sync && self.active_queue != Some(cfqq) {
+            let request = self.dispatch_insert(cfqq, rq);
+            if self.queues[cfqq].on_rr && self.queues[cfqq].sort_list.is_empty() {
+                self.del_cfqq_rr(cfqq);
+            }
+            return Some(request);
         }
         if self.active_queue != Some(cfqq) {
             self.slice_expired(false, now);
@@ -1365,6 +1381,10 @@ impl Elevator for Cfq {
         queue.slice_dispatch += 1;
         queue.must_dispatch = false;
         Some(request)
+    }
+
+    fn has_dispatch_now(&self) -> bool {
+        true
     }
 
     /// Back merge by hash, front merge in the bio's queue (`cfq_merge`), both only into a request
@@ -1862,6 +1882,68 @@ mod tests {
         next.flags.sync = true;
         cfq.add_request(3 * NS_PER_MS, next);
         assert_eq!(cfq.dispatch_request(3 * NS_PER_MS).expect("work").id, 101);
+    }
+
+    #[test]
+    fn a_foreground_write_dispatched_now_leaves_the_async_queue_unserved() {
+        // FastTrack's I/O dispatcher through CFQ: a reader's sync queue is active; a page of the
+        // foreground app sits among the flusher's 50 writes in the shared async queue. Taken
+        // out at once, it does not hand the async queue a slice: when the read completes CFQ
+        // idles for the reader and the background writes keep waiting.
+        let mut cfq = Cfq::new_for_test(QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        });
+        let mut read = request(100, IoOp::Read, 1 << 30, 8, READER);
+        read.flags.sync = true;
+        cfq.add_request(0, read);
+        let read = cfq.dispatch_request(0).expect("work");
+        assert_eq!(read.id, 100);
+        for i in 0..50u64 {
+            let mut rq = request(i + 1, IoOp::Write, 64 * i, 8, WRITER);
+            rq.flags.sync = false;
+            cfq.add_request(0, rq);
+        }
+        assert_eq!(cfq.dispatch_now(0, 25).expect("queued").id, 25);
+        cfq.completed_request(NS_PER_MS, &read);
+        assert!(
+            cfq.dispatch_request(NS_PER_MS).is_none(),
+            "idling for the reader, not serving the background writes"
+        );
+        // The other 49 are served once the idle window ends.
+        let idle_end = cfq.next_timer().expect("the idle timer is armed");
+        cfq.timer_fired(idle_end);
+        assert_ne!(cfq.dispatch_request(idle_end).expect("the writes").id, 25);
+    }
+
+    #[test]
+    fn an_async_queue_emptied_by_a_request_dispatched_now_leaves_the_service_tree() {
+        // The async queue holds only the foreground app's page: taken out, the queue is empty
+        // and must not be chosen later (cfq_dispatch_request would find nothing to dispatch).
+        let mut cfq = Cfq::new_for_test(QueueTraits {
+            nonrot: false,
+            queue_depth: 1,
+        });
+        let mut read = request(100, IoOp::Read, 1 << 30, 8, READER);
+        read.flags.sync = true;
+        cfq.add_request(0, read);
+        let mut write = request(1, IoOp::Write, 64, 8, 100);
+        write.flags.sync = false;
+        cfq.add_request(0, write);
+        let read = cfq.dispatch_request(0).expect("work");
+        assert_eq!(read.id, 100);
+        assert_eq!(cfq.busy_queues, 2);
+        let write = cfq.dispatch_now(0, 1).expect("queued");
+        assert_eq!(
+            cfq.busy_queues, 1,
+            "the emptied async queue left the service tree"
+        );
+        cfq.completed_request(NS_PER_MS, &write);
+        cfq.completed_request(NS_PER_MS, &read);
+        let idle_end = cfq.next_timer().expect("idling for the reader");
+        cfq.timer_fired(idle_end);
+        assert!(cfq.dispatch_request(idle_end).is_none(), "nothing queued");
+        assert_eq!(cfq.busy_queues, 0);
     }
 
     #[test]

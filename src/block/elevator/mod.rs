@@ -95,9 +95,16 @@ pub trait Elevator {
 
     /// FastTrack's I/O dispatcher through the scheduler (`[stack.fasttrack] id_path =
     /// "elevator"`): the queued request `rq` is dispatched now, its queue made the one served.
-    /// `None`: the scheduler has no such path (or does not hold `rq`); the request stays queued.
+    /// `None`: the scheduler does not hold `rq`; the request stays queued. Only called when
+    /// [`Elevator::has_dispatch_now`].
     fn dispatch_now(&mut self, _now: Nanos, _rq: RequestId) -> Option<Request> {
         None
+    }
+
+    /// Whether [`Elevator::dispatch_now`] is implemented (CFQ). Under the others FastTrack's
+    /// dispatcher takes the bypass whatever `id_path` says. Default: no.
+    fn has_dispatch_now(&self) -> bool {
+        false
     }
 
     /// The concrete scheduler, for tests and reports that read its state (kyber's domain
