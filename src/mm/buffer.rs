@@ -119,6 +119,24 @@ impl Mm {
         !self.page(id).has(pg::WRITEBACK) && self.trylock_page(id)
     }
 
+    /// `trylock_buffer`, `test_clear_buffer_dirty` and `unlock_buffer` with one lookup of the
+    /// buffer's page: `Some(was_dirty)` if the lock was free (the page is left unlocked and
+    /// clean, and its waiters woken as `unlock_buffer` wakes them), `None` (nothing changed)
+    /// if `trylock_buffer` would have failed.
+    pub fn take_over_unlocked_buffer(&self, sim: &Sim, block: u64) -> Option<bool> {
+        let id = self.find_page(BDEV_INO, block)?;
+        let dirty = {
+            let mut state = self.state();
+            let page = state.pages[id as usize];
+            if page.has(pg::WRITEBACK) || page.has(pg::LOCKED) {
+                return None;
+            }
+            state.clear_page_dirty(id)
+        };
+        self.wake_page(sim, BDEV_INO, block);
+        Some(dirty)
+    }
+
     /// `unlock_buffer`.
     pub fn unlock_buffer(&self, sim: &Sim, block: u64) {
         let id = self

@@ -93,6 +93,10 @@ impl MetaBuffers for PageCacheBuffers {
         self.mm().test_clear_buffer_dirty(block)
     }
 
+    fn take_over_unlocked(&self, sim: &Sim, block: u64) -> Option<bool> {
+        self.mm().take_over_unlocked_buffer(sim, block)
+    }
+
     fn mark_dirty(&self, sim: &Sim, block: u64) {
         self.mm().mark_buffer_dirty(sim, block);
     }

@@ -182,6 +182,18 @@ pub trait MetaBuffers {
     }
     /// `unlock_buffer`.
     fn unlock_buffer(&self, sim: &Sim, block: u64);
+    /// `trylock_buffer`, `test_clear_buffer_dirty`, `unlock_buffer` (`do_get_write_access`
+    /// taking over a buffer no one holds): `Some(was_dirty)`, the buffer left unlocked and
+    /// clean; `None`, nothing changed, when locking it would wait. The default makes the three
+    /// calls; an implementation may do it in one lookup.
+    fn take_over_unlocked(&self, sim: &Sim, block: u64) -> Option<bool> {
+        if !self.trylock_buffer(block) {
+            return None;
+        }
+        let dirty = self.test_clear_dirty(block);
+        self.unlock_buffer(sim, block);
+        Some(dirty)
+    }
     /// `test_clear_buffer_dirty`: the buffer was dirty (waiting to be written home) and is not
     /// any more; jbd2 takes it over (`do_get_write_access`).
     fn test_clear_dirty(&self, block: u64) -> bool;

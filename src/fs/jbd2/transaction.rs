@@ -165,13 +165,13 @@ impl Journal {
     /// writing to the log right now is waited for (`BJ_Shadow`); one it has not written yet is
     /// frozen (the commit writes the old copy) and passes.
     pub async fn get_write_access(&self, sim: &Sim, handle: &Handle, block: u64) {
-        if !self.buffers.trylock_buffer(block) {
+        // clear_buffer_dirty + set_buffer_jbddirty under the buffer's lock: writeback must not
+        // write a copy that is part of a transaction again.
+        if self.buffers.take_over_unlocked(sim, block).is_none() {
             self.buffers.lock_buffer(sim, block).await;
+            self.buffers.test_clear_dirty(block);
+            self.buffers.unlock_buffer(sim, block);
         }
-        // clear_buffer_dirty + set_buffer_jbddirty: writeback must not write a copy that is
-        // part of a transaction again.
-        self.buffers.test_clear_dirty(block);
-        self.buffers.unlock_buffer(sim, block);
         loop {
             let head = self.head(block);
             if head.transaction == Some(handle.tid) || head.next_transaction == Some(handle.tid) {
