@@ -944,19 +944,11 @@ impl Mm {
         request
     }
 
-    /// Moves a locked dirty page to writeback and unlocks it; returns its disk block.
-    fn page_start_writeback(&self, sim: &Sim, id: PageId) -> u64 {
-        let (ino, index) = {
-            let mut state = self.state();
-            state.start_writeback(id);
-            let page = state.pages[id as usize];
-            (page.ino, page.index)
-        };
-        let block = self.map_block(ino, index).expect(
-            "a page under writeback has a block (allocated at write time or by writepages)",
-        );
+    /// Moves a locked dirty page, whose disk block the caller looked up, to writeback and
+    /// unlocks it.
+    fn page_start_writeback(&self, sim: &Sim, id: PageId) {
+        self.state().start_writeback(id);
         self.unlock_page(sim, id);
-        block
     }
 
     /// `writepage` of pages the caller has locked and found dirty (reclaim's `pageout`): each
@@ -994,13 +986,13 @@ impl Mm {
                 }
                 hooks.remap_for_writeback(sim, issuer, ino, index);
             }
-            if self.map_block(ino, index).is_none() {
+            let Some(block) = self.map_block(ino, index) else {
                 // A delayed-allocation page: ext4_writepage cannot allocate from reclaim and
                 // redirties it (redirty_page_for_writepage); it stays dirty.
                 self.unlock_page(sim, id);
                 continue;
-            }
-            let block = self.page_start_writeback(sim, id);
+            };
+            self.page_start_writeback(sim, id);
             match current.as_mut() {
                 Some(run) if run.extended_by(ino, index, block) => run.count += 1,
                 _ => {
@@ -1311,18 +1303,23 @@ impl Mm {
                     hooks.remap_for_writeback(sim, issuer, ino, index);
                 }
             }
-            if !self.page(id).has(pg::DIRTY) || self.map_block(ino, index).is_none() {
+            let block = self
+                .page(id)
+                .has(pg::DIRTY)
+                .then(|| self.map_block(ino, index))
+                .flatten();
+            let Some(block) = block else {
                 // Someone wrote it for us, or its delayed block could not be allocated
                 // (ext4_writepage redirties such a page).
                 self.unlock_page(sim, id);
                 continue;
-            }
+            };
             assert!(
                 !self.page(id).has(pg::WRITEBACK),
                 "dirty and under writeback"
             );
 
-            let block = self.page_start_writeback(sim, id);
+            self.page_start_writeback(sim, id);
             *written += 1;
             match current.as_mut() {
                 Some(run) if run.extended_by(ino, index, block) => run.count += 1,
