@@ -12,7 +12,8 @@
 //!   24-bit slot of the payload, so comparing keys compares (time, push number). The payloads (a
 //!   boxed callback or a wake token) sit in a slab and never move until popped; only keys move;
 //! - the keys are kept in three tiers by time, each tier's times all below the next's:
-//!   - the *bottom*, a short sorted deque the queue pops from;
+//!   - the *bottom*, a short sorted vector the queue pops from (from the front, by moving an
+//!     index);
 //!   - *rungs*, coarsest first, each an array of buckets of one power-of-two width of time
 //!     (the last bucket may be wider), unsorted inside. A rung holds the times from its next
 //!     bucket to the start of the next bucket of the rung above it (or of the top);
@@ -25,11 +26,12 @@
 //!   a new, finer rung of about one bucket per [`KEYS_PER_BUCKET`] keys. With no rung left, the
 //!   top becomes a rung (or, when small, the bottom) and `top_start` moves past its latest time;
 //! - a bottom grown by pushes past [`BOTTOM_MAX`] keys of different times becomes a rung, so an
-//!   insertion into the bottom moves at most that many keys (a deque inserts by moving its shorter
-//!   side; keys of one time are appended in push order, at the back).
+//!   insertion into the bottom moves at most that many keys (a key later than all the bottom's,
+//!   as keys of one time are in push order, is appended; one earlier than all takes the place
+//!   before the front when there is one).
 //!
 //! So each key is appended to a bucket about once or twice, sorted once in a small bucket and
-//! popped from the deque's front: about a hundred instructions per push and pop against
+//! popped from the bottom's front: about a hundred instructions per push and pop against
 //! three hundred and seventy for the heap with a thousand events pending, and the buckets' ends
 //! are the only memory a push touches.
 //!
@@ -41,7 +43,6 @@
 //! queue's memory is that of the most keys ever pending, plus about 64 bytes per bucket.
 
 use crate::units::Nanos;
-use std::collections::VecDeque;
 
 /// Bits of a key below the time: the push number, then the slot.
 const SLOT_BITS: u32 = 24;
@@ -72,6 +73,93 @@ fn key_time(key: u128) -> Nanos {
 #[inline(always)]
 fn key_slot(key: u128) -> usize {
     (key & SLOT_MASK) as usize
+}
+
+/// Sorts a bucket's keys (most buckets hold one or two).
+#[inline]
+fn sort_keys(keys: &mut [u128]) {
+    match keys.len() {
+        0 | 1 => {}
+        2 => {
+            if keys[1] < keys[0] {
+                keys.swap(0, 1);
+            }
+        }
+        _ => keys.sort_unstable(),
+    }
+}
+
+/// The earliest keys, sorted: `keys[head..]`; the keys before `head` were popped.
+#[derive(Debug, Default)]
+struct Bottom {
+    keys: Vec<u128>,
+    head: usize,
+}
+
+impl Bottom {
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.head == self.keys.len()
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.keys.len() - self.head
+    }
+
+    #[inline(always)]
+    fn live(&self) -> &[u128] {
+        &self.keys[self.head..]
+    }
+
+    #[inline(always)]
+    fn front(&self) -> Option<u128> {
+        self.keys.get(self.head).copied()
+    }
+
+    #[inline(always)]
+    fn pop_front(&mut self) -> Option<u128> {
+        let key = self.keys.get(self.head).copied()?;
+        self.head += 1;
+        Some(key)
+    }
+
+    /// Inserts `key` in order: appended when it is the latest, put before the front when it is
+    /// the earliest and a popped place is free there, else by moving the later keys.
+    #[inline]
+    fn insert(&mut self, key: u128) {
+        if self.is_empty() {
+            self.keys.clear();
+            self.head = 0;
+            self.keys.push(key);
+        } else if self.keys[self.keys.len() - 1] < key {
+            self.keys.push(key);
+        } else if self.head > 0 && key < self.keys[self.head] {
+            self.head -= 1;
+            self.keys[self.head] = key;
+        } else {
+            let at = self.head + self.live().partition_point(|&k| k < key);
+            self.keys.insert(at, key);
+        }
+    }
+
+    /// Takes the live keys out (leaving the bottom empty).
+    fn take(&mut self) -> Vec<u128> {
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.drain(..self.head);
+        self.head = 0;
+        keys
+    }
+
+    /// Makes sorted `keys` the bottom, which is empty; returns the bottom's vector, emptied.
+    #[inline]
+    fn replace(&mut self, keys: Vec<u128>) -> Vec<u128> {
+        debug_assert!(self.is_empty() && keys.windows(2).all(|pair| pair[0] < pair[1]));
+        self.head = 0;
+        let mut emptied = std::mem::replace(&mut self.keys, keys);
+        emptied.clear();
+        emptied
+    }
 }
 
 /// One rung: buckets of `1 << shift` ns from `start`, the last one reaching to `end`.
@@ -121,7 +209,7 @@ pub struct EventQueue<T> {
     len: usize,
     /// The earliest keys, sorted: every time below the finest rung's `cur_start` (or
     /// `top_start` when there is no rung).
-    bottom: VecDeque<u128>,
+    bottom: Bottom,
     /// Coarsest first; each rung's `end` is the `cur_start` of the rung before it (`top_start`
     /// for the first) or more.
     rungs: Vec<Rung>,
@@ -142,7 +230,7 @@ impl<T> Default for EventQueue<T> {
             next_seq: 0,
             seq_limit: 1 << SEQ_BITS,
             len: 0,
-            bottom: VecDeque::new(),
+            bottom: Bottom::default(),
             rungs: Vec::new(),
             top: Vec::new(),
             top_start: 0,
@@ -170,7 +258,7 @@ impl<T> EventQueue<T> {
         if self.bottom.is_empty() {
             self.refill();
         }
-        self.bottom.front().map(|&key| key_time(key))
+        self.bottom.front().map(key_time)
     }
 
     /// Adds `item` at `time`, after every pending event of the same time.
@@ -241,22 +329,11 @@ impl<T> EventQueue<T> {
     /// Inserts `key` into the sorted bottom; a bottom grown past [`BOTTOM_MAX`] keys of
     /// different times becomes a rung.
     fn insert_bottom(&mut self, key: u128) {
-        match self.bottom.back() {
-            Some(&last) if last > key => {
-                let at = self.bottom.partition_point(|&k| k < key);
-                self.bottom.insert(at, key);
-                let (first, last) = (self.bottom[0], self.bottom[self.bottom.len() - 1]);
-                if self.bottom.len() > BOTTOM_MAX && key_time(first) != key_time(last) {
-                    self.bottom_to_rung();
-                }
-            }
-            // The usual case: a key later than all the bottom's (keys of one time arrive in
-            // push order, so they append).
-            _ => {
-                self.bottom.push_back(key);
-                if self.bottom.len() > BOTTOM_MAX && key_time(self.bottom[0]) != key_time(key) {
-                    self.bottom_to_rung();
-                }
+        self.bottom.insert(key);
+        if self.bottom.len() > BOTTOM_MAX {
+            let live = self.bottom.live();
+            if key_time(live[0]) != key_time(live[live.len() - 1]) {
+                self.bottom_to_rung();
             }
         }
     }
@@ -268,12 +345,12 @@ impl<T> EventQueue<T> {
             .rungs
             .last()
             .map_or(self.top_start, |rung| rung.cur_start);
-        let mut keys = Vec::from(std::mem::take(&mut self.bottom));
+        let mut keys = self.bottom.take();
         let first = key_time(keys[0]);
         let last = key_time(keys[keys.len() - 1]);
         let rung = self.rung_from(&mut keys, first, last, end);
         self.rungs.push(rung);
-        self.bottom = VecDeque::from(keys);
+        self.bottom.replace(keys);
     }
 
     /// Makes the bottom (empty) hold the earliest keys, if any are pending: the finest rung's
@@ -322,10 +399,9 @@ impl<T> EventQueue<T> {
                     continue;
                 }
             }
-            keys.sort_unstable();
+            sort_keys(&mut keys);
             debug_assert!(keys.iter().all(|&key| u128::from(key_time(key)) < end));
-            let emptied = std::mem::replace(&mut self.bottom, VecDeque::from(keys));
-            rung.buckets[index] = Vec::from(emptied);
+            rung.buckets[index] = self.bottom.replace(keys);
             return;
         }
     }
@@ -341,9 +417,8 @@ impl<T> EventQueue<T> {
         self.top_min = Nanos::MAX;
         self.top_max = 0;
         if keys.len() <= SPLIT_ABOVE || first == last {
-            keys.sort_unstable();
-            let emptied = std::mem::replace(&mut self.bottom, VecDeque::from(keys));
-            self.top = Vec::from(emptied);
+            sort_keys(&mut keys);
+            self.top = self.bottom.replace(keys);
         } else {
             let rung = self.rung_from(&mut keys, first, last, self.top_start);
             self.rungs.push(rung);
@@ -386,7 +461,7 @@ impl<T> EventQueue<T> {
     #[cold]
     fn renumber(&mut self) {
         let mut keys: Vec<u128> = std::mem::take(&mut self.top);
-        keys.extend(self.bottom.drain(..));
+        keys.extend(self.bottom.take());
         for rung in self.rungs.drain(..) {
             for bucket in rung.buckets {
                 keys.extend(bucket);
@@ -412,11 +487,8 @@ impl<T> EventQueue<T> {
     #[cfg(test)]
     fn check(&self) {
         let mut count = self.bottom.len() + self.top.len();
-        assert!(self
-            .bottom
-            .iter()
-            .zip(self.bottom.iter().skip(1))
-            .all(|(a, b)| a < b));
+        let bottom = self.bottom.live();
+        assert!(bottom.windows(2).all(|pair| pair[0] < pair[1]));
         let mut below = self.top_start;
         for &key in &self.top {
             assert!(u128::from(key_time(key)) >= self.top_start);
@@ -441,7 +513,7 @@ impl<T> EventQueue<T> {
             count += pending;
             below = rung.cur_start;
         }
-        for &key in &self.bottom {
+        for &key in bottom {
             assert!(u128::from(key_time(key)) < below);
         }
         assert_eq!(count, self.len);
