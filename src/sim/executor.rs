@@ -649,6 +649,17 @@ impl Sim {
     /// Ends the wait named by `token` (if it is still the task's current wait) and makes the task
     /// runnable. Returns whether the wake took effect.
     pub fn wake(&self, token: WakeToken) -> bool {
+        if !self.end_wait(token) {
+            return false;
+        }
+        self.core.ready.borrow_mut().push_back(token.task);
+        true
+    }
+
+    /// Ends the wait named by `token` if it is still the task's current wait (the task is then
+    /// `Ready`, and the caller queues or polls it); returns whether it was.
+    #[inline(always)]
+    fn end_wait(&self, token: WakeToken) -> bool {
         let now = self.now();
         let index = token.task.0 as usize;
         let mut tasks = self.core.tasks.borrow_mut();
@@ -666,7 +677,6 @@ impl Sim {
             self.record_wait_end(tasks, token.task, now);
         }
         self.core.wakeups.set(self.core.wakeups.get() + 1);
-        self.core.ready.borrow_mut().push_back(token.task);
         true
     }
 
@@ -958,8 +968,10 @@ impl Sim {
         if self.livelocked() {
             return Err(self.livelock_error());
         }
+        // A task woken by the last event, to poll before the ready queue (which is empty then).
+        let mut woken = None;
         loop {
-            self.run_ready();
+            self.run_ready(woken.take());
             if self.livelocked() {
                 return Err(self.livelock_error());
             }
@@ -1029,7 +1041,12 @@ impl Sim {
             self.core.events_processed.set(processed);
             match event_kind {
                 EventKind::Wake(token) => {
-                    self.wake(token);
+                    // The ready queue is empty here (`run_ready` emptied it), so the task is
+                    // polled first at the next turn without going through the queue.
+                    debug_assert!(self.core.ready.borrow().is_empty());
+                    if self.end_wait(token) {
+                        woken = Some(token.task);
+                    }
                 }
                 EventKind::Call(callback) => callback(self),
             }
@@ -1238,12 +1255,17 @@ impl Sim {
             .collect()
     }
 
-    fn run_ready(&self) {
+    /// Polls `first` (a task just made ready, not queued), then the ready queue's tasks in
+    /// order until it is empty.
+    fn run_ready(&self, mut first: Option<TaskId>) {
         loop {
             if self.livelocked() {
                 return;
             }
-            let next = self.core.ready.borrow_mut().pop_front();
+            let next = match first.take() {
+                Some(task) => Some(task),
+                None => self.core.ready.borrow_mut().pop_front(),
+            };
             let Some(task) = next else { return };
             self.poll_task(task);
         }
@@ -1343,6 +1365,9 @@ pub struct Sleep<'a> {
 
 impl Future for Sleep<'_> {
     type Output = ();
+    /// The second poll (the usual one after a wake) is inlined into the task; the first, which
+    /// blocks and queues the timer, is not.
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
         match self.token {
             Some(token) => {
@@ -1353,12 +1378,20 @@ impl Future for Sleep<'_> {
                 }
             }
             None => {
-                let token = self.sim.block_current(self.reason, self.blocker, None);
-                self.sim.wake_at(self.until, token);
-                self.token = Some(token);
+                self.start();
                 Poll::Pending
             }
         }
+    }
+}
+
+impl Sleep<'_> {
+    /// Blocks the current task and queues its wake at `until`.
+    #[inline(never)]
+    fn start(&mut self) {
+        let token = self.sim.block_current(self.reason, self.blocker, None);
+        self.sim.wake_at(self.until, token);
+        self.token = Some(token);
     }
 }
 
