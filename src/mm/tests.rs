@@ -1915,6 +1915,63 @@ fn a_buffer_dirtied_during_its_home_write_is_written_again_after_it() {
 }
 
 #[test]
+fn a_buffer_is_taken_over_in_one_call_only_when_its_lock_is_free() {
+    // jbd2's do_get_write_access on a buffer nobody holds: lock, clear dirty, unlock, in one
+    // call. A buffer locked by another task, or under its home write, is left alone (the
+    // caller sleeps in lock_buffer); an uncached one too (lock_buffer reads it).
+    let rig = Rig::new(VmConfig::default(), 20 * NS_PER_MS, 50_000_000);
+    let block = 4321;
+    let mm = rig.mm().clone();
+    rig.spawn("ext4", 10_000, move |sim, _vfs, p| async move {
+        let issuer = Issuer {
+            task: sim.current_task(),
+            pid: p.pid,
+            uid: p.uid,
+            foreground: false,
+        };
+        assert_eq!(
+            mm.take_over_unlocked_buffer(&sim, block),
+            None,
+            "not cached"
+        );
+        mm.lock_buffer(&sim, block, issuer).await;
+        assert_eq!(mm.take_over_unlocked_buffer(&sim, block), None, "locked");
+        mm.unlock_buffer(&sim, block);
+        mm.pin_buffer(block, true);
+        assert_eq!(
+            mm.take_over_unlocked_buffer(&sim, block),
+            Some(false),
+            "clean"
+        );
+        mm.mark_buffer_dirty(&sim, block);
+        assert_eq!(
+            mm.take_over_unlocked_buffer(&sim, block),
+            Some(true),
+            "dirty"
+        );
+        assert!(
+            mm.buffer_is_clean(block),
+            "taken over: no home write pending"
+        );
+        assert!(mm.trylock_buffer(block), "left unlocked");
+        mm.unlock_buffer(&sim, block);
+        mm.mark_buffer_dirty(&sim, block);
+        let flusher = Issuer {
+            pid: crate::mm::FLUSHER_PID,
+            ..issuer
+        };
+        mm.filemap_flush(&sim, crate::mm::BDEV_INO, flusher).await;
+        assert!(mm.writeback_request(crate::mm::BDEV_INO, block).is_some());
+        assert_eq!(
+            mm.take_over_unlocked_buffer(&sim, block),
+            None,
+            "under writeback"
+        );
+    });
+    rig.run_to_end();
+}
+
+#[test]
 fn lock_buffer_waits_for_the_flushers_async_write_of_the_buffer() {
     // QASIO's D_meta: a metadata buffer dirtied after a commit is written home as asynchronous
     // writeback; a task that then needs the buffer (jbd2_journal_get_write_access ->
