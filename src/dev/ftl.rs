@@ -28,10 +28,11 @@
 //! GC) keeps its upp values in an exception slot of its chunk, and a chunk with more than
 //! [`MAX_EXCEPTION_ENTRIES`] of those becomes dense. Every write re-encodes its whole group, so a
 //! group in transition reads exactly as written; a program unit of distinct pages writes each
-//! map group by group (one read and one encoding per group, not per page: `Ftl::place_unit`). Writing sequentially thus costs 8 / upp bytes per
-//! 4 KiB page instead of 8 (`bg-write-fg-read` on `emmc-5.0`, upp 8, writing 8 GiB / 64 GiB:
-//! 59.7 / 237 MB peak RSS before, 36.9 / 63.7 MB after). This changes no result: every lookup
-//! returns what the dense arrays returned.
+//! map group by group (one read and one encoding per group, not per page: `Ftl::place_unit`).
+//! Writing sequentially thus costs 8 / upp bytes per 4 KiB page instead of 8
+//! (`bg-write-fg-read` on `emmc-5.0`, upp 8, writing 8 GiB / 64 GiB: 59.7 / 237 MB peak RSS
+//! before, 36.9 / 63.7 MB after). This changes no result: every lookup returns what the dense
+//! arrays returned.
 
 use std::collections::VecDeque;
 
@@ -168,86 +169,63 @@ impl ChunkedMap {
     }
 
     fn set(&mut self, index: u32, value: u32, initial: impl Fn(u64) -> u32) {
-        self.check(index);
-        let index = index as usize;
-        let (chunk_index, local) = (index / CHUNK_ENTRIES, index % CHUNK_ENTRIES);
-        if let Chunk::Initial = self.chunks[chunk_index] {
-            self.chunks[chunk_index] = match CHUNK_ENTRIES.checked_div(self.group) {
-                None => Chunk::Dense(self.dense_chunk(chunk_index, &initial)),
-                Some(groups) => Chunk::Compact(Box::new(Compact {
-                    codes: vec![CODE_INITIAL; groups].into_boxed_slice(),
-                    exceptions: Vec::new(),
-                    free: Vec::new(),
-                })),
-            };
-        }
-        let group = self.group;
-        let run = self.run;
-        let fits = match &mut self.chunks[chunk_index] {
-            Chunk::Initial => unreachable!("materialised above"),
-            Chunk::Dense(chunk) => {
-                chunk[local] = value;
-                return;
-            }
-            Chunk::Compact(chunk) => {
-                let first = index - local % group;
-                let mut buffer = [0u32; MAX_GROUP];
-                let values = &mut buffer[..group];
-                for (offset, entry) in values.iter_mut().enumerate() {
-                    *entry = chunk.read(group, run, first + offset, &initial);
-                }
-                values[local % group] = value;
-                chunk.store(local / group, values, run, first as u64, &initial)
-            }
-        };
-        if !fits {
-            let mut dense = self.dense_chunk(chunk_index, &initial);
-            dense[local] = value;
-            self.chunks[chunk_index] = Chunk::Dense(dense);
-        }
+        self.set_many(&[(index, value)], initial);
     }
 
-    /// `set` of each `(index, value)` in order, with one read and one encoding per run of
-    /// writes into the same group of a compact chunk instead of one per write (a program unit's
-    /// entries share a group). Reads exactly as the `set`s one by one would leave it.
+    /// Writes each `(index, value)` in order. In a compact chunk every write re-encodes its
+    /// whole group; consecutive writes into one group (a program unit's entries) share one
+    /// read and one encoding of it. Reads exactly as the writes one at a time would leave it.
     fn set_many(&mut self, writes: &[(u32, u32)], initial: impl Fn(u64) -> u32) {
-        let group = self.group;
+        let (group, run) = (self.group, self.run);
         let mut at = 0;
         while at < writes.len() {
-            let (index, _) = writes[at];
+            let (index, value) = writes[at];
             self.check(index);
-            let chunk_index = index as usize / CHUNK_ENTRIES;
-            let compact = matches!(self.chunks[chunk_index], Chunk::Compact(_));
-            if !compact || group == 0 {
-                // Initial (materialised by `set`) or dense: one at a time.
-                let (index, value) = writes[at];
-                self.set(index, value, &initial);
+            let index = index as usize;
+            let (chunk_index, local) = (index / CHUNK_ENTRIES, index % CHUNK_ENTRIES);
+            if let Chunk::Initial = self.chunks[chunk_index] {
+                self.chunks[chunk_index] = match CHUNK_ENTRIES.checked_div(group) {
+                    None => Chunk::Dense(self.dense_chunk(chunk_index, &initial)),
+                    Some(groups) => Chunk::Compact(Box::new(Compact {
+                        codes: vec![CODE_INITIAL; groups].into_boxed_slice(),
+                        exceptions: Vec::new(),
+                        free: Vec::new(),
+                    })),
+                };
+            }
+            if let Chunk::Dense(chunk) = &mut self.chunks[chunk_index] {
+                chunk[local] = value;
                 at += 1;
                 continue;
             }
-            let first = index as usize - index as usize % group;
-            let run = writes[at..]
+            // Compact: a compact chunk exists only with groups (`new`).
+            let first = index - local % group;
+            let count = writes[at..]
                 .iter()
                 .take_while(|&&(i, _)| (i as usize).wrapping_sub(first) < group)
                 .count();
+            for &(i, _) in &writes[at + 1..at + count] {
+                self.check(i);
+            }
             let Chunk::Compact(chunk) = &mut self.chunks[chunk_index] else {
-                unreachable!("compact, checked above")
+                unreachable!("materialised above, not dense")
             };
             let mut buffer = [0u32; MAX_GROUP];
             let values = &mut buffer[..group];
             for (offset, entry) in values.iter_mut().enumerate() {
-                *entry = chunk.read(group, self.run, first + offset, &initial);
+                *entry = chunk.read(group, run, first + offset, &initial);
             }
-            for &(i, value) in &writes[at..at + run] {
+            for &(i, value) in &writes[at..at + count] {
                 values[i as usize - first] = value;
             }
-            let local = first % CHUNK_ENTRIES;
-            if !chunk.store(local / group, values, self.run, first as u64, &initial) {
+            let fits = chunk.store(local / group, values, run, first as u64, &initial);
+            if !fits {
+                let group_start = first % CHUNK_ENTRIES;
                 let mut dense = self.dense_chunk(chunk_index, &initial);
-                dense[local..local + group].copy_from_slice(values);
+                dense[group_start..group_start + group].copy_from_slice(&buffer[..group]);
                 self.chunks[chunk_index] = Chunk::Dense(dense);
             }
-            at += run;
+            at += count;
         }
     }
 
@@ -631,17 +609,26 @@ impl Ftl {
     }
 
     fn invalidate(&mut self, lpn: u32) -> bool {
+        let Some(old) = self.release_old_slot(lpn) else {
+            return false;
+        };
+        self.set_owner(old, UNMAPPED);
+        self.set_map(lpn, UNMAPPED);
+        true
+    }
+
+    /// The slot `lpn` is mapped to, no longer counted valid in its block (the maps are left to
+    /// the caller), or `None` when it is unmapped.
+    fn release_old_slot(&mut self, lpn: u32) -> Option<u32> {
         let old = self.lookup(lpn);
         if old == UNMAPPED {
-            return false;
+            return None;
         }
         let block = self.block_of(old);
         assert!(self.valid[block] > 0, "valid count underflow");
         assert_eq!(self.owner(old), lpn, "forward and reverse maps disagree");
         self.valid[block] -= 1;
-        self.set_owner(old, UNMAPPED);
-        self.set_map(lpn, UNMAPPED);
-        true
+        Some(old)
     }
 
     /// Discard (TRIM/UNMAP) of one logical page. Returns whether it was mapped.
@@ -833,12 +820,7 @@ impl Ftl {
         let mut reverse = [(0u32, 0u32); MAX_GROUP];
         let mut unmapped = 0;
         for (i, &lpn) in lpns.iter().enumerate() {
-            let old = self.lookup(lpn);
-            if old != UNMAPPED {
-                let block = self.block_of(old);
-                assert!(self.valid[block] > 0, "valid count underflow");
-                assert_eq!(self.owner(old), lpn, "forward and reverse maps disagree");
-                self.valid[block] -= 1;
+            if let Some(old) = self.release_old_slot(lpn) {
                 old_slots[unmapped] = (old, UNMAPPED);
                 unmapped += 1;
             }

@@ -64,6 +64,24 @@ fn blocked_since(sim: &Sim, before: &BlockedTimes) -> BlockedTimes {
         .since(before)
 }
 
+/// How the task running `p` issues I/O (a background task: ext4's in these tests).
+fn task_issuer(sim: &Sim, p: &Process) -> Issuer {
+    Issuer {
+        task: sim.current_task(),
+        pid: p.pid,
+        uid: p.uid,
+        foreground: false,
+    }
+}
+
+/// `issuer`'s I/O as the flusher issues it (its writeback of the block device's buffers).
+fn as_flusher(issuer: Issuer) -> Issuer {
+    Issuer {
+        pid: FLUSHER_PID,
+        ..issuer
+    }
+}
+
 fn my_blocked(sim: &Sim) -> BlockedTimes {
     sim.blocked_times(sim.current_task().expect("in a task"))
 }
@@ -1880,20 +1898,12 @@ fn a_buffer_dirtied_during_its_home_write_is_written_again_after_it() {
     let block = 777;
     let mm = rig.mm().clone();
     rig.spawn("ext4", 10_000, move |sim, _vfs, p| async move {
-        let issuer = Issuer {
-            task: sim.current_task(),
-            pid: p.pid,
-            uid: p.uid,
-            foreground: false,
-        };
+        let issuer = task_issuer(&sim, &p);
         mm.lock_buffer(&sim, block, issuer).await;
         mm.unlock_buffer(&sim, block);
         mm.pin_buffer(block, true);
         mm.mark_buffer_dirty(&sim, block);
-        let flusher = Issuer {
-            pid: crate::mm::FLUSHER_PID,
-            ..issuer
-        };
+        let flusher = as_flusher(issuer);
         mm.filemap_flush(&sim, crate::mm::BDEV_INO, flusher).await;
         assert!(mm.writeback_request(crate::mm::BDEV_INO, block).is_some());
         // Dirtied again while the first write is in flight.
@@ -1923,12 +1933,7 @@ fn a_buffer_is_taken_over_in_one_call_only_when_its_lock_is_free() {
     let block = 4321;
     let mm = rig.mm().clone();
     rig.spawn("ext4", 10_000, move |sim, _vfs, p| async move {
-        let issuer = Issuer {
-            task: sim.current_task(),
-            pid: p.pid,
-            uid: p.uid,
-            foreground: false,
-        };
+        let issuer = task_issuer(&sim, &p);
         assert_eq!(
             mm.take_over_unlocked_buffer(&sim, block),
             None,
@@ -1956,10 +1961,7 @@ fn a_buffer_is_taken_over_in_one_call_only_when_its_lock_is_free() {
         assert!(mm.trylock_buffer(block), "left unlocked");
         mm.unlock_buffer(&sim, block);
         mm.mark_buffer_dirty(&sim, block);
-        let flusher = Issuer {
-            pid: crate::mm::FLUSHER_PID,
-            ..issuer
-        };
+        let flusher = as_flusher(issuer);
         mm.filemap_flush(&sim, crate::mm::BDEV_INO, flusher).await;
         assert!(mm.writeback_request(crate::mm::BDEV_INO, block).is_some());
         assert_eq!(
@@ -1980,12 +1982,7 @@ fn lock_buffer_waits_for_the_flushers_async_write_of_the_buffer() {
     let block = 1234;
     let mm = rig.mm().clone();
     rig.spawn("ext4", 10_000, move |sim, _vfs, p| async move {
-        let issuer = Issuer {
-            task: sim.current_task(),
-            pid: p.pid,
-            uid: p.uid,
-            foreground: false,
-        };
+        let issuer = task_issuer(&sim, &p);
         // First use reads the block; then it is journaled and, after commit, dirty.
         mm.lock_buffer(&sim, block, issuer).await;
         mm.unlock_buffer(&sim, block);
@@ -1993,10 +1990,7 @@ fn lock_buffer_waits_for_the_flushers_async_write_of_the_buffer() {
         mm.mark_buffer_dirty(&sim, block);
         assert!(!mm.buffer_is_clean(block));
         // The flusher's kind of write: WB_SYNC_NONE, asynchronous.
-        let flusher = Issuer {
-            pid: crate::mm::FLUSHER_PID,
-            ..issuer
-        };
+        let flusher = as_flusher(issuer);
         mm.filemap_flush(&sim, crate::mm::BDEV_INO, flusher).await;
         assert!(mm.writeback_request(crate::mm::BDEV_INO, block).is_some());
         let before = my_blocked(&sim);

@@ -1884,12 +1884,8 @@ mod tests {
         assert_eq!(cfq.dispatch_request(3 * NS_PER_MS).expect("work").id, 101);
     }
 
-    #[test]
-    fn a_foreground_write_dispatched_now_leaves_the_async_queue_unserved() {
-        // FastTrack's I/O dispatcher through CFQ: a reader's sync queue is active; a page of the
-        // foreground app sits among the flusher's 50 writes in the shared async queue. Taken
-        // out at once, it does not hand the async queue a slice: when the read completes CFQ
-        // idles for the reader and the background writes keep waiting.
+    /// A CFQ whose active queue is a reader's: its sync read (id 100) added and dispatched.
+    fn cfq_serving_a_reader() -> (Cfq, Request) {
         let mut cfq = Cfq::new_for_test(QueueTraits {
             nonrot: true,
             queue_depth: 1,
@@ -1899,6 +1895,16 @@ mod tests {
         cfq.add_request(0, read);
         let read = cfq.dispatch_request(0).expect("work");
         assert_eq!(read.id, 100);
+        (cfq, read)
+    }
+
+    #[test]
+    fn a_foreground_write_dispatched_now_leaves_the_async_queue_unserved() {
+        // FastTrack's I/O dispatcher through CFQ: a reader's sync queue is active; a page of the
+        // foreground app sits among the flusher's 50 writes in the shared async queue. Taken
+        // out at once, it does not hand the async queue a slice: when the read completes CFQ
+        // idles for the reader and the background writes keep waiting.
+        let (mut cfq, read) = cfq_serving_a_reader();
         for i in 0..50u64 {
             let mut rq = request(i + 1, IoOp::Write, 64 * i, 8, WRITER);
             rq.flags.sync = false;
@@ -1920,18 +1926,10 @@ mod tests {
     fn an_async_queue_emptied_by_a_request_dispatched_now_leaves_the_service_tree() {
         // The async queue holds only the foreground app's page: taken out, the queue is empty
         // and must not be chosen later (cfq_dispatch_request would find nothing to dispatch).
-        let mut cfq = Cfq::new_for_test(QueueTraits {
-            nonrot: false,
-            queue_depth: 1,
-        });
-        let mut read = request(100, IoOp::Read, 1 << 30, 8, READER);
-        read.flags.sync = true;
-        cfq.add_request(0, read);
+        let (mut cfq, read) = cfq_serving_a_reader();
         let mut write = request(1, IoOp::Write, 64, 8, 100);
         write.flags.sync = false;
         cfq.add_request(0, write);
-        let read = cfq.dispatch_request(0).expect("work");
-        assert_eq!(read.id, 100);
         assert_eq!(cfq.busy_queues, 2);
         let write = cfq.dispatch_now(0, 1).expect("queued");
         assert_eq!(
