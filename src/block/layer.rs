@@ -38,8 +38,9 @@ struct Shared {
     /// `rl->wait[ASYNC]`, `rl->wait[SYNC]` (blk-mq uses the sync one for its tag pool), and
     /// writeback throttling's `rq_wait`s.
     alloc_wait: [WaitQueue; super::queue::ALLOC_CLASSES],
-    /// Bios in flight: their completions.
-    pending: RefCell<BTreeMap<BioId, Completion<Nanos>>>,
+    /// Bios in flight: their completions (by id, never iterated: a hash map, not a B-tree,
+    /// whose insertions and removals were a tenth of the device-only path).
+    pending: RefCell<crate::sim::IdMap<Completion<Nanos>>>,
     /// `bio->bi_end_io` of the bios that have one, called at completion.
     end_io: RefCell<BTreeMap<BioId, EndIo>>,
     /// The time of the armed `advance` callback and its generation (older callbacks are stale).
@@ -49,6 +50,8 @@ struct Shared {
     wake_first: Cell<usize>,
     /// Recently completed requests, for explaining the waits on them.
     history: RefCell<RequestHistory>,
+    /// The completion event's report, kept so that its vector is reused.
+    report: Cell<super::queue::AdvanceReport>,
     /// The elevator's name, for descriptions.
     elevator: &'static str,
     /// The device's numbers as blktrace prints them ("179,0"), for the timeline.
@@ -157,8 +160,9 @@ impl RequestTiming {
 /// nothing), and where each request's entry is.
 #[derive(Default)]
 struct RequestHistory {
-    /// Request id -> the number of its completion (counted from the first ever remembered).
-    by_id: BTreeMap<RequestId, u64>,
+    /// Request id -> the number of its completion (counted from the first ever remembered);
+    /// looked up, never iterated.
+    by_id: crate::sim::IdMap<u64>,
     timings: std::collections::VecDeque<RequestTiming>,
     /// The number of the completion at the front of `timings`.
     first: u64,
@@ -244,12 +248,13 @@ impl BlockLayer {
         let shared = Rc::new(Shared {
             queue: RefCell::new(queue),
             alloc_wait: std::array::from_fn(|_| WaitQueue::new()),
-            pending: RefCell::new(BTreeMap::new()),
+            pending: RefCell::new(crate::sim::id_map()),
             end_io: RefCell::new(BTreeMap::new()),
             armed: Cell::new(None),
             generation: Cell::new(0),
             wake_first: Cell::new(0),
             history: RefCell::new(RequestHistory::default()),
+            report: Cell::new(Default::default()),
             elevator,
             device: format!("{major},{minor}"),
             completed_bytes: Cell::new(0),
@@ -447,7 +452,13 @@ impl BlockLayer {
     /// Device completions and elevator timers: completes bios and wakes allocation sleepers.
     fn on_event(&self) {
         let now = self.sim.now();
-        let report = self.shared.queue.borrow_mut().advance(now);
+        // The report kept in `Shared` lends its vector to this event (taken out, so that a
+        // completion callback that reaches the layer finds no borrow held).
+        let mut report = self.shared.report.take();
+        self.shared
+            .queue
+            .borrow_mut()
+            .advance_into(now, &mut report);
         for (_, rq) in &report.completed {
             if let Some(history) = self.shared.commands.borrow_mut().as_mut() {
                 record_command(history, rq, now);
@@ -519,6 +530,8 @@ impl BlockLayer {
                 assert!(woke, "wbt granted a slot to a bio nobody sleeps for");
             }
         }
+        report.completed.clear();
+        self.shared.report.set(report);
         self.arm();
     }
 
