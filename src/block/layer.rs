@@ -420,11 +420,15 @@ impl BlockLayer {
 
     /// `blk_flush_plug`.
     pub fn flush_plug(&self, pid: u32) {
-        self.shared
+        let flushed = self
+            .shared
             .queue
             .borrow_mut()
             .flush_plug(self.sim.now(), pid);
-        self.arm();
+        // An empty plug changed nothing: the armed event stands.
+        if flushed {
+            self.arm();
+        }
     }
 
     /// Schedules `advance` at the queue's next event unless an earlier callback is armed.

@@ -644,21 +644,22 @@ impl RequestQueue {
     }
 
     /// What happens to the plug list when the task sleeps (`blk_schedule_flush_plug`): see
-    /// [`RequestQueue::flush_plug_list`].
-    pub fn flush_plug(&mut self, now: Nanos, pid: u32) {
-        self.flush_plug_list(now, pid, false);
+    /// [`RequestQueue::flush_plug_list`]. Returns whether it held requests (if not, nothing
+    /// changed).
+    pub fn flush_plug(&mut self, now: Nanos, pid: u32) -> bool {
+        self.flush_plug_list(now, pid, false)
     }
 
     /// `blk_flush_plug_list`: inserts the plugged requests in sector order and runs the queue.
     /// `explicit` (the task flushed its own plug, not `from_schedule`) is what blktrace tells
     /// apart: U (`BLK_TA_UNPLUG_IO`) or T (`BLK_TA_UNPLUG_TIMER`), with the request count.
-    fn flush_plug_list(&mut self, now: Nanos, pid: u32, explicit: bool) {
+    fn flush_plug_list(&mut self, now: Nanos, pid: u32, explicit: bool) -> bool {
         self.tick(now);
         let Some(list) = self.plugs.get_mut(&u64::from(pid)) else {
-            return;
+            return false;
         };
         if list.is_empty() {
-            return;
+            return false;
         }
         let mut requests = std::mem::take(list);
         if let Some(trace) = self.trace.as_mut() {
@@ -681,6 +682,7 @@ impl RequestQueue {
             *list = requests;
         }
         self.run_queue(now);
+        true
     }
 
     /// `blk_attempt_plug_merge`: merges into the task's plugged requests, newest first. Returns

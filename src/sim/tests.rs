@@ -167,6 +167,26 @@ fn completion_delivers_its_value_to_every_waiter() {
 }
 
 #[test]
+fn completion_wakes_its_waiters_in_the_order_they_came() {
+    // The first waiter is kept apart from the others (inline); the order must not change.
+    let sim = Simulation::new(1);
+    let done: Completion<u32> = Completion::new();
+    let order = Rc::new(RefCell::new(Vec::new()));
+    for waiter in 0..4u32 {
+        let (s, d, order) = (sim.handle(), done.clone(), order.clone());
+        sim.spawn("waiter", async move {
+            s.sleep(u64::from(10 * waiter)).await;
+            d.wait(&s, WaitReason::Device, Blocker::None).await;
+            order.borrow_mut().push(waiter);
+        });
+    }
+    let (s, d) = (sim.handle(), done.clone());
+    sim.schedule(100, move |_| d.complete(&s, 1));
+    sim.run_until(u64::MAX, true).unwrap();
+    assert_eq!(*order.borrow(), vec![0, 1, 2, 3]);
+}
+
+#[test]
 fn join_returns_the_task_output_and_accounts_join_time() {
     let sim = Simulation::new(1);
     let s = sim.handle();
