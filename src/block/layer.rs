@@ -43,9 +43,13 @@ struct Shared {
     pending: RefCell<crate::sim::IdMap<Completion<Nanos>>>,
     /// `bio->bi_end_io` of the bios that have one, called at completion.
     end_io: RefCell<BTreeMap<BioId, EndIo>>,
-    /// The time of the armed `advance` callback and its generation (older callbacks are stale).
+    /// The time of the armed `advance` event (the latest scheduled), if it has not fired.
     armed: Cell<Option<Nanos>>,
-    generation: Cell<u64>,
+    /// The times of events scheduled before the armed one and superseded by it (re-armed
+    /// earlier), still pending: they do nothing when they fire. At one instant they fire
+    /// before the armed event (they were scheduled before it, and equal times run in
+    /// scheduling order), so an event at an instant that has one of these is one of these.
+    superseded: RefCell<Vec<Nanos>>,
     /// The allocation class whose sleepers are woken first at the next completion.
     wake_first: Cell<usize>,
     /// Recently completed requests, for explaining the waits on them.
@@ -234,6 +238,20 @@ fn describe_completed(rq: &RequestTiming, elevator: &str) -> String {
     )
 }
 
+/// Bound on the block layer's superseded events pending at once (each re-arm earlier leaves
+/// one until its time comes): more is a runaway re-arming loop.
+const MAX_SUPERSEDED_EVENTS: usize = 1 << 16;
+
+impl crate::sim::SharedCallback for Shared {
+    fn call(self: Rc<Self>, sim: &Sim) {
+        BlockLayer {
+            sim: sim.clone(),
+            shared: self,
+        }
+        .fired();
+    }
+}
+
 /// The block layer of one device, usable from engine tasks. Cheap to clone.
 #[derive(Clone)]
 pub struct BlockLayer {
@@ -251,7 +269,7 @@ impl BlockLayer {
             pending: RefCell::new(crate::sim::id_map()),
             end_io: RefCell::new(BTreeMap::new()),
             armed: Cell::new(None),
-            generation: Cell::new(0),
+            superseded: RefCell::new(Vec::new()),
             wake_first: Cell::new(0),
             history: RefCell::new(RequestHistory::default()),
             report: Cell::new(Default::default()),
@@ -440,17 +458,39 @@ impl BlockLayer {
         if self.shared.armed.get().is_some_and(|armed| armed <= at) {
             return;
         }
-        let generation = self.shared.generation.get() + 1;
-        self.shared.generation.set(generation);
+        if let Some(superseded) = self.shared.armed.get() {
+            let mut pending = self.shared.superseded.borrow_mut();
+            assert!(
+                pending.len() < MAX_SUPERSEDED_EVENTS,
+                "block layer: {} superseded events pending",
+                pending.len()
+            );
+            pending.push(superseded);
+        }
         self.shared.armed.set(Some(at));
-        let layer = self.clone();
-        self.sim.schedule(at, move |_| {
-            if layer.shared.generation.get() != generation {
+        // The event holds the layer's state, as a closure capturing the layer would, without
+        // allocating one.
+        self.sim.schedule_shared(at, self.shared.clone());
+    }
+
+    /// The event of [`BlockLayer::arm`] fired: a superseded one does nothing, the armed one
+    /// runs [`BlockLayer::on_event`].
+    fn fired(&self) {
+        let now = self.sim.now();
+        {
+            let mut pending = self.shared.superseded.borrow_mut();
+            if let Some(at) = pending.iter().position(|&time| time == now) {
+                pending.swap_remove(at);
                 return;
             }
-            layer.shared.armed.set(None);
-            layer.on_event();
-        });
+        }
+        assert_eq!(
+            self.shared.armed.get(),
+            Some(now),
+            "the block layer's event fired at another time than armed"
+        );
+        self.shared.armed.set(None);
+        self.on_event();
     }
 
     /// Device completions and elevator timers: completes bios and wakes allocation sleepers.

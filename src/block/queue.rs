@@ -1099,14 +1099,14 @@ impl RequestQueue {
     /// D: the driver takes the request (`blk_start_request`); it goes to the device at once,
     /// or, in the mmc driver's second slot, when the card is free. The mmc driver may pack
     /// the writes dispatched after a write into one command.
-    fn issue(&mut self, now: Nanos, rq: Request) {
+    fn issue(&mut self, now: Nanos, mut rq: Request) {
+        self.start_request(now, &mut rq);
         if self.mmc.is_none() {
             // SCSI/UFS: one request, one command, no group to build.
-            let rq = self.start_request(now, rq);
             self.submit_one(now, rq);
             return;
         }
-        let mut group = vec![self.start_request(now, rq)];
+        let mut group = vec![rq];
         let packed_max = self.mmc.as_ref().map_or(0, |mmc| mmc.packed_write_max);
         if packed_max > 1 && MmcHost::packable(&group[0]) {
             let mut sectors = group[0].nr_sectors;
@@ -1124,7 +1124,9 @@ impl RequestQueue {
                     break;
                 }
                 sectors += next.nr_sectors;
-                group.push(self.start_request(now, next));
+                let mut next = next;
+                self.start_request(now, &mut next);
+                group.push(next);
             }
         }
         let card_busy = self.device.in_flight() > 0;
@@ -1145,7 +1147,7 @@ impl RequestQueue {
     }
 
     /// `blk_start_request`: D.
-    fn start_request(&mut self, now: Nanos, mut rq: Request) -> Request {
+    fn start_request(&mut self, now: Nanos, rq: &mut Request) {
         assert!(
             rq.issued_ns.is_none(),
             "request R#{} dispatched twice",
@@ -1153,11 +1155,10 @@ impl RequestQueue {
         );
         rq.issued_ns = Some(now);
         if let Some(wbt) = self.wbt.as_mut() {
-            wbt.issue(now, &rq, rq.wbt);
+            wbt.issue(now, rq, rq.wbt);
         }
-        self.trace_request(now, Action::Issue, &rq);
+        self.trace_request(now, Action::Issue, rq);
         self.stats.dispatched += 1;
-        rq
     }
 
     /// One command to the device: a request, or a packed group of writes.

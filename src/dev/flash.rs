@@ -851,7 +851,11 @@ mod active_tests {
             let roll = next() % 10;
             if roll < 5 || model.is_empty() {
                 // Completion times mostly increase, sometimes not; keys sometimes repeat.
-                let done = if roll == 0 { next() % 1000 } else { 1000 + step };
+                let done = if roll == 0 {
+                    next() % 1000
+                } else {
+                    1000 + step
+                };
                 let key = (done, next() % 4);
                 let value = (step, done);
                 assert_eq!(active.insert(key, value), model.insert(key, value));

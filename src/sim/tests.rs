@@ -550,3 +550,31 @@ fn bursts_at_one_instant_below_the_limit_and_steps_across_time_are_fine() {
     });
     assert_eq!(sim.run_until(u64::MAX, true), Ok(RunEnd::AllTasksDone));
 }
+
+/// A shared callback scheduled many times: each event calls it once, in time order and, at one
+/// instant, in scheduling order with the boxed callbacks; the pending events keep it alive.
+#[test]
+fn shared_callbacks_run_in_order_with_boxed_ones() {
+    struct Recorder {
+        log: Rc<RefCell<Vec<(u64, &'static str)>>>,
+    }
+    impl super::SharedCallback for Recorder {
+        fn call(self: Rc<Self>, sim: &super::Sim) {
+            self.log.borrow_mut().push((sim.now(), "shared"));
+        }
+    }
+    let sim = Simulation::new(1);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let recorder = Rc::new(Recorder { log: log.clone() });
+    let handle = sim.handle();
+    handle.schedule_shared(20, recorder.clone());
+    let boxed = log.clone();
+    sim.schedule(20, move |sim| boxed.borrow_mut().push((sim.now(), "boxed")));
+    handle.schedule_shared(20, recorder.clone());
+    handle.schedule_shared(5, recorder);
+    sim.run_until(u64::MAX, true).unwrap();
+    assert_eq!(
+        *log.borrow(),
+        vec![(5, "shared"), (20, "shared"), (20, "boxed"), (20, "shared")]
+    );
+}
