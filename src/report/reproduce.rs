@@ -146,6 +146,11 @@ impl Runs {
 
 /// Runs the built-in scenario `name` with `variants`, in parallel over `threads` workers.
 fn run_builtin(name: &str, variants: &[&str], threads: usize) -> Result<Runs, String> {
+    run_all(&builtin_with(name, variants)?, threads)
+}
+
+/// The built-in scenario `name` with only `variants`, in that order of its own.
+fn builtin_with(name: &str, variants: &[&str]) -> Result<scenario::Scenario, String> {
     let mut s = scenario::load(name).map_err(|e| e.to_string())?;
     for variant in variants {
         if !s.variants.iter().any(|v| v.name == *variant) {
@@ -153,7 +158,7 @@ fn run_builtin(name: &str, variants: &[&str], threads: usize) -> Result<Runs, St
         }
     }
     s.variants.retain(|v| variants.contains(&v.name.as_str()));
-    run_all(&s, threads)
+    Ok(s)
 }
 
 /// Runs every variant of `s` over `threads` workers, keyed by variant name.

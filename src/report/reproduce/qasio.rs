@@ -8,12 +8,19 @@
 //! the task profiles, the Figure 9 analogue (Scenarios A-C), and the Table 2 and Figure 8
 //! analogues again with mq-deadline (wbt off) and with BFQ in CFQ's place (each
 //! microbenchmark's NONE variant moved to that elevator, with the ablation's boosts).
+//! Every headline, Table 2, Figure 8 and the background throughput are computed twice: with
+//! Linux 3.10's request lists (the default, `[stack.block] request_list = "linux"`), where the
+//! flusher keeps the async list full and QASIOs sleep in `get_request` out of the boost's
+//! reach, and with the paper's description of the kernel (QASIO §4: "room for additional I/Os
+//! in memory and request queues", `request_list = "unbounded"`), labelled "request lists with
+//! room (QASIO §4)". The difference is a finding (docs/techniques.md).
 //! `--quick` runs what the headlines need plus M1's tables.
 
 use super::{
-    active_s, mb_per_s, op_ms, op_ms_opt, op_ns, run_all, run_builtin, Headline, ReproduceOptions,
-    Reproduction, Runs, Table, TableRow,
+    active_s, builtin_with, mb_per_s, op_ms, op_ms_opt, op_ns, run_all, run_builtin, Headline,
+    ReproduceOptions, Reproduction, Runs, Table, TableRow,
 };
+use crate::block::RequestList;
 use crate::scenario;
 
 /// Figure 8's ablation.
@@ -135,43 +142,117 @@ fn ablation_variants(
         .collect()
 }
 
-/// The request-allocation study (the missing mechanism of issue 12): built-in scenario `name`'s
-/// `none` and `all` as they are, `all` with `[stack.qasio] admit` (mobistack's extension), and
-/// as a diagnostic both with `nr_requests` raised so that the asynchronous request list never
-/// fills ([`ALLOCATION_STUDY`]'s names).
-fn run_allocation_study(name: &str, threads: usize) -> Result<Runs, String> {
-    let mut s = scenario::load(name).map_err(|e| e.to_string())?;
-    s.select_variant("none")?;
-    let none = s.variants.pop().expect("the none variant");
-    let mut variants = Vec::new();
-    for (variant, boost, admit, nr_requests) in ALLOCATION_STUDY {
-        let mut v = none.clone();
-        v.name = variant.to_string();
-        v.description = format!("allocation study: {variant}");
-        if boost {
-            v.stack.qasio.boost = crate::block::qasio::Dependency::ALL.to_vec();
-        }
-        v.stack.qasio.admit = admit;
-        if let Some(nr) = nr_requests {
-            v.stack.block.nr_requests = Some(nr);
-        }
-        variants.push(v);
-    }
-    s.variants = variants;
+/// Runs `variants` of built-in scenario `name` with `[stack.block] request_list = "unbounded"`:
+/// QASIO §4's description of the kernel ("room for additional I/Os in memory and request
+/// queues"), where 3.10's async request list fills and puts the flusher and the journal
+/// thread's discards to sleep in `get_request`. Legacy elevators only (the CFQ variants).
+fn run_with_room(name: &str, variants: &[&str], threads: usize) -> Result<Runs, String> {
+    let mut s = builtin_with(name, variants)?;
+    with_room(&mut s);
     run_all(&s, threads)
 }
 
-/// `nr_requests` of the diagnostic runs: far above what M1's flusher keeps allocated.
-const DIAGNOSTIC_NR_REQUESTS: u32 = 1024;
+/// `s` with every variant's request lists as QASIO §4 describes them.
+fn with_room(s: &mut scenario::Scenario) {
+    for v in &mut s.variants {
+        v.stack.block.request_list = RequestList::Unbounded;
+        v.description = format!("{}; {ROOM}", v.description);
+    }
+}
 
-/// (variant, QASIO ALL, admit, nr_requests) of [`run_allocation_study`].
-const ALLOCATION_STUDY: [(&str, bool, bool, Option<u32>); 5] = [
-    ("none", false, false, None),
-    ("all", true, false, None),
-    ("all+admit", true, true, None),
-    ("none@1024", false, false, Some(DIAGNOSTIC_NR_REQUESTS)),
-    ("all@1024", true, false, Some(DIAGNOSTIC_NR_REQUESTS)),
+/// How the tables name the runs of [`run_with_room`].
+const ROOM: &str = "request lists with room (QASIO §4)";
+
+/// Every headline, from the runs of one request-list model (`model` names it, or is empty for
+/// Linux 3.10's).
+fn headlines(m1: &Runs, m3: &Runs, m5: &Runs, bg: &Runs, model: &str) -> Vec<Headline> {
+    let pair = |f: &dyn Fn(&crate::report::RunResult) -> f64, runs: &Runs, a: &str, b: &str| {
+        (f(runs.get(a)), f(runs.get(b)))
+    };
+    let what = |text: &str| {
+        if model.is_empty() {
+            text.to_string()
+        } else {
+            format!("{text}, {model}")
+        }
+    };
+    vec![
+        Headline {
+            what: what("creat() max latency, M1, NONE -> ALL"),
+            source: "Table 2 (creat max -98 %)",
+            unit: "ms",
+            paper: (100.0, 2.0),
+            simulated: pair(&|r| op_ms(r, "m1", "creat", true), m1, "none", "all"),
+        },
+        Headline {
+            what: what("fsync() max latency, M1, NONE -> ALL"),
+            source: "Table 2 (fsync max -87 %)",
+            unit: "ms",
+            paper: (100.0, 13.0),
+            simulated: pair(&|r| op_ms(r, "m1", "fsync", true), m1, "none", "all"),
+        },
+        Headline {
+            what: what("fsync() mean latency, M1, NONE -> ALL"),
+            source: "§6 (M1: fsync -63.7 %)",
+            unit: "ms",
+            paper: (100.0, 36.3),
+            simulated: pair(&|r| op_ms(r, "m1", "fsync", false), m1, "none", "all"),
+        },
+        Headline {
+            what: what("creat() mean latency, M1, NONE -> ALL"),
+            source: "§6 (M1: creat -99.1 %)",
+            unit: "ms",
+            paper: (100.0, 0.9),
+            simulated: pair(&|r| op_ms(r, "m1", "creat", false), m1, "none", "all"),
+        },
+        Headline {
+            what: what("M1 total elapsed time, NONE -> ALL"),
+            source: "Figure 8 (M1 -83.1 %)",
+            unit: "s",
+            paper: (100.0, 16.9),
+            simulated: pair(&|r| active_s(r, "m1"), m1, "none", "all"),
+        },
+        Headline {
+            what: what("write() max latency, M3, NONE -> ALL"),
+            source: "Table 2 (write max -90 %)",
+            unit: "ms",
+            paper: (100.0, 10.0),
+            simulated: pair(&|r| op_ms(r, "m3", "write", true), m3, "none", "all"),
+        },
+        Headline {
+            what: what("M5 fsync() latency, NONE -> D_discard"),
+            source: "§6 (M5 fsync 13.27 s -> 6.85 s)",
+            unit: "ms",
+            paper: (13_270.0, 6_850.0),
+            simulated: pair(&|r| op_ms(r, "m5", "fsync", true), m5, "none", "discard"),
+        },
+        Headline {
+            what: what("background write throughput while M1 runs (qasio/bg-cost), NONE -> ALL"),
+            source: "§6 (46.2 -> 39.1 MB/s)",
+            unit: "MB/s",
+            paper: (46.2, 39.1),
+            simulated: pair(&|r| mb_per_s(r, "bgwrite"), bg, "none", "all"),
+        },
+    ]
+}
+
+/// The variants of the request-allocation table (the missing mechanism): run, variant, label.
+const ALLOCATION_ROWS: [(Model, &str, &str); 5] = [
+    (Model::Linux, "none", "none"),
+    (Model::Linux, "all", "all"),
+    (Model::Linux, "all+admit", "all+admit"),
+    (Model::Room, "none", "none, room"),
+    (Model::Room, "all", "all, room"),
 ];
+
+/// Which request-list model a run used.
+#[derive(Clone, Copy)]
+enum Model {
+    /// Linux 3.10's (`request_list = "linux"`).
+    Linux,
+    /// QASIO §4's description (`request_list = "unbounded"`).
+    Room,
+}
 
 fn with_variants(mut base: Vec<&'static str>, more: &[&'static str]) -> Vec<&'static str> {
     for v in more {
@@ -187,134 +268,131 @@ pub(super) fn qasio(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Reproduction, String> {
     let quick = options.quick;
-    let mut run = |name: &str, variants: &[&str]| {
-        progress(&format!("{name} ({})", variants.join(", ")));
-        run_builtin(name, variants, options.threads)
+    // Runs `variants` of built-in `name`, with Linux 3.10's request lists or (`room`) with
+    // QASIO §4's description of them.
+    let mut run_as = |room: bool, name: &str, variants: &[&str]| {
+        if room {
+            progress(&format!("{name} with {ROOM} ({})", variants.join(", ")));
+            run_with_room(name, variants, options.threads)
+        } else {
+            progress(&format!("{name} ({})", variants.join(", ")));
+            run_builtin(name, variants, options.threads)
+        }
     };
-    let all_m1 = with_variants(ABLATION.to_vec(), &baseline_variants());
-    let m1 = run("qasio/m1", &all_m1)?;
+    let all_m1 = with_variants(
+        ABLATION.to_vec(),
+        &[&baseline_variants()[..], &["all+admit"]].concat(),
+    );
+    let m1 = run_as(false, "qasio/m1", &all_m1)?;
     let m3 = if quick {
-        run("qasio/m3", &["none", "all"])?
+        run_as(false, "qasio/m3", &["none", "all"])?
     } else {
-        run(
+        run_as(
+            false,
             "qasio/m3",
             &with_variants(ABLATION.to_vec(), &baseline_variants()),
         )?
     };
     let m5 = if quick {
-        run("qasio/m5", &["none", "discard", "all"])?
+        run_as(false, "qasio/m5", &["none", "discard", "all"])?
     } else {
-        run(
+        run_as(
+            false,
             "qasio/m5",
-            &with_variants(ABLATION.to_vec(), &baseline_variants()),
+            &with_variants(
+                ABLATION.to_vec(),
+                &[&baseline_variants()[..], &["all+admit"]].concat(),
+            ),
         )?
     };
     let (m2, m4) = if quick {
         (None, None)
     } else {
         (
-            Some(run("qasio/m2", &ABLATION)?),
-            Some(run("qasio/m4", &ABLATION)?),
+            Some(run_as(false, "qasio/m2", &ABLATION)?),
+            Some(run_as(false, "qasio/m4", &ABLATION)?),
         )
     };
-    let bg = run("qasio/bg-cost", &baseline_variants())?;
-    let pair = |f: &dyn Fn(&crate::report::RunResult) -> f64, runs: &Runs, a: &str, b: &str| {
-        (f(runs.get(a)), f(runs.get(b)))
+    let bg = run_as(false, "qasio/bg-cost", &baseline_variants())?;
+    // The same experiments with QASIO §4's request lists (the paper's description of the
+    // kernel): CFQ's variants only.
+    let room_m1 = run_as(true, "qasio/m1", &ABLATION)?;
+    let room_m3 = run_as(
+        true,
+        "qasio/m3",
+        if quick { &["none", "all"] } else { &ABLATION },
+    )?;
+    let room_m5 = run_as(
+        true,
+        "qasio/m5",
+        if quick {
+            &["none", "discard", "all"][..]
+        } else {
+            &ABLATION[..]
+        },
+    )?;
+    let (room_m2, room_m4) = if quick {
+        (None, None)
+    } else {
+        (
+            Some(run_as(true, "qasio/m2", &ABLATION)?),
+            Some(run_as(true, "qasio/m4", &ABLATION)?),
+        )
     };
-    let headlines = vec![
-        Headline {
-            what: "creat() max latency, M1, NONE -> ALL".into(),
-            source: "Table 2 (creat max -98 %)",
-            unit: "ms",
-            paper: (100.0, 2.0),
-            simulated: pair(&|r| op_ms(r, "m1", "creat", true), &m1, "none", "all"),
-        },
-        Headline {
-            what: "fsync() max latency, M1, NONE -> ALL".into(),
-            source: "Table 2 (fsync max -87 %)",
-            unit: "ms",
-            paper: (100.0, 13.0),
-            simulated: pair(&|r| op_ms(r, "m1", "fsync", true), &m1, "none", "all"),
-        },
-        Headline {
-            what: "fsync() mean latency, M1, NONE -> ALL".into(),
-            source: "§6 (M1: fsync -63.7 %)",
-            unit: "ms",
-            paper: (100.0, 36.3),
-            simulated: pair(&|r| op_ms(r, "m1", "fsync", false), &m1, "none", "all"),
-        },
-        Headline {
-            what: "creat() mean latency, M1, NONE -> ALL".into(),
-            source: "§6 (M1: creat -99.1 %)",
-            unit: "ms",
-            paper: (100.0, 0.9),
-            simulated: pair(&|r| op_ms(r, "m1", "creat", false), &m1, "none", "all"),
-        },
-        Headline {
-            what: "M1 total elapsed time, NONE -> ALL".into(),
-            source: "Figure 8 (M1 -83.1 %)",
-            unit: "s",
-            paper: (100.0, 16.9),
-            simulated: pair(&|r| active_s(r, "m1"), &m1, "none", "all"),
-        },
-        Headline {
-            what: "write() max latency, M3, NONE -> ALL".into(),
-            source: "Table 2 (write max -90 %)",
-            unit: "ms",
-            paper: (100.0, 10.0),
-            simulated: pair(&|r| op_ms(r, "m3", "write", true), &m3, "none", "all"),
-        },
-        Headline {
-            what: "M5 fsync() latency, NONE -> D_discard".into(),
-            source: "§6 (M5 fsync 13.27 s -> 6.85 s)",
-            unit: "ms",
-            paper: (13_270.0, 6_850.0),
-            simulated: pair(&|r| op_ms(r, "m5", "fsync", true), &m5, "none", "discard"),
-        },
-        Headline {
-            what: "background write throughput while M1 runs (qasio/bg-cost), NONE -> ALL".into(),
-            source: "§6 (46.2 -> 39.1 MB/s)",
-            unit: "MB/s",
-            paper: (46.2, 39.1),
-            simulated: pair(&|r| mb_per_s(r, "bgwrite"), &bg, "none", "all"),
-        },
-    ];
+    let room_bg = run_as(true, "qasio/bg-cost", &["none", "all"])?;
+    let mut headlines = headlines(&m1, &m3, &m5, &bg, "");
+    headlines.extend(self::headlines(
+        &room_m1, &room_m3, &room_m5, &room_bg, ROOM,
+    ));
 
     let mut tables = Vec::new();
-    // Table 2.
-    let micro: Vec<Micro> = [
-        Some(("M1", "m1", &m1, &["creat", "write", "fsync"][..])),
-        m2.as_ref()
-            .map(|r| ("M2", "m2", r, &["creat", "write", "fsync"][..])),
-        Some(("M3", "m3", &m3, &["creat", "write"][..])),
-        m4.as_ref()
-            .map(|r| ("M4", "m4", r, &["truncate", "write"][..])),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    tables.push(table2(
-        &micro,
-        "CFQ",
-        "QASIO Table 2 (avg and max of creat/write/fsync/truncate, M1-M4)",
-    ));
-    // Figure 8.
-    let fig8: Vec<(&str, &str, &Runs)> = [
-        Some(("M1", "m1", &m1)),
-        m2.as_ref().map(|r| ("M2", "m2", r)),
-        (!quick).then_some(("M3", "m3", &m3)),
-        m4.as_ref().map(|r| ("M4", "m4", r)),
-        (!quick).then_some(("M5", "m5", &m5)),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    tables.push(figure8(
-        &fig8,
-        "CFQ",
-        "QASIO Figure 8 (M1 ALL 0.169); M5's foreground repeats its 4 KiB file every 200 ms",
-    ));
+    // Table 2 and Figure 8, with Linux 3.10's request lists and with the paper's.
+    for (model, m1, m2, m3, m4, m5) in [
+        ("CFQ", &m1, m2.as_ref(), &m3, m4.as_ref(), &m5),
+        (
+            &format!("CFQ, {ROOM}") as &str,
+            &room_m1,
+            room_m2.as_ref(),
+            &room_m3,
+            room_m4.as_ref(),
+            &room_m5,
+        ),
+    ] {
+        let micro: Vec<Micro> = [
+            Some(("M1", "m1", m1, &["creat", "write", "fsync"][..])),
+            m2.map(|r| ("M2", "m2", r, &["creat", "write", "fsync"][..])),
+            Some(("M3", "m3", m3, &["creat", "write"][..])),
+            m4.map(|r| ("M4", "m4", r, &["truncate", "write"][..])),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        tables.push(table2(
+            &micro,
+            model,
+            "QASIO Table 2 (avg and max of creat/write/fsync/truncate, M1-M4)",
+        ));
+        let fig8: Vec<(&str, &str, &Runs)> = [
+            Some(("M1", "m1", m1)),
+            m2.map(|r| ("M2", "m2", r)),
+            (!quick).then_some(("M3", "m3", m3)),
+            m4.map(|r| ("M4", "m4", r)),
+            (!quick).then_some(("M5", "m5", m5)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        tables.push(figure8(
+            &fig8,
+            model,
+            "QASIO Figure 8 (M1 ALL 0.169); M5's foreground repeats its 4 KiB file every 200 ms",
+        ));
+    }
     // Background throughput.
+    let iterations = |r: &crate::report::RunResult| {
+        op_ns(r, "m1", "iteration", false).map(|_| r.apps["m1"].ops["iteration"].count as f64)
+    };
+    let room_label = format!("CFQ, {ROOM}");
     tables.push(Table {
         title: "Background throughput: 8 GB buffered write while M1 loops (qasio/bg-cost, 60 s)"
             .into(),
@@ -329,15 +407,15 @@ pub(super) fn qasio(
         .to_vec(),
         rows: BASELINES
             .iter()
-            .map(|(label, off, on)| TableRow {
+            .map(|&(label, off, on)| (label, &bg, off, on))
+            .chain([(room_label.as_str(), &room_bg, "none", "all")])
+            .map(|(label, runs, off, on)| TableRow {
                 label: label.to_string(),
                 values: vec![
-                    Some(mb_per_s(bg.get(off), "bgwrite")),
-                    Some(mb_per_s(bg.get(on), "bgwrite")),
-                    op_ns(bg.get(off), "m1", "iteration", false)
-                        .map(|_| bg.get(off).apps["m1"].ops["iteration"].count as f64),
-                    op_ns(bg.get(on), "m1", "iteration", false)
-                        .map(|_| bg.get(on).apps["m1"].ops["iteration"].count as f64),
+                    Some(mb_per_s(runs.get(off), "bgwrite")),
+                    Some(mb_per_s(runs.get(on), "bgwrite")),
+                    iterations(runs.get(off)),
+                    iterations(runs.get(on)),
                 ],
             })
             .collect(),
@@ -432,8 +510,8 @@ pub(super) fn qasio(
         ];
         let mut rows = Vec::new();
         for (label, file, app) in scenarios {
-            let busy = run(&format!("qasio/{file}"), &["none", "all"])?;
-            let alone = run(&format!("qasio/alone/{file}"), &["none", "all"])?;
+            let busy = run_as(false, &format!("qasio/{file}"), &["none", "all"])?;
+            let alone = run_as(false, &format!("qasio/alone/{file}"), &["none", "all"])?;
             for (bg_label, runs) in [("w/o bg. I/O", &alone), ("with bg. I/O", &busy)] {
                 for variant in ["none", "all"] {
                     let r = runs.get(variant);
@@ -466,20 +544,23 @@ pub(super) fn qasio(
     }
     // The missing mechanism: request allocation (issue 12).
     {
-        let benches: Vec<(&str, &str, &str)> = if quick {
-            vec![("M1", "m1", "bgwrite")]
+        let benches: Vec<(&str, &str, &str, &Runs, &Runs)> = if quick {
+            vec![("M1", "m1", "bgwrite", &m1, &room_m1)]
         } else {
-            vec![("M1", "m1", "bgwrite"), ("M5", "m5", "bgtrunc")]
+            vec![
+                ("M1", "m1", "bgwrite", &m1, &room_m1),
+                ("M5", "m5", "bgtrunc", &m5, &room_m5),
+            ]
         };
         let mut rows = Vec::new();
-        for (label, app, bg_app) in benches {
-            let name = format!("qasio/{app}");
-            progress(&format!("{name}: request-allocation study"));
-            let runs = run_allocation_study(&name, options.threads)?;
-            for (variant, ..) in ALLOCATION_STUDY {
-                let r = runs.get(variant);
+        for (label, app, bg_app, linux, room) in benches {
+            for (model, variant, name) in ALLOCATION_ROWS {
+                let r = match model {
+                    Model::Linux => linux.get(variant),
+                    Model::Room => room.get(variant),
+                };
                 rows.push(TableRow {
-                    label: format!("{label} {variant}"),
+                    label: format!("{label} {name}"),
                     values: vec![
                         Some(active_s(r, app)),
                         op_ms_opt(r, app, "fsync", false),
@@ -498,9 +579,7 @@ pub(super) fn qasio(
         }
         tables.push(Table {
             title: "The missing mechanism: QASIOs asleep in get_request (CFQ, Linux 3.10)".into(),
-            note: format!(
-                "the paper's boost reaches only requests that exist; `admit` (mobistack's extension) admits the journal thread's discards past a full async list as a batcher; @{DIAGNOSTIC_NR_REQUESTS} = nr_requests {DIAGNOSTIC_NR_REQUESTS}, a diagnostic (the list never fills)"
-            ),
+            note: "the paper's boost reaches only requests that exist; `admit` (mobistack's extension) admits the journal thread's discards past a full async list as a batcher; room = `request_list = \"unbounded\"`, QASIO §4's description (the list never fills)".into(),
             columns: [
                 "total s",
                 "fsync avg ms",
@@ -563,6 +642,21 @@ const QASIO_WAITS: [&str; 5] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_papers_request_lists_change_only_request_list_and_stay_valid() {
+        let mut s = builtin_with("qasio/m1", &["none", "all"]).unwrap();
+        let before = s.variants.clone();
+        with_room(&mut s);
+        assert_eq!(s.variants.len(), 2);
+        for (v, old) in s.variants.iter().zip(&before) {
+            assert_eq!(v.stack.block.request_list, RequestList::Unbounded);
+            assert!(v.stack.check_tables().iter().all(|(_, r)| r.is_ok()));
+            let mut same = v.stack.clone();
+            same.block.request_list = RequestList::Linux;
+            assert_eq!(format!("{same:?}"), format!("{:?}", old.stack));
+        }
+    }
 
     #[test]
     fn the_ablation_on_another_elevator_changes_only_the_elevator_wbt_and_boosts() {
