@@ -308,3 +308,22 @@ fn an_external_journal_without_its_device_names_the_journal_field_and_its_line()
         "{err}"
     );
 }
+
+#[test]
+fn an_unbounded_request_list_under_a_blk_mq_variant_names_the_variant_and_the_field() {
+    // `request_list = "unbounded"` (QASIO §4's description) is a legacy request list's; a
+    // variant moving the queue to mq-deadline is an error at the field, naming the variant.
+    let source = include_str!("../scenarios/qasio/m1.toml").replacen(
+        "elevator = \"cfq\"",
+        "elevator = \"cfq\"\nrequest_list = \"unbounded\"",
+        1,
+    );
+    let err = scenario::parse("m1.toml", &source).unwrap_err();
+    assert!(err.message.contains("variant `mq-deadline`"), "{err}");
+    assert!(err.message.contains("`request_list`"), "{err}");
+    assert_eq!(
+        err.position.unwrap().0,
+        line_of(&source, "request_list = \"unbounded\""),
+        "{err}"
+    );
+}

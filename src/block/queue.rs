@@ -16,6 +16,8 @@
 //!    (blk-mq: `nr_requests` tags, async requests limited to the elevator's `async_depth`).
 //!    When none is available the submitter must sleep: S, its plug is flushed (it is about to
 //!    schedule), and it retries when a request is freed; after sleeping it becomes a batcher.
+//!    `[stack.block] request_list = "unbounded"` models QASIO §4's description instead ("room
+//!    for additional I/Os in ... request queues"): a legacy list never fills, nobody sleeps.
 //! 4. With a plug, the request waits on the task's plug list (flushed at `finish_plug`, when the
 //!    task sleeps, or at `BLK_MAX_REQUEST_COUNT` requests), else it is inserted now.
 //! 5. I: inserted into the elevator; D: taken by the driver: with SCSI/UFS when the device has a
@@ -267,6 +269,9 @@ pub struct RequestQueue {
     elevator: Box<dyn Elevator>,
     device: Box<dyn BlockDevice>,
     alloc: AllocModel,
+    /// `[stack.block] request_list = "unbounded"` (QASIO §4's description): a legacy list
+    /// never fills, so `get_request` never sleeps and the queue is never congested.
+    unbounded: bool,
     pub max_sectors: u32,
     /// Legacy `rl->count[sync]`, or blk-mq tags in use per direction.
     allocated: [usize; 2],
@@ -336,6 +341,7 @@ impl RequestQueue {
             elevator,
             device,
             alloc,
+            unbounded: false,
             max_sectors: MAX_REQUEST_SECTORS,
             allocated: [0; 2],
             allocated_limited: 0,
@@ -545,6 +551,7 @@ impl RequestQueue {
         let (major, minor) = device.device_numbers();
         let mut queue = RequestQueue::new(elevator, device, alloc);
         queue.set_hz(hz);
+        queue.unbounded = config.request_list == super::RequestList::Unbounded;
         if let Some(min_lat_nsec) = config.wbt_min_lat_nsec(queue.is_blk_mq()) {
             queue.enable_wbt(super::wbt::Wbt::new(
                 wbt_depth as u32,
@@ -586,6 +593,17 @@ impl RequestQueue {
 
     pub fn device(&self) -> &dyn BlockDevice {
         self.device.as_ref()
+    }
+
+    /// Whether the legacy request list never fills (`request_list = "unbounded"`).
+    pub fn is_unbounded(&self) -> bool {
+        self.unbounded
+    }
+
+    /// Sets whether the legacy request list never fills (`request_list = "unbounded"`, QASIO
+    /// §4's description); [`RequestQueue::from_config`] sets it from the scenario.
+    pub fn set_unbounded(&mut self, unbounded: bool) {
+        self.unbounded = unbounded;
     }
 
     pub fn alloc_model(&self) -> AllocModel {
@@ -751,6 +769,8 @@ impl RequestQueue {
     fn may_allocate(&mut self, now: Nanos, bio: &Bio) -> bool {
         let class = Self::alloc_class(bio);
         match self.alloc {
+            // QASIO §4's description: there is always room.
+            AllocModel::Legacy { .. } if self.unbounded => true,
             AllocModel::Legacy { nr_requests } => {
                 let count = self.allocated[class];
                 if count + 1 >= congestion_on_threshold(nr_requests) {
@@ -1502,6 +1522,29 @@ mod tests {
             .to_blkparse()
             .contains("  S   W 70000 + 8 [task2]"));
         assert_eq!(drain(&mut queue).len(), 5);
+    }
+
+    #[test]
+    fn an_unbounded_request_list_never_sleeps_nor_congests() {
+        // QASIO §4's description (`request_list = "unbounded"`): the flusher (pid 1) and the
+        // journal thread (pid 2) both get requests far past nr_requests and its 3/2 cap, where
+        // 3.10's list put them to sleep.
+        let submit_all = |unbounded: bool| {
+            let mut queue = queue(legacy(4), 1);
+            queue.set_unbounded(unbounded);
+            let outcomes: Vec<SubmitOutcome> = (0..20)
+                .map(|i| queue.submit_bio(0, &bio(i, IoOp::Write, 10_000 * i, 8, 1 + i as u32 % 2)))
+                .collect();
+            (outcomes, queue.is_congested(ALLOC_ASYNC))
+        };
+        let (outcomes, congested) = submit_all(true);
+        assert!(outcomes
+            .iter()
+            .all(|o| matches!(o, SubmitOutcome::Queued(_))));
+        assert!(!congested);
+        let (outcomes, congested) = submit_all(false);
+        assert!(outcomes.contains(&SubmitOutcome::MustWait(ALLOC_ASYNC)));
+        assert!(congested);
     }
 
     #[test]

@@ -670,9 +670,13 @@ impl QueueSubmit {
     }
 
     /// The request list's congestion thresholds, or `None` for blk-mq scheduler tags (blk-mq
-    /// never marks a device congested).
+    /// never marks a device congested, nor does a request list that never fills:
+    /// `request_list = "unbounded"`).
     fn thresholds(&self) -> Option<(usize, usize)> {
-        match self.layer.with_queue(|q| q.alloc_model()) {
+        match self
+            .layer
+            .with_queue(|q| (!q.is_unbounded()).then(|| q.alloc_model()))?
+        {
             crate::block::queue::AllocModel::Legacy { nr_requests } => {
                 Some(congestion_thresholds(nr_requests))
             }
