@@ -572,7 +572,7 @@ fn shared_callbacks_run_in_order_with_boxed_ones() {
     sim.schedule(20, move |sim| boxed.borrow_mut().push((sim.now(), "boxed")));
     handle.schedule_shared(20, recorder.clone());
     handle.schedule_shared(5, recorder);
-    sim.run_until(u64::MAX, true).unwrap();
+    sim.run_until(u64::MAX, false).unwrap();
     assert_eq!(
         *log.borrow(),
         vec![(5, "shared"), (20, "shared"), (20, "boxed"), (20, "shared")]
