@@ -291,6 +291,15 @@ struct Core {
     /// and the earliest of their next times (`Nanos::MAX`: none).
     samplers: RefCell<Vec<SamplerSlot>>,
     next_sample_ns: Cell<Nanos>,
+    /// The bounds of the current [`Sim::run_until`] (its `limit`, and whether it ends when the
+    /// non-daemon tasks are done), read by [`Sim::advance_to_own_wake`]. Outside a run the
+    /// limit is 0 and no sleep is short-cut.
+    run_limit: Cell<Nanos>,
+    run_ends_when_done: Cell<bool>,
+    /// Whether sleeps may end at once when nothing else is due first (on by default; off to
+    /// check that it changes nothing), and how many did.
+    sleep_short_cut: Cell<bool>,
+    sleeps_short_cut: Cell<u64>,
 }
 
 /// A handle to a running simulation, cloned into every task and primitive that needs it.
@@ -450,6 +459,10 @@ impl Simulation {
             timeline_on: Cell::new(false),
             samplers: RefCell::new(Vec::new()),
             next_sample_ns: Cell::new(Nanos::MAX),
+            run_limit: Cell::new(0),
+            run_ends_when_done: Cell::new(false),
+            sleep_short_cut: Cell::new(true),
+            sleeps_short_cut: Cell::new(0),
         };
         Simulation {
             sim: Sim {
@@ -460,6 +473,12 @@ impl Simulation {
 
     pub fn handle(&self) -> Sim {
         self.sim.clone()
+    }
+
+    /// Turns the sleep short cut ([`Sim::advance_to_own_wake`]) on or off; on by default.
+    /// Results are the same either way; tests compare the two.
+    pub fn set_sleep_short_cut(&self, on: bool) {
+        self.sim.core.sleep_short_cut.set(on);
     }
 
     /// Replaces [`MAX_STEPS_AT_ONE_INSTANT`] for this simulation (tests use a small bound).
@@ -722,6 +741,46 @@ impl Sim {
         }
     }
 
+    /// The current task has just blocked with `token` until `until`: when nothing else can run
+    /// before that wake (no ready task, no event due at or before `until`, the run neither at
+    /// its limit nor stopping), does at once what the run loop would do after queueing the wake
+    /// and popping it again: the clock moved to it, one
+    /// event counted at a new instant, the wait ended and recorded, the task counted a step at
+    /// the new instant and running again. Returns whether it did; results are the same either
+    /// way (`sim::tests`: a run with and without the short cut is byte-identical), only the
+    /// queue's push and pop and the task's second poll are saved.
+    fn advance_to_own_wake(&self, until: Nanos, token: WakeToken) -> bool {
+        let core = &*self.core;
+        let processed = core.events_processed.get() + 1;
+        if !core.sleep_short_cut.get()
+            || until <= self.now()
+            || until > core.run_limit.get()
+            || core.stop_requested.get()
+            || self.livelocked()
+            || (core.run_ends_when_done.get() && core.live_non_daemons.get() == 0)
+            || processed.is_multiple_of(PROGRESS_EVERY_EVENTS)
+            // Samplers run from the loop, outside any task's poll.
+            || core.next_sample_ns.get() < until
+            || !core.ready.borrow().is_empty()
+            || core.events.borrow_mut().peek_time().is_some_and(|t| t <= until)
+        {
+            return false;
+        }
+        core.now.set(until);
+        core.instant_ns.set(until);
+        core.instant_events.set(1);
+        core.events_processed.set(processed);
+        let ended = self.end_wait(token);
+        debug_assert!(ended, "the current task's own wait ends");
+        let mut tasks = core.tasks.borrow_mut();
+        let entry = &mut tasks.hot[token.task.0 as usize];
+        let stepped = self.spin(entry, None);
+        debug_assert!(stepped, "one step at a new instant");
+        entry.state = TaskState::Running;
+        core.sleeps_short_cut.set(core.sleeps_short_cut.get() + 1);
+        true
+    }
+
     /// Wakes `token` at virtual time `at`.
     #[inline]
     pub fn wake_at(&self, at: Nanos, token: WakeToken) {
@@ -877,6 +936,12 @@ impl Sim {
     }
 
     /// Events processed so far (timers and callbacks).
+    /// Sleeps that ended without going through the event queue ([`Sim::advance_to_own_wake`]);
+    /// they are counted in [`Sim::events_processed`] too.
+    pub fn sleeps_short_cut(&self) -> u64 {
+        self.core.sleeps_short_cut.get()
+    }
+
     pub fn events_processed(&self) -> u64 {
         self.core.events_processed.get()
     }
@@ -983,6 +1048,15 @@ impl Sim {
         if self.livelocked() {
             return Err(self.livelock_error());
         }
+        self.core.run_limit.set(limit);
+        self.core.run_ends_when_done.set(end_when_tasks_done);
+        let end = self.run_events(limit, end_when_tasks_done);
+        self.core.run_limit.set(0);
+        end
+    }
+
+    /// The loop of [`Sim::run_until`].
+    fn run_events(&self, limit: Nanos, end_when_tasks_done: bool) -> Result<RunEnd, SimError> {
         // A task woken by the last event, to poll before the ready queue (which is empty then).
         let mut woken = None;
         loop {
@@ -1394,20 +1468,28 @@ impl Future for Sleep<'_> {
                 }
             }
             None => {
-                self.start();
-                Poll::Pending
+                if self.start() {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
             }
         }
     }
 }
 
 impl Sleep<'_> {
-    /// Blocks the current task and queues its wake at `until`.
+    /// Blocks the current task and queues its wake at `until`; returns true when the sleep
+    /// ended at once instead ([`Sim::advance_to_own_wake`]: nothing else was due before it).
     #[inline(never)]
-    fn start(&mut self) {
+    fn start(&mut self) -> bool {
         let token = self.sim.block_current(self.reason, self.blocker, None);
+        if self.sim.advance_to_own_wake(self.until, token) {
+            return true;
+        }
         self.sim.wake_at(self.until, token);
         self.token = Some(token);
+        false
     }
 }
 

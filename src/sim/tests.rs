@@ -578,3 +578,109 @@ fn shared_callbacks_run_in_order_with_boxed_ones() {
         vec![(5, "shared"), (20, "shared"), (20, "boxed"), (20, "shared")]
     );
 }
+
+/// A run with CPU segments, sleeps, wake-ups and a sampler, with the sleep short cut on or
+/// off: what each task saw (times, waits), the event and wake-up counts, the samples and the
+/// timeline's waits.
+fn short_cut_run(short_cut: bool) -> (Vec<String>, u64, u64, u64, String) {
+    let sim = Simulation::new(7);
+    sim.set_sleep_short_cut(short_cut);
+    sim.enable_timeline(super::timeline::TimelineConfig {
+        start_ns: 0,
+        end_ns: u64::MAX,
+        max_records: 10_000,
+        counter_period_ns: 0,
+    });
+    let cpu = Rc::new(super::cpu::Cpu::new(2));
+    let queue = WaitQueue::new();
+    let out = log();
+    let samples = log();
+    let sampled = samples.clone();
+    sim.add_sampler(0, 5_000, 700, move |s, at| {
+        sampled
+            .borrow_mut()
+            .push(format!("{at}:{}", s.events_processed()));
+    });
+    // A writer alone on the machine most of the time (its segments are short-cut), a task
+    // waking it now and then, a third one competing for the two cores, and a timer callback.
+    let tasks: Vec<(&str, u64, u64)> =
+        vec![("writer", 3, 40), ("waker", 250, 6), ("rival", 900, 3)];
+    let mut ids = Vec::new();
+    for (name, gap, rounds) in tasks {
+        let (s, c, q, out) = (sim.handle(), cpu.clone(), queue.clone(), out.clone());
+        ids.push(
+            sim.spawn(name, async move {
+                for i in 0..rounds {
+                    c.run(&s, gap).await;
+                    match name {
+                        "writer" if i % 10 == 9 => {
+                            q.wait(&s, WaitReason::WaitQueue, Blocker::None).await;
+                        }
+                        "waker" => {
+                            q.wake_all(&s);
+                            s.sleep(gap).await;
+                        }
+                        _ => {
+                            s.sleep_for(gap / 2, WaitReason::DirtyThrottle, Blocker::None)
+                                .await
+                        }
+                    }
+                    out.borrow_mut().push(format!("{name}:{i}@{}", s.now()));
+                }
+            })
+            .task(),
+        );
+    }
+    let o = out.clone();
+    sim.schedule(1_234, move |s| {
+        o.borrow_mut().push(format!("call@{}", s.now()))
+    });
+    sim.run_until(u64::MAX, true).unwrap();
+    for id in &ids {
+        let b = sim.blocked_times(*id);
+        out.borrow_mut().push(format!("{b:?}"));
+    }
+    out.borrow_mut().extend(samples.borrow().iter().cloned());
+    let timeline = format!("{:?}", sim.take_timeline().map(|t| t.waits));
+    let seen = out.borrow().clone();
+    (
+        seen,
+        sim.events_processed(),
+        sim.wakeups(),
+        sim.sleeps_short_cut(),
+        timeline,
+    )
+}
+
+#[test]
+fn the_sleep_short_cut_changes_nothing_but_the_queue_work() {
+    let (seen, events, wakeups, short, timeline) = short_cut_run(true);
+    let (seen_off, events_off, wakeups_off, short_off, timeline_off) = short_cut_run(false);
+    assert!(short > 0, "the short cut fired");
+    assert_eq!(short_off, 0);
+    assert_eq!(seen, seen_off);
+    assert_eq!((events, wakeups), (events_off, wakeups_off));
+    assert_eq!(timeline, timeline_off);
+}
+
+#[test]
+fn a_sleep_is_not_short_cut_past_the_run_limit_or_an_event_due_first() {
+    let sim = Simulation::new(1);
+    let s = sim.handle();
+    let done = Rc::new(RefCell::new(Vec::new()));
+    let d = done.clone();
+    sim.spawn("sleeper", async move {
+        s.sleep(100).await;
+        d.borrow_mut().push(s.now());
+        s.sleep(100).await;
+        d.borrow_mut().push(s.now());
+    });
+    let d = done.clone();
+    sim.schedule(150, move |s| d.borrow_mut().push(1_000_000 + s.now()));
+    // The first sleep ends past the limit: the run stops at the limit with it pending.
+    assert_eq!(sim.run_until(50, true), Ok(RunEnd::TimeLimit));
+    assert_eq!((sim.now(), done.borrow().len()), (50, 0));
+    sim.run_until(u64::MAX, true).unwrap();
+    // The callback at 150 runs before the second sleep's end at 200.
+    assert_eq!(*done.borrow(), vec![100, 1_000_150, 200]);
+}
