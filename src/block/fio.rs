@@ -712,6 +712,12 @@ pub trait JobTarget {
         bytes: u64,
         foreground: bool,
     ) -> IoFuture<'a>;
+
+    /// The target as a [`DirectTarget`], whose I/O a submitter awaits in place (no boxed
+    /// future per I/O). Default: not one.
+    fn as_direct(&self) -> Option<&DirectTarget> {
+        None
+    }
 }
 
 /// O_DIRECT on the block device: bios straight to the block layer.
@@ -731,61 +737,77 @@ impl JobTarget for DirectTarget {
         bytes: u64,
         foreground: bool,
     ) -> IoFuture<'a> {
-        Box::pin(async move {
-            let layer = &self.layer;
-            let started = sim.now();
-            let bio = Bio {
-                id: self.next_bio.get(),
-                op,
-                sector: offset / SECTOR_SIZE,
-                nr_sectors: (bytes / SECTOR_SIZE) as u32,
-                flags: IoFlags {
-                    // `WRITE_ODIRECT = WRITE | REQ_SYNC` (3.10); reads are sync by nature.
-                    sync: op == IoOp::Write,
-                    ..IoFlags::default()
-                },
-                task: self.task.clone(),
-                ioprio: self.ioprio,
-                issued_async: false,
-                foreground,
-                owner_uid: self.task.uid,
-                pages: Vec::new(),
-                submitted_ns: started,
-            };
-            let mut id = self.next_bio.get() + 1;
-            let max_sectors = layer.with_queue(|queue| queue.max_sectors);
-            let pid = self.task.pid;
-            if bio.nr_sectors <= max_sectors {
-                // One piece (what `split_bio` returns then), without its vectors.
-                self.next_bio.set(id);
-                layer.start_plug(pid);
-                let handle = layer.submit_bio(bio).await;
-                layer.finish_plug(pid);
-                let submitted_ns = sim.now();
-                let completed_ns = submitted_ns.max(layer.wait(pid, &handle).await);
-                return IoTimes {
-                    submitted_ns,
-                    completed_ns,
-                };
-            }
-            let pieces = split_bio(bio, max_sectors, &mut id);
+        Box::pin(self.direct_io(sim, op, offset, bytes, foreground))
+    }
+
+    fn as_direct(&self) -> Option<&DirectTarget> {
+        Some(self)
+    }
+}
+
+impl DirectTarget {
+    /// [`JobTarget::io`]: one I/O of `bytes` at `offset` of the device.
+    pub async fn direct_io(
+        &self,
+        sim: &Sim,
+        op: IoOp,
+        offset: u64,
+        bytes: u64,
+        foreground: bool,
+    ) -> IoTimes {
+        let layer = &self.layer;
+        let started = sim.now();
+        let bio = Bio {
+            id: self.next_bio.get(),
+            op,
+            sector: offset / SECTOR_SIZE,
+            nr_sectors: (bytes / SECTOR_SIZE) as u32,
+            flags: IoFlags {
+                // `WRITE_ODIRECT = WRITE | REQ_SYNC` (3.10); reads are sync by nature.
+                sync: op == IoOp::Write,
+                ..IoFlags::default()
+            },
+            task: self.task.clone(),
+            ioprio: self.ioprio,
+            issued_async: false,
+            foreground,
+            owner_uid: self.task.uid,
+            pages: Vec::new(),
+            submitted_ns: started,
+        };
+        let mut id = self.next_bio.get() + 1;
+        let max_sectors = layer.with_queue(|queue| queue.max_sectors);
+        let pid = self.task.pid;
+        if bio.nr_sectors <= max_sectors {
+            // One piece (what `split_bio` returns then), without its vectors.
             self.next_bio.set(id);
             layer.start_plug(pid);
-            let mut handles = Vec::with_capacity(pieces.len());
-            for piece in pieces {
-                handles.push(layer.submit_bio(piece).await);
-            }
+            let handle = layer.submit_bio(bio).await;
             layer.finish_plug(pid);
             let submitted_ns = sim.now();
-            let mut completed_ns = submitted_ns;
-            for handle in &handles {
-                completed_ns = completed_ns.max(layer.wait(pid, handle).await);
-            }
-            IoTimes {
+            let completed_ns = submitted_ns.max(layer.wait(pid, &handle).await);
+            return IoTimes {
                 submitted_ns,
                 completed_ns,
-            }
-        })
+            };
+        }
+        let pieces = split_bio(bio, max_sectors, &mut id);
+        self.next_bio.set(id);
+        layer.start_plug(pid);
+        let mut handles = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            handles.push(layer.submit_bio(piece).await);
+        }
+        layer.finish_plug(pid);
+        let submitted_ns = sim.now();
+        let mut completed_ns = submitted_ns;
+        for handle in &handles {
+            completed_ns = completed_ns.max(layer.wait(pid, handle).await);
+        }
+        IoTimes {
+            submitted_ns,
+            completed_ns,
+        }
     }
 }
 
@@ -956,9 +978,18 @@ async fn submitter(
         let depth = state.in_flight.get() + 1;
         state.in_flight.set(depth);
         state.stats.borrow_mut().depth_buckets[depth_bucket(depth)] += 1;
-        let times = target
-            .io(&sim, op, offset, job.bs, hooks.foreground())
-            .await;
+        let times = match target.as_direct() {
+            Some(direct) => {
+                direct
+                    .direct_io(&sim, op, offset, job.bs, hooks.foreground())
+                    .await
+            }
+            None => {
+                target
+                    .io(&sim, op, offset, job.bs, hooks.foreground())
+                    .await
+            }
+        };
         state.in_flight.set(state.in_flight.get() - 1);
         state.completed(op, started, times);
         hooks.finished(op, job.bs);

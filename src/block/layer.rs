@@ -38,17 +38,24 @@ struct Shared {
     /// `rl->wait[ASYNC]`, `rl->wait[SYNC]` (blk-mq uses the sync one for its tag pool), and
     /// writeback throttling's `rq_wait`s.
     alloc_wait: [WaitQueue; super::queue::ALLOC_CLASSES],
-    /// Bios in flight: their completions.
-    pending: RefCell<BTreeMap<BioId, Completion<Nanos>>>,
+    /// Bios in flight: their completions (by id, never iterated: a hash map, not a B-tree,
+    /// whose insertions and removals were a tenth of the device-only path).
+    pending: RefCell<crate::sim::IdMap<Completion<Nanos>>>,
     /// `bio->bi_end_io` of the bios that have one, called at completion.
     end_io: RefCell<BTreeMap<BioId, EndIo>>,
-    /// The time of the armed `advance` callback and its generation (older callbacks are stale).
+    /// The time of the armed `advance` event (the latest scheduled), if it has not fired.
     armed: Cell<Option<Nanos>>,
-    generation: Cell<u64>,
+    /// The times of events scheduled before the armed one and superseded by it (re-armed
+    /// earlier), still pending: they do nothing when they fire. At one instant they fire
+    /// before the armed event (they were scheduled before it, and equal times run in
+    /// scheduling order), so an event at an instant that has one of these is one of these.
+    superseded: RefCell<Vec<Nanos>>,
     /// The allocation class whose sleepers are woken first at the next completion.
     wake_first: Cell<usize>,
     /// Recently completed requests, for explaining the waits on them.
     history: RefCell<RequestHistory>,
+    /// The completion event's report, kept so that its vector is reused.
+    report: Cell<super::queue::AdvanceReport>,
     /// The elevator's name, for descriptions.
     elevator: &'static str,
     /// The device's numbers as blktrace prints them ("179,0"), for the timeline.
@@ -157,8 +164,9 @@ impl RequestTiming {
 /// nothing), and where each request's entry is.
 #[derive(Default)]
 struct RequestHistory {
-    /// Request id -> the number of its completion (counted from the first ever remembered).
-    by_id: BTreeMap<RequestId, u64>,
+    /// Request id -> the number of its completion (counted from the first ever remembered);
+    /// looked up, never iterated.
+    by_id: crate::sim::IdMap<u64>,
     timings: std::collections::VecDeque<RequestTiming>,
     /// The number of the completion at the front of `timings`.
     first: u64,
@@ -230,6 +238,20 @@ fn describe_completed(rq: &RequestTiming, elevator: &str) -> String {
     )
 }
 
+/// Bound on the block layer's superseded events pending at once (each re-arm earlier leaves
+/// one until its time comes): more is a runaway re-arming loop.
+const MAX_SUPERSEDED_EVENTS: usize = 1 << 16;
+
+impl crate::sim::SharedCallback for Shared {
+    fn call(self: Rc<Self>, sim: &Sim) {
+        BlockLayer {
+            sim: sim.clone(),
+            shared: self,
+        }
+        .fired();
+    }
+}
+
 /// The block layer of one device, usable from engine tasks. Cheap to clone.
 #[derive(Clone)]
 pub struct BlockLayer {
@@ -244,12 +266,13 @@ impl BlockLayer {
         let shared = Rc::new(Shared {
             queue: RefCell::new(queue),
             alloc_wait: std::array::from_fn(|_| WaitQueue::new()),
-            pending: RefCell::new(BTreeMap::new()),
+            pending: RefCell::new(crate::sim::id_map()),
             end_io: RefCell::new(BTreeMap::new()),
             armed: Cell::new(None),
-            generation: Cell::new(0),
+            superseded: RefCell::new(Vec::new()),
             wake_first: Cell::new(0),
             history: RefCell::new(RequestHistory::default()),
+            report: Cell::new(Default::default()),
             elevator,
             device: format!("{major},{minor}"),
             completed_bytes: Cell::new(0),
@@ -415,11 +438,15 @@ impl BlockLayer {
 
     /// `blk_flush_plug`.
     pub fn flush_plug(&self, pid: u32) {
-        self.shared
+        let flushed = self
+            .shared
             .queue
             .borrow_mut()
             .flush_plug(self.sim.now(), pid);
-        self.arm();
+        // An empty plug changed nothing: the armed event stands.
+        if flushed {
+            self.arm();
+        }
     }
 
     /// Schedules `advance` at the queue's next event unless an earlier callback is armed.
@@ -431,23 +458,51 @@ impl BlockLayer {
         if self.shared.armed.get().is_some_and(|armed| armed <= at) {
             return;
         }
-        let generation = self.shared.generation.get() + 1;
-        self.shared.generation.set(generation);
+        if let Some(superseded) = self.shared.armed.get() {
+            let mut pending = self.shared.superseded.borrow_mut();
+            assert!(
+                pending.len() < MAX_SUPERSEDED_EVENTS,
+                "block layer: {} superseded events pending",
+                pending.len()
+            );
+            pending.push(superseded);
+        }
         self.shared.armed.set(Some(at));
-        let layer = self.clone();
-        self.sim.schedule(at, move |_| {
-            if layer.shared.generation.get() != generation {
+        // The event holds the layer's state, as a closure capturing the layer would, without
+        // allocating one.
+        self.sim.schedule_shared(at, self.shared.clone());
+    }
+
+    /// The event of [`BlockLayer::arm`] fired: a superseded one does nothing, the armed one
+    /// runs [`BlockLayer::on_event`].
+    fn fired(&self) {
+        let now = self.sim.now();
+        {
+            let mut pending = self.shared.superseded.borrow_mut();
+            if let Some(at) = pending.iter().position(|&time| time == now) {
+                pending.swap_remove(at);
                 return;
             }
-            layer.shared.armed.set(None);
-            layer.on_event();
-        });
+        }
+        assert_eq!(
+            self.shared.armed.get(),
+            Some(now),
+            "the block layer's event fired at another time than armed"
+        );
+        self.shared.armed.set(None);
+        self.on_event();
     }
 
     /// Device completions and elevator timers: completes bios and wakes allocation sleepers.
     fn on_event(&self) {
         let now = self.sim.now();
-        let report = self.shared.queue.borrow_mut().advance(now);
+        // The report kept in `Shared` lends its vector to this event (taken out, so that a
+        // completion callback that reaches the layer finds no borrow held).
+        let mut report = self.shared.report.take();
+        self.shared
+            .queue
+            .borrow_mut()
+            .advance_into(now, &mut report);
         for (_, rq) in &report.completed {
             if let Some(history) = self.shared.commands.borrow_mut().as_mut() {
                 record_command(history, rq, now);
@@ -519,6 +574,8 @@ impl BlockLayer {
                 assert!(woke, "wbt granted a slot to a bio nobody sleeps for");
             }
         }
+        report.completed.clear();
+        self.shared.report.set(report);
         self.arm();
     }
 

@@ -282,8 +282,9 @@ pub struct RequestQueue {
     /// `blk_queue_congested(q, sync)` (the bdi's congestion bits, legacy lists only).
     congested: [bool; 2],
     batching: BTreeMap<u32, Batching>,
-    /// Per task: the plug list (`current->plug->list`).
-    plugs: BTreeMap<u32, Vec<Request>>,
+    /// Per task (by pid): the plug list (`current->plug->list`). Looked up by pid and only
+    /// iterated where the order does not matter (a search by unique request id, a count).
+    plugs: crate::sim::IdMap<Vec<Request>>,
     /// Emptied plug lists kept for the next `blk_start_plug` (a plug per I/O would otherwise
     /// allocate its list every time).
     spare_plugs: Vec<Vec<Request>>,
@@ -301,6 +302,9 @@ pub struct RequestQueue {
     bypass: BTreeSet<RequestId>,
     /// Requests the device holds, by id (never iterated: a hash map stores each once).
     in_flight: crate::sim::IdMap<Request>,
+    /// The device's completions of one `advance`, a vector kept between events (empty
+    /// between them).
+    device_done: Vec<DevCompletion>,
     next_request_id: RequestId,
     stats: QueueStats,
     trace: Option<BlkTrace>,
@@ -344,7 +348,7 @@ impl RequestQueue {
             rl_full: [false; 2],
             congested: [false; 2],
             batching: BTreeMap::new(),
-            plugs: BTreeMap::new(),
+            plugs: crate::sim::id_map(),
             spare_plugs: Vec::new(),
             dispatch_list: VecDeque::new(),
             bypass: BTreeSet::new(),
@@ -354,6 +358,7 @@ impl RequestQueue {
             fasttrack: crate::fasttrack::FastTrackConfig::default(),
             fasttrack_dispatched: 0,
             in_flight: crate::sim::id_map(),
+            device_done: Vec::new(),
             next_request_id: 1,
             stats: QueueStats::default(),
             trace: None,
@@ -635,7 +640,7 @@ impl RequestQueue {
 
     /// `blk_start_plug`. Nested plugs are ignored, as in Linux.
     pub fn start_plug(&mut self, pid: u32) {
-        if let std::collections::btree_map::Entry::Vacant(entry) = self.plugs.entry(pid) {
+        if let std::collections::hash_map::Entry::Vacant(entry) = self.plugs.entry(u64::from(pid)) {
             entry.insert(self.spare_plugs.pop().unwrap_or_default());
         }
     }
@@ -643,7 +648,7 @@ impl RequestQueue {
     /// `blk_finish_plug`: flushes and removes the task's plug.
     pub fn finish_plug(&mut self, now: Nanos, pid: u32) {
         self.flush_plug_list(now, pid, true);
-        if let Some(list) = self.plugs.remove(&pid) {
+        if let Some(list) = self.plugs.remove(&u64::from(pid)) {
             assert!(list.is_empty(), "a flushed plug holds requests");
             // Bound: as many spare lists as tasks ever plugged at once.
             if self.spare_plugs.len() < MAX_SPARE_PLUGS {
@@ -653,25 +658,26 @@ impl RequestQueue {
     }
 
     pub fn is_plugged(&self, pid: u32) -> bool {
-        self.plugs.contains_key(&pid)
+        self.plugs.contains_key(&u64::from(pid))
     }
 
     /// What happens to the plug list when the task sleeps (`blk_schedule_flush_plug`): see
-    /// [`RequestQueue::flush_plug_list`].
-    pub fn flush_plug(&mut self, now: Nanos, pid: u32) {
-        self.flush_plug_list(now, pid, false);
+    /// [`RequestQueue::flush_plug_list`]. Returns whether it held requests (if not, nothing
+    /// changed).
+    pub fn flush_plug(&mut self, now: Nanos, pid: u32) -> bool {
+        self.flush_plug_list(now, pid, false)
     }
 
     /// `blk_flush_plug_list`: inserts the plugged requests in sector order and runs the queue.
     /// `explicit` (the task flushed its own plug, not `from_schedule`) is what blktrace tells
     /// apart: U (`BLK_TA_UNPLUG_IO`) or T (`BLK_TA_UNPLUG_TIMER`), with the request count.
-    fn flush_plug_list(&mut self, now: Nanos, pid: u32, explicit: bool) {
+    fn flush_plug_list(&mut self, now: Nanos, pid: u32, explicit: bool) -> bool {
         self.tick(now);
-        let Some(list) = self.plugs.get_mut(&pid) else {
-            return;
+        let Some(list) = self.plugs.get_mut(&u64::from(pid)) else {
+            return false;
         };
         if list.is_empty() {
-            return;
+            return false;
         }
         let mut requests = std::mem::take(list);
         if let Some(trace) = self.trace.as_mut() {
@@ -685,10 +691,16 @@ impl RequestQueue {
         }
         requests.sort_by_key(|rq| (rq.sector, rq.id));
         self.stats.plug_flushes += 1;
-        for rq in requests {
+        for rq in requests.drain(..) {
             self.insert_request(now, rq);
         }
+        // The emptied list goes back to the plug with its capacity (inserting touches no plug).
+        if let Some(list) = self.plugs.get_mut(&u64::from(pid)) {
+            assert!(list.is_empty(), "a plug list filled while it was flushed");
+            *list = requests;
+        }
         self.run_queue(now);
+        true
     }
 
     /// `blk_attempt_plug_merge`: merges into the task's plugged requests, newest first. Returns
@@ -697,7 +709,7 @@ impl RequestQueue {
         let max_sectors = self.max_sectors;
         // blk-mq kernels refuse merges across I/O priorities; 3.10 merges and keeps the best.
         let same_prio_only = matches!(self.alloc, AllocModel::Mq { .. });
-        let Some(list) = self.plugs.get_mut(&bio.task.pid) else {
+        let Some(list) = self.plugs.get_mut(&u64::from(bio.task.pid)) else {
             return Err(0);
         };
         let count = list.len();
@@ -1003,8 +1015,9 @@ impl RequestQueue {
         }
         let rq = self.allocate(now, bio);
         let id = rq.id;
-        if !bio.is_flush() && self.plugs.contains_key(&bio.task.pid) {
-            let plugged = self.plugs[&bio.task.pid].len();
+        let pid = u64::from(bio.task.pid);
+        if !bio.is_flush() && self.plugs.contains_key(&pid) {
+            let plugged = self.plugs[&pid].len();
             if plugged >= BLK_MAX_REQUEST_COUNT {
                 self.flush_plug_list(now, bio.task.pid, true);
             }
@@ -1014,7 +1027,7 @@ impl RequestQueue {
                     trace.plug(now, Action::Plug, bio.task.pid, &bio.task.comm, 0);
                 }
             }
-            let list = self.plugs.get_mut(&bio.task.pid).expect("plug exists");
+            let list = self.plugs.get_mut(&pid).expect("plug exists");
             assert!(list.len() < MAX_PLUGGED, "plug list overflow");
             list.push(rq);
         } else {
@@ -1106,8 +1119,14 @@ impl RequestQueue {
     /// D: the driver takes the request (`blk_start_request`); it goes to the device at once,
     /// or, in the mmc driver's second slot, when the card is free. The mmc driver may pack
     /// the writes dispatched after a write into one command.
-    fn issue(&mut self, now: Nanos, rq: Request) {
-        let mut group = vec![self.start_request(now, rq)];
+    fn issue(&mut self, now: Nanos, mut rq: Request) {
+        self.start_request(now, &mut rq);
+        if self.mmc.is_none() {
+            // SCSI/UFS: one request, one command, no group to build.
+            self.submit_one(now, rq);
+            return;
+        }
+        let mut group = vec![rq];
         let packed_max = self.mmc.as_ref().map_or(0, |mmc| mmc.packed_write_max);
         if packed_max > 1 && MmcHost::packable(&group[0]) {
             let mut sectors = group[0].nr_sectors;
@@ -1125,7 +1144,9 @@ impl RequestQueue {
                     break;
                 }
                 sectors += next.nr_sectors;
-                group.push(self.start_request(now, next));
+                let mut next = next;
+                self.start_request(now, &mut next);
+                group.push(next);
             }
         }
         let card_busy = self.device.in_flight() > 0;
@@ -1146,7 +1167,7 @@ impl RequestQueue {
     }
 
     /// `blk_start_request`: D.
-    fn start_request(&mut self, now: Nanos, mut rq: Request) -> Request {
+    fn start_request(&mut self, now: Nanos, rq: &mut Request) {
         assert!(
             rq.issued_ns.is_none(),
             "request R#{} dispatched twice",
@@ -1154,38 +1175,49 @@ impl RequestQueue {
         );
         rq.issued_ns = Some(now);
         if let Some(wbt) = self.wbt.as_mut() {
-            wbt.issue(now, &rq, rq.wbt);
+            wbt.issue(now, rq, rq.wbt);
         }
-        self.trace_request(now, Action::Issue, &rq);
+        self.trace_request(now, Action::Issue, rq);
         self.stats.dispatched += 1;
-        rq
     }
 
     /// One command to the device: a request, or a packed group of writes.
-    fn submit_to_device(&mut self, now: Nanos, group: Vec<Request>) {
+    fn submit_to_device(&mut self, now: Nanos, mut group: Vec<Request>) {
+        assert!(!group.is_empty(), "an empty command");
         if group.len() == 1 {
-            let rq = &group[0];
-            let mut command = rq.dev_request();
-            // `ufshcd_comp_scsi_upiu` (drivers/ufs/core/ufshcd.c, 6.5+): RT-class requests carry
-            // the UFS Command Priority flag (`UPIU_CMD_FLAGS_CP`); the device's `cmd-priority`
-            // scheduler starts them first.
-            if self.device.command_priority() && rq.ioprio.class == crate::task::IoPrioClass::Rt {
-                command.flags.prio = true;
-            }
-            self.device.submit(now, command);
-        } else {
-            let commands: Vec<crate::dev::DevRequest> =
-                group.iter().map(Request::dev_request).collect();
-            self.device.submit_packed(now, &commands);
-            if let Some(mmc) = self.mmc.as_mut() {
-                mmc.packed_commands += 1;
-            }
+            let rq = group.pop().expect("one request");
+            self.submit_one(now, rq);
+            return;
         }
-        for mut rq in group {
-            rq.device_start_ns = Some(now);
-            let previous = self.in_flight.insert(rq.id, rq);
-            assert!(previous.is_none(), "two requests in flight with one tag");
+        let commands: Vec<crate::dev::DevRequest> =
+            group.iter().map(Request::dev_request).collect();
+        self.device.submit_packed(now, &commands);
+        if let Some(mmc) = self.mmc.as_mut() {
+            mmc.packed_commands += 1;
         }
+        for rq in group {
+            self.note_in_flight(now, rq);
+        }
+    }
+
+    /// One request as one command.
+    fn submit_one(&mut self, now: Nanos, rq: Request) {
+        let mut command = rq.dev_request();
+        // `ufshcd_comp_scsi_upiu` (drivers/ufs/core/ufshcd.c, 6.5+): RT-class requests carry
+        // the UFS Command Priority flag (`UPIU_CMD_FLAGS_CP`); the device's `cmd-priority`
+        // scheduler starts them first.
+        if self.device.command_priority() && rq.ioprio.class == crate::task::IoPrioClass::Rt {
+            command.flags.prio = true;
+        }
+        self.device.submit(now, command);
+        self.note_in_flight(now, rq);
+    }
+
+    /// The device holds `rq` from `now`.
+    fn note_in_flight(&mut self, now: Nanos, mut rq: Request) {
+        rq.device_start_ns = Some(now);
+        let previous = self.in_flight.insert(rq.id, rq);
+        assert!(previous.is_none(), "two requests in flight with one tag");
     }
 
     /// `mmc_start_req`: the card finished its command; the driver starts its prepared one.
@@ -1238,24 +1270,40 @@ impl RequestQueue {
 
     /// The earliest time at which [`advance`](Self::advance) has something to do.
     pub fn next_event(&self) -> Option<Nanos> {
-        [
-            self.device.next_event(),
-            self.elevator.next_timer(),
-            self.wbt.as_ref().and_then(|wbt| wbt.next_timer()),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        fn earlier(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, None) => a,
+                (None, b) => b,
+            }
+        }
+        let wbt = self.wbt.as_ref().and_then(|wbt| wbt.next_timer());
+        earlier(
+            earlier(self.device.next_event(), self.elevator.next_timer()),
+            wbt,
+        )
     }
 
     /// Moves to `now`: completes requests the device finished, fires the elevator's timer if due,
     /// and dispatches again.
     pub fn advance(&mut self, now: Nanos) -> AdvanceReport {
-        self.tick(now);
         let mut report = AdvanceReport::default();
-        let mut done: Vec<DevCompletion> = Vec::new();
+        self.advance_into(now, &mut report);
+        report
+    }
+
+    /// [`advance`](Self::advance) into `report`, which is emptied first: a caller that keeps
+    /// its report reuses its vector instead of allocating one per event.
+    pub fn advance_into(&mut self, now: Nanos, report: &mut AdvanceReport) {
+        self.tick(now);
+        report.completed.clear();
+        report.freed = [0; 2];
+        report.wbt_woken = [0; super::wbt::WBT_NUM_RWQ];
+        // The device's completions go into a vector kept between events.
+        let mut done = std::mem::take(&mut self.device_done);
+        assert!(done.is_empty(), "device completions left over");
         self.device.advance(now, &mut done);
-        for completion in done {
+        for completion in done.drain(..) {
             let rq = self
                 .in_flight
                 .remove(&completion.tag)
@@ -1271,7 +1319,7 @@ impl RequestQueue {
             self.stats.completed += 1;
             if let Some(wbt) = self.wbt.as_mut() {
                 let wake = wbt.done(completion.completed_ns, &rq, rq.wbt);
-                self.wbt_wake(completion.completed_ns, wake, &mut report);
+                self.wbt_wake(completion.completed_ns, wake, report);
             }
             let wake = self.free_request(&rq);
             match self.alloc {
@@ -1289,18 +1337,18 @@ impl RequestQueue {
             }
             report.completed.push((completion.completed_ns, rq));
         }
+        self.device_done = done;
         if self.elevator.next_timer().is_some_and(|timer| timer <= now) {
             self.elevator.timer_fired(now);
         }
         if let Some(wbt) = self.wbt.as_mut() {
             if wbt.next_timer().is_some_and(|timer| timer <= now) {
                 let wake = wbt.timer_fired(now);
-                self.wbt_wake(now, wake, &mut report);
+                self.wbt_wake(now, wake, report);
             }
         }
         self.run_queue(now);
         self.check_invariants();
-        report
     }
 
     /// Every allocated request is in exactly one place; nothing is lost.

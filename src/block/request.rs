@@ -109,6 +109,83 @@ impl Bio {
     }
 }
 
+/// The bios of a request, in sector order: the first inline (a request is born with one bio,
+/// and under random I/O most never take another), a vector once a merge adds one, so that
+/// allocating a request allocates nothing on the heap.
+#[derive(Clone)]
+pub struct BioIds(BioIdsRepr);
+
+#[derive(Clone)]
+enum BioIdsRepr {
+    One([BioId; 1]),
+    Many(Vec<BioId>),
+}
+
+impl BioIds {
+    /// A request's first bio.
+    pub fn one(id: BioId) -> BioIds {
+        BioIds(BioIdsRepr::One([id]))
+    }
+
+    /// Appends a bio (a back merge).
+    pub fn push(&mut self, id: BioId) {
+        match &mut self.0 {
+            BioIdsRepr::One([first]) => self.0 = BioIdsRepr::Many(vec![*first, id]),
+            BioIdsRepr::Many(ids) => ids.push(id),
+        }
+    }
+
+    /// Prepends a bio (a front merge).
+    pub fn push_front(&mut self, id: BioId) {
+        match &mut self.0 {
+            BioIdsRepr::One([first]) => self.0 = BioIdsRepr::Many(vec![id, *first]),
+            BioIdsRepr::Many(ids) => ids.insert(0, id),
+        }
+    }
+
+    pub fn as_slice(&self) -> &[BioId] {
+        match &self.0 {
+            BioIdsRepr::One(one) => one,
+            BioIdsRepr::Many(ids) => ids,
+        }
+    }
+}
+
+impl std::ops::Deref for BioIds {
+    type Target = [BioId];
+    fn deref(&self) -> &[BioId] {
+        self.as_slice()
+    }
+}
+
+impl<'a> IntoIterator for &'a BioIds {
+    type Item = &'a BioId;
+    type IntoIter = std::slice::Iter<'a, BioId>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl PartialEq for BioIds {
+    fn eq(&self, other: &BioIds) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for BioIds {}
+
+impl PartialEq<Vec<BioId>> for BioIds {
+    fn eq(&self, other: &Vec<BioId>) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl std::fmt::Debug for BioIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
 /// How a bio joined an existing request (`ELEVATOR_BACK_MERGE` / `ELEVATOR_FRONT_MERGE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum MergeKind {
@@ -143,7 +220,7 @@ pub struct Request {
     /// Seed 003's class of the allocating task's app (plain unless the scenario says).
     pub app_class: crate::task::AppIoClass,
     /// Bios in sector order.
-    pub bios: Vec<BioId>,
+    pub bios: BioIds,
     pub pages: Vec<PageRef>,
     /// `rq->start_time`: when the request was allocated (`get_request`).
     pub start_ns: Nanos,
@@ -195,7 +272,7 @@ impl Request {
             foreground: bio.foreground,
             owner_uid: bio.owner_uid,
             app_class: crate::task::AppIoClass::Plain,
-            bios: vec![bio.id],
+            bios: BioIds::one(bio.id),
             pages: bio.pages.clone(),
             start_ns: now,
             inserted_ns: now,
@@ -265,7 +342,7 @@ impl Request {
             }
             MergeKind::Front => {
                 self.sector = bio.sector;
-                self.bios.insert(0, bio.id);
+                self.bios.push_front(bio.id);
                 let mut pages = bio.pages.clone();
                 pages.append(&mut self.pages);
                 self.pages = pages;
@@ -383,6 +460,24 @@ mod tests {
         assert_eq!((rq.sector, rq.nr_sectors), (92, 24));
         assert_eq!(rq.bios, vec![3, 1, 2]);
         assert_eq!(rq.try_merge(&bio(4, IoOp::Write, 200, 8, 1)), None);
+    }
+
+    #[test]
+    fn bio_ids_keep_sector_order_inline_and_spilled() {
+        let mut ids = BioIds::one(5);
+        assert_eq!(ids, vec![5]);
+        assert_eq!(ids.len(), 1);
+        let inline = ids.clone();
+        ids.push(6);
+        ids.push_front(4);
+        ids.push(7);
+        assert_eq!(ids, vec![4, 5, 6, 7]);
+        assert_ne!(ids, inline);
+        let mut front = BioIds::one(9);
+        front.push_front(8);
+        assert_eq!(front.as_slice(), &[8, 9]);
+        assert_eq!((&front).into_iter().copied().sum::<u64>(), 17);
+        assert_eq!(format!("{front:?}"), "[8, 9]");
     }
 
     #[test]

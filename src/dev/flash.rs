@@ -77,6 +77,51 @@ struct ProgramWait {
     done_ns: Nanos,
 }
 
+/// The started commands, by (completion time, arrival), each with its (tag, submitted time):
+/// a deque sorted by key. A command started later nearly always completes last (inserted at
+/// the back) and the earliest completes first (taken from the front), so neither end moves
+/// the others, where a B-tree searched, split and merged its nodes for every command. At
+/// most `controller_slots` commands (a few dozen) are held.
+#[derive(Debug, Default)]
+struct ActiveCommands {
+    sorted: std::collections::VecDeque<((Nanos, u64), (u64, Nanos))>,
+}
+
+impl ActiveCommands {
+    fn len(&self) -> usize {
+        self.sorted.len()
+    }
+
+    /// The command that completes first.
+    fn first(&self) -> Option<((Nanos, u64), (u64, Nanos))> {
+        self.sorted.front().copied()
+    }
+
+    /// Adds a command; returns the one it replaced under the same key, if any.
+    fn insert(&mut self, key: (Nanos, u64), value: (u64, Nanos)) -> Option<(u64, Nanos)> {
+        // Most often the new key is the largest: no search.
+        if self.sorted.back().is_none_or(|&(last, _)| last < key) {
+            self.sorted.push_back((key, value));
+            return None;
+        }
+        match self.sorted.binary_search_by(|&(k, _)| k.cmp(&key)) {
+            Ok(at) => Some(std::mem::replace(&mut self.sorted[at].1, value)),
+            Err(at) => {
+                self.sorted.insert(at, (key, value));
+                None
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &(Nanos, u64)) -> Option<(u64, Nanos)> {
+        if self.sorted.front().is_some_and(|(first, _)| first == key) {
+            return self.sorted.pop_front().map(|(_, value)| value);
+        }
+        let at = self.sorted.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
+        self.sorted.remove(at).map(|(_, value)| value)
+    }
+}
+
 #[derive(Debug)]
 pub struct FlashDevice {
     profile: DeviceProfile,
@@ -87,7 +132,7 @@ pub struct FlashDevice {
     queue: Vec<QueuedCommand>,
     queued_requests: Vec<DevRequest>,
     /// Started commands by (completion time, arrival) -> (tag, submitted time).
-    active: BTreeMap<(Nanos, u64), (u64, Nanos)>,
+    active: ActiveCommands,
     scheduler: Box<dyn InternalScheduler>,
     nand: NandArray,
     ftl: Ftl,
@@ -151,7 +196,7 @@ impl FlashDevice {
             next_seq: 0,
             queue: Vec::with_capacity(profile.queue_depth),
             queued_requests: Vec::with_capacity(profile.queue_depth),
-            active: BTreeMap::new(),
+            active: ActiveCommands::default(),
             scheduler,
             nand: NandArray::new(geometry, timing),
             ftl,
@@ -734,7 +779,7 @@ impl BlockDevice for FlashDevice {
     }
 
     fn next_event(&self) -> Option<Nanos> {
-        let completion = self.active.keys().next().map(|&(done, _)| done);
+        let completion = self.active.first().map(|((done, _), _)| done);
         match (completion, self.next_dispatch()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -745,7 +790,7 @@ impl BlockDevice for FlashDevice {
         assert!(now >= self.now_ns, "time went backwards");
         // Bound: every iteration completes or starts at least one command.
         loop {
-            let completion = self.active.iter().next().map(|(&key, &value)| (key, value));
+            let completion = self.active.first();
             let dispatch = self.next_dispatch();
             match (completion, dispatch) {
                 (Some(((done, seq), (tag, submitted))), _)
@@ -781,5 +826,54 @@ impl BlockDevice for FlashDevice {
 
     fn stats_json(&self) -> serde_json::Value {
         serde_json::to_value(self.stats()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod active_tests {
+    use super::ActiveCommands;
+    use std::collections::BTreeMap;
+
+    /// The deque keeps the B-tree's order and answers under any mix of inserts (in order and
+    /// out of order, as a suspend's delayed completions are) and removals.
+    #[test]
+    fn active_commands_behave_as_a_sorted_map() {
+        let mut active = ActiveCommands::default();
+        let mut model: BTreeMap<(u64, u64), (u64, u64)> = BTreeMap::new();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for step in 0..20_000u64 {
+            let roll = next() % 10;
+            if roll < 5 || model.is_empty() {
+                // Completion times mostly increase, sometimes not; keys sometimes repeat.
+                let done = if roll == 0 {
+                    next() % 1000
+                } else {
+                    1000 + step
+                };
+                let key = (done, next() % 4);
+                let value = (step, done);
+                assert_eq!(active.insert(key, value), model.insert(key, value));
+            } else if roll < 8 {
+                let first = model.keys().next().copied().expect("not empty");
+                assert_eq!(active.remove(&first), model.remove(&first));
+            } else {
+                let key = (next() % 1000, next() % 4);
+                assert_eq!(active.remove(&key), model.remove(&key));
+            }
+            assert_eq!(active.len(), model.len());
+            assert_eq!(
+                active.first(),
+                model.iter().next().map(|(&key, &value)| (key, value))
+            );
+        }
+        let sorted: Vec<_> = active.sorted.iter().copied().collect();
+        let expected: Vec<_> = model.into_iter().collect();
+        assert_eq!(sorted, expected);
     }
 }

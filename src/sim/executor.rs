@@ -65,6 +65,11 @@ pub const MAX_STEPS_AT_ONE_INSTANT: u64 = 1 << 22;
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
 type Callback = Box<dyn FnOnce(&Sim)>;
+/// A callback its owner keeps and schedules again and again ([`Sim::schedule_shared`]): the
+/// pending event holds a reference to it (and so keeps it alive, as a boxed closure would).
+pub trait SharedCallback {
+    fn call(self: Rc<Self>, sim: &Sim);
+}
 type ProgressHook = Box<dyn FnMut(Nanos)>;
 type Describer = Box<dyn Fn(Blocker) -> Option<String>>;
 type Sampler = Box<dyn FnMut(&Sim, Nanos)>;
@@ -253,6 +258,7 @@ impl WaitLog {
 enum EventKind {
     Wake(WakeToken),
     Call(Callback),
+    Shared(Rc<dyn SharedCallback>),
 }
 
 struct Core {
@@ -610,6 +616,15 @@ impl Sim {
     /// Runs `callback` at virtual time `at` (not before now).
     pub fn schedule(&self, at: Nanos, callback: impl FnOnce(&Sim) + 'static) {
         self.push_event(at, EventKind::Call(Box::new(callback)));
+    }
+
+    /// Runs `callback` at virtual time `at` (not before now), like [`Sim::schedule`], for a
+    /// callback its owner keeps and schedules many times (the block layer's completion
+    /// handler, an event or two per request): the event holds a reference to it, so scheduling
+    /// allocates nothing. The callback learns nothing but the time: an owner that may leave
+    /// events behind (re-arming earlier) tells its own apart.
+    pub fn schedule_shared(&self, at: Nanos, callback: Rc<dyn SharedCallback>) {
+        self.push_event(at, EventKind::Shared(callback));
     }
 
     #[inline]
@@ -1099,7 +1114,7 @@ impl Sim {
                             .map_or_else(|| entry.doing(), |w| Doing::Woken(w.reason, w.blocker));
                         (Some((token.task, self.task_name(token.task))), doing)
                     }
-                    EventKind::Call(_) => (None, Doing::Started),
+                    EventKind::Call(_) | EventKind::Shared(_) => (None, Doing::Started),
                 };
                 let livelock = Livelock {
                     now_ns: event_time,
@@ -1123,6 +1138,7 @@ impl Sim {
                     }
                 }
                 EventKind::Call(callback) => callback(self),
+                EventKind::Shared(callback) => callback.call(self),
             }
             if processed.is_multiple_of(PROGRESS_EVERY_EVENTS) {
                 if let Some(hook) = self.core.progress.borrow_mut().as_mut() {

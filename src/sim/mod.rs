@@ -33,8 +33,9 @@ pub mod wait;
 mod tests;
 
 pub use executor::{
-    BlockedTask, Deadlock, Doing, JoinHandle, Livelock, RunEnd, Sim, SimError, Simulation, Sleep,
-    Step, WaitLog, WaitRecord, WakeToken, MAX_LOGGED_WAITS, MAX_STEPS_AT_ONE_INSTANT,
+    BlockedTask, Deadlock, Doing, JoinHandle, Livelock, RunEnd, SharedCallback, Sim, SimError,
+    Simulation, Sleep, Step, WaitLog, WaitRecord, WakeToken, MAX_LOGGED_WAITS,
+    MAX_STEPS_AT_ONE_INSTANT,
 };
 pub use idmap::{id_map, IdMap};
 pub use rng::Rng;

@@ -286,7 +286,11 @@ impl Drop for MutexGuard {
 
 struct CompletionState<T> {
     value: Option<T>,
-    waiters: Vec<WakeToken>,
+    /// The first waiter, inline: a completion nearly always has exactly one (a bio's
+    /// submitter), and a vector would allocate for it.
+    first_waiter: Option<WakeToken>,
+    /// The waiters after the first, in the order they came.
+    more_waiters: Vec<WakeToken>,
 }
 
 /// A one-shot event carrying a value (`struct completion` with a payload).
@@ -307,7 +311,8 @@ impl<T> Default for Completion<T> {
         Completion {
             state: Rc::new(RefCell::new(CompletionState {
                 value: None,
-                waiters: Vec::new(),
+                first_waiter: None,
+                more_waiters: Vec::new(),
             })),
         }
     }
@@ -320,13 +325,17 @@ impl<T> Completion<T> {
 
     /// Completes with `value` and wakes every waiter. Completing twice is a bug.
     pub fn complete(&self, sim: &Sim, value: T) {
-        let waiters = {
+        let (first, more) = {
             let mut state = self.state.borrow_mut();
             assert!(state.value.is_none(), "completion completed twice");
             state.value = Some(value);
-            std::mem::take(&mut state.waiters)
+            (
+                state.first_waiter.take(),
+                std::mem::take(&mut state.more_waiters),
+            )
         };
-        for token in waiters {
+        // In the order they came: the first, then the others.
+        for token in first.into_iter().chain(more) {
             sim.wake(token);
         }
     }
@@ -387,7 +396,18 @@ impl<T: Clone> Future for CompletionWait<T> {
         let token = self
             .sim
             .block_current(self.reason, self.blocker, self.holder);
-        self.completion.state.borrow_mut().waiters.push(token);
+        let mut state = self.completion.state.borrow_mut();
+        if state.first_waiter.is_none() {
+            assert!(state.more_waiters.is_empty(), "waiters without a first");
+            state.first_waiter = Some(token);
+        } else {
+            assert!(
+                state.more_waiters.len() < MAX_WAITERS,
+                "completion waiter limit"
+            );
+            state.more_waiters.push(token);
+        }
+        drop(state);
         self.registered = true;
         Poll::Pending
     }

@@ -167,6 +167,26 @@ fn completion_delivers_its_value_to_every_waiter() {
 }
 
 #[test]
+fn completion_wakes_its_waiters_in_the_order_they_came() {
+    // The first waiter is kept apart from the others (inline); the order must not change.
+    let sim = Simulation::new(1);
+    let done: Completion<u32> = Completion::new();
+    let order = Rc::new(RefCell::new(Vec::new()));
+    for waiter in 0..4u32 {
+        let (s, d, order) = (sim.handle(), done.clone(), order.clone());
+        sim.spawn("waiter", async move {
+            s.sleep(u64::from(10 * waiter)).await;
+            d.wait(&s, WaitReason::Device, Blocker::None).await;
+            order.borrow_mut().push(waiter);
+        });
+    }
+    let (s, d) = (sim.handle(), done.clone());
+    sim.schedule(100, move |_| d.complete(&s, 1));
+    sim.run_until(u64::MAX, true).unwrap();
+    assert_eq!(*order.borrow(), vec![0, 1, 2, 3]);
+}
+
+#[test]
 fn join_returns_the_task_output_and_accounts_join_time() {
     let sim = Simulation::new(1);
     let s = sim.handle();
@@ -529,6 +549,34 @@ fn bursts_at_one_instant_below_the_limit_and_steps_across_time_are_fine() {
         }
     });
     assert_eq!(sim.run_until(u64::MAX, true), Ok(RunEnd::AllTasksDone));
+}
+
+/// A shared callback scheduled many times: each event calls it once, in time order and, at one
+/// instant, in scheduling order with the boxed callbacks; the pending events keep it alive.
+#[test]
+fn shared_callbacks_run_in_order_with_boxed_ones() {
+    struct Recorder {
+        log: Rc<RefCell<Vec<(u64, &'static str)>>>,
+    }
+    impl super::SharedCallback for Recorder {
+        fn call(self: Rc<Self>, sim: &super::Sim) {
+            self.log.borrow_mut().push((sim.now(), "shared"));
+        }
+    }
+    let sim = Simulation::new(1);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let recorder = Rc::new(Recorder { log: log.clone() });
+    let handle = sim.handle();
+    handle.schedule_shared(20, recorder.clone());
+    let boxed = log.clone();
+    sim.schedule(20, move |sim| boxed.borrow_mut().push((sim.now(), "boxed")));
+    handle.schedule_shared(20, recorder.clone());
+    handle.schedule_shared(5, recorder);
+    sim.run_until(u64::MAX, false).unwrap();
+    assert_eq!(
+        *log.borrow(),
+        vec![(5, "shared"), (20, "shared"), (20, "boxed"), (20, "shared")]
+    );
 }
 
 /// A run with CPU segments, sleeps, wake-ups and a sampler, with the sleep short cut on or

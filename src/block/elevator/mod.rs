@@ -36,7 +36,6 @@ pub mod subregion;
 use super::request::{Bio, MergeKind, Request, RequestId};
 use crate::kernel::Hz;
 use crate::units::Nanos;
-use std::collections::BTreeSet;
 
 /// The scheduler interface (`elevator_ops`).
 pub trait Elevator {
@@ -190,14 +189,97 @@ pub fn build_elevator(
 pub struct RqStore {
     /// By id (looked up, never iterated in order: a hash map moves no request on removal).
     rqs: crate::sim::IdMap<Request>,
-    by_end: BTreeSet<(u64, RequestId)>,
-    by_start: BTreeSet<(u64, RequestId)>,
+    by_end: SectorIndex,
+    by_start: SectorIndex,
+}
+
+/// Request ids by sector: a hash map (only exact sectors are looked up, as `elv_rqhash_find`
+/// does) whose entries keep their ids in increasing order, the order a merge lookup tries them.
+#[derive(Debug, Default)]
+struct SectorIndex {
+    ids: crate::sim::IdMap<SectorIds>,
+}
+
+/// The ids at one sector: nearly always one, inline.
+#[derive(Debug)]
+enum SectorIds {
+    One([RequestId; 1]),
+    /// Two or more, in increasing order.
+    Many(Vec<RequestId>),
+}
+
+impl SectorIndex {
+    /// Adds `id` at `sector`; false if it is there already.
+    fn insert(&mut self, sector: u64, id: RequestId) -> bool {
+        match self.ids.entry(sector) {
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                entry.insert(SectorIds::One([id]));
+                true
+            }
+            std::collections::hash_map::Entry::Occupied(mut entry) => {
+                let entry = entry.get_mut();
+                match entry {
+                    SectorIds::One([other]) if *other == id => false,
+                    SectorIds::One([other]) => {
+                        let other = *other;
+                        *entry = SectorIds::Many(if other < id {
+                            vec![other, id]
+                        } else {
+                            vec![id, other]
+                        });
+                        true
+                    }
+                    SectorIds::Many(ids) => match ids.binary_search(&id) {
+                        Ok(_) => false,
+                        Err(at) => {
+                            ids.insert(at, id);
+                            true
+                        }
+                    },
+                }
+            }
+        }
+    }
+
+    /// Removes `id` from `sector`; false if it is not there.
+    fn remove(&mut self, sector: u64, id: RequestId) -> bool {
+        let Some(entry) = self.ids.get_mut(&sector) else {
+            return false;
+        };
+        match entry {
+            SectorIds::One([other]) => {
+                if *other != id {
+                    return false;
+                }
+                self.ids.remove(&sector);
+            }
+            SectorIds::Many(ids) => {
+                let Ok(at) = ids.binary_search(&id) else {
+                    return false;
+                };
+                ids.remove(at);
+                if let [last] = ids[..] {
+                    *entry = SectorIds::One([last]);
+                }
+            }
+        }
+        true
+    }
+
+    /// The ids at `sector`, in increasing order.
+    fn at(&self, sector: u64) -> &[RequestId] {
+        match self.ids.get(&sector) {
+            None => &[],
+            Some(SectorIds::One(one)) => one,
+            Some(SectorIds::Many(ids)) => ids,
+        }
+    }
 }
 
 impl RqStore {
     pub fn insert(&mut self, rq: Request) {
-        assert!(self.by_end.insert((rq.end_sector(), rq.id)));
-        assert!(self.by_start.insert((rq.sector, rq.id)));
+        assert!(self.by_end.insert(rq.end_sector(), rq.id));
+        assert!(self.by_start.insert(rq.sector, rq.id));
         let previous = self.rqs.insert(rq.id, rq);
         assert!(previous.is_none(), "request queued twice");
     }
@@ -207,8 +289,8 @@ impl RqStore {
             .rqs
             .remove(&id)
             .expect("removing a request that is not queued");
-        assert!(self.by_end.remove(&(rq.end_sector(), id)));
-        assert!(self.by_start.remove(&(rq.sector, id)));
+        assert!(self.by_end.remove(rq.end_sector(), id));
+        assert!(self.by_start.remove(rq.sector, id));
         rq
     }
 
@@ -236,8 +318,9 @@ impl RqStore {
         allow: impl Fn(&Request) -> bool,
     ) -> Option<RequestId> {
         self.by_end
-            .range((bio.sector, 0)..=(bio.sector, RequestId::MAX))
-            .map(|&(_, id)| &self.rqs[&id])
+            .at(bio.sector)
+            .iter()
+            .map(|id| &self.rqs[id])
             .find(|rq| rq.merge_ok(bio, max_sectors) && allow(rq))
             .map(|rq| rq.id)
     }
@@ -251,8 +334,9 @@ impl RqStore {
     ) -> Option<RequestId> {
         let end = bio.end_sector();
         self.by_start
-            .range((end, 0)..=(end, RequestId::MAX))
-            .map(|&(_, id)| &self.rqs[&id])
+            .at(end)
+            .iter()
+            .map(|id| &self.rqs[id])
             .find(|rq| rq.merge_ok(bio, max_sectors) && allow(rq))
             .map(|rq| rq.id)
     }
@@ -317,6 +401,28 @@ mod tests {
         );
         assert_eq!(store.remove(1).bios, vec![3, 1, 2]);
         assert!(store.is_empty());
+    }
+
+    #[test]
+    fn sector_index_keeps_ids_unique_and_in_order() {
+        let mut index = SectorIndex::default();
+        assert!(index.insert(8, 5));
+        assert!(!index.insert(8, 5), "an id is indexed once");
+        assert!(index.insert(8, 3));
+        assert!(index.insert(8, 9));
+        assert!(index.insert(16, 4));
+        assert_eq!(index.at(8), &[3, 5, 9]);
+        assert_eq!(index.at(16), &[4]);
+        assert_eq!(index.at(24), &[] as &[RequestId]);
+        assert!(!index.remove(8, 4), "4 is not at sector 8");
+        assert!(index.remove(8, 5));
+        assert!(index.remove(8, 3));
+        assert_eq!(index.at(8), &[9]);
+        assert!(index.remove(8, 9));
+        assert!(!index.remove(8, 9));
+        assert_eq!(index.at(8), &[] as &[RequestId]);
+        assert!(index.remove(16, 4));
+        assert!(index.ids.is_empty(), "emptied sectors leave no entry");
     }
 
     #[test]
