@@ -176,35 +176,17 @@ fn headlines(m1: &Runs, m3: &Runs, m5: &Runs, bg: &Runs, model: &str) -> Vec<Hea
             format!("{text}, {model}")
         }
     };
-    vec![
-        Headline {
-            what: what("creat() max latency, M1, NONE -> ALL"),
-            source: "Table 2 (creat max -98 %)",
+    let mut headlines: Vec<Headline> = M1_LATENCY
+        .iter()
+        .map(|&(call, source, op, max, paper)| Headline {
+            what: what(&format!("{call}, M1, NONE -> ALL")),
+            source,
             unit: "ms",
-            paper: (100.0, 2.0),
-            simulated: pair(&|r| op_ms(r, "m1", "creat", true), m1, "none", "all"),
-        },
-        Headline {
-            what: what("fsync() max latency, M1, NONE -> ALL"),
-            source: "Table 2 (fsync max -87 %)",
-            unit: "ms",
-            paper: (100.0, 13.0),
-            simulated: pair(&|r| op_ms(r, "m1", "fsync", true), m1, "none", "all"),
-        },
-        Headline {
-            what: what("fsync() mean latency, M1, NONE -> ALL"),
-            source: "§6 (M1: fsync -63.7 %)",
-            unit: "ms",
-            paper: (100.0, 36.3),
-            simulated: pair(&|r| op_ms(r, "m1", "fsync", false), m1, "none", "all"),
-        },
-        Headline {
-            what: what("creat() mean latency, M1, NONE -> ALL"),
-            source: "§6 (M1: creat -99.1 %)",
-            unit: "ms",
-            paper: (100.0, 0.9),
-            simulated: pair(&|r| op_ms(r, "m1", "creat", false), m1, "none", "all"),
-        },
+            paper: (100.0, paper),
+            simulated: pair(&|r| op_ms(r, "m1", op, max), m1, "none", "all"),
+        })
+        .collect();
+    headlines.extend([
         Headline {
             what: what("M1 total elapsed time, NONE -> ALL"),
             source: "Figure 8 (M1 -83.1 %)",
@@ -233,8 +215,42 @@ fn headlines(m1: &Runs, m3: &Runs, m5: &Runs, bg: &Runs, model: &str) -> Vec<Hea
             paper: (46.2, 39.1),
             simulated: pair(&|r| mb_per_s(r, "bgwrite"), bg, "none", "all"),
         },
-    ]
+    ]);
+    headlines
 }
+
+/// M1's latency headlines: the system call and its statistic, where the paper says it, the
+/// operation, max (else mean), and the paper's value after ALL for 100 before.
+const M1_LATENCY: [(&str, &str, &str, bool, f64); 4] = [
+    (
+        "creat() max latency",
+        "Table 2 (creat max -98 %)",
+        "creat",
+        true,
+        2.0,
+    ),
+    (
+        "fsync() max latency",
+        "Table 2 (fsync max -87 %)",
+        "fsync",
+        true,
+        13.0,
+    ),
+    (
+        "fsync() mean latency",
+        "§6 (M1: fsync -63.7 %)",
+        "fsync",
+        false,
+        36.3,
+    ),
+    (
+        "creat() mean latency",
+        "§6 (M1: creat -99.1 %)",
+        "creat",
+        false,
+        0.9,
+    ),
+];
 
 /// The variants of the request-allocation table (the missing mechanism): run, variant, label.
 const ALLOCATION_ROWS: [(Model, &str, &str); 5] = [
