@@ -3,9 +3,10 @@
 //! A `BTreeMap<u64, V>` keyed by ids that are mostly removed from the front moves its values
 //! inside its nodes on every removal: with ~200-byte requests as values that memmove was the
 //! largest single cost of the block layer's device path (issue 17's profile). A hash map stores
-//! each value once and moves it only on growth. Only maps that are never iterated in key order
-//! may use it: the hasher is fixed (no random state), so the layout is deterministic anyway,
-//! but its order is not the ids' order.
+//! each value once and moves it only on growth. Only maps whose iteration order cannot matter may
+//! use it (never iterated, or only for order-free results: a sum, a find by a unique id): the
+//! hasher is fixed (no random state), so the layout is deterministic anyway, but its order is
+//! not the ids' order.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
