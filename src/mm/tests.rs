@@ -2167,3 +2167,54 @@ fn a_phone_that_starts_with_its_memory_full_reclaims_for_its_first_reads() {
     .unwrap_err();
     assert!(err.contains("cached"), "{err}");
 }
+
+#[test]
+fn an_unbounded_request_list_never_marks_the_device_congested() {
+    // `bdi_write_congested`, which reclaim's `congestion_wait` and `wait_iff_congested` read,
+    // follows the request list's thresholds on 3.10's list (113 of 128 allocated) and is never
+    // set under QASIO §4's description (`request_list = "unbounded"`).
+    use crate::block::elevator::noop::Noop;
+    use crate::block::layer::BlockLayer;
+    use crate::block::queue::{AllocModel, RequestQueue};
+    use crate::dev::IoFlags;
+    use crate::mm::bio::{BioRequest, BlockSubmit, IoPurpose, QueueSubmit};
+    use std::cell::Cell;
+    let congested_after_200_writes = |unbounded: bool| {
+        let sim = Simulation::new(1);
+        let mut queue = RequestQueue::new(
+            Box::new(Noop::new()),
+            Box::new(FixedLatencyDevice::new(1, NS_PER_MS, 0)),
+            AllocModel::Legacy { nr_requests: 128 },
+        );
+        queue.set_unbounded(unbounded);
+        let layer = BlockLayer::new(&sim.handle(), queue);
+        let bdev = QueueSubmit::new(layer, Rc::new(Cell::new(1)));
+        let (s, b) = (sim.handle(), bdev.clone());
+        sim.spawn("flusher", async move {
+            for i in 0..200u64 {
+                let issuer = Issuer {
+                    task: s.current_task(),
+                    pid: FLUSHER_PID,
+                    uid: 0,
+                    foreground: false,
+                };
+                // Far apart: no merges, one request each.
+                let bio = BioRequest::for_pages(
+                    crate::dev::IoOp::Write,
+                    1_000 * i,
+                    1,
+                    IoFlags::default(),
+                    issuer,
+                    None,
+                    IoPurpose::Data,
+                );
+                b.submit_bio(&s, bio, Box::new(|_, _| {})).await;
+            }
+        });
+        // Before the device has completed 20 of them.
+        sim.run_until(20 * NS_PER_MS, false).unwrap();
+        bdev.congested()
+    };
+    assert!(congested_after_200_writes(false));
+    assert!(!congested_after_200_writes(true));
+}
