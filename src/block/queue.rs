@@ -595,9 +595,18 @@ impl RequestQueue {
         self.device.as_ref()
     }
 
-    /// Whether the legacy request list never fills (`request_list = "unbounded"`).
-    pub fn is_unbounded(&self) -> bool {
-        self.unbounded
+    /// The congestion thresholds (on, off) of the bdi in front of this queue
+    /// (`queue_congestion_on_threshold` / `queue_congestion_off_threshold`): a legacy request
+    /// list's; none for blk-mq scheduler tags (blk-mq never marks a device congested) nor for a
+    /// list that never fills (`request_list = "unbounded"`).
+    pub fn congestion_thresholds(&self) -> Option<(usize, usize)> {
+        match self.alloc {
+            AllocModel::Legacy { nr_requests } if !self.unbounded => Some((
+                congestion_on_threshold(nr_requests),
+                congestion_off_threshold(nr_requests),
+            )),
+            _ => None,
+        }
     }
 
     /// Sets whether the legacy request list never fills (`request_list = "unbounded"`, QASIO

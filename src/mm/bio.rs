@@ -631,16 +631,6 @@ pub struct QueueSubmit {
     crash: RefCell<Option<Rc<super::crashlog::CrashLog>>>,
 }
 
-/// `queue_congestion_on_threshold` / `queue_congestion_off_threshold` of a request list of
-/// `nr_requests` (`blk_queue_congestion_threshold`, block/blk-core.c): 113 and 103 for 128.
-pub fn congestion_thresholds(nr_requests: usize) -> (usize, usize) {
-    let on = (nr_requests - nr_requests / 8 + 1).min(nr_requests);
-    let off = (nr_requests - nr_requests / 8)
-        .saturating_sub(nr_requests / 16 + 1)
-        .max(1);
-    (on, off)
-}
-
 impl QueueSubmit {
     pub fn new(layer: crate::block::layer::BlockLayer, next_bio: Rc<Cell<u64>>) -> Rc<QueueSubmit> {
         QueueSubmit::with_account(layer, next_bio, IoAccount::new(), None)
@@ -669,19 +659,10 @@ impl QueueSubmit {
         })
     }
 
-    /// The request list's congestion thresholds, or `None` for blk-mq scheduler tags (blk-mq
-    /// never marks a device congested, nor does a request list that never fills:
-    /// `request_list = "unbounded"`).
+    /// The queue's congestion thresholds ([`crate::block::queue::RequestQueue::congestion_thresholds`]:
+    /// none for blk-mq or a request list that never fills).
     fn thresholds(&self) -> Option<(usize, usize)> {
-        match self
-            .layer
-            .with_queue(|q| (!q.is_unbounded()).then(|| q.alloc_model()))?
-        {
-            crate::block::queue::AllocModel::Legacy { nr_requests } => {
-                Some(congestion_thresholds(nr_requests))
-            }
-            crate::block::queue::AllocModel::Mq { .. } => None,
-        }
+        self.layer.with_queue(|q| q.congestion_thresholds())
     }
 
     /// After a request was allocated (`__get_request`: congested once the list reaches the on

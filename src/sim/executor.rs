@@ -744,9 +744,9 @@ impl Sim {
     /// The current task has just blocked with `token` until `until`: when nothing else can run
     /// before that wake (no ready task, no event due at or before `until`, the run neither at
     /// its limit nor stopping), does at once what the run loop would do after queueing the wake
-    /// and popping it again: the clock moved to it, one
-    /// event counted at a new instant, the wait ended and recorded, the task counted a step at
-    /// the new instant and running again. Returns whether it did; results are the same either
+    /// and popping it again: the clock moved to it and one event counted at a new instant
+    /// ([`Sim::enter_event_at`], as the loop does), the wait ended and recorded, the task
+    /// counted a step at the new instant and running again. Returns whether it did; results are the same either
     /// way (`sim::tests`: a run with and without the short cut is byte-identical), only the
     /// queue's push and pop and the task's second poll are saved.
     fn advance_to_own_wake(&self, until: Nanos, token: WakeToken) -> bool {
@@ -766,9 +766,8 @@ impl Sim {
         {
             return false;
         }
-        core.now.set(until);
-        core.instant_ns.set(until);
-        core.instant_events.set(1);
+        let at_instant = self.enter_event_at(until);
+        debug_assert_eq!(at_instant, 1, "a new instant");
         core.events_processed.set(processed);
         let ended = self.end_wait(token);
         debug_assert!(ended, "the current task's own wait ends");
@@ -779,6 +778,21 @@ impl Sim {
         entry.state = TaskState::Running;
         core.sleeps_short_cut.set(core.sleeps_short_cut.get() + 1);
         true
+    }
+
+    /// The clock moves to `time` for one event: counted at its instant (livelock detection:
+    /// the count starts again at a new instant). Returns the count at this instant.
+    #[inline]
+    fn enter_event_at(&self, time: Nanos) -> u64 {
+        let core = &*self.core;
+        core.now.set(time);
+        if core.instant_ns.get() != time {
+            core.instant_ns.set(time);
+            core.instant_events.set(0);
+        }
+        let at_instant = core.instant_events.get() + 1;
+        core.instant_events.set(at_instant);
+        at_instant
     }
 
     /// Wakes `token` at virtual time `at`.
@@ -935,13 +949,13 @@ impl Sim {
         *self.core.progress.borrow_mut() = Some(Box::new(hook));
     }
 
-    /// Events processed so far (timers and callbacks).
     /// Sleeps that ended without going through the event queue ([`Sim::advance_to_own_wake`]);
     /// they are counted in [`Sim::events_processed`] too.
     pub fn sleeps_short_cut(&self) -> u64 {
         self.core.sleeps_short_cut.get()
     }
 
+    /// Events processed so far (timers and callbacks).
     pub fn events_processed(&self) -> u64 {
         self.core.events_processed.get()
     }
@@ -1094,13 +1108,7 @@ impl Sim {
             if self.core.next_sample_ns.get() < event_time {
                 self.sample_counters_before(event_time);
             }
-            self.core.now.set(event_time);
-            if self.core.instant_ns.get() != event_time {
-                self.core.instant_ns.set(event_time);
-                self.core.instant_events.set(0);
-            }
-            let at_instant = self.core.instant_events.get() + 1;
-            self.core.instant_events.set(at_instant);
+            let at_instant = self.enter_event_at(event_time);
             if at_instant > self.core.step_limit.get() {
                 // A timer that wakes a task at once (a yield, a zero sleep) names that task.
                 let (task, doing) = match &event_kind {
