@@ -8,7 +8,8 @@
 //! schedulers beside and under QASIO, Scenarios A-C).
 //!
 //! FastTrack (seed 001, ATC'18): [`fasttrack`] (Figure 10's versions over six FG/BG pairs, two
-//! phones, two page-cache locking models; Figure 12's Camera under Update).
+//! phones, two page-cache locking models; Figure 12's Camera under Update; Figure 13's 2..6
+//! background apps, with FastT + QASIO beside FastT).
 //!
 //! The Journaling of Journal (seed 002, ATC'13): [`joj`] (inserts/s of the stock stack and with
 //! the fixes; the per-transaction account of one INSERT in each journal mode).
@@ -29,6 +30,8 @@ mod fasttrack;
 mod joj;
 mod mobifs;
 mod qasio;
+
+pub use fasttrack::many_bg_scenario as fasttrack_many_bg_scenario;
 
 /// One headline of a paper beside the simulation.
 #[derive(Debug, Clone, Serialize)]
