@@ -32,8 +32,14 @@
 //!
 //! Simplifications: no allocation in the model is atomic (`GFP_ATOMIC`: interrupt handlers,
 //! spinlocked sections allocate no page-cache page here), so PA's exclusion of atomic context has
-//! nothing to exclude; a page's owner is the app that last touched it (FastTrack: the app that
-//! brought it in; they differ only for pages two apps share).
+//! nothing to exclude.
+//!
+//! A page's owner (what PR and ID read) is the app that brought the page into the page cache
+//! (`page_owner = "first"`, the default): the paper does not define it, and this is how Linux
+//! charges a page-cache page to a memory cgroup (3.10's `add_to_page_cache_locked` ->
+//! `mem_cgroup_cache_charge`; a later reader or writer of another cgroup does not re-charge
+//! it). `page_owner = "last"` makes the owner the app that last read or wrote the page; the two
+//! differ only for pages two apps share.
 
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +68,20 @@ pub struct FastTrackConfig {
     /// How the I/O dispatcher moves a foreground request to the dispatch list (§4.4 says only
     /// "moves them to the dispatch queue immediately"; FastTrack's code is not published).
     pub id_path: IdPath,
+    /// Which app owns a page for PR and ID.
+    pub page_owner: PageOwner,
+}
+
+/// Which app owns a page-cache page ([`FastTrackConfig::page_owner`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PageOwner {
+    /// The app whose read or write brought the page into the page cache, as a memory cgroup is
+    /// charged (`mem_cgroup_cache_charge` at `add_to_page_cache_locked`).
+    #[default]
+    First,
+    /// The app that last read or wrote the page.
+    Last,
 }
 
 /// The I/O dispatcher's path to the dispatch list ([`FastTrackConfig::id_path`]).
@@ -122,6 +142,10 @@ mod tests {
         }
         let parsed: FastTrackConfig = toml::from_str("pa = true\nid = true").unwrap();
         assert!(parsed.pa && parsed.id && !parsed.pr);
+        assert_eq!(parsed.page_owner, PageOwner::First);
+        let parsed: FastTrackConfig = toml::from_str("pr = true\npage_owner = \"last\"").unwrap();
+        assert_eq!(parsed.page_owner, PageOwner::Last);
+        assert!(toml::from_str::<FastTrackConfig>("page_owner = \"app\"").is_err());
         assert!(toml::from_str::<FastTrackConfig>("pq = true").is_err());
     }
 }

@@ -181,7 +181,7 @@ pub struct BioRequest {
     pub task: Option<TaskId>,
     /// Its process id.
     pub pid: u32,
-    /// UID of the app that last touched the first page (FastTrack's owner of the I/O).
+    /// UID of the app that owns the first page (FastTrack's owner of the I/O, `Page::uid`).
     pub uid: u32,
     /// The pages, for blktrace-like attribution; `None` for metadata and flushes.
     pub pages: Option<PageSpan>,

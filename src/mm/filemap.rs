@@ -313,7 +313,7 @@ impl Mm {
                 }
                 let mut state = self.state();
                 state.mark_page_accessed(id);
-                state.pages[id as usize].uid = issuer.uid;
+                self.touch_owner(&mut state, id, issuer.uid);
                 break;
             }
             // file_read_actor: copy_to_user of this page's part of the request, holding only a
@@ -490,7 +490,7 @@ impl Mm {
                 {
                     let mut state = self.state();
                     state.pages[id as usize].flags |= pg::UPTODATE;
-                    state.pages[id as usize].uid = issuer.uid;
+                    self.touch_owner(&mut state, id, issuer.uid);
                     state.mark_page_accessed(id);
                 }
                 self.unlock_page(sim, id);
@@ -510,7 +510,7 @@ impl Mm {
             let (newly_dirty, first_dirty_inode) = {
                 let mut state = self.state();
                 state.pages[id as usize].flags |= pg::UPTODATE;
-                state.pages[id as usize].uid = issuer.uid;
+                self.touch_owner(&mut state, id, issuer.uid);
                 let dirtied = state.set_page_dirty(id, self.hz.jiffies(sim.now()));
                 state.mark_page_accessed(id);
                 dirtied
@@ -569,7 +569,7 @@ impl Mm {
             {
                 let mut state = self.state();
                 state.pages[id as usize].flags |= pg::UPTODATE | pg::PINNED;
-                state.pages[id as usize].uid = issuer.uid;
+                self.touch_owner(&mut state, id, issuer.uid);
                 state.mark_page_accessed(id);
             }
             self.unlock_page(sim, id);

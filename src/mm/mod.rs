@@ -383,7 +383,9 @@ pub struct Page {
     pub flags: u16,
     /// Which LRU list the page is on.
     lru: Lru,
-    /// The app (UID) that last touched the page (FastTrack's page owner).
+    /// The app (UID) that owns the page (FastTrack's page owner): the one that brought it in,
+    /// or under `[stack.fasttrack] page_owner = "last"` the last to read or write it
+    /// ([`Mm::touch_owner`]).
     pub uid: u32,
     prev: PageId,
     next: PageId,
@@ -582,6 +584,8 @@ pub struct Mm {
     pub(crate) policy: RefCell<Box<dyn vmscan::ReclaimPolicy>>,
     /// FastTrack §4.2's preemptive page allocator (`[stack.fasttrack] pa`).
     pub(crate) fasttrack_pa: Cell<bool>,
+    /// `[stack.fasttrack] page_owner = "last"`: a read or write makes its app the page's owner.
+    pub(crate) owner_is_last_toucher: Cell<bool>,
     pub(crate) watermarks: vmscan::Watermarks,
     /// The machine's cores, on which copies and allocations spend time.
     pub cpu: Rc<Cpu>,
@@ -653,6 +657,7 @@ impl Mm {
             global_update_time: Cell::new(0),
             policy: RefCell::new(policy),
             fasttrack_pa: Cell::new(false),
+            owner_is_last_toucher: Cell::new(false),
             watermarks,
             config,
             cpu,
@@ -808,6 +813,15 @@ impl Mm {
 
     pub(crate) fn state(&self) -> std::cell::RefMut<'_, MmState> {
         self.state.borrow_mut()
+    }
+
+    /// A read or write of page `id` by app `uid`: under `[stack.fasttrack] page_owner =
+    /// "last"` the app becomes the page's owner; by default the owner stays the app that
+    /// brought the page in (as `mem_cgroup_cache_charge` charged it at insertion).
+    pub(crate) fn touch_owner(&self, state: &mut MmState, id: PageId, uid: u32) {
+        if self.owner_is_last_toucher.get() {
+            state.pages[id as usize].uid = uid;
+        }
     }
 
     pub(crate) fn rc(&self) -> Rc<Mm> {

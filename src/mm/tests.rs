@@ -2218,3 +2218,38 @@ fn an_unbounded_request_list_never_marks_the_device_congested() {
     assert!(congested_after_200_writes(false));
     assert!(!congested_after_200_writes(true));
 }
+
+/// FastTrack's page owner: the app that brought a page in (`page_owner = "first"`, as a memory
+/// cgroup is charged) unless `"last"` makes every read and write re-own it. App 10001 writes
+/// `/shared` (pages 0..4) and app 10002 then reads all of it and rewrites page 0.
+#[test]
+fn a_page_belongs_to_the_app_that_brought_it_in_unless_the_last_toucher_owns_it() {
+    for last in [false, true] {
+        let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+        rig.mm().owner_is_last_toucher.set(last);
+        rig.spawn("writer", 10_001, |sim, vfs, p| async move {
+            write_file(&sim, &vfs, &p, "/shared", 4 * PAGE_SIZE as usize).await;
+        });
+        rig.run_to_end();
+        let ino = Rc::new(Cell::new(0));
+        let out = ino.clone();
+        rig.spawn("reader", 10_002, move |sim, vfs, p| async move {
+            read_file(&sim, &vfs, &p, "/shared", 4096).await;
+            let fd = vfs.open(&sim, &p, "/shared", O_RDWR).await.unwrap();
+            assert_eq!(vfs.write(&sim, &p, fd, &[1u8; 100]).await, Ok(100));
+            vfs.close(&sim, &p, fd).await.unwrap();
+            out.set(vfs.stat(&sim, &p, "/shared").await.unwrap().ino);
+        });
+        rig.run_to_end();
+        let (mm, ino) = (rig.mm().clone(), ino.get());
+        let state = mm.state();
+        let owners: Vec<u32> = (0..4)
+            .map(|index| {
+                let id = state.mappings[&ino].pages.get(index).expect("cached");
+                state.pages[id as usize].uid
+            })
+            .collect();
+        let expected = if last { 10_002 } else { 10_001 };
+        assert_eq!(owners, vec![expected; 4], "last toucher owns: {last}");
+    }
+}

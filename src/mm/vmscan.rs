@@ -119,7 +119,7 @@ pub struct Candidate {
     pub index: u64,
     /// Page flags (see [`super::pg`]).
     pub flags: u16,
-    /// The app that last touched the page.
+    /// The app that owns the page (`Page::uid`: by default the one that brought it in).
     pub uid: u32,
     /// Whether that app is in the foreground now.
     pub foreground: bool,
@@ -155,7 +155,7 @@ impl ReclaimPolicy for LinuxReclaim {
 
 /// FastTrack §4.3's page reclaimer: "BG clean pages (highest) > BG dirty pages (high) > FG
 /// clean pages (low) > FG dirty pages (lowest)", oldest first within each class. A page is FG
-/// when its owner (the app that last touched it) is the foreground app now. The order is over
+/// when its owner (`Page::uid`) is the foreground app now. The order is over
 /// the whole inactive list, not one isolated batch: FG pages are left out of the batch, so they
 /// go back to the list's head and the next batch finds BG pages; only in reclaim's last pass
 /// (priority 0, which scans the whole list) are FG pages victims too, after the BG ones of their

@@ -178,6 +178,9 @@ impl Stack {
             Some(activity.clone()),
         )?;
         vfs.mm.fasttrack_pa.set(config.fasttrack.pa);
+        vfs.mm
+            .owner_is_last_toucher
+            .set(config.fasttrack.page_owner == crate::fasttrack::PageOwner::Last);
         if config.mobifs.enabled {
             let touches = match &config.user {
                 Some(user) => user_touches(user, sim.seed())?,
