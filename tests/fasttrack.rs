@@ -162,32 +162,36 @@ fn on_a_one_command_emmc_the_dispatcher_past_cfq_slows_a_cold_launch_under_updat
     );
 }
 
-/// Figure 13's six background apps: what FastT leaves of Camera's switch is the journal's
-/// commit waiting for the background apps' ordered data, which FastTrack's detector does not
-/// see (the waiter is jbd2, the pages are background apps'). QASIO's boost of those writes,
-/// with FastT, shortens the switch and that wait.
+/// Figure 13's five and six background apps: part of what FastT leaves of Camera's switch is
+/// the journal's commit waiting for metadata and ordered data under asynchronous write, which
+/// FastTrack's detector does not see (the waiter is jbd2, the buffers and pages are not the
+/// foreground app's). QASIO's boost of those writes, with FastT, shortens the commit wait and
+/// the switch.
 #[test]
-fn with_six_background_apps_qasio_removes_the_commit_wait_fasttrack_leaves() {
-    let source = mobistack::report::reproduce::fasttrack_many_bg_scenario(6).expect("builds");
-    let fsync = |variant: &str| {
-        let results = run("camera-6-bg", &source, variant);
+fn with_five_or_six_background_apps_qasio_shortens_the_commit_wait_fasttrack_leaves() {
+    let fsync = |source: &str, variant: &str| {
+        let results = run("camera-many-bg", source, variant);
         let summary = results.runs[0].apps["camera"].ops["fsync"].clone();
         let commit_wait = summary
             .blocked_ns
             .get("jbd2_log_wait_commit")
             .copied()
-            .unwrap_or(0);
+            .unwrap_or(0) as f64;
         (summary.mean_ns, commit_wait)
     };
-    let (fastt, fastt_commit) = fsync("fastt");
-    let (both, both_commit) = fsync("fastt+qasio");
-    assert!(
-        both < 0.9 * fastt,
-        "switch: FastT {fastt} ns, FastT + QASIO {both} ns"
-    );
-    assert!(
-        (both_commit as f64) < 0.75 * fastt_commit as f64,
-        "commit wait: FastT {fastt_commit} ns, FastT + QASIO {both_commit} ns"
-    );
+    // (n, switch and commit wait with QASIO at most these fractions of FastT's alone)
+    for (n, switch, commit) in [(5, 0.9, 0.5), (6, 0.97, 0.8)] {
+        let source = mobistack::report::reproduce::fasttrack_many_bg_scenario(n).expect("builds");
+        let (fastt, fastt_commit) = fsync(&source, "fastt");
+        let (both, both_commit) = fsync(&source, "fastt+qasio");
+        assert!(
+            both < switch * fastt,
+            "{n} apps: switch FastT {fastt} ns, FastT + QASIO {both} ns"
+        );
+        assert!(
+            both_commit < commit * fastt_commit,
+            "{n} apps: commit wait FastT {fastt_commit} ns, FastT + QASIO {both_commit} ns"
+        );
+    }
     assert!(mobistack::report::reproduce::fasttrack_many_bg_scenario(7).is_err());
 }

@@ -2,7 +2,9 @@
 //!
 //! - `seq-write` ([`SeqWriteConfig`]): creates a file and writes it sequentially in `io_size`
 //!   writes (a download, a backup, QASIO's 8 GB background write), buffered, `O_SYNC` or
-//!   `O_DIRECT`, optionally fsyncing every `fsync_every` bytes and at the end.
+//!   `O_DIRECT`, optionally fsyncing every `fsync_every` bytes and at the end, then optionally
+//!   installing it elsewhere (`install_to`: read back, written out, fsynced, the original
+//!   unlinked: a downloaded package installed).
 //! - `file-read` ([`FileReadConfig`]): reads a preexisting file (created with its blocks on disk
 //!   and nothing cached when missing), sequentially or at random offsets, with think time
 //!   (a gallery, a game loading assets, a media player).
@@ -62,6 +64,11 @@ pub struct SeqWriteConfig {
     /// Think time between writes.
     #[serde(default, with = "serde_units::duration")]
     pub think: Nanos,
+    /// Install the written file here afterwards (a downloaded package installed): the file is
+    /// read back in `io_size` reads, each written to this file (created), which is fsynced;
+    /// then the written file is unlinked, as the package installer deletes the package.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_to: Option<String>,
 }
 
 impl Default for SeqWriteConfig {
@@ -75,6 +82,7 @@ impl Default for SeqWriteConfig {
             fsync_every: 0,
             fsync_at_end: false,
             think: 0,
+            install_to: None,
         }
     }
 }
@@ -139,6 +147,14 @@ fn check_path(kind: &str, path: &str) -> Result<(), String> {
 impl SeqWriteConfig {
     pub fn validate(&self) -> Result<(), String> {
         check_path("seq-write", &self.path)?;
+        if let Some(target) = &self.install_to {
+            check_path("seq-write install_to", target)?;
+            if *target == self.path {
+                return Err(format!(
+                    "seq-write: install_to `{target}` is the written file itself"
+                ));
+            }
+        }
         check_io("seq-write", self.io_size)
     }
 }
@@ -327,6 +343,11 @@ pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
     let Some((vfs, process)) = start(&ctx, config.validate(), &config.path) else {
         return;
     };
+    if let Some(target) = &config.install_to {
+        if vfs_of(&ctx, target).is_none() {
+            return;
+        }
+    }
     let sim = ctx.sim.clone();
     let mut flags = O_CREAT | O_WRONLY | O_TRUNC;
     match config.mode {
@@ -364,7 +385,57 @@ pub async fn seq_write(ctx: AppContext, config: SeqWriteConfig) {
         syscall(&ctx, "fsync", vfs.fsync(&sim, &process, fd)).await;
     }
     let result = vfs.close(&sim, &process, fd).await;
-    note(&ctx, &result);
+    if note(&ctx, &result) && written == config.size {
+        if let Some(target) = &config.install_to {
+            install(&ctx, &vfs, &process, &config.path, target, config.io_size).await;
+        }
+    }
+}
+
+/// `seq-write`'s `install_to`: `package` read back and written to `target` in `io_size`
+/// calls as fast as they go (operations `install_read`, `install_write`, `install_fsync`),
+/// then the package unlinked (`unlink`).
+async fn install(
+    ctx: &AppContext,
+    vfs: &Vfs,
+    process: &Process,
+    package: &str,
+    target: &str,
+    io_size: u64,
+) {
+    let sim = &ctx.sim;
+    let Some(src) = syscall(ctx, "open", vfs.open(sim, process, package, O_RDONLY)).await else {
+        return;
+    };
+    let flags = O_CREAT | O_WRONLY | O_TRUNC;
+    let Some(dst) = syscall(ctx, "open", vfs.open(sim, process, target, flags)).await else {
+        note(ctx, &vfs.close(sim, process, src).await);
+        return;
+    };
+    let mut buffer = vec![0u8; io_size as usize];
+    while !ctx.is_stopped() {
+        let read = vfs.read(sim, process, src, &mut buffer);
+        let Some(n) = syscall(ctx, "install_read", read).await else {
+            break;
+        };
+        if n == 0 {
+            break;
+        }
+        let write = vfs.write(sim, process, dst, &buffer[..n]);
+        let Some(done) = syscall(ctx, "install_write", write).await else {
+            break;
+        };
+        assert_eq!(done, n, "a buffered write of {n} bytes is whole");
+        ctx.add_counter("install_bytes", done as u64);
+    }
+    if !ctx.is_stopped() {
+        syscall(ctx, "install_fsync", vfs.fsync(sim, process, dst)).await;
+    }
+    note(ctx, &vfs.close(sim, process, dst).await);
+    note(ctx, &vfs.close(sim, process, src).await);
+    if !ctx.is_stopped() {
+        syscall(ctx, "unlink", vfs.unlink(sim, process, package)).await;
+    }
 }
 
 /// The body of a `file-read` app.
@@ -588,6 +659,72 @@ mod stack_tests {
             );
         }
     }
+
+    /// `install_to`: the package is read back and written out whole, fsynced, then deleted;
+    /// the installed file holds every byte on the device afterwards.
+    #[test]
+    fn a_downloaded_package_is_installed_then_deleted() {
+        let simulation = Simulation::new(7);
+        let sim = simulation.handle();
+        let activity = Rc::new(ForegroundState::new(None));
+        let stack = Stack::new_with_storage(
+            &sim,
+            &StackConfig::default(),
+            activity,
+            crate::mm::VmConfig::android(),
+            Some(8 << 30),
+        )
+        .expect("default stack");
+        let vfs = stack.vfs.clone().expect("storage");
+        let recorder = Rc::new(Recorder::new());
+        let ctx = AppContext::new(
+            sim.clone(),
+            0,
+            "update",
+            10_000,
+            stack.clone(),
+            recorder.clone(),
+        );
+        let size = 32u64 << 20;
+        sim.spawn(
+            "update",
+            seq_write(
+                ctx,
+                SeqWriteConfig {
+                    path: "/data/app/update.apk".into(),
+                    size,
+                    install_to: Some("/data/app/update/base.obb".into()),
+                    ..SeqWriteConfig::default()
+                },
+            ),
+        );
+        sim.run_until(60 * NS_PER_SEC, true).expect("no deadlock");
+        let update = recorder.app_result("update", 10_000);
+        assert_eq!(update.counters["bytes"], size);
+        assert_eq!(update.counters["install_bytes"], size);
+        assert_eq!(update.ops["install_write"].count, size >> 20);
+        // The last read finds the end of the file.
+        assert_eq!(update.ops["install_read"].count, (size >> 20) + 1);
+        assert_eq!(update.ops["install_fsync"].count, 1);
+        assert_eq!(update.ops["unlink"].count, 1);
+        assert!(
+            !update.counters.keys().any(|k| k.starts_with("errno.")),
+            "{:?}",
+            update.counters
+        );
+        let process = vfs.new_process(10_000, "check");
+        let found = Rc::new(std::cell::RefCell::new(Vec::new()));
+        let out = found.clone();
+        let s = sim.clone();
+        sim.spawn("check", async move {
+            for path in ["/data/app/update.apk", "/data/app/update/base.obb"] {
+                let stat = vfs.stat(&s, &process, path).await;
+                out.borrow_mut().push(stat.map(|stat| stat.size));
+            }
+        });
+        sim.run_until(61 * NS_PER_SEC, true).expect("no deadlock");
+        assert_eq!(*found.borrow(), vec![Err(Errno::ENOENT), Ok(size)]);
+    }
 }
 
 #[cfg(test)]
@@ -618,6 +755,17 @@ mod config_tests {
             }
         );
         assert!(toml::from_str::<SeqWriteConfig>("path = \"/a\"\nsize = 1\nbs = 4").is_err());
+        let install: SeqWriteConfig =
+            toml::from_str("path = \"/a\"\nsize = 1\ninstall_to = \"/b/c\"").unwrap();
+        assert_eq!(install.install_to.as_deref(), Some("/b/c"));
+        assert!(install.validate().is_ok());
+        for bad in ["relative", "/a"] {
+            let config = SeqWriteConfig {
+                install_to: Some(bad.into()),
+                ..install.clone()
+            };
+            assert!(config.validate().is_err(), "{bad}");
+        }
         assert!(SeqWriteConfig {
             path: "relative".into(),
             ..Default::default()
