@@ -244,3 +244,64 @@ offset = "1g"
     let requests = run.counters["block.requests"];
     assert!(requests < 2048 + 2048 / 4, "{requests}");
 }
+
+/// With an external journal two request queues number requests: each id still names one
+/// request of the run (the journal device's from `JOURNAL_DEVICE_FIRST_REQUEST`), and every
+/// wait on a request finds that request, on its device, in the run's timeline. (Both queues
+/// numbered from 1 before: a wait on the journal device's R#5 was drawn to the data device's.)
+#[test]
+fn with_an_external_journal_every_request_id_names_one_request_on_one_device() {
+    let mut s = scenario::load("scenarios/io-account.toml").expect("loads");
+    s.select_variant("external-journal").expect("variant");
+    let options = RunOptions {
+        timeline: Some(mobistack::sim::timeline::TimelineConfig {
+            counter_period_ns: 0,
+            ..Default::default()
+        }),
+        ..RunOptions::default()
+    };
+    let results = run_scenario(&s, &options).expect("runs");
+    let timeline = &results.runs[0]
+        .timeline
+        .as_ref()
+        .expect("recorded")
+        .timeline;
+    assert_eq!(timeline.dropped, 0);
+    let mut by_id = std::collections::BTreeMap::new();
+    for rq in &timeline.requests {
+        assert!(
+            by_id.insert(rq.id, rq.device.as_str()).is_none(),
+            "R#{} twice",
+            rq.id
+        );
+    }
+    let devices: std::collections::BTreeSet<&str> = by_id.values().copied().collect();
+    assert_eq!(devices.len(), 2, "{devices:?}");
+    let first = mobistack::stack::JOURNAL_DEVICE_FIRST_REQUEST;
+    for device in devices {
+        let ids: Vec<u64> = by_id
+            .iter()
+            .filter(|(_, d)| **d == device)
+            .map(|(id, _)| *id)
+            .collect();
+        let high = ids.iter().filter(|&&id| id >= first).count();
+        assert!(
+            high == 0 || high == ids.len(),
+            "{device}: ids on both sides of {first}"
+        );
+    }
+    assert!(by_id.keys().any(|&id| id >= first), "journal requests");
+    let waits_on_requests = timeline
+        .waits
+        .iter()
+        .filter_map(|w| match w.blocker {
+            mobistack::sim::Blocker::Request(id) => Some(id),
+            _ => None,
+        })
+        .collect::<Vec<_>>();
+    assert!(!waits_on_requests.is_empty());
+    assert!(
+        waits_on_requests.iter().all(|id| by_id.contains_key(id)),
+        "every wait's request was recorded"
+    );
+}

@@ -261,8 +261,19 @@ pub struct BlockLayer {
 
 impl BlockLayer {
     pub fn new(sim: &Sim, queue: RequestQueue) -> BlockLayer {
+        let numbers = queue.device().device_numbers();
+        BlockLayer::with_device_numbers(sim, queue, numbers)
+    }
+
+    /// Like [`BlockLayer::new`], naming the device `major,minor` in the run's timeline and
+    /// explanations instead of by its own numbers (a second device of the same kind, an
+    /// external journal, is numbered after the first: `crate::stack::second_device_numbers`).
+    pub fn with_device_numbers(
+        sim: &Sim,
+        queue: RequestQueue,
+        (major, minor): (u32, u32),
+    ) -> BlockLayer {
         let elevator = queue.elevator().name();
-        let (major, minor) = queue.device().device_numbers();
         let shared = Rc::new(Shared {
             queue: RefCell::new(queue),
             alloc_wait: std::array::from_fn(|_| WaitQueue::new()),

@@ -378,6 +378,19 @@ impl RequestQueue {
         self.qasio = config;
     }
 
+    /// Numbers this queue's requests from `first` on instead of 1. A stack with a second device
+    /// (an external journal) gives that device's queue a range of its own
+    /// ([`crate::stack::JOURNAL_DEVICE_FIRST_REQUEST`]), so that a request id names one request
+    /// of the run: waits name their request by id, and the run's timeline, Perfetto's flows and
+    /// the per-layer breakdown find the request by it.
+    pub fn number_requests_from(&mut self, first: RequestId) {
+        assert_eq!(
+            self.stats.requests, 0,
+            "requests are numbered before the first is allocated"
+        );
+        self.next_request_id = first;
+    }
+
     pub fn set_fasttrack(&mut self, config: crate::fasttrack::FastTrackConfig) {
         self.fasttrack = config;
     }

@@ -17,6 +17,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+/// The first request id of an external journal device's queue (the file system's device numbers
+/// its requests from 1): ids stay unique in the run, and the journal device's 57th request
+/// reads as R#1000000000057 in an explanation.
+pub const JOURNAL_DEVICE_FIRST_REQUEST: crate::block::request::RequestId = 1_000_000_000_001;
+
 /// The block layer and the device under it.
 pub struct BlockStack {
     pub layer: BlockLayer,
@@ -128,6 +133,7 @@ impl Stack {
                 let (major, minor) = second_device_numbers(fs_numbers, device.device_numbers());
                 let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
                 let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
+                queue.number_requests_from(JOURNAL_DEVICE_FIRST_REQUEST);
                 queue.set_task_table(tasks.clone());
                 queue.set_qasio(config.qasio.clone());
                 queue.set_fasttrack(config.fasttrack);
@@ -141,7 +147,7 @@ impl Stack {
                 let name = device_name(major, minor);
                 Some((
                     BlockStack {
-                        layer: BlockLayer::new(sim, queue),
+                        layer: BlockLayer::with_device_numbers(sim, queue, (major, minor)),
                         next_bio: block.next_bio.clone(),
                         capacity_bytes,
                     },
