@@ -148,10 +148,14 @@ impl SeqWriteConfig {
     pub fn validate(&self) -> Result<(), String> {
         check_path("seq-write", &self.path)?;
         if let Some(target) = &self.install_to {
-            check_path("seq-write install_to", target)?;
+            if !target.starts_with('/') {
+                return Err(format!(
+                    "seq-write `install_to` must be an absolute path, not `{target}`"
+                ));
+            }
             if *target == self.path {
                 return Err(format!(
-                    "seq-write: install_to `{target}` is the written file itself"
+                    "seq-write `install_to` is the written file itself (`{target}`)"
                 ));
             }
         }
