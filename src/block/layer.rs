@@ -160,33 +160,55 @@ impl RequestTiming {
     }
 }
 
+/// Slots of [`RequestHistory`]'s index: twice the remembered completions, so that the ids of
+/// requests completed close together rarely share a slot.
+const HISTORY_INDEX_SLOTS: usize = 2 * HISTORY_REQUESTS;
+
 /// The last [`HISTORY_REQUESTS`] completions in order, in a ring (evicting the oldest moves
-/// nothing), and where each request's entry is.
-#[derive(Default)]
+/// nothing), and where each request's entry is: a direct-mapped index by request id (the
+/// number of the latest completion remembered whose id falls in the slot), checked against the
+/// entry's id and backed by a search of the ring when a slot was taken by another request. A
+/// hash map by id cost an insertion and a removal per request, for lookups made only when a
+/// wait is explained.
 struct RequestHistory {
-    /// Request id -> the number of its completion (counted from the first ever remembered);
-    /// looked up, never iterated.
-    by_id: crate::sim::IdMap<u64>,
+    /// Request id modulo [`HISTORY_INDEX_SLOTS`] -> the number of a completion (counted from
+    /// the first ever remembered), or `u64::MAX` for none.
+    slots: Vec<u64>,
     timings: std::collections::VecDeque<RequestTiming>,
     /// The number of the completion at the front of `timings`.
     first: u64,
 }
 
+impl Default for RequestHistory {
+    fn default() -> Self {
+        RequestHistory {
+            slots: vec![u64::MAX; HISTORY_INDEX_SLOTS],
+            timings: std::collections::VecDeque::with_capacity(HISTORY_REQUESTS),
+            first: 0,
+        }
+    }
+}
+
 impl RequestHistory {
     fn remember(&mut self, timing: RequestTiming) {
         if self.timings.len() == HISTORY_REQUESTS {
-            let oldest = self.timings.pop_front().expect("history is full");
-            self.by_id.remove(&oldest.id);
+            self.timings.pop_front();
             self.first += 1;
         }
-        self.by_id
-            .insert(timing.id, self.first + self.timings.len() as u64);
+        self.slots[(timing.id % HISTORY_INDEX_SLOTS as u64) as usize] =
+            self.first + self.timings.len() as u64;
         self.timings.push_back(timing);
     }
 
     fn get(&self, id: RequestId) -> Option<&RequestTiming> {
-        let number = *self.by_id.get(&id)?;
-        self.timings.get((number - self.first) as usize)
+        let number = self.slots[(id % HISTORY_INDEX_SLOTS as u64) as usize];
+        let indexed = number
+            .checked_sub(self.first)
+            .and_then(|at| self.timings.get(at as usize))
+            .filter(|timing| timing.id == id);
+        // Request ids are unique: a miss in the slot (another request took it, or this one was
+        // never remembered or is forgotten) is settled by the ring itself.
+        indexed.or_else(|| self.timings.iter().find(|timing| timing.id == id))
     }
 }
 
@@ -633,6 +655,64 @@ mod tests {
     use crate::dev::IoOp;
     use crate::sim::Simulation;
     use crate::units::NS_PER_MS;
+
+    /// The history's direct-mapped index answers as a search of the last completions would,
+    /// with ids completed out of order, ids far apart that share a slot, and forgotten ids.
+    #[test]
+    fn request_history_finds_what_a_search_of_the_last_completions_finds() {
+        let timing = |id: RequestId| RequestTiming {
+            id,
+            op: IoOp::Read,
+            sync: true,
+            meta: false,
+            nr_sectors: 8,
+            comm: "t".into(),
+            pid: 1,
+            issued_async: false,
+            start_ns: id,
+            issued_ns: None,
+            device_start_ns: None,
+            end_ns: id + 1,
+        };
+        let mut history = RequestHistory::default();
+        let mut model: std::collections::VecDeque<RequestId> = Default::default();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut used = std::collections::BTreeSet::new();
+        let mut next_id = 0u64;
+        for _ in 0..20_000 {
+            // Mostly the next ids a little out of order; sometimes one much older or newer
+            // (the same slot as a remembered one, modulo the index size).
+            let id = match next() % 10 {
+                0 => next_id + HISTORY_INDEX_SLOTS as u64 * (1 + next() % 3),
+                1 => next_id.saturating_sub(HISTORY_INDEX_SLOTS as u64 * (1 + next() % 3)),
+                _ => next_id + next() % 16,
+            };
+            next_id += 1;
+            if !used.insert(id) {
+                continue;
+            }
+            history.remember(timing(id));
+            if model.len() == HISTORY_REQUESTS {
+                model.pop_front();
+            }
+            model.push_back(id);
+            for _ in 0..3 {
+                let probe = match next() % 3 {
+                    0 => id,
+                    1 => next_id.saturating_sub(next() % (3 * HISTORY_INDEX_SLOTS as u64)),
+                    _ => next() % (next_id + 1),
+                };
+                let expected = model.contains(&probe).then_some(probe);
+                assert_eq!(history.get(probe).map(|t| t.id), expected, "id {probe}");
+            }
+        }
+    }
 
     /// A block layer with noop over a 1 ms fixed-latency device and `nr_requests` requests.
     fn noop_layer(sim: &Simulation, nr_requests: usize) -> BlockLayer {
