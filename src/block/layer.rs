@@ -41,6 +41,9 @@ struct Shared {
     /// Bios in flight: their completions (by id, never iterated: a hash map, not a B-tree,
     /// whose insertions and removals were a tenth of the device-only path).
     pending: RefCell<crate::sim::IdMap<Completion<Nanos>>>,
+    /// Completions of completed bios, oldest first, reused for new bios once their waiters
+    /// dropped them (a bio's completion was the one heap allocation per request).
+    spare_completions: RefCell<std::collections::VecDeque<Completion<Nanos>>>,
     /// `bio->bi_end_io` of the bios that have one, called at completion.
     end_io: RefCell<BTreeMap<BioId, EndIo>>,
     /// The time of the armed `advance` event (the latest scheduled), if it has not fired.
@@ -260,6 +263,9 @@ fn describe_completed(rq: &RequestTiming, elevator: &str) -> String {
     )
 }
 
+/// Bound on the completions kept for reuse.
+const MAX_SPARE_COMPLETIONS: usize = 1024;
+
 /// Bound on the block layer's superseded events pending at once (each re-arm earlier leaves
 /// one until its time comes): more is a runaway re-arming loop.
 const MAX_SUPERSEDED_EVENTS: usize = 1 << 16;
@@ -289,6 +295,7 @@ impl BlockLayer {
             queue: RefCell::new(queue),
             alloc_wait: std::array::from_fn(|_| WaitQueue::new()),
             pending: RefCell::new(crate::sim::id_map()),
+            spare_completions: RefCell::new(std::collections::VecDeque::new()),
             end_io: RefCell::new(BTreeMap::new()),
             armed: Cell::new(None),
             superseded: RefCell::new(Vec::new()),
@@ -356,7 +363,7 @@ impl BlockLayer {
 
     /// `submit_bio`: may sleep in `get_request`; returns once the bio is in a request.
     pub async fn submit_bio(&self, bio: Bio) -> BioHandle {
-        let done = Completion::new();
+        let done = self.new_completion();
         let previous = self
             .shared
             .pending
@@ -398,6 +405,19 @@ impl BlockLayer {
             request,
             done,
         }
+    }
+
+    /// A completion for a new bio: the oldest spare one if nothing holds it any more (one that
+    /// is still held goes to the back), else a new one.
+    fn new_completion(&self) -> Completion<Nanos> {
+        let mut spares = self.shared.spare_completions.borrow_mut();
+        if let Some(mut oldest) = spares.pop_front() {
+            if oldest.recycle() {
+                return oldest;
+            }
+            spares.push_back(oldest);
+        }
+        Completion::new()
     }
 
     /// `submit_bio` with `bi_end_io`: `end_io` runs at the bio's completion, before the tasks
@@ -575,6 +595,11 @@ impl BlockLayer {
                     end_io(&self.sim, rq.id);
                 }
                 done.complete(&self.sim, now);
+                let mut spares = self.shared.spare_completions.borrow_mut();
+                // Bound: spares beyond what a deep queue has in flight are dropped.
+                if spares.len() < MAX_SPARE_COMPLETIONS {
+                    spares.push_back(done);
+                }
             }
         }
         // Which class's sleepers are woken first alternates, as sbitmap's wake index rotates over
