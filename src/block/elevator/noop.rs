@@ -11,21 +11,53 @@ use crate::block::request::{Bio, MergeKind, Request, RequestId};
 use crate::units::Nanos;
 use std::collections::VecDeque;
 
+/// Queued requests at or below which the back-merge lookup scans the queue instead of keeping
+/// the hash (under a deep device queue noop rarely holds more than one or two requests).
+const SCAN_QUEUED_MAX: usize = 8;
+
 /// The queued requests themselves in a FIFO ring, and the back-merge hash beside it: a
 /// request is stored once and leaves from the front without a lookup (a store by id with two
-/// sector indexes cost six hash operations per request, and noop never front-merges).
+/// sector indexes cost six hash operations per request, and noop never front-merges). The
+/// hash is kept only while the queue is longer than [`SCAN_QUEUED_MAX`]; a short queue is
+/// scanned, which finds the same request.
 #[derive(Debug, Default)]
 pub struct Noop {
     /// `noop_data.queue`, in insertion order.
     queue: VecDeque<Request>,
     /// `elv_rqhash`: the queued requests' ids by end sector, each sector's in increasing order
-    /// (the order `elv_merge` tries them).
+    /// (the order `elv_merge` tries them), while `indexed`.
     by_end: SectorIndex,
+    /// Whether `by_end` holds every queued request: from when the queue grows past
+    /// [`SCAN_QUEUED_MAX`] until it empties.
+    indexed: bool,
 }
 
 impl Noop {
     pub fn new() -> Noop {
         Noop::default()
+    }
+
+    /// The position of the request a bio at `bio` back-merges into: the lowest id among the
+    /// queued requests ending where it starts that may take it (`elv_rqhash_find`).
+    fn find_back_merge(&self, bio: &Bio, max_sectors: u32) -> Option<usize> {
+        if !self.indexed {
+            return self
+                .queue
+                .iter()
+                .enumerate()
+                .filter(|(_, rq)| rq.end_sector() == bio.sector && rq.merge_ok(bio, max_sectors))
+                .min_by_key(|(_, rq)| rq.id)
+                .map(|(at, _)| at);
+        }
+        // Bound: the queue's length per candidate id.
+        self.by_end.at(bio.sector).iter().find_map(|&id| {
+            let at = self
+                .queue
+                .iter()
+                .position(|rq| rq.id == id)
+                .expect("an indexed request is queued");
+            self.queue[at].merge_ok(bio, max_sectors).then_some(at)
+        })
     }
 }
 
@@ -40,35 +72,46 @@ impl Elevator for Noop {
         bio: &Bio,
         max_sectors: u32,
     ) -> Option<(RequestId, MergeKind)> {
-        // `elv_rqhash_find`: the first (lowest id) request ending at the bio's start that may
-        // take it. Bound: the queue's length per candidate id.
-        let at = self.by_end.at(bio.sector).iter().find_map(|&id| {
-            let at = self
-                .queue
-                .iter()
-                .position(|rq| rq.id == id)
-                .expect("an indexed request is queued");
-            self.queue[at].merge_ok(bio, max_sectors).then_some(at)
-        })?;
+        let at = self.find_back_merge(bio, max_sectors)?;
         let rq = &mut self.queue[at];
-        assert!(self.by_end.remove(rq.end_sector(), rq.id));
+        if self.indexed {
+            assert!(self.by_end.remove(rq.end_sector(), rq.id));
+        }
         rq.merge_bio(bio, MergeKind::Back);
-        assert!(self.by_end.insert(rq.end_sector(), rq.id));
+        if self.indexed {
+            assert!(self.by_end.insert(rq.end_sector(), rq.id));
+        }
         Some((rq.id, MergeKind::Back))
     }
 
     fn add_request(&mut self, now: Nanos, mut rq: Request) {
         rq.inserted_ns = now;
-        assert!(
-            self.by_end.insert(rq.end_sector(), rq.id),
-            "request queued twice"
-        );
+        if self.indexed {
+            assert!(
+                self.by_end.insert(rq.end_sector(), rq.id),
+                "request queued twice"
+            );
+        }
         self.queue.push_back(rq);
+        if !self.indexed && self.queue.len() > SCAN_QUEUED_MAX {
+            for rq in &self.queue {
+                assert!(
+                    self.by_end.insert(rq.end_sector(), rq.id),
+                    "request queued twice"
+                );
+            }
+            self.indexed = true;
+        }
     }
 
     fn dispatch_request(&mut self, _now: Nanos) -> Option<Request> {
         let rq = self.queue.pop_front()?;
-        assert!(self.by_end.remove(rq.end_sector(), rq.id));
+        if self.indexed {
+            assert!(self.by_end.remove(rq.end_sector(), rq.id));
+            if self.queue.is_empty() {
+                self.indexed = false;
+            }
+        }
         Some(rq)
     }
 
@@ -121,7 +164,8 @@ mod tests {
         };
         let mut id = 0u64;
         for step in 0..20_000u64 {
-            let roll = next() % 10;
+            // Phases that fill the queue (the hash) and drain it (the scan).
+            let roll = (next() % 10 + if (step / 500) % 2 == 0 { 0 } else { 3 }).min(9);
             // Few sectors, so that requests end where others end and bios find several.
             let sector = 8 * (next() % 24);
             let sectors = 8 * (1 + next() % 3) as u32;
