@@ -41,6 +41,9 @@ struct Shared {
     /// Bios in flight: their completions (by id, never iterated: a hash map, not a B-tree,
     /// whose insertions and removals were a tenth of the device-only path).
     pending: RefCell<crate::sim::IdMap<Completion<Nanos>>>,
+    /// Completions of completed bios, oldest first, reused for new bios once their waiters
+    /// dropped them (a bio's completion was the one heap allocation per request).
+    spare_completions: RefCell<std::collections::VecDeque<Completion<Nanos>>>,
     /// `bio->bi_end_io` of the bios that have one, called at completion.
     end_io: RefCell<BTreeMap<BioId, EndIo>>,
     /// The time of the armed `advance` event (the latest scheduled), if it has not fired.
@@ -160,33 +163,55 @@ impl RequestTiming {
     }
 }
 
+/// Slots of [`RequestHistory`]'s index: twice the remembered completions, so that the ids of
+/// requests completed close together rarely share a slot.
+const HISTORY_INDEX_SLOTS: usize = 2 * HISTORY_REQUESTS;
+
 /// The last [`HISTORY_REQUESTS`] completions in order, in a ring (evicting the oldest moves
-/// nothing), and where each request's entry is.
-#[derive(Default)]
+/// nothing), and where each request's entry is: a direct-mapped index by request id (the
+/// number of the latest completion remembered whose id falls in the slot), checked against the
+/// entry's id and backed by a search of the ring when a slot was taken by another request. A
+/// hash map by id cost an insertion and a removal per request, for lookups made only when a
+/// wait is explained.
 struct RequestHistory {
-    /// Request id -> the number of its completion (counted from the first ever remembered);
-    /// looked up, never iterated.
-    by_id: crate::sim::IdMap<u64>,
+    /// Request id modulo [`HISTORY_INDEX_SLOTS`] -> the number of a completion (counted from
+    /// the first ever remembered), or `u64::MAX` for none.
+    slots: Vec<u64>,
     timings: std::collections::VecDeque<RequestTiming>,
     /// The number of the completion at the front of `timings`.
     first: u64,
 }
 
+impl Default for RequestHistory {
+    fn default() -> Self {
+        RequestHistory {
+            slots: vec![u64::MAX; HISTORY_INDEX_SLOTS],
+            timings: std::collections::VecDeque::with_capacity(HISTORY_REQUESTS),
+            first: 0,
+        }
+    }
+}
+
 impl RequestHistory {
     fn remember(&mut self, timing: RequestTiming) {
         if self.timings.len() == HISTORY_REQUESTS {
-            let oldest = self.timings.pop_front().expect("history is full");
-            self.by_id.remove(&oldest.id);
+            self.timings.pop_front();
             self.first += 1;
         }
-        self.by_id
-            .insert(timing.id, self.first + self.timings.len() as u64);
+        self.slots[(timing.id % HISTORY_INDEX_SLOTS as u64) as usize] =
+            self.first + self.timings.len() as u64;
         self.timings.push_back(timing);
     }
 
     fn get(&self, id: RequestId) -> Option<&RequestTiming> {
-        let number = *self.by_id.get(&id)?;
-        self.timings.get((number - self.first) as usize)
+        let number = self.slots[(id % HISTORY_INDEX_SLOTS as u64) as usize];
+        let indexed = number
+            .checked_sub(self.first)
+            .and_then(|at| self.timings.get(at as usize))
+            .filter(|timing| timing.id == id);
+        // Request ids are unique: a miss in the slot (another request took it, or this one was
+        // never remembered or is forgotten) is settled by the ring itself.
+        indexed.or_else(|| self.timings.iter().find(|timing| timing.id == id))
     }
 }
 
@@ -238,6 +263,9 @@ fn describe_completed(rq: &RequestTiming, elevator: &str) -> String {
     )
 }
 
+/// Bound on the completions kept for reuse.
+const MAX_SPARE_COMPLETIONS: usize = 1024;
+
 /// Bound on the block layer's superseded events pending at once (each re-arm earlier leaves
 /// one until its time comes): more is a runaway re-arming loop.
 const MAX_SUPERSEDED_EVENTS: usize = 1 << 16;
@@ -278,6 +306,7 @@ impl BlockLayer {
             queue: RefCell::new(queue),
             alloc_wait: std::array::from_fn(|_| WaitQueue::new()),
             pending: RefCell::new(crate::sim::id_map()),
+            spare_completions: RefCell::new(std::collections::VecDeque::new()),
             end_io: RefCell::new(BTreeMap::new()),
             armed: Cell::new(None),
             superseded: RefCell::new(Vec::new()),
@@ -345,7 +374,7 @@ impl BlockLayer {
 
     /// `submit_bio`: may sleep in `get_request`; returns once the bio is in a request.
     pub async fn submit_bio(&self, bio: Bio) -> BioHandle {
-        let done = Completion::new();
+        let done = self.new_completion();
         let previous = self
             .shared
             .pending
@@ -387,6 +416,19 @@ impl BlockLayer {
             request,
             done,
         }
+    }
+
+    /// A completion for a new bio: the oldest spare one if nothing holds it any more (one that
+    /// is still held goes to the back), else a new one.
+    fn new_completion(&self) -> Completion<Nanos> {
+        let mut spares = self.shared.spare_completions.borrow_mut();
+        if let Some(mut oldest) = spares.pop_front() {
+            if oldest.recycle() {
+                return oldest;
+            }
+            spares.push_back(oldest);
+        }
+        Completion::new()
     }
 
     /// `submit_bio` with `bi_end_io`: `end_io` runs at the bio's completion, before the tasks
@@ -564,6 +606,11 @@ impl BlockLayer {
                     end_io(&self.sim, rq.id);
                 }
                 done.complete(&self.sim, now);
+                let mut spares = self.shared.spare_completions.borrow_mut();
+                // Bound: spares beyond what a deep queue has in flight are dropped.
+                if spares.len() < MAX_SPARE_COMPLETIONS {
+                    spares.push_back(done);
+                }
             }
         }
         // Which class's sleepers are woken first alternates, as sbitmap's wake index rotates over
@@ -644,6 +691,64 @@ mod tests {
     use crate::dev::IoOp;
     use crate::sim::Simulation;
     use crate::units::NS_PER_MS;
+
+    /// The history's direct-mapped index answers as a search of the last completions would,
+    /// with ids completed out of order, ids far apart that share a slot, and forgotten ids.
+    #[test]
+    fn request_history_finds_what_a_search_of_the_last_completions_finds() {
+        let timing = |id: RequestId| RequestTiming {
+            id,
+            op: IoOp::Read,
+            sync: true,
+            meta: false,
+            nr_sectors: 8,
+            comm: "t".into(),
+            pid: 1,
+            issued_async: false,
+            start_ns: id,
+            issued_ns: None,
+            device_start_ns: None,
+            end_ns: id + 1,
+        };
+        let mut history = RequestHistory::default();
+        let mut model: std::collections::VecDeque<RequestId> = Default::default();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut used = std::collections::BTreeSet::new();
+        let mut next_id = 0u64;
+        for _ in 0..20_000 {
+            // Mostly the next ids a little out of order; sometimes one much older or newer
+            // (the same slot as a remembered one, modulo the index size).
+            let id = match next() % 10 {
+                0 => next_id + HISTORY_INDEX_SLOTS as u64 * (1 + next() % 3),
+                1 => next_id.saturating_sub(HISTORY_INDEX_SLOTS as u64 * (1 + next() % 3)),
+                _ => next_id + next() % 16,
+            };
+            next_id += 1;
+            if !used.insert(id) {
+                continue;
+            }
+            history.remember(timing(id));
+            if model.len() == HISTORY_REQUESTS {
+                model.pop_front();
+            }
+            model.push_back(id);
+            for _ in 0..3 {
+                let probe = match next() % 3 {
+                    0 => id,
+                    1 => next_id.saturating_sub(next() % (3 * HISTORY_INDEX_SLOTS as u64)),
+                    _ => next() % (next_id + 1),
+                };
+                let expected = model.contains(&probe).then_some(probe);
+                assert_eq!(history.get(probe).map(|t| t.id), expected, "id {probe}");
+            }
+        }
+    }
 
     /// A block layer with noop over a 1 ms fixed-latency device and `nr_requests` requests.
     fn noop_layer(sim: &Simulation, nr_requests: usize) -> BlockLayer {

@@ -46,7 +46,7 @@ use super::profile::{DeviceProfile, SuspendPolicy};
 use super::sched::{self, InternalScheduler, QueuedCommand};
 use super::{BlockDevice, DevCompletion, DevRequest, IoOp};
 use crate::units::{Nanos, SECTOR_SIZE};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Counters over the device's life (host view and NAND view).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -78,47 +78,53 @@ struct ProgramWait {
 }
 
 /// The started commands, by (completion time, arrival), each with its (tag, submitted time):
-/// a deque sorted by key. A command started later nearly always completes last (inserted at
-/// the back) and the earliest completes first (taken from the front), so neither end moves
-/// the others, where a B-tree searched, split and merged its nodes for every command. At
-/// most `controller_slots` commands (a few dozen) are held.
+/// a vector sorted by key from the latest to the earliest, so that the command that completes
+/// first is taken from the back without moving the others, and an insertion moves only the
+/// commands that complete before it (one block move; reads on different dies complete out of
+/// start order, so most insertions land inside). A B-tree searched, split and merged its nodes
+/// for every command; a deque sorted the other way shifted through its ring. At most
+/// `controller_slots` commands (a few dozen) are held.
 #[derive(Debug, Default)]
 struct ActiveCommands {
-    sorted: std::collections::VecDeque<((Nanos, u64), (u64, Nanos))>,
+    latest_first: Vec<((Nanos, u64), (u64, Nanos))>,
 }
 
 impl ActiveCommands {
     fn len(&self) -> usize {
-        self.sorted.len()
+        self.latest_first.len()
     }
 
     /// The command that completes first.
     fn first(&self) -> Option<((Nanos, u64), (u64, Nanos))> {
-        self.sorted.front().copied()
+        self.latest_first.last().copied()
+    }
+
+    /// Where `key` is, or would go, in the latest-first order.
+    fn position(&self, key: &(Nanos, u64)) -> Result<usize, usize> {
+        self.latest_first.binary_search_by(|(k, _)| key.cmp(k))
     }
 
     /// Adds a command; returns the one it replaced under the same key, if any.
     fn insert(&mut self, key: (Nanos, u64), value: (u64, Nanos)) -> Option<(u64, Nanos)> {
-        // Most often the new key is the largest: no search.
-        if self.sorted.back().is_none_or(|&(last, _)| last < key) {
-            self.sorted.push_back((key, value));
-            return None;
-        }
-        match self.sorted.binary_search_by(|&(k, _)| k.cmp(&key)) {
-            Ok(at) => Some(std::mem::replace(&mut self.sorted[at].1, value)),
+        match self.position(&key) {
+            Ok(at) => Some(std::mem::replace(&mut self.latest_first[at].1, value)),
             Err(at) => {
-                self.sorted.insert(at, (key, value));
+                self.latest_first.insert(at, (key, value));
                 None
             }
         }
     }
 
     fn remove(&mut self, key: &(Nanos, u64)) -> Option<(u64, Nanos)> {
-        if self.sorted.front().is_some_and(|(first, _)| first == key) {
-            return self.sorted.pop_front().map(|(_, value)| value);
+        if self
+            .latest_first
+            .last()
+            .is_some_and(|(first, _)| first == key)
+        {
+            return self.latest_first.pop().map(|(_, value)| value);
         }
-        let at = self.sorted.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
-        self.sorted.remove(at).map(|(_, value)| value)
+        let at = self.position(key).ok()?;
+        Some(self.latest_first.remove(at).1)
     }
 }
 
@@ -128,9 +134,10 @@ pub struct FlashDevice {
     capacity_sectors: u64,
     now_ns: Nanos,
     next_seq: u64,
-    /// Commands waiting for a controller slot, in arrival order, with their requests.
-    queue: Vec<QueuedCommand>,
-    queued_requests: Vec<DevRequest>,
+    /// Commands waiting for a controller slot, in arrival order, with their requests (rings:
+    /// the oldest, the usual pick, leaves without moving the others).
+    queue: VecDeque<QueuedCommand>,
+    queued_requests: VecDeque<DevRequest>,
     /// Started commands by (completion time, arrival) -> (tag, submitted time).
     active: ActiveCommands,
     scheduler: Box<dyn InternalScheduler>,
@@ -194,8 +201,8 @@ impl FlashDevice {
             capacity_sectors: logical_units * (MAP_UNIT_BYTES / SECTOR_SIZE),
             now_ns: 0,
             next_seq: 0,
-            queue: Vec::with_capacity(profile.queue_depth),
-            queued_requests: Vec::with_capacity(profile.queue_depth),
+            queue: VecDeque::with_capacity(profile.queue_depth),
+            queued_requests: VecDeque::with_capacity(profile.queue_depth),
             active: ActiveCommands::default(),
             scheduler,
             nand: NandArray::new(geometry, timing),
@@ -645,8 +652,14 @@ impl FlashDevice {
                 index < self.queue.len(),
                 "scheduler picked outside the queue"
             );
-            let command = self.queue.remove(index);
-            let request = self.queued_requests.remove(index);
+            // The oldest command, the usual pick, leaves the rings without a shift.
+            let (command, request) = if index == 0 {
+                (self.queue.pop_front(), self.queued_requests.pop_front())
+            } else {
+                (self.queue.remove(index), self.queued_requests.remove(index))
+            };
+            let command = command.expect("picked inside the queue");
+            let request = request.expect("a request per queued command");
             let from_op = self.nand.next_op_id();
             let done = self.execute(now, &request);
             if self.profile.suspend != SuspendPolicy::Off {
@@ -767,14 +780,14 @@ impl BlockDevice for FlashDevice {
         self.now_ns = now;
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.queue.push(QueuedCommand {
+        self.queue.push_back(QueuedCommand {
             seq,
             op: request.op,
             flags: request.flags,
             foreground: request.foreground,
             submitted_ns: now,
         });
-        self.queued_requests.push(request);
+        self.queued_requests.push_back(request);
         self.dispatch(now);
     }
 
@@ -834,7 +847,7 @@ mod active_tests {
     use super::ActiveCommands;
     use std::collections::BTreeMap;
 
-    /// The deque keeps the B-tree's order and answers under any mix of inserts (in order and
+    /// The vector keeps the B-tree's order (reversed) and answers under any mix of inserts (in order and
     /// out of order, as a suspend's delayed completions are) and removals.
     #[test]
     fn active_commands_behave_as_a_sorted_map() {
@@ -872,7 +885,7 @@ mod active_tests {
                 model.iter().next().map(|(&key, &value)| (key, value))
             );
         }
-        let sorted: Vec<_> = active.sorted.iter().copied().collect();
+        let sorted: Vec<_> = active.latest_first.iter().rev().copied().collect();
         let expected: Vec<_> = model.into_iter().collect();
         assert_eq!(sorted, expected);
     }

@@ -39,20 +39,33 @@ use std::collections::VecDeque;
 /// exceeding it is a model bug, not an input error.
 const TIMELINE_INTERVALS_MAX: usize = 1 << 16;
 
-/// A resource's busy intervals, sorted, disjoint, from the last `prune` on.
+/// Forgotten intervals a [`Timeline`] keeps before its vector is compacted (when they are also
+/// at least half of it): a prune then moves the live ones once, not at every prune.
+const TIMELINE_FORGOTTEN_MAX: usize = 32;
+
+/// A resource's busy intervals, sorted, disjoint, from the last `prune` on: the vector's
+/// entries from `head` on (a prune advances `head`; a deque's ring made every index, search
+/// and insertion in the middle pay for its wrap-around).
 #[derive(Debug, Clone, Default)]
 pub struct Timeline {
-    busy: VecDeque<(Nanos, Nanos)>,
+    busy: Vec<(Nanos, Nanos)>,
+    /// Entries before this one ended by the last prune.
+    head: usize,
     /// End of the last interval (0 if none ever).
     horizon_ns: Nanos,
     busy_total_ns: Nanos,
 }
 
 impl Timeline {
+    /// The busy intervals from the last prune on, sorted by start.
+    fn live(&self) -> &[(Nanos, Nanos)] {
+        &self.busy[self.head..]
+    }
+
     /// Earliest start at or after `at` of an idle stretch of `duration`.
     pub fn first_fit(&self, at: Nanos, duration: Nanos) -> Nanos {
         let mut start = at;
-        for &(busy_start, busy_end) in &self.busy {
+        for &(busy_start, busy_end) in self.live() {
             if busy_end <= start {
                 continue;
             }
@@ -70,34 +83,33 @@ impl Timeline {
             return;
         }
         let end = start + duration;
+        let (head, len) = (self.head, self.busy.len());
         // Most reservations go after every other (the busy list is sorted by start).
-        let index = match self.busy.back() {
-            Some(&(last_start, _)) if last_start < start => self.busy.len(),
-            None => 0,
-            Some(_) => self.busy.partition_point(|&(s, _)| s < start),
+        let index = match self.live().last() {
+            Some(&(last_start, _)) if last_start < start => len,
+            None => len,
+            Some(_) => head + self.live().partition_point(|&(s, _)| s < start),
         };
-        if index > 0 {
+        if index > head {
             assert!(self.busy[index - 1].1 <= start, "overlapping reservation");
         }
-        if index < self.busy.len() {
+        if index < len {
             assert!(end <= self.busy[index].0, "overlapping reservation");
         }
-        if index > 0 && self.busy[index - 1].1 == start {
+        if index > head && self.busy[index - 1].1 == start {
             self.busy[index - 1].1 = end;
-            if index < self.busy.len() && self.busy[index].0 == end {
+            if index < len && self.busy[index].0 == end {
                 let next_end = self.busy[index].1;
                 self.busy[index - 1].1 = next_end;
                 self.busy.remove(index);
             }
-        } else if index < self.busy.len() && self.busy[index].0 == end {
+        } else if index < len && self.busy[index].0 == end {
             self.busy[index].0 = start;
-        } else if index == self.busy.len() {
-            self.busy.push_back((start, end));
         } else {
             self.busy.insert(index, (start, end));
         }
         assert!(
-            self.busy.len() <= TIMELINE_INTERVALS_MAX,
+            self.busy.len() - self.head <= TIMELINE_INTERVALS_MAX,
             "timeline holds too many intervals"
         );
         self.horizon_ns = self.horizon_ns.max(end);
@@ -106,8 +118,15 @@ impl Timeline {
 
     /// Forgets intervals that end at or before `now`: no reservation will start before it.
     pub fn prune(&mut self, now: Nanos) {
-        while self.busy.front().is_some_and(|&(_, end)| end <= now) {
-            self.busy.pop_front();
+        while self.busy.get(self.head).is_some_and(|&(_, end)| end <= now) {
+            self.head += 1;
+        }
+        if self.head == self.busy.len() {
+            self.busy.clear();
+            self.head = 0;
+        } else if self.head >= TIMELINE_FORGOTTEN_MAX && 2 * self.head >= self.busy.len() {
+            self.busy.drain(..self.head);
+            self.head = 0;
         }
     }
 
@@ -115,15 +134,16 @@ impl Timeline {
     /// are merged), adding `extra_busy_ns` to the busy total (the time a suspend adds).
     fn rebuild(&mut self, intervals: impl Iterator<Item = (Nanos, Nanos)>, extra_busy_ns: Nanos) {
         self.busy.clear();
+        self.head = 0;
         for (start, end) in intervals {
             assert!(start <= end, "interval ends before it starts");
-            match self.busy.back_mut() {
+            match self.busy.last_mut() {
                 Some(last) if start <= last.1 => last.1 = last.1.max(end),
                 Some(last) => {
                     assert!(last.0 <= start, "intervals out of order");
-                    self.busy.push_back((start, end));
+                    self.busy.push((start, end));
                 }
-                None => self.busy.push_back((start, end)),
+                None => self.busy.push((start, end)),
             }
             self.horizon_ns = self.horizon_ns.max(end);
         }
@@ -731,13 +751,89 @@ mod tests {
         assert_eq!(line.first_fit(120, 10), 150);
         assert_eq!(line.first_fit(150, 200), 350);
         line.reserve(150, 150);
-        assert_eq!(line.busy.len(), 1, "adjacent intervals merge");
+        assert_eq!(line.live().len(), 1, "adjacent intervals merge");
         assert_eq!(line.horizon_ns(), 350);
         line.prune(349);
-        assert_eq!(line.busy.len(), 1);
+        assert_eq!(line.live().len(), 1);
         line.prune(350);
-        assert!(line.busy.is_empty());
+        assert!(line.live().is_empty());
         assert_eq!(line.busy_total_ns(), 250);
+    }
+
+    /// The vector with a head keeps the intervals a plain deque (the former representation)
+    /// keeps, and answers `first_fit` the same, under reservations at the back, in gaps and
+    /// touching others, and prunes at increasing times.
+    #[test]
+    fn timeline_matches_a_plain_deque_of_intervals() {
+        #[derive(Default)]
+        struct Deque {
+            busy: VecDeque<(Nanos, Nanos)>,
+        }
+        impl Deque {
+            fn reserve(&mut self, start: Nanos, duration: Nanos) {
+                if duration == 0 {
+                    return;
+                }
+                let end = start + duration;
+                let index = self.busy.partition_point(|&(s, _)| s < start);
+                if index > 0 && self.busy[index - 1].1 == start {
+                    self.busy[index - 1].1 = end;
+                    if index < self.busy.len() && self.busy[index].0 == end {
+                        let next_end = self.busy[index].1;
+                        self.busy[index - 1].1 = next_end;
+                        self.busy.remove(index);
+                    }
+                } else if index < self.busy.len() && self.busy[index].0 == end {
+                    self.busy[index].0 = start;
+                } else {
+                    self.busy.insert(index, (start, end));
+                }
+            }
+            fn prune(&mut self, now: Nanos) {
+                while self.busy.front().is_some_and(|&(_, end)| end <= now) {
+                    self.busy.pop_front();
+                }
+            }
+        }
+        let mut line = Timeline::default();
+        let mut model = Deque::default();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut now = 0;
+        let mut total = 0;
+        for _ in 0..50_000 {
+            match next() % 8 {
+                0 => {
+                    now += next() % 300;
+                    line.prune(now);
+                    model.prune(now);
+                }
+                _ => {
+                    let at = now + next() % 2_000;
+                    let duration = next() % 60;
+                    let start = line.first_fit(at, duration);
+                    line.reserve(start, duration);
+                    model.reserve(start, duration);
+                    total += duration;
+                }
+            }
+            let expected: Vec<_> = model.busy.iter().copied().collect();
+            assert_eq!(line.live(), &expected[..]);
+            let probe = (now + next() % 2_000, next() % 100);
+            let mut start = probe.0;
+            for &(busy_start, busy_end) in &model.busy {
+                if busy_end > start && busy_start < start + probe.1 {
+                    start = busy_end;
+                }
+            }
+            assert_eq!(line.first_fit(probe.0, probe.1), start);
+        }
+        assert_eq!(line.busy_total_ns(), total);
     }
 
     #[test]

@@ -343,6 +343,22 @@ impl<T> Completion<T> {
     pub fn is_done(&self) -> bool {
         self.state.borrow().value.is_some()
     }
+
+    /// Makes this completion new again (not done, no waiters) if nothing else holds it, so
+    /// that a caller that hands out many short-lived completions can reuse their allocations;
+    /// false (and unchanged) if another clone is alive.
+    pub fn recycle(&mut self) -> bool {
+        let Some(state) = Rc::get_mut(&mut self.state) else {
+            return false;
+        };
+        let state = state.get_mut();
+        assert!(
+            state.first_waiter.is_none() && state.more_waiters.is_empty(),
+            "a completion nobody else holds has no waiters"
+        );
+        state.value = None;
+        true
+    }
 }
 
 impl<T: Clone> Completion<T> {

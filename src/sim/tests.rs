@@ -187,6 +187,33 @@ fn completion_wakes_its_waiters_in_the_order_they_came() {
 }
 
 #[test]
+fn a_completion_is_recycled_only_when_nothing_else_holds_it() {
+    let sim = Simulation::new(1);
+    let mut done: Completion<u32> = Completion::new();
+    let (s, d) = (sim.handle(), done.clone());
+    let waiter = sim.spawn("waiter", async move {
+        d.wait(&s, WaitReason::Device, Blocker::None).await
+    });
+    let (s, d) = (sim.handle(), done.clone());
+    sim.schedule(100, move |_| d.complete(&s, 7));
+    assert!(!done.recycle(), "the waiter and the event hold it");
+    sim.run_until(u64::MAX, true).unwrap();
+    assert_eq!(waiter.result(), Some(7));
+    assert!(done.is_done());
+    assert!(done.recycle(), "the waiter finished and the event ran");
+    assert!(!done.is_done());
+    // As new: it completes and wakes a waiter again.
+    let (s, d) = (sim.handle(), done.clone());
+    let again = sim.spawn("again", async move {
+        d.wait(&s, WaitReason::Device, Blocker::None).await
+    });
+    let (s, d) = (sim.handle(), done.clone());
+    sim.schedule(200, move |_| d.complete(&s, 9));
+    sim.run_until(u64::MAX, true).unwrap();
+    assert_eq!(again.result(), Some(9));
+}
+
+#[test]
 fn join_returns_the_task_output_and_accounts_join_time() {
     let sim = Simulation::new(1);
     let s = sim.handle();

@@ -12,6 +12,7 @@
 use super::{first_of_best_class, InternalScheduler, QueuedCommand};
 use crate::dev::IoOp;
 use crate::units::Nanos;
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CmdPriority;
@@ -26,7 +27,7 @@ impl InternalScheduler for CmdPriority {
         "cmd-priority"
     }
 
-    fn pick(&mut self, _now: Nanos, queue: &[QueuedCommand]) -> usize {
+    fn pick(&mut self, _now: Nanos, queue: &VecDeque<QueuedCommand>) -> usize {
         first_of_best_class(queue, class)
     }
 }
@@ -34,7 +35,7 @@ impl InternalScheduler for CmdPriority {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dev::sched::tests::command;
+    use crate::dev::sched::tests::{command, queue as q};
 
     #[test]
     fn prio_first_then_reads_before_writes_then_fifo() {
@@ -45,10 +46,10 @@ mod tests {
             command(4, IoOp::Read, false, false),
         ];
         // A flagged command first, whatever its type.
-        assert_eq!(CmdPriority.pick(0, &queue), 2);
+        assert_eq!(CmdPriority.pick(0, &q(&queue)), 2);
         // Without one, a plain read before plain writes (it used to be FIFO: the write).
-        assert_eq!(CmdPriority.pick(0, &queue[..2]), 1);
-        assert_eq!(CmdPriority.pick(0, &[queue[0], queue[1], queue[3]]), 1);
-        assert_eq!(CmdPriority.pick(0, &queue[..1]), 0);
+        assert_eq!(CmdPriority.pick(0, &q(&queue[..2])), 1);
+        assert_eq!(CmdPriority.pick(0, &q(&[queue[0], queue[1], queue[3]])), 1);
+        assert_eq!(CmdPriority.pick(0, &q(&queue[..1])), 0);
     }
 }

@@ -6,6 +6,7 @@
 use super::{first_of_best_class, InternalScheduler, QueuedCommand};
 use crate::dev::IoOp;
 use crate::units::Nanos;
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FgAware;
@@ -22,7 +23,7 @@ impl InternalScheduler for FgAware {
         "fg-aware"
     }
 
-    fn pick(&mut self, _now: Nanos, queue: &[QueuedCommand]) -> usize {
+    fn pick(&mut self, _now: Nanos, queue: &VecDeque<QueuedCommand>) -> usize {
         first_of_best_class(queue, class)
     }
 }
@@ -30,7 +31,7 @@ impl InternalScheduler for FgAware {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dev::sched::tests::command;
+    use crate::dev::sched::tests::{command, queue as q};
 
     #[test]
     fn fg_read_fg_write_bg_read_bg_write() {
@@ -41,9 +42,9 @@ mod tests {
             command(4, IoOp::Read, true, false),
         ];
         let mut policy = FgAware;
-        assert_eq!(policy.pick(0, &queue), 3);
-        assert_eq!(policy.pick(0, &queue[..3]), 2);
-        assert_eq!(policy.pick(0, &queue[..2]), 1);
-        assert_eq!(policy.pick(0, &queue[..1]), 0);
+        assert_eq!(policy.pick(0, &q(&queue)), 3);
+        assert_eq!(policy.pick(0, &q(&queue[..3])), 2);
+        assert_eq!(policy.pick(0, &q(&queue[..2])), 1);
+        assert_eq!(policy.pick(0, &q(&queue[..1])), 0);
     }
 }

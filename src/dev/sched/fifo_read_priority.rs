@@ -6,6 +6,7 @@
 use super::{first_of_best_class, InternalScheduler, QueuedCommand};
 use crate::dev::IoOp;
 use crate::units::Nanos;
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FifoReadPriority;
@@ -15,7 +16,7 @@ impl InternalScheduler for FifoReadPriority {
         "fifo-read-priority"
     }
 
-    fn pick(&mut self, _now: Nanos, queue: &[QueuedCommand]) -> usize {
+    fn pick(&mut self, _now: Nanos, queue: &VecDeque<QueuedCommand>) -> usize {
         first_of_best_class(queue, |c| u8::from(c.op != IoOp::Read))
     }
 }
@@ -23,7 +24,7 @@ impl InternalScheduler for FifoReadPriority {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dev::sched::tests::command;
+    use crate::dev::sched::tests::{command, queue as q};
 
     #[test]
     fn reads_first_then_fifo() {
@@ -32,10 +33,10 @@ mod tests {
             command(2, IoOp::Read, false, false),
             command(3, IoOp::Read, true, false),
         ];
-        assert_eq!(FifoReadPriority.pick(0, &queue), 1);
-        assert_eq!(FifoReadPriority.pick(0, &queue[..1]), 0);
+        assert_eq!(FifoReadPriority.pick(0, &q(&queue)), 1);
+        assert_eq!(FifoReadPriority.pick(0, &q(&queue[..1])), 0);
         assert_eq!(
-            FifoReadPriority.pick(0, &[queue[0], command(4, IoOp::Flush, true, false)]),
+            FifoReadPriority.pick(0, &q(&[queue[0], command(4, IoOp::Flush, true, false)])),
             0
         );
     }

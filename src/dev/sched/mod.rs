@@ -17,6 +17,7 @@ pub use fifo_read_priority::FifoReadPriority;
 
 use crate::dev::{IoFlags, IoOp};
 use crate::units::Nanos;
+use std::collections::VecDeque;
 
 /// What a policy may look at in a queued command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,8 +33,9 @@ pub struct QueuedCommand {
 /// A device-internal scheduling policy.
 pub trait InternalScheduler: std::fmt::Debug {
     fn name(&self) -> &'static str;
-    /// Index in `queue` (arrival order, never empty) of the command to start next.
-    fn pick(&mut self, now: Nanos, queue: &[QueuedCommand]) -> usize;
+    /// Index in `queue` (arrival order, never empty) of the command to start next. The queue is
+    /// a ring, so that the device takes its oldest command without moving the others.
+    fn pick(&mut self, now: Nanos, queue: &VecDeque<QueuedCommand>) -> usize;
 }
 
 /// Policy names accepted by [`by_name`].
@@ -55,24 +57,30 @@ pub fn by_name(name: &str) -> Result<Box<dyn InternalScheduler>, String> {
 /// best there is, so the scan stops at the first command of class 0 (the common case: the
 /// oldest command is usually of the best class).
 pub(crate) fn first_of_best_class(
-    queue: &[QueuedCommand],
+    queue: &VecDeque<QueuedCommand>,
     class: impl Fn(&QueuedCommand) -> u8,
 ) -> usize {
-    assert!(!queue.is_empty(), "pick on an empty queue");
+    let first = queue.front().expect("pick on an empty queue");
     debug_assert!(
-        queue.windows(2).all(|pair| pair[0].seq < pair[1].seq),
+        queue
+            .iter()
+            .zip(queue.iter().skip(1))
+            .all(|(a, b)| a.seq < b.seq),
         "queue is in arrival order"
     );
+    let mut best_class = class(first);
+    if best_class == 0 {
+        return 0;
+    }
     let mut best = 0;
-    let mut best_class = class(&queue[0]);
-    for (index, command) in queue.iter().enumerate().skip(1) {
-        if best_class == 0 {
-            break;
-        }
+    for (offset, command) in queue.range(1..).enumerate() {
         let class = class(command);
         if class < best_class {
-            best = index;
+            best = offset + 1;
             best_class = class;
+            if best_class == 0 {
+                break;
+            }
         }
     }
     best
@@ -81,6 +89,11 @@ pub(crate) fn first_of_best_class(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The device's queue holding `commands`, oldest first.
+    pub fn queue(commands: &[QueuedCommand]) -> VecDeque<QueuedCommand> {
+        commands.iter().copied().collect()
+    }
 
     pub fn command(seq: u64, op: IoOp, foreground: bool, prio: bool) -> QueuedCommand {
         QueuedCommand {
