@@ -712,13 +712,8 @@ mod tests {
         };
         let mut history = RequestHistory::default();
         let mut model: std::collections::VecDeque<RequestId> = Default::default();
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::sim::rng::Rng::new(0x2545_f491_4f6c_dd1d);
+        let mut next = move || rng.next_u64();
         let mut used = std::collections::BTreeSet::new();
         let mut next_id = 0u64;
         for _ in 0..20_000 {

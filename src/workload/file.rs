@@ -596,22 +596,29 @@ mod stack_tests {
     use crate::task::ForegroundState;
     use crate::units::{NS_PER_MS, NS_PER_SEC};
 
-    #[test]
-    fn file_workloads_run_on_the_scenario_stack_with_a_flash_device() {
-        // The default [stack.device] (eMMC 5.1 profile) and [stack.block] (CFQ) of a scenario.
+    /// A scenario's default storage stack (the eMMC 5.1 profile, CFQ, Android's vm settings, an
+    /// 8 GiB file system) with `foreground` the foreground app, and a recorder for the apps.
+    fn storage_stack(
+        foreground: Option<u32>,
+    ) -> (Simulation, Rc<Stack>, Rc<crate::fs::vfs::Vfs>, Rc<Recorder>) {
         let simulation = Simulation::new(7);
-        let sim = simulation.handle();
-        let activity = Rc::new(ForegroundState::new(Some(10_001)));
         let stack = Stack::new_with_storage(
-            &sim,
+            &simulation.handle(),
             &StackConfig::default(),
-            activity,
+            Rc::new(ForegroundState::new(foreground)),
             crate::mm::VmConfig::android(),
             Some(8 << 30),
         )
         .expect("default stack");
         let vfs = stack.vfs.clone().expect("storage");
-        let recorder = Rc::new(Recorder::new());
+        (simulation, stack, vfs, Rc::new(Recorder::new()))
+    }
+
+    #[test]
+    fn file_workloads_run_on_the_scenario_stack_with_a_flash_device() {
+        // The default [stack.device] (eMMC 5.1 profile) and [stack.block] (CFQ) of a scenario.
+        let (simulation, stack, vfs, recorder) = storage_stack(Some(10_001));
+        let sim = simulation.handle();
         let ctx = |i: usize, name: &str, uid: u32| {
             AppContext::new(sim.clone(), i, name, uid, stack.clone(), recorder.clone())
         };
@@ -668,19 +675,8 @@ mod stack_tests {
     /// the installed file holds every byte on the device afterwards.
     #[test]
     fn a_downloaded_package_is_installed_then_deleted() {
-        let simulation = Simulation::new(7);
+        let (simulation, stack, vfs, recorder) = storage_stack(None);
         let sim = simulation.handle();
-        let activity = Rc::new(ForegroundState::new(None));
-        let stack = Stack::new_with_storage(
-            &sim,
-            &StackConfig::default(),
-            activity,
-            crate::mm::VmConfig::android(),
-            Some(8 << 30),
-        )
-        .expect("default stack");
-        let vfs = stack.vfs.clone().expect("storage");
-        let recorder = Rc::new(Recorder::new());
         let ctx = AppContext::new(
             sim.clone(),
             0,

@@ -155,13 +155,8 @@ mod tests {
     fn noop_matches_a_plain_fifo_under_random_merges_and_dispatches() {
         let mut noop = Noop::new();
         let mut model: Vec<Request> = Vec::new();
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::sim::rng::Rng::new(0x9e37_79b9_7f4a_7c15);
+        let mut next = move || rng.next_u64();
         let mut id = 0u64;
         for step in 0..20_000u64 {
             // Phases that fill the queue (the hash) and drain it (the scan).
