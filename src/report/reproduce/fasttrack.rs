@@ -362,7 +362,7 @@ suspend = \"foreground\"
 boost = [\"data-sync\", \"meta\", \"discard\"]
 ";
 
-/// The Figure 13 scenario: `fasttrack/camera-update` with `n` background apps (2..=6: Update,
+/// The Figure 13 scenario: `fasttrack/camera-update` with `n` background apps (1..=6: Update,
 /// Backup, then [`MORE_BG_APPS`]) and the variant `fastt+qasio` beside Figure 10's versions.
 pub fn many_bg_scenario(n: usize) -> Result<String, String> {
     if !(1..=2 + MORE_BG_APPS.len()).contains(&n) {
