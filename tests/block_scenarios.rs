@@ -254,10 +254,7 @@ fn with_an_external_journal_every_request_id_names_one_request_on_one_device() {
     let mut s = scenario::load("scenarios/io-account.toml").expect("loads");
     s.select_variant("external-journal").expect("variant");
     let options = RunOptions {
-        timeline: Some(mobistack::sim::timeline::TimelineConfig {
-            counter_period_ns: 0,
-            ..Default::default()
-        }),
+        timeline: Some(mobistack::sim::timeline::TimelineConfig::without_counters()),
         ..RunOptions::default()
     };
     let results = run_scenario(&s, &options).expect("runs");

@@ -92,10 +92,7 @@ fn c_fg_falls_and_block_and_device_time_rise_under_a_background_writer() {
             s.apps.retain(|a| a.name.get_ref() != "update");
         }
         let options = RunOptions {
-            timeline: Some(mobistack::sim::timeline::TimelineConfig {
-                counter_period_ns: 0,
-                ..Default::default()
-            }),
+            timeline: Some(mobistack::sim::timeline::TimelineConfig::without_counters()),
             ..RunOptions::default()
         };
         let results = run_scenario(&s, &options).expect("runs");

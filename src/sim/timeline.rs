@@ -56,6 +56,17 @@ impl Default for TimelineConfig {
     }
 }
 
+impl TimelineConfig {
+    /// The whole run's waits, slices and requests without counter samples: what an analysis of
+    /// waits (the per-layer breakdown, a check of the requests waited on) reads.
+    pub fn without_counters() -> Self {
+        TimelineConfig {
+            counter_period_ns: 0,
+            ..TimelineConfig::default()
+        }
+    }
+}
+
 /// One wait of one task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskWait {

@@ -237,10 +237,7 @@ fn run_layers(threads: usize) -> Result<Vec<TableRow>, String> {
     let base = scenario::load("fasttrack/camera-update").map_err(|e| e.to_string())?;
     let options = crate::run::RunOptions {
         threads,
-        timeline: Some(crate::sim::timeline::TimelineConfig {
-            counter_period_ns: 0,
-            ..Default::default()
-        }),
+        timeline: Some(crate::sim::timeline::TimelineConfig::without_counters()),
         ..Default::default()
     };
     let mut rows = Vec::new();
