@@ -853,13 +853,7 @@ mod active_tests {
     fn active_commands_behave_as_a_sorted_map() {
         let mut active = ActiveCommands::default();
         let mut model: BTreeMap<(u64, u64), (u64, u64)> = BTreeMap::new();
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::dev::test_rng(0x2545_f491_4f6c_dd1d);
         for step in 0..20_000u64 {
             let roll = next() % 10;
             if roll < 5 || model.is_empty() {

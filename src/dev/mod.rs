@@ -22,6 +22,20 @@ pub use profile::{build_device, profile_names, Completion, DeviceConfig, DeviceP
 
 use crate::units::Nanos;
 
+/// A xorshift64 generator for the device models' property tests (dev may not import
+/// `sim::rng`): the same sequence for the same non-zero seed.
+#[cfg(test)]
+pub(crate) fn test_rng(seed: u64) -> impl FnMut() -> u64 {
+    assert_ne!(seed, 0, "xorshift needs a non-zero seed");
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// What a request asks the device to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

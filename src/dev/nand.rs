@@ -797,13 +797,7 @@ mod tests {
         }
         let mut line = Timeline::default();
         let mut model = Deque::default();
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::dev::test_rng(0x9e37_79b9_7f4a_7c15);
         let mut now = 0;
         let mut total = 0;
         for _ in 0..50_000 {
