@@ -432,6 +432,7 @@ impl Mm {
     ) -> (u64, Option<Errno>) {
         let mut written = 0u64;
         let hooks = self.fs_hooks();
+        let fast = self.write_fast_paths.get();
         let mut size = isize;
         while written < len {
             let at = pos + written;
@@ -440,7 +441,10 @@ impl Mm {
             let bytes = (PAGE_SIZE - offset).min(len - written);
             // ext4_da_write_begin starts its handle before it grabs the page.
             let mut token = match &hooks {
-                Some(hooks) => Some(hooks.write_begin(sim, ino).await),
+                Some(hooks) => Some(match fast.then(|| hooks.write_begin_now(sim, ino)) {
+                    Some(Some(token)) => token,
+                    _ => hooks.write_begin(sim, ino).await,
+                }),
                 None => None,
             };
             let id = self.grab_cache_page(sim, ino, index, issuer).await;
@@ -527,7 +531,13 @@ impl Mm {
             let grown = (at + bytes > size).then_some(at + bytes);
             size = size.max(at + bytes);
             if let (Some(hooks), Some(token)) = (&hooks, token) {
-                hooks.write_end(sim, token, ino, reserved, grown).await;
+                let token = match fast {
+                    true => hooks.write_end_now(sim, token, ino, reserved, grown).err(),
+                    false => Some(token),
+                };
+                if let Some(token) = token {
+                    hooks.write_end(sim, token, ino, reserved, grown).await;
+                }
             }
             self.balance_dirty_pages_ratelimited(sim, throttle, u64::from(newly_dirty))
                 .await;

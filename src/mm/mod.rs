@@ -105,6 +105,12 @@ pub trait FsHooks {
     /// `write_begin` before the page is grabbed: ext4 starts a handle (`ext4_journal_start`),
     /// which may wait for a committing transaction (QASIO's I_jhandle).
     fn write_begin<'a>(&'a self, sim: &'a Sim, ino: Ino) -> bio::LocalBoxFuture<'a, FsToken>;
+    /// [`FsHooks::write_begin`] when it need not wait; `None` sends the caller to
+    /// [`FsHooks::write_begin`] (which then does the same, waits included). A fast path: the
+    /// result must be what `write_begin` would give. Default: always `None`.
+    fn write_begin_now(&self, _sim: &Sim, _ino: Ino) -> Option<FsToken> {
+        None
+    }
     /// `ext4_da_get_block_prep` for a page with no block: reserves one for delayed allocation
     /// (`ENOSPC` when the disk is full counting earlier reservations).
     fn reserve(&self, ino: Ino, index: u64) -> Result<(), Errno>;
@@ -118,6 +124,19 @@ pub trait FsHooks {
         reserved: bool,
         new_size: Option<u64>,
     ) -> bio::LocalBoxFuture<'a, ()>;
+    /// [`FsHooks::write_end`] when nothing in it waits; gives the token back, nothing changed,
+    /// when something would (the caller then calls [`FsHooks::write_end`]). A fast path: the
+    /// result must be what `write_end` would give. Default: always gives it back.
+    fn write_end_now(
+        &self,
+        _sim: &Sim,
+        token: FsToken,
+        _ino: Ino,
+        _reserved: bool,
+        _new_size: Option<u64>,
+    ) -> Result<(), FsToken> {
+        Err(token)
+    }
     /// `ext4_da_writepages`, one batch: starts a handle and allocates blocks for `unmapped`
     /// (runs of (first page, pages) with no block yet); the page cache then writes the batch
     /// and ends it with [`FsHooks::writepages_end`], so the handle is held across submission.
@@ -593,6 +612,10 @@ pub struct Mm {
     pub cpu_costs: CpuConfig,
     flusher_task: Cell<Option<TaskId>>,
     kswapd_task: Cell<Option<TaskId>>,
+    /// Whether `generic_perform_write` tries the file system's fast paths first
+    /// ([`FsHooks::write_begin_now`], [`FsHooks::write_end_now`]); on by default. Results are
+    /// the same either way; tests compare the two.
+    write_fast_paths: Cell<bool>,
     /// Whether invariants are checked ([`check`]): debug builds, or `--check`.
     checks: Cell<bool>,
     check_count: Cell<u64>,
@@ -623,6 +646,7 @@ impl Mm {
             me: me.clone(),
             fs,
             hooks: RefCell::new(None),
+            write_fast_paths: Cell::new(true),
             meta_purpose: RefCell::new(None),
             write_observer: RefCell::new(None),
             crash: RefCell::new(None),
@@ -736,6 +760,11 @@ impl Mm {
 
     pub(crate) fn fs_hooks(&self) -> Option<Rc<dyn FsHooks>> {
         self.hooks.borrow().clone()
+    }
+
+    /// Turns the write path's use of the file system's fast paths on or off (on by default).
+    pub fn set_write_fast_paths(&self, on: bool) {
+        self.write_fast_paths.set(on);
     }
 
     /// `get_block` without allocation: the block device's mapping is the identity.

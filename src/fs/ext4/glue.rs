@@ -178,11 +178,59 @@ impl AddressSpaceOps for Ext4Mapping {
 pub struct Ext4Hooks {
     ext4: Rc<Ext4>,
     issuers: Rc<Issuers>,
+    /// Boxes of write handles given back by `write_end_now`, reused by `write_begin_now`: a
+    /// page written takes no heap allocation for its handle. (The boxes are the point.)
+    #[allow(clippy::vec_box)]
+    spare_tokens: RefCell<Vec<Box<Handle>>>,
+}
+
+impl Ext4Hooks {
+    /// `handle` as a token, in a spare box when there is one.
+    fn token(&self, handle: Handle) -> FsToken {
+        match self.spare_tokens.borrow_mut().pop() {
+            Some(mut spare) => {
+                *spare = handle;
+                spare
+            }
+            None => Box::new(handle),
+        }
+    }
 }
 
 impl FsHooks for Ext4Hooks {
     fn write_begin<'a>(&'a self, sim: &'a Sim, _ino: Ino) -> LocalBoxFuture<'a, FsToken> {
         Box::pin(async move { Box::new(self.ext4.write_begin(sim).await) as FsToken })
+    }
+
+    fn write_begin_now(&self, sim: &Sim, _ino: Ino) -> Option<FsToken> {
+        self.ext4
+            .write_begin_now(sim)
+            .map(|handle| self.token(handle))
+    }
+
+    fn write_end_now(
+        &self,
+        sim: &Sim,
+        token: FsToken,
+        ino: Ino,
+        reserved: bool,
+        new_size: Option<u64>,
+    ) -> Result<(), FsToken> {
+        let mut boxed = token.downcast::<Handle>().expect("a write_begin token");
+        let handle = std::mem::replace(&mut *boxed, Handle::placeholder());
+        match self
+            .ext4
+            .write_end_now(sim, handle, ino, reserved, new_size)
+        {
+            Ok(()) => {
+                self.spare_tokens.borrow_mut().push(boxed);
+                Ok(())
+            }
+            Err(handle) => {
+                *boxed = handle;
+                Err(boxed)
+            }
+        }
     }
 
     fn reserve(&self, _ino: Ino, _index: u64) -> Result<(), Errno> {
@@ -700,6 +748,7 @@ pub fn mount(
     mm.set_fs_hooks(Rc::new(Ext4Hooks {
         ext4: ext4.clone(),
         issuers: issuers.clone(),
+        spare_tokens: RefCell::new(Vec::new()),
     }));
     Ok((mm, Rc::new(Ext4Ops { ext4, issuers })))
 }

@@ -52,6 +52,63 @@ impl Ext4 {
         self.start(sim, WRITE_BEGIN_CREDITS).await
     }
 
+    /// [`Ext4::write_begin`] when its handle starts without waiting; `None` (the running
+    /// transaction created if none ran, nothing else changed) when it would wait.
+    pub fn write_begin_now(&self, sim: &Sim) -> Option<Handle> {
+        self.journal.start_now(sim, WRITE_BEGIN_CREDITS).ok()
+    }
+
+    /// [`Ext4::write_end`] when nothing in it waits: a handle that is not synchronous, and,
+    /// when the write grew the file, an inode block its transaction already journaled whose
+    /// buffer lock is free ([`crate::fs::jbd2::Journal::get_write_access_now`]; what every page
+    /// of an appending write after the transaction's first finds). Gives the handle back,
+    /// nothing changed, otherwise: the caller then calls [`Ext4::write_end`].
+    pub fn write_end_now(
+        &self,
+        sim: &Sim,
+        mut handle: Handle,
+        ino: Ino,
+        reserved: bool,
+        new_size: Option<u64>,
+    ) -> Result<(), Handle> {
+        if handle.sync {
+            return Err(handle);
+        }
+        let inode_block = match new_size {
+            Some(_) => {
+                let block = self.alloc.borrow().inode_block(ino);
+                if !self.journal.get_write_access_now(sim, &handle, block) {
+                    return Err(handle);
+                }
+                Some(block)
+            }
+            None => None,
+        };
+        self.note_write_end(ino, reserved, new_size);
+        if let Some(block) = inode_block {
+            // mark_inode_dirty, its buffer taken over above.
+            self.record_meta_kind(block, super::MetaKind::InodeTable);
+            self.journal.dirty_metadata(&mut handle, block);
+            self.update_fsync_trans(handle.tid, ino, false);
+        }
+        let wait = self.journal.stop_now(sim, handle);
+        debug_assert!(wait.is_none(), "only a synchronous handle waits at stop");
+        Ok(())
+    }
+
+    /// `ext4_da_write_end`'s bookkeeping before the inode is marked dirty: a page that took a
+    /// delayed-allocation reservation, and `i_size`.
+    fn note_write_end(&self, ino: Ino, reserved: bool, new_size: Option<u64>) {
+        let mut inodes = self.inodes.borrow_mut();
+        let info = inodes.entry(ino).or_default();
+        if reserved {
+            info.delalloc_pages += 1;
+        }
+        if let Some(size) = new_size {
+            info.size = info.size.max(size);
+        }
+    }
+
     /// `ext4_da_write_end`: the page is dirty; `reserved` when it needed a delayed block (it was
     /// a hole); `new_size` when the write grew `i_size` (then the inode is marked dirty in the
     /// handle). Stops the handle.
@@ -64,16 +121,7 @@ impl Ext4 {
         new_size: Option<u64>,
     ) {
         let mut handle = handle;
-        {
-            let mut inodes = self.inodes.borrow_mut();
-            let info = inodes.entry(ino).or_default();
-            if reserved {
-                info.delalloc_pages += 1;
-            }
-            if let Some(size) = new_size {
-                info.size = info.size.max(size);
-            }
-        }
+        self.note_write_end(ino, reserved, new_size);
         if new_size.is_some() {
             // generic_write_end -> mark_inode_dirty: i_size changed (i_disksize waits for
             // writeback with delayed allocation, so this is not a datasync change).

@@ -486,19 +486,26 @@ impl Ext4 {
     pub(crate) async fn journal_touched(
         &self,
         sim: &Sim,
-        mut handle: Handle,
+        handle: Handle,
         touched: &Touched,
     ) -> Handle {
-        {
-            let mut kinds = self.meta_kinds.borrow_mut();
-            for &(block, kind) in &touched.blocks {
-                kinds.insert(block, kind);
-            }
+        self.journal_blocks(sim, handle, &touched.blocks).await
+    }
+
+    /// [`Ext4::journal_touched`] over `blocks` (distinct, in the order they were touched).
+    async fn journal_blocks(
+        &self,
+        sim: &Sim,
+        mut handle: Handle,
+        blocks: &[(u64, MetaKind)],
+    ) -> Handle {
+        for &(block, kind) in blocks {
+            self.record_meta_kind(block, kind);
         }
-        for &(block, _kind) in &touched.blocks {
+        for &(block, _kind) in blocks {
             let already = self.journal.buffer_in(&handle, block);
             if handle.credits == 0 && !already {
-                let wanted = (touched.blocks.len() as u64).clamp(1, RESTART_CREDITS);
+                let wanted = (blocks.len() as u64).clamp(1, RESTART_CREDITS);
                 if !self.journal.extend(&mut handle, wanted) {
                     handle = self.journal.restart(sim, handle, wanted).await;
                 }
@@ -507,6 +514,15 @@ impl Ext4 {
             self.journal.dirty_metadata(&mut handle, block);
         }
         handle
+    }
+
+    /// Records what metadata block `block` holds (the purpose of its I/O).
+    pub(crate) fn record_meta_kind(&self, block: u64, kind: MetaKind) {
+        let mut kinds = self.meta_kinds.borrow_mut();
+        // A block journaled again keeps its kind: one lookup, no rewrite.
+        if kinds.get(&block) != Some(&kind) {
+            kinds.insert(block, kind);
+        }
     }
 
     /// `ext4_mark_inode_dirty` in `handle`: journals the inode's table block and records the
@@ -519,9 +535,9 @@ impl Ext4 {
         datasync: bool,
     ) -> Handle {
         let block = self.alloc.borrow().inode_block(ino);
-        let mut touched = Touched::new();
-        touched.add(block, MetaKind::InodeTable);
-        let handle = self.journal_touched(sim, handle, &touched).await;
+        let handle = self
+            .journal_blocks(sim, handle, &[(block, MetaKind::InodeTable)])
+            .await;
         self.update_fsync_trans(handle.tid, ino, datasync);
         handle
     }

@@ -23,6 +23,10 @@ impl Rig {
     }
 
     fn with_vm(fs: Ext4Config, vm: VmConfig) -> Rig {
+        Rig::with_cpu(fs, vm, CpuConfig::zero_cost())
+    }
+
+    fn with_cpu(fs: Ext4Config, vm: VmConfig, cpu: CpuConfig) -> Rig {
         let sim = Simulation::new(1);
         // 100 us + 50 MB/s (eMMC 4.5 sequential write, REFERENCES.md), one slot.
         let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
@@ -30,7 +34,7 @@ impl Rig {
             &sim.handle(),
             vm,
             Hz(200),
-            CpuConfig::zero_cost(),
+            cpu,
             &fs,
             device,
             "noop",
@@ -332,4 +336,89 @@ fn background_writeback_also_writes_pages_dirtied_while_it_runs() {
         n > 32_768 + 500,
         "the pass wrote {n} pages: the 32768 dirty when it began and the appended ones"
     );
+}
+
+/// What a run of [`contended_appends`] leaves: every counter of the file system, each task's
+/// end time and blocked time by reason, the run's end; and the counters.
+fn contended_appends(fast_paths: bool) -> (String, BTreeMap<String, u64>) {
+    // Small RAM and a short expiry: the flusher writes the file while it grows; a 100 ms
+    // commit interval and an fsyncing task keep transactions locked and committing under the
+    // writer (handles that wait, inode buffers frozen or shadowed by a commit).
+    let vm = VmConfig {
+        ram: 64 << 20,
+        dirty_expire: 50 * crate::units::NS_PER_MS,
+        dirty_writeback_interval: 20 * crate::units::NS_PER_MS,
+        ..VmConfig::android()
+    };
+    let fs = Ext4Config {
+        commit: 100 * crate::units::NS_PER_MS,
+        ..Ext4Config::default()
+    };
+    // Copies and system calls take CPU time: a handle is held for as long as its page's copy.
+    let rig = Rig::with_cpu(fs, vm, CpuConfig::default());
+    rig.vfs.mm.set_write_fast_paths(fast_paths);
+    let (s, vfs) = (rig.sim.handle(), rig.vfs.clone());
+    let writer = rig.sim.spawn("writer", async move {
+        let p = vfs.new_process(10_000, "writer");
+        let fd = vfs.open(&s, &p, "/big", O_CREAT | O_WRONLY).await.unwrap();
+        // Appends (the file grows: the inode is journaled per page), then rewrites of pages
+        // the flusher may be writing (wait_on_page_writeback inside the handle).
+        for i in 0..96u64 {
+            let at = (i % 8) * (64 << 10);
+            vfs.pwrite(&s, &p, fd, &[i as u8; 64 << 10], at)
+                .await
+                .unwrap();
+            s.sleep(NS_PER_US * 1_000).await;
+        }
+        // Commits the transaction its last write_end recorded in the inode (i_sync_tid), or
+        // only flushes if that one committed already.
+        vfs.fsync(&s, &p, fd).await.unwrap();
+        vfs.close(&s, &p, fd).await.unwrap();
+        s.now()
+    });
+    let (s, vfs) = (rig.sim.handle(), rig.vfs.clone());
+    let syncer = rig.sim.spawn("syncer", async move {
+        let p = vfs.new_process(10_001, "syncer");
+        let fd = vfs
+            .open(&s, &p, "/small", O_CREAT | O_WRONLY)
+            .await
+            .unwrap();
+        for i in 0..60u8 {
+            vfs.write(&s, &p, fd, &[i; 4096]).await.unwrap();
+            vfs.fsync(&s, &p, fd).await.unwrap();
+            s.sleep(NS_PER_US * 1_000).await;
+        }
+        s.now()
+    });
+    rig.sim.run_until(u64::MAX, true).expect("no deadlock");
+    let s = rig.sim.handle();
+    let seen = format!(
+        "{:?}\nwriter {} {:?}\nsyncer {} {:?}\nend {}",
+        rig.counters(),
+        writer.result().unwrap(),
+        s.blocked_times(writer.task()),
+        syncer.result().unwrap(),
+        s.blocked_times(syncer.task()),
+        s.now()
+    );
+    (seen, rig.counters())
+}
+
+#[test]
+fn the_write_fast_paths_change_nothing_but_the_work_done() {
+    // ext4's write_begin_now / write_end_now (and jbd2's start_now / get_write_access_now)
+    // must give what the waiting paths give, wait for wait: the run with them and without them
+    // is the same, down to every task's blocked time by reason.
+    let (with, counters) = contended_appends(true);
+    let (without, _) = contended_appends(false);
+    assert_eq!(with, without);
+    // The run went through the fall-backs too: handles that waited for a locked transaction,
+    // inode buffers frozen by a commit and waited for while written to the log.
+    for counter in [
+        "jbd2.handle_waits",
+        "jbd2.frozen_copies",
+        "jbd2.shadow_waits",
+    ] {
+        assert!(counters[counter] > 0, "{counter}: {with}");
+    }
 }

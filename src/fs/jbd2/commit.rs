@@ -202,7 +202,7 @@ impl Journal {
                 if running.updates == 0 {
                     break;
                 }
-                running.holders.keys().next().copied()
+                running.holders.first()
             };
             self.wait_updates
                 .wait_on_holder(

@@ -40,7 +40,7 @@ pub mod commit;
 pub mod transaction;
 
 pub use commit::CommitRecord;
-pub use transaction::Handle;
+pub use transaction::{Handle, StartBlocked};
 
 use crate::mm::bio::{LocalBoxFuture, PageSpan};
 use crate::mm::{BlockSubmit, Ino, TimedWake};
@@ -261,7 +261,7 @@ pub(crate) struct Transaction {
     /// `t_updates`: open handles.
     pub updates: u32,
     /// Tasks holding those handles, for wait chains.
-    pub holders: BTreeMap<TaskId, u32>,
+    pub holders: Holders,
     /// `t_outstanding_credits`.
     pub outstanding_credits: u64,
     /// `t_buffers`: metadata blocks journaled, in the order they joined.
@@ -287,7 +287,7 @@ impl Transaction {
             started_ns: now,
             expires_ns: now + interval,
             updates: 0,
-            holders: BTreeMap::new(),
+            holders: Holders::default(),
             outstanding_credits: 0,
             buffers: Vec::new(),
             buffer_set: BTreeSet::new(),
@@ -296,6 +296,40 @@ impl Transaction {
             requested_by: None,
             need_data_flush: false,
         }
+    }
+}
+
+/// The tasks holding handles of a transaction and how many each holds, ordered by task (a few
+/// tasks at a time: a sorted vector, so a handle's start and stop allocate nothing).
+#[derive(Debug, Default)]
+pub(crate) struct Holders(Vec<(TaskId, u32)>);
+
+impl Holders {
+    /// `task` took one more handle.
+    pub fn add(&mut self, task: TaskId) {
+        match self.0.binary_search_by_key(&task, |&(t, _)| t) {
+            Ok(i) => self.0[i].1 += 1,
+            Err(i) => self.0.insert(i, (task, 1)),
+        }
+    }
+
+    /// `task` gave one handle back; false when it held none.
+    pub fn remove_one(&mut self, task: TaskId) -> bool {
+        match self.0.binary_search_by_key(&task, |&(t, _)| t) {
+            Ok(i) => {
+                self.0[i].1 -= 1;
+                if self.0[i].1 == 0 {
+                    self.0.remove(i);
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The lowest-numbered task holding a handle.
+    pub fn first(&self) -> Option<TaskId> {
+        self.0.first().map(|&(t, _)| t)
     }
 }
 

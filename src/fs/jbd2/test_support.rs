@@ -90,6 +90,14 @@ impl MetaBuffers for FakeBuffers {
         })
     }
 
+    fn trylock_buffer(&self, block: u64) -> bool {
+        let mut buffers = self.buffers.borrow_mut();
+        let buffer = buffers.entry(block).or_default();
+        let free = !buffer.locked && buffer.write_ends.is_none();
+        buffer.locked |= free;
+        free
+    }
+
     fn unlock_buffer(&self, sim: &Sim, block: u64) {
         self.buffers.borrow_mut().get_mut(&block).unwrap().locked = false;
         self.queue.wake_all(sim);

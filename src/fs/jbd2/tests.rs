@@ -425,3 +425,105 @@ fn check_e_a_task_that_ends_holding_a_handle_is_reported_at_the_end_of_the_run()
     );
     assert!(!message.contains("task blocked"), "{message}");
 }
+
+#[test]
+fn start_now_joins_at_once_or_says_why_it_must_wait_and_changes_nothing() {
+    // A holder keeps transaction 1 open for 100 ms; an fsync at 10 ms locks it for commit.
+    let rig = default_rig();
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("holder", async move {
+        let handle = j
+            .start_now(&s, 2)
+            .expect("no transaction yet: one is created and joined");
+        assert_eq!(j.running_tid(), Some(handle.tid));
+        s.sleep_for(100 * NS_PER_MS, WaitReason::PageWriteback, Blocker::None)
+            .await;
+        j.stop(&s, handle).await;
+    });
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    rig.sim.spawn("fsync", async move {
+        s.sleep(10 * NS_PER_MS).await;
+        let tid = j.running_tid().unwrap();
+        j.complete_transaction(&s, tid).await;
+    });
+    let (s, j) = (rig.sim.handle(), rig.journal.clone());
+    let late = rig.sim.spawn("late", async move {
+        s.sleep(20 * NS_PER_MS).await;
+        let before = j.stats();
+        let blocked = j.start_now(&s, 2).map(|h| h.tid);
+        assert_eq!(
+            j.stats(),
+            before,
+            "a handle that cannot start changes nothing"
+        );
+        // The waiting path then waits for the commit's switch, as it would have.
+        let handle = j.start(&s, 2).await;
+        let (tid, at) = (handle.tid, s.now());
+        assert!(j.stop_now(&s, handle).is_none(), "not a synchronous handle");
+        (blocked, tid, at)
+    });
+    rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+    let (blocked, tid, at) = late.result().unwrap();
+    assert!(
+        matches!(blocked, Err(StartBlocked::Locked(1))),
+        "{blocked:?}"
+    );
+    assert_eq!((tid, at), (2, 100 * NS_PER_MS));
+    assert_eq!(rig.journal.stats().handle_waits, 1);
+}
+
+#[test]
+fn get_write_access_now_takes_over_only_an_unlocked_buffer_its_transaction_holds() {
+    let rig = default_rig();
+    let (s, j, buffers) = (rig.sim.handle(), rig.journal.clone(), rig.buffers.clone());
+    let app = rig.sim.spawn("app", async move {
+        let mut handle = j.start(&s, 4).await;
+        // Not journaled in this transaction yet: the waiting path's work.
+        let first = j.get_write_access_now(&s, &handle, 7);
+        j.get_write_access(&s, &handle, 7).await;
+        j.dirty_metadata(&mut handle, 7);
+        let joined = j.get_write_access_now(&s, &handle, 7);
+        // Under a write home (its lock held): nothing may change, the caller must wait.
+        buffers.async_write(&s, 7, 5 * NS_PER_MS);
+        buffers.buffers.borrow_mut().get_mut(&7).unwrap().dirty = true;
+        let locked = j.get_write_access_now(&s, &handle, 7);
+        let still_dirty = buffers.get(7).dirty;
+        s.sleep(10 * NS_PER_MS).await;
+        let after = j.get_write_access_now(&s, &handle, 7);
+        let cleaned = !buffers.get(7).dirty;
+        j.stop(&s, handle).await;
+        (first, joined, locked, still_dirty, after, cleaned)
+    });
+    rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+    assert_eq!(
+        app.result().unwrap(),
+        (false, true, false, true, true, true),
+        "(not joined, joined, locked, untouched while locked, unlocked, taken over)"
+    );
+}
+
+#[test]
+fn holders_count_handles_per_task_as_a_map_would() {
+    // The transaction's holders (a sorted vector) against a BTreeMap of task -> handles.
+    let mut rng = crate::sim::rng::Rng::new(17);
+    let mut holders = Holders::default();
+    let mut reference: std::collections::BTreeMap<crate::sim::TaskId, u32> = Default::default();
+    for _ in 0..20_000 {
+        let task = crate::sim::TaskId(rng.below(6) as u32);
+        if rng.below(2) == 0 {
+            holders.add(task);
+            *reference.entry(task).or_insert(0) += 1;
+        } else {
+            let held = reference.get(&task).copied().unwrap_or(0);
+            assert_eq!(holders.remove_one(task), held > 0);
+            match held {
+                0 => {}
+                1 => {
+                    reference.remove(&task);
+                }
+                _ => *reference.get_mut(&task).unwrap() -= 1,
+            }
+        }
+        assert_eq!(holders.first(), reference.keys().next().copied());
+    }
+}

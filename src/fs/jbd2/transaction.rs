@@ -24,6 +24,30 @@ pub struct Handle {
     task: TaskId,
 }
 
+impl Handle {
+    /// A value of no transaction that takes the place of a handle moved out of a box the
+    /// caller reuses (a write token's): never started, never to be stopped.
+    pub(crate) fn placeholder() -> Handle {
+        Handle {
+            tid: 0,
+            credits: 0,
+            sync: false,
+            task: TaskId(u32::MAX),
+        }
+    }
+}
+
+/// Why a handle cannot start without waiting ([`Journal::start_now`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartBlocked {
+    /// The running transaction is locked for commit (`T_LOCKED`).
+    Locked(Tid),
+    /// The handle's credits would take the transaction past `j_max_transaction_buffers`.
+    TooBig(Tid),
+    /// The log has no room until a checkpoint (`__jbd2_log_space_left` < `jbd_space_needed`).
+    NoSpace,
+}
+
 impl Journal {
     /// `jbd2_journal_start` / `start_this_handle`: joins the running transaction (creating one
     /// if none runs), reserving `credits` buffers. Waits while the running transaction is locked
@@ -31,95 +55,119 @@ impl Journal {
     /// on an asynchronous write), while it is too big (after starting its commit), and while the
     /// log has no room (checkpointing).
     pub async fn start(&self, sim: &Sim, credits: u64) -> Handle {
+        let mut waited = false;
+        loop {
+            match self.start_now(sim, credits) {
+                Ok(handle) => return handle,
+                Err(StartBlocked::Locked(tid)) => {
+                    // Wait for the commit to switch transactions; the commit thread waits for
+                    // the handles still open in it.
+                    if !waited {
+                        self.state.borrow_mut().stats.handle_waits += 1;
+                        waited = true;
+                    }
+                    self.wait_transaction_locked
+                        .wait_on_holder(
+                            sim,
+                            WaitReason::JournalHandle,
+                            Blocker::Transaction(tid),
+                            self.thread.get(),
+                        )
+                        .await;
+                }
+                Err(StartBlocked::TooBig(tid)) => {
+                    // Too large: start its commit and wait until it is locked and switched.
+                    self.log_start_commit(sim, tid);
+                    self.wait_transaction_locked
+                        .wait_on_holder(
+                            sim,
+                            WaitReason::JournalHandle,
+                            Blocker::Transaction(tid),
+                            self.thread.get(),
+                        )
+                        .await;
+                }
+                Err(StartBlocked::NoSpace) => self.log_wait_for_space(sim).await,
+            }
+        }
+    }
+
+    /// One pass of `start_this_handle` (see [`Journal::start`]): creates the running
+    /// transaction if none runs (`jbd2_get_transaction`, arming the commit timer), then joins it,
+    /// or says why the caller must wait first (nothing else changed then). A caller that cannot
+    /// wait here (a write's fast path) calls [`Journal::start`] on `Err`, which makes this pass
+    /// again: the transaction created by the first pass is found running.
+    pub fn start_now(&self, sim: &Sim, credits: u64) -> Result<Handle, StartBlocked> {
         let task = sim.current_task().expect("a handle is started by a task");
         let max = self.config.max_transaction_buffers();
         assert!(
             credits > 0 && credits <= max,
             "a handle asks for {credits} credits (1..={max})"
         );
-        let mut waited = false;
-        loop {
-            // Create the running transaction if none runs (jbd2_get_transaction).
-            {
-                let mut state = self.state.borrow_mut();
-                if state.running.is_none() {
-                    let tid = state.next_tid;
-                    state.next_tid += 1;
-                    state.running = Some(Transaction::new(
-                        tid,
-                        sim.now(),
-                        self.config.commit_interval,
-                    ));
-                    drop(state);
-                    // The commit timer (`j_commit_timer` at `t_expires`).
-                    self.commit_wake.wake(sim);
-                }
-            }
-            let (tid, locked, too_big) = {
-                let state = self.state.borrow();
-                let running = state.running.as_ref().expect("created above");
-                (
-                    running.tid,
-                    running.state == TState::Locked,
-                    running.outstanding_credits + credits > max,
-                )
-            };
-            if locked {
-                // Wait for the commit to switch transactions; the commit thread waits for the
-                // handles still open in it.
-                if !waited {
-                    self.state.borrow_mut().stats.handle_waits += 1;
-                    waited = true;
-                }
-                self.wait_transaction_locked
-                    .wait_on_holder(
-                        sim,
-                        WaitReason::JournalHandle,
-                        Blocker::Transaction(tid),
-                        self.thread.get(),
-                    )
-                    .await;
-                continue;
-            }
-            if too_big {
-                // Too large: start its commit and wait until it is locked and switched.
-                self.log_start_commit(sim, tid);
-                self.wait_transaction_locked
-                    .wait_on_holder(
-                        sim,
-                        WaitReason::JournalHandle,
-                        Blocker::Transaction(tid),
-                        self.thread.get(),
-                    )
-                    .await;
-                continue;
-            }
-            if self.log_space_left() < self.space_needed() {
-                self.log_wait_for_space(sim).await;
-                continue;
-            }
+        // Create the running transaction if none runs (jbd2_get_transaction).
+        {
             let mut state = self.state.borrow_mut();
-            state.stats.handles += 1;
-            let running = state.running.as_mut().expect("still running");
-            assert_eq!(running.tid, tid, "the running transaction changed unseen");
-            running.outstanding_credits += credits;
-            running.updates += 1;
-            *running.holders.entry(task).or_insert(0) += 1;
-            drop(state);
-            self.check_handle_started(task, tid);
-            return Handle {
-                tid,
-                credits,
-                sync: false,
-                task,
-            };
+            if state.running.is_none() {
+                let tid = state.next_tid;
+                state.next_tid += 1;
+                state.running = Some(Transaction::new(
+                    tid,
+                    sim.now(),
+                    self.config.commit_interval,
+                ));
+                drop(state);
+                // The commit timer (`j_commit_timer` at `t_expires`).
+                self.commit_wake.wake(sim);
+            }
         }
+        let (tid, locked, too_big) = {
+            let state = self.state.borrow();
+            let running = state.running.as_ref().expect("created above");
+            (
+                running.tid,
+                running.state == TState::Locked,
+                running.outstanding_credits + credits > max,
+            )
+        };
+        if locked {
+            return Err(StartBlocked::Locked(tid));
+        }
+        if too_big {
+            return Err(StartBlocked::TooBig(tid));
+        }
+        if self.log_space_left() < self.space_needed() {
+            return Err(StartBlocked::NoSpace);
+        }
+        let mut state = self.state.borrow_mut();
+        state.stats.handles += 1;
+        let running = state.running.as_mut().expect("still running");
+        assert_eq!(running.tid, tid, "the running transaction changed unseen");
+        running.outstanding_credits += credits;
+        running.updates += 1;
+        running.holders.add(task);
+        drop(state);
+        self.check_handle_started(task, tid);
+        Ok(Handle {
+            tid,
+            credits,
+            sync: false,
+            task,
+        })
     }
 
     /// `jbd2_journal_stop`: gives back unused credits and the update; the last handle of a
     /// locked transaction wakes the commit. A synchronous handle (or a transaction past its
     /// commit time) starts the commit; a synchronous one waits for it.
     pub async fn stop(&self, sim: &Sim, handle: Handle) {
+        if let Some(tid) = self.stop_now(sim, handle) {
+            self.log_wait_commit(sim, tid).await;
+        }
+    }
+
+    /// [`Journal::stop`] up to its wait: returns the transaction a synchronous handle must
+    /// then wait for (`jbd2_log_wait_commit`), `None` for any other handle (nothing to wait
+    /// for).
+    pub fn stop_now(&self, sim: &Sim, handle: Handle) -> Option<Tid> {
         let Handle {
             tid,
             credits,
@@ -137,14 +185,10 @@ impl Journal {
             assert!(running.updates > 0, "stop of a transaction without updates");
             running.updates -= 1;
             running.outstanding_credits -= credits;
-            let holds = running
-                .holders
-                .get_mut(&task)
-                .expect("the stopping task holds a handle");
-            *holds -= 1;
-            if *holds == 0 {
-                running.holders.remove(&task);
-            }
+            assert!(
+                running.holders.remove_one(task),
+                "the stopping task holds a handle"
+            );
             if running.updates == 0 {
                 self.wait_updates.wake_all(sim);
             }
@@ -153,9 +197,7 @@ impl Journal {
         if sync || expired {
             self.log_start_commit(sim, tid);
         }
-        if sync {
-            self.log_wait_commit(sim, tid).await;
-        }
+        sync.then_some(tid)
     }
 
     /// `jbd2_journal_get_write_access` (`do_get_write_access`): the handle may modify metadata
@@ -213,6 +255,25 @@ impl Journal {
                 }
             }
         }
+    }
+
+    /// [`Journal::get_write_access`] when it cannot wait: a buffer already in `handle`'s
+    /// transaction (the second and later times a handle's transaction journals it, as an
+    /// appending write journals its inode once per page) whose lock is free is taken over
+    /// (`lock_buffer`, `clear_buffer_dirty`, `unlock_buffer`) and the handle may modify it.
+    /// Returns false, with nothing changed, in every other case: the caller then calls
+    /// [`Journal::get_write_access`].
+    pub fn get_write_access_now(&self, sim: &Sim, handle: &Handle, block: u64) -> bool {
+        if !self.buffer_in(handle, block) {
+            return false;
+        }
+        let head = self.head(block);
+        debug_assert!(
+            head.transaction == Some(handle.tid) || head.next_transaction == Some(handle.tid),
+            "buffer {block} is in transaction {} but its head says {head:?}",
+            handle.tid
+        );
+        self.buffers.take_over_unlocked(sim, block).is_some()
     }
 
     /// `jbd2_journal_dirty_metadata`: the buffer joins the transaction's metadata list (once),
