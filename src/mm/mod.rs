@@ -394,6 +394,13 @@ pub mod pg {
     pub const REDIRTY: u16 = 1 << 9;
 }
 
+/// Wait queues of pages, by (inode, index): hashed with the simulation's fixed id hasher.
+type PageWaitQueues = std::collections::HashMap<
+    (Ino, u64),
+    WaitQueue,
+    std::hash::BuildHasherDefault<crate::sim::idmap::IdHasher>,
+>;
+
 /// One cached page: 32 bytes, no heap.
 #[derive(Debug, Clone, Copy)]
 pub struct Page {
@@ -582,7 +589,8 @@ pub struct Mm {
     pub(crate) activity: Option<Rc<ForegroundState>>,
     state: RefCell<MmState>,
     /// Wait queues of pages someone waits on, by (inode, index).
-    page_waitqueues: RefCell<BTreeMap<(Ino, u64), WaitQueue>>,
+    /// A hash map (never iterated): a page's unlock or end of writeback looks its queue up.
+    page_waitqueues: RefCell<PageWaitQueues>,
     /// FastTrack §3.2's global page-cache lock (`page_cache_lock = "global"` only).
     pub(crate) alloc_lock: Mutex,
     /// Direct reclaimers that made no progress wait here for pages to be freed or written.
@@ -669,7 +677,7 @@ impl Mm {
                 zone: vmscan::ZoneReclaimState::default(),
                 bdi: writeback::Bdi::new(),
             }),
-            page_waitqueues: RefCell::new(BTreeMap::new()),
+            page_waitqueues: RefCell::new(PageWaitQueues::default()),
             alloc_lock: Mutex::new(sim, "page_cache_lock", WaitReason::PageAlloc),
             free_wait: WaitQueue::new(),
             pfmemalloc_wait: WaitQueue::new(),

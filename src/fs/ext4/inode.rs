@@ -66,7 +66,7 @@ impl Ext4 {
     pub fn write_end_now(
         &self,
         sim: &Sim,
-        mut handle: Handle,
+        handle: Handle,
         ino: Ino,
         reserved: bool,
         new_size: Option<u64>,
@@ -84,12 +84,27 @@ impl Ext4 {
             }
             None => None,
         };
-        self.note_write_end(ino, reserved, new_size);
         if let Some(block) = inode_block {
-            // mark_inode_dirty, its buffer taken over above.
-            self.record_meta_kind(block, super::MetaKind::InodeTable);
-            self.journal.dirty_metadata(&mut handle, block);
-            self.update_fsync_trans(handle.tid, ino, false);
+            // mark_inode_dirty, its buffer taken over above. The block joined this transaction
+            // before (its kind recorded then, an inode table block's for good), so
+            // jbd2_journal_dirty_metadata has nothing to add.
+            debug_assert_eq!(
+                self.meta_kinds.borrow().get(&block),
+                Some(&super::MetaKind::InodeTable)
+            );
+            debug_assert!(self.journal.buffer_in(&handle, block));
+        }
+        {
+            // note_write_end, and update_fsync_trans for the inode marked dirty.
+            let mut inodes = self.inodes.borrow_mut();
+            let info = inodes.entry(ino).or_default();
+            if reserved {
+                info.delalloc_pages += 1;
+            }
+            if let Some(size) = new_size {
+                info.size = info.size.max(size);
+                info.sync_tid = info.sync_tid.max(handle.tid);
+            }
         }
         let wait = self.journal.stop_now(sim, handle);
         debug_assert!(wait.is_none(), "only a synchronous handle waits at stop");
