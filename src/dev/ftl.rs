@@ -168,6 +168,44 @@ impl ChunkedMap {
         }
     }
 
+    /// Entries `first..first + out.len()` into `out`: what [`Self::get`] reads for each, with
+    /// one look at a compact chunk's code for the entries of one group.
+    fn get_run(&self, first: u32, out: &mut [u32], initial: impl Fn(u64) -> u32) {
+        let Some(count) = u32::try_from(out.len()).ok().filter(|&n| n > 0) else {
+            assert!(out.is_empty(), "run longer than the map");
+            return;
+        };
+        self.check(first);
+        self.check(first.checked_add(count - 1).expect("run within u32"));
+        let mut at = 0;
+        while at < out.len() {
+            let index = first as usize + at;
+            let local = index % CHUNK_ENTRIES;
+            match &self.chunks[index / CHUNK_ENTRIES] {
+                Chunk::Initial => {
+                    out[at] = initial(index as u64);
+                    at += 1;
+                }
+                Chunk::Dense(chunk) => {
+                    out[at] = chunk[local];
+                    at += 1;
+                }
+                Chunk::Compact(chunk) => {
+                    let offset = local % self.group;
+                    let take = (self.group - offset).min(out.len() - at);
+                    chunk.read_part(
+                        self.group,
+                        self.run,
+                        index,
+                        &mut out[at..at + take],
+                        &initial,
+                    );
+                    at += take;
+                }
+            }
+        }
+    }
+
     fn set(&mut self, index: u32, value: u32, initial: impl Fn(u64) -> u32) {
         self.set_many(&[(index, value)], initial);
     }
@@ -212,8 +250,13 @@ impl ChunkedMap {
             };
             let mut buffer = [0u32; MAX_GROUP];
             let values = &mut buffer[..group];
-            for (offset, entry) in values.iter_mut().enumerate() {
-                *entry = chunk.read(group, run, first + offset, &initial);
+            // The group's present values, unless the writes replace every one of them (a
+            // program unit's entries).
+            let covered = writes[at..at + count]
+                .iter()
+                .fold(0u64, |mask, &(i, _)| mask | 1u64 << (i as usize - first));
+            if covered != u64::MAX >> (64 - group) {
+                chunk.read_part(group, run, first, values, &initial);
             }
             for &(i, value) in &writes[at..at + count] {
                 values[i as usize - first] = value;
@@ -298,6 +341,37 @@ impl Compact {
             CODE_ALL_MAX => u32::MAX,
             CODE_INITIAL => initial(index as u64),
             code => self.exceptions[(code - CODE_EXCEPTION) as usize * group + offset],
+        }
+    }
+
+    /// What entries `index..index + out.len()` of the map read, all in `index`'s group.
+    fn read_part(
+        &self,
+        group: usize,
+        run: Run,
+        index: usize,
+        out: &mut [u32],
+        initial: &impl Fn(u64) -> u32,
+    ) {
+        let local = index % CHUNK_ENTRIES;
+        let offset = local % group;
+        debug_assert!(offset + out.len() <= group, "entries beyond the group");
+        match self.codes[local / group] {
+            code if code < CODE_EXCEPTION => {
+                for (k, entry) in out.iter_mut().enumerate() {
+                    *entry = run.value(code, offset + k) as u32;
+                }
+            }
+            CODE_ALL_MAX => out.fill(u32::MAX),
+            CODE_INITIAL => {
+                for (k, entry) in out.iter_mut().enumerate() {
+                    *entry = initial((index + k) as u64);
+                }
+            }
+            code => {
+                let base = (code - CODE_EXCEPTION) as usize * group + offset;
+                out.copy_from_slice(&self.exceptions[base..base + out.len()]);
+            }
         }
     }
 
@@ -819,8 +893,39 @@ impl Ftl {
         let mut forward = [(0u32, 0u32); MAX_GROUP];
         let mut reverse = [(0u32, 0u32); MAX_GROUP];
         let mut unmapped = 0;
+        // The lpns' slots and those slots' owners, read as runs where they are consecutive
+        // (data written sequentially) and one by one otherwise. The maps do not change before
+        // the writes below, so this reads what `release_old_slot` would page by page.
+        let n = lpns.len();
+        let layout = self.layout;
+        let mut olds = [UNMAPPED; MAX_GROUP];
+        if n > 0 && lpns.windows(2).all(|w| w[1] == w[0].wrapping_add(1)) {
+            self.map
+                .get_run(lpns[0], &mut olds[..n], |l| layout.initial_ppn(l));
+        } else {
+            for (old, &lpn) in olds.iter_mut().zip(lpns) {
+                *old = self.lookup(lpn);
+            }
+        }
+        let mut owners = [UNMAPPED; MAX_GROUP];
+        if olds[0] != UNMAPPED && olds[..n].windows(2).all(|w| w[1] == w[0].wrapping_add(1)) {
+            self.reverse
+                .get_run(olds[0], &mut owners[..n], |p| layout.initial_lpn(p));
+        } else {
+            for (owner, &old) in owners.iter_mut().zip(&olds[..n]) {
+                if old != UNMAPPED {
+                    *owner = self.owner(old);
+                }
+            }
+        }
         for (i, &lpn) in lpns.iter().enumerate() {
-            if let Some(old) = self.release_old_slot(lpn) {
+            let old = olds[i];
+            if old != UNMAPPED {
+                // release_old_slot.
+                let block = self.block_of(old);
+                assert!(self.valid[block] > 0, "valid count underflow");
+                assert_eq!(owners[i], lpn, "forward and reverse maps disagree");
+                self.valid[block] -= 1;
                 old_slots[unmapped] = (old, UNMAPPED);
                 unmapped += 1;
             }
@@ -833,8 +938,6 @@ impl Ftl {
         for _ in lpns.len()..self.units_per_program as usize {
             self.next_slot(die, false);
         }
-        let layout = self.layout;
-        let n = lpns.len();
         self.reverse
             .set_many(&old_slots[..unmapped], |p| layout.initial_lpn(p));
         self.map.set_many(&forward[..n], |l| layout.initial_ppn(l));
@@ -1238,6 +1341,13 @@ mod tests {
                 }
                 for (index, &value) in dense.iter().enumerate() {
                     prop_assert_eq!(map.get(index as u32, initial), value);
+                }
+                // Runs of every length up to 40 from every 7th entry read as the entries.
+                let mut run_values = [0u32; 40];
+                for (k, start) in (0..len).step_by(7).enumerate() {
+                    let count = (k % 40 + 1).min((len - start) as usize);
+                    map.get_run(start as u32, &mut run_values[..count], initial);
+                    prop_assert_eq!(&run_values[..count], &dense[start as usize..start as usize + count]);
                 }
                 let residency = map.residency();
                 prop_assert!(

@@ -5,11 +5,13 @@
 //! touch one node, and walks in index order (`find_get_pages_tag`, `pagevec_lookup_tag`) scan
 //! bitmaps.
 //!
-//! Simplifications: one level of nodes found through a hash table on `index >> 6`, with the
-//! node keys kept sorted beside it for walks in index order (the kernel's tree has as many
-//! levels as the largest index needs and finds nodes by descending it). Deterministic: the
+//! Simplifications: one level of nodes found through a hash table on `index >> 6` (and the
+//! last node found remembered), with the node keys kept sorted beside it for walks in index
+//! order (the kernel's tree has as many levels as the largest index needs and finds nodes by
+//! descending it). Deterministic: the
 //! hash is a fixed function and no walk follows the hash table's order.
 
+use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -41,6 +43,9 @@ impl Hasher for NodeHasher {
 
 type NodeTable<N> = HashMap<u64, N, BuildHasherDefault<NodeHasher>>;
 
+/// `last` when no node was found yet (no node key reaches it: keys are indexes >> 6).
+const NO_KEY: u64 = u64::MAX;
+
 /// 64 slots and which of them hold a value.
 #[derive(Debug, Clone)]
 struct Node<V> {
@@ -49,19 +54,32 @@ struct Node<V> {
 }
 
 /// Page index -> `V` (a page id, a request id), ordered by index.
+///
+/// The nodes live in a slab (a freed node's place is reused) found through the hash table,
+/// and the last node found is remembered: a walk page by page (a writer appending, writeback
+/// going through a file) finds 63 of 64 pages' node without hashing.
 #[derive(Debug, Clone)]
 pub struct RadixMap<V: Copy + Default> {
-    nodes: NodeTable<Box<Node<V>>>,
+    /// Node key -> its place in `slab`.
+    nodes: NodeTable<u32>,
+    slab: Vec<Node<V>>,
+    /// Places in `slab` no node uses.
+    free: Vec<u32>,
     keys: BTreeSet<u64>,
     len: usize,
+    /// (key, place) of the last node found, or `NO_KEY`.
+    last: Cell<(u64, u32)>,
 }
 
 impl<V: Copy + Default> Default for RadixMap<V> {
     fn default() -> Self {
         RadixMap {
             nodes: NodeTable::default(),
+            slab: Vec::new(),
+            free: Vec::new(),
             keys: BTreeSet::new(),
             len: 0,
+            last: Cell::new((NO_KEY, 0)),
         }
     }
 }
@@ -75,9 +93,20 @@ impl<V: Copy + Default> RadixMap<V> {
         self.len == 0
     }
 
+    /// The place in `slab` of node `key`, if it exists.
+    fn place(&self, key: u64) -> Option<usize> {
+        let (last_key, last_place) = self.last.get();
+        if last_key == key {
+            return Some(last_place as usize);
+        }
+        let place = *self.nodes.get(&key)?;
+        self.last.set((key, place));
+        Some(place as usize)
+    }
+
     /// `radix_tree_lookup`.
     pub fn get(&self, index: u64) -> Option<V> {
-        let node = self.nodes.get(&(index >> SHIFT))?;
+        let node = &self.slab[self.place(index >> SHIFT)?];
         let bit = 1u64 << (index & MASK);
         (node.present & bit != 0).then(|| node.slots[(index & MASK) as usize])
     }
@@ -89,13 +118,30 @@ impl<V: Copy + Default> RadixMap<V> {
     /// `radix_tree_insert` (or replace): the previous value, if any.
     pub fn insert(&mut self, index: u64, value: V) -> Option<V> {
         let key = index >> SHIFT;
-        let node = self.nodes.entry(key).or_insert_with(|| {
-            self.keys.insert(key);
-            Box::new(Node {
-                present: 0,
-                slots: [V::default(); SLOTS as usize],
-            })
-        });
+        let place = match self.place(key) {
+            Some(place) => place,
+            None => {
+                let empty = Node {
+                    present: 0,
+                    slots: [V::default(); SLOTS as usize],
+                };
+                let place = match self.free.pop() {
+                    Some(place) => {
+                        self.slab[place as usize] = empty;
+                        place
+                    }
+                    None => {
+                        self.slab.push(empty);
+                        u32::try_from(self.slab.len() - 1).expect("fewer than 2^32 nodes")
+                    }
+                };
+                self.nodes.insert(key, place);
+                self.keys.insert(key);
+                self.last.set((key, place));
+                place as usize
+            }
+        };
+        let node = &mut self.slab[place];
         let slot = (index & MASK) as usize;
         let bit = 1u64 << slot;
         let previous = (node.present & bit != 0).then(|| node.slots[slot]);
@@ -110,7 +156,8 @@ impl<V: Copy + Default> RadixMap<V> {
     /// `radix_tree_delete`: an emptied node is freed.
     pub fn remove(&mut self, index: u64) -> Option<V> {
         let key = index >> SHIFT;
-        let node = self.nodes.get_mut(&key)?;
+        let place = self.place(key)?;
+        let node = &mut self.slab[place];
         let slot = (index & MASK) as usize;
         let bit = 1u64 << slot;
         if node.present & bit == 0 {
@@ -121,6 +168,8 @@ impl<V: Copy + Default> RadixMap<V> {
         if node.present == 0 {
             self.nodes.remove(&key);
             self.keys.remove(&key);
+            self.free.push(place as u32);
+            self.last.set((NO_KEY, 0));
         }
         self.len -= 1;
         Some(value)
@@ -134,7 +183,7 @@ impl<V: Copy + Default> RadixMap<V> {
             self.keys.range(first >> SHIFT..=last >> SHIFT)
         };
         keys.flat_map(move |&key| {
-            let node = &self.nodes[&key];
+            let node = &self.slab[self.nodes[&key] as usize];
             let bits = node.present & window(key, first, last);
             Bits(bits).map(move |slot| ((key << SHIFT) | slot, node.slots[slot as usize]))
         })
@@ -146,7 +195,7 @@ impl<V: Copy + Default> RadixMap<V> {
             return;
         }
         for &key in self.keys.range(first >> SHIFT..=last >> SHIFT) {
-            let node = self.nodes.get_mut(&key).expect("a listed node");
+            let node = &mut self.slab[self.nodes[&key] as usize];
             for slot in Bits(node.present & window(key, first, last)) {
                 f((key << SHIFT) | slot, &mut node.slots[slot as usize]);
             }
@@ -268,6 +317,8 @@ mod tests {
         Insert(u64, u32),
         Remove(u64),
         Range(u64, u64),
+        Get(u64),
+        Bump(u64, u64),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -276,7 +327,9 @@ mod tests {
         prop_oneof![
             3 => (index.clone(), any::<u32>()).prop_map(|(i, v)| Op::Insert(i, v)),
             2 => index.clone().prop_map(Op::Remove),
-            1 => (index.clone(), index).prop_map(|(a, b)| Op::Range(a, b)),
+            1 => (index.clone(), index.clone()).prop_map(|(a, b)| Op::Range(a, b)),
+            2 => index.clone().prop_map(Op::Get),
+            1 => (index.clone(), index).prop_map(|(a, b)| Op::Bump(a, b)),
         ]
     }
 
@@ -315,6 +368,25 @@ mod tests {
                             Vec::new()
                         };
                         prop_assert_eq!(got, want);
+                    }
+                    Op::Get(i) => {
+                        prop_assert_eq!(map.get(i), reference.get(&i).copied());
+                        prop_assert_eq!(set.contains(i), reference.contains_key(&i));
+                    }
+                    Op::Bump(a, b) => {
+                        let mut seen = Vec::new();
+                        map.for_each_mut(a, b, |i, v| {
+                            *v = v.wrapping_add(1);
+                            seen.push(i);
+                        });
+                        let mut want = Vec::new();
+                        if a <= b {
+                            for (&k, v) in reference.range_mut(a..=b) {
+                                *v = v.wrapping_add(1);
+                                want.push(k);
+                            }
+                        }
+                        prop_assert_eq!(seen, want);
                     }
                 }
                 prop_assert_eq!(map.len(), reference.len());

@@ -791,32 +791,48 @@ impl Mm {
     /// `end_page_writeback` for the pages of a completed write bio.
     pub(crate) fn end_writeback_span(&self, sim: &Sim, span: PageSpan) {
         let mut redirtied = false;
+        let end = span.index + u64::from(span.count);
         {
             let mut state = self.state();
+            let state = &mut *state;
             let jiffies = self.hz.jiffies(sim.now());
-            for index in span.index..span.index + u64::from(span.count) {
+            let mut index = span.index;
+            while index < end {
+                // The span's pages in order, with the mapping looked up once for a stretch of
+                // pages that need nothing beyond their flags and counts.
+                let mut special = None;
                 let mapping = state
                     .mappings
                     .get_mut(&span.ino)
                     .expect("written inode cached");
-                let id = mapping
-                    .pages
-                    .get(index)
-                    .expect("a page under writeback stays cached");
-                assert!(
-                    mapping.writeback.remove(index).is_some(),
-                    "page not tagged writeback"
-                );
-                let page = &mut state.pages[id as usize];
-                assert!(
-                    page.has(pg::WRITEBACK),
-                    "end of writeback of a page not under it"
-                );
-                page.flags &= !pg::WRITEBACK;
-                let reclaim = page.has(pg::RECLAIM);
-                let redirty = page.has(pg::REDIRTY);
-                page.flags &= !(pg::RECLAIM | pg::REDIRTY);
-                state.nr_writeback -= 1;
+                while index < end {
+                    let id = mapping
+                        .pages
+                        .get(index)
+                        .expect("a page under writeback stays cached");
+                    assert!(
+                        mapping.writeback.remove(index).is_some(),
+                        "page not tagged writeback"
+                    );
+                    index += 1;
+                    let page = &mut state.pages[id as usize];
+                    assert!(
+                        page.has(pg::WRITEBACK),
+                        "end of writeback of a page not under it"
+                    );
+                    page.flags &= !pg::WRITEBACK;
+                    let reclaim = page.has(pg::RECLAIM);
+                    let redirty = page.has(pg::REDIRTY);
+                    page.flags &= !(pg::RECLAIM | pg::REDIRTY);
+                    state.nr_writeback -= 1;
+                    if reclaim || redirty {
+                        special = Some((id, reclaim, redirty));
+                        break;
+                    }
+                }
+                let Some((id, reclaim, redirty)) = special else {
+                    break;
+                };
                 if redirty {
                     // A buffer dirtied during its write (pg::REDIRTY): dirty again now.
                     let (_, first_dirty_inode) = state.set_page_dirty(id, jiffies);
@@ -840,7 +856,14 @@ impl Mm {
                 observer.data_settled(span.ino, span.index, u64::from(span.count));
             }
         }
-        for index in span.index..span.index + u64::from(span.count) {
+        // wake_page for each page of the span, in index order: the queues of those waited on.
+        let waited: Vec<u64> = self
+            .page_waitqueues
+            .borrow()
+            .range((span.ino, span.index)..(span.ino, end))
+            .map(|(&(_, index), _)| index)
+            .collect();
+        for index in waited {
             self.wake_page(sim, span.ino, index);
         }
         self.free_wait.wake_all(sim);
@@ -1129,24 +1152,26 @@ impl Mm {
     }
 
     /// `ext4_num_dirty_pages`: consecutive pages from `index` that are dirty, not under
-    /// writeback and still without a block (delayed), at most `max_pages`.
+    /// writeback and still without a block (delayed), at most `max_pages`. One walk of the
+    /// dirty tag that stops at the first page out of the run.
     fn num_dirty_delayed_pages(&self, ino: Ino, index: u64, max_pages: u64) -> u64 {
-        let run: Vec<u64> = {
-            let state = self.state();
-            let Some(mapping) = state.mappings.get(&ino) else {
-                return 0;
-            };
-            let cap = usize::try_from(max_pages).unwrap_or(usize::MAX);
-            mapping.dirty.range(index, u64::MAX).take(cap).collect()
+        let state = self.state.borrow();
+        let Some(mapping) = state.mappings.get(&ino) else {
+            return 0;
         };
+        let cap = usize::try_from(max_pages).unwrap_or(usize::MAX);
         let delayed = |(expect, i): &(u64, u64)| {
             *i == *expect
-                && self
-                    .find_page(ino, *i)
-                    .is_some_and(|id| !self.page(id).has(pg::WRITEBACK))
+                && mapping
+                    .pages
+                    .get(*i)
+                    .is_some_and(|id| !state.pages[id as usize].has(pg::WRITEBACK))
                 && self.map_block(ino, *i).is_none()
         };
-        (index..).zip(run).take_while(delayed).count() as u64
+        (index..)
+            .zip(mapping.dirty.range(index, u64::MAX).take(cap))
+            .take_while(delayed)
+            .count() as u64
     }
 
     /// Where `writepages` starts looking for dirty pages; `None` when `ino` has no mapping.
@@ -1226,10 +1251,12 @@ impl Mm {
     /// Runs of consecutive pages among `indexes` that are dirty and have no block yet.
     fn unmapped_dirty_runs(&self, ino: Ino, indexes: &[u64]) -> Vec<(u64, u64)> {
         let mut runs: Vec<(u64, u64)> = Vec::new();
+        let state = self.state.borrow();
+        let mapping = state.mappings.get(&ino);
         for &index in indexes {
-            let dirty = self
-                .find_page(ino, index)
-                .is_some_and(|id| self.page(id).has(pg::DIRTY));
+            let dirty = mapping
+                .and_then(|m| m.pages.get(index))
+                .is_some_and(|id| state.pages[id as usize].has(pg::DIRTY));
             if !dirty || self.map_block(ino, index).is_some() {
                 continue;
             }
@@ -1267,7 +1294,19 @@ impl Mm {
         // request a QASIO boost could find. (ext4's data pages are different:
         // `ext4_bio_write_page` marks a page under writeback and only then submits the bio it
         // does not extend, as the order below it does.)
-        let per_page_submit = ino == super::BDEV_INO || self.fs_hooks().is_none();
+        let hooks = self.fs_hooks().filter(|_| ino != super::BDEV_INO);
+        let per_page_submit = ino == super::BDEV_INO || hooks.is_none();
+        // `mapping->writeback_index` after the last page moved to writeback, stored before
+        // the loop could sleep (and at its end): nothing else runs in between, so no one can
+        // tell it from storing it page by page.
+        let mut pending_index: Option<u64> = None;
+        let store_index = |pending: &mut Option<u64>| {
+            if let Some(next) = pending.take() {
+                if let Some(mapping) = self.state().mappings.get_mut(&ino) {
+                    mapping.writeback_index = next;
+                }
+            }
+        };
         for &index in indexes {
             // Integrity sync writes every listed page; others stop at `nr_to_write`.
             if *written >= nr_to_write && mode == SyncMode::None {
@@ -1283,16 +1322,26 @@ impl Mm {
                         .is_some_and(|id| self.page(id).has(pg::LOCKED));
                     if !extends || would_sleep {
                         current = None;
+                        store_index(&mut pending_index);
                         self.submit_run(sim, run, issuer, sync).await;
                     }
                 }
             }
-            // write_cache_pages sleeps in lock_page in both modes.
-            let Some(id) = self.lock_page(sim, ino, index).await else {
-                continue;
+            // write_cache_pages sleeps in lock_page in both modes (`lock_page` itself when the
+            // page is locked; a free page is locked here without its future).
+            let id = match self.trylock_cached_page(ino, index) {
+                Some(Some(id)) => id,
+                Some(None) => {
+                    store_index(&mut pending_index);
+                    let Some(id) = self.lock_page(sim, ino, index).await else {
+                        continue;
+                    };
+                    id
+                }
+                None => continue,
             };
             if self.page(id).has(pg::DIRTY) {
-                if let Some(hooks) = self.fs_hooks().filter(|_| ino != super::BDEV_INO) {
+                if let Some(hooks) = hooks.as_ref() {
                     if hooks.absorb_for_writeback(ino, index) {
                         // Inline data: the page is clean without I/O.
                         self.state().clear_page_dirty(id);
@@ -1303,8 +1352,8 @@ impl Mm {
                     hooks.remap_for_writeback(sim, issuer, ino, index);
                 }
             }
-            let block = self
-                .page(id)
+            let page = self.page(id);
+            let block = page
                 .has(pg::DIRTY)
                 .then(|| self.map_block(ino, index))
                 .flatten();
@@ -1314,10 +1363,7 @@ impl Mm {
                 self.unlock_page(sim, id);
                 continue;
             };
-            assert!(
-                !self.page(id).has(pg::WRITEBACK),
-                "dirty and under writeback"
-            );
+            assert!(!page.has(pg::WRITEBACK), "dirty and under writeback");
 
             self.page_start_writeback(sim, id);
             *written += 1;
@@ -1325,20 +1371,33 @@ impl Mm {
                 Some(run) if run.extended_by(ino, index, block) => run.count += 1,
                 _ => {
                     if let Some(run) = current.take() {
+                        store_index(&mut pending_index);
                         self.submit_run(sim, run, issuer, sync).await;
                     }
                     current = Some(BioRun::new(ino, index, block));
                 }
             }
             if cyclic {
-                if let Some(mapping) = self.state().mappings.get_mut(&ino) {
-                    mapping.writeback_index = index + 1;
-                }
+                pending_index = Some(index + 1);
             }
         }
+        store_index(&mut pending_index);
         if let Some(run) = current {
             self.submit_run(sim, run, issuer, sync).await;
         }
+    }
+
+    /// `trylock_page` of page `index` of `ino` if cached: `Some(Some(id))` locked now,
+    /// `Some(None)` locked by someone else, `None` not cached.
+    fn trylock_cached_page(&self, ino: Ino, index: u64) -> Option<Option<PageId>> {
+        let mut state = self.state();
+        let id = state.mappings.get(&ino)?.pages.get(index)?;
+        let page = &mut state.pages[id as usize];
+        if page.has(pg::LOCKED) {
+            return Some(None);
+        }
+        page.flags |= pg::LOCKED;
+        Some(Some(id))
     }
 
     /// jbd2's `journal_submit_inode_data_buffers` in ordered mode: `generic_writepages` with

@@ -14,7 +14,7 @@
 //!   so its frees are immediate (ext4 without a journal) and the dirtied blocks are dropped.
 
 use super::dir::{name_hash, Dir};
-use super::extents::{Extent, ExtentTree, TreeBlock};
+use super::extents::{CachedRange, Extent, ExtentTree, TreeBlock};
 use super::ialloc::InodeAlloc;
 use super::layout::{Layout, LayoutError, MkfsOptions, MkfsOwner, BLOCKS_PER_GROUP, ROOT_INO};
 use super::layout::{BLOCK_SIZE, FIRST_INO, FLEX_BG_SIZE, JOURNAL_INO};
@@ -23,6 +23,7 @@ use super::{MetaKind, Tid, Touched};
 use crate::errno::Errno;
 use crate::fs::FileSystem;
 use crate::mm::{AddressSpaceOps, Ino};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 /// Mount options that change placement.
@@ -91,6 +92,70 @@ struct Inode {
     dir: Option<Dir>,
 }
 
+/// The live inodes by number, with the extent or hole of the last block lookup: what each
+/// inode's extent status cache ([`ExtentTree::map`]) answers, kept beside the table so that a
+/// page-by-page lookup in the same extent or hole (a writer appending, writeback walking a
+/// file) skips the search of the table too. Every mutable access drops it.
+#[derive(Debug, Clone, Default)]
+struct InodeTable {
+    map: BTreeMap<Ino, Inode>,
+    /// (inode, its range) of the last [`InodeTable::map_block`] that found the inode.
+    last: Cell<Option<(Ino, CachedRange)>>,
+}
+
+impl InodeTable {
+    fn get(&self, ino: &Ino) -> Option<&Inode> {
+        self.map.get(ino)
+    }
+
+    fn get_mut(&mut self, ino: &Ino) -> Option<&mut Inode> {
+        self.last.set(None);
+        self.map.get_mut(ino)
+    }
+
+    fn insert(&mut self, ino: Ino, inode: Inode) -> Option<Inode> {
+        self.last.set(None);
+        self.map.insert(ino, inode)
+    }
+
+    fn remove(&mut self, ino: &Ino) -> Option<Inode> {
+        self.last.set(None);
+        self.map.remove(ino)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &Ino> + '_ {
+        self.map.keys()
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Inode> + '_ {
+        self.map.values()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&Ino, &Inode)> + '_ {
+        self.map.iter()
+    }
+
+    /// The physical block of `lblk` of `ino` (`ext4_map_blocks` without create).
+    fn map_block(&self, ino: Ino, lblk: u64) -> Option<u64> {
+        if let Some((last, range)) = self.last.get() {
+            if last == ino && range.start <= lblk && lblk < range.end {
+                return range.block_of(lblk);
+            }
+        }
+        let range = self.map.get(&ino)?.tree.map_range(lblk);
+        self.last.set(Some((ino, range)));
+        range.block_of(lblk)
+    }
+}
+
+impl std::ops::Index<&Ino> for InodeTable {
+    type Output = Inode;
+
+    fn index(&self, ino: &Ino) -> &Inode {
+        &self.map[ino]
+    }
+}
+
 /// One ext4 file system's placement state.
 #[derive(Debug, Clone)]
 pub struct Ext4Alloc {
@@ -98,7 +163,7 @@ pub struct Ext4Alloc {
     options: MountOptions,
     mb: MbAlloc,
     ia: InodeAlloc,
-    inodes: BTreeMap<Ino, Inode>,
+    inodes: InodeTable,
 }
 
 impl Ext4Alloc {
@@ -117,7 +182,7 @@ impl Ext4Alloc {
             options,
             mb,
             ia,
-            inodes: BTreeMap::new(),
+            inodes: InodeTable::default(),
         };
         let mut no_alloc = |_: Option<u64>, _: bool| -> Result<u64, Errno> {
             unreachable!("mkfs trees fit in the inode")
@@ -251,7 +316,7 @@ impl Ext4Alloc {
 
     /// The physical block of `lblk` of `ino`.
     pub fn map_block(&self, ino: Ino, lblk: u64) -> Option<u64> {
-        self.inodes.get(&ino)?.tree.map(lblk).map(|(p, _)| p)
+        self.inodes.map_block(ino, lblk)
     }
 
     /// `ext4_create` / `ext4_mkdir`: a new inode named `name` in directory `parent`.
@@ -602,7 +667,7 @@ impl Ext4Alloc {
                 .values()
                 .any(|i| i.tree.extents().iter().any(|e| e.pblk == s))
         });
-        for (ino, inode) in &self.inodes {
+        for (ino, inode) in self.inodes.iter() {
             assert!(self.ia.is_allocated(*ino), "inode {ino} not in its bitmap");
             for e in inode.tree.extents() {
                 used.push((e.pblk, e.len));
@@ -989,6 +1054,62 @@ mod tests {
                         _ => {}
                     }
                     fs.check_invariants();
+                }
+            }
+
+            /// The table's cached lookup ([`InodeTable::map_block`]) against a search of the
+            /// inode's extent list, with lookups in and out of the cached range of one inode
+            /// and another, between allocations, truncates and frees that change it.
+            #[test]
+            fn cached_lookups_match_the_extent_lists(
+                ops in prop::collection::vec(
+                    prop_oneof![
+                        (0..4usize, 0..400u64, 1..40u64).prop_map(|(f, l, n)| (0u8, f, l, n)),
+                        (0..4usize, 0..400u64, 1..60u64).prop_map(|(f, l, n)| (1u8, f, l, n)),
+                        (0..4usize, 0..400u64).prop_map(|(f, l)| (2u8, f, l, 0)),
+                        (0..4usize).prop_map(|f| (3u8, f, 0, 0)),
+                    ],
+                    1..80,
+                )
+            ) {
+                let mut fs = fs(64 * MIB);
+                let mut files: Vec<Ino> = Vec::new();
+                for i in 0..4 {
+                    files.push(fs.create_inode(ROOT_INO, &format!("f{i}"), false).unwrap().0);
+                }
+                let reference = |fs: &Ext4Alloc, ino: Ino, lblk: u64| {
+                    fs.extents(ino)
+                        .iter()
+                        .find(|e| e.lblk <= lblk && lblk < e.lblk + e.len)
+                        .map(|e| e.pblk + (lblk - e.lblk))
+                };
+                let mut names = 0;
+                for (kind, file, lblk, len) in ops {
+                    let ino = files[file];
+                    match kind {
+                        // Lookups of a run of blocks, then one in another inode.
+                        0 => {
+                            for l in lblk..lblk + len {
+                                prop_assert_eq!(fs.map_block(ino, l), reference(&fs, ino, l));
+                            }
+                            let other = files[(file + 1) % files.len()];
+                            prop_assert_eq!(fs.map_block(other, lblk), reference(&fs, other, lblk));
+                        }
+                        1 => {
+                            let req = write(ino, lblk, len, (lblk + len) * 4096, 1, 1);
+                            let _ = fs.allocate_blocks(&req);
+                        }
+                        2 => {
+                            fs.truncate(ino, lblk, 1);
+                        }
+                        _ => {
+                            fs.free_inode(ino, 1);
+                            prop_assert_eq!(fs.map_block(ino, 0), None);
+                            names += 1;
+                            files[file] = fs.create_inode(ROOT_INO, &format!("g{names}"), false).unwrap().0;
+                        }
+                    }
+                    prop_assert_eq!(fs.map_block(ino, lblk), reference(&fs, ino, lblk));
                 }
             }
         }

@@ -122,10 +122,21 @@ pub type AllocMeta<'a> = dyn FnMut(Option<u64>, bool) -> Result<u64, Errno> + 'a
 
 /// A range of logical blocks the last lookup found: mapped from `pblk`, or a hole (`None`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CachedRange {
-    start: u64,
-    end: u64,
-    pblk: Option<u64>,
+pub(super) struct CachedRange {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) pblk: Option<u64>,
+}
+
+impl CachedRange {
+    /// The block of `lblk`, which lies in the range.
+    pub(super) fn block_of(&self, lblk: u64) -> Option<u64> {
+        debug_assert!(
+            self.start <= lblk && lblk < self.end,
+            "lblk outside the range"
+        );
+        self.pblk.map(|pblk| pblk + (lblk - self.start))
+    }
 }
 
 /// One inode's extent tree.
@@ -239,17 +250,22 @@ impl ExtentTree {
     /// of [`Self::find_path`] without keeping the path, which caches the extent or the hole
     /// it lands in.
     pub fn map(&self, lblk: u64) -> Option<(u64, u64)> {
-        let range = match self.cached.get() {
+        let range = self.map_range(lblk);
+        range
+            .pblk
+            .map(|pblk| (pblk + (lblk - range.start), range.end - lblk))
+    }
+
+    /// The extent or hole holding `lblk` as [`Self::map`] finds it (and caches it).
+    pub(super) fn map_range(&self, lblk: u64) -> CachedRange {
+        match self.cached.get() {
             Some(range) if range.start <= lblk && lblk < range.end => range,
             _ => {
                 let range = self.lookup(lblk);
                 self.cached.set(Some(range));
                 range
             }
-        };
-        range
-            .pblk
-            .map(|pblk| (pblk + (lblk - range.start), range.end - lblk))
+        }
     }
 
     /// The extent holding `lblk`, or the hole around it (bounded by the neighbouring extents,
