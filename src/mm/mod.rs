@@ -877,7 +877,14 @@ impl Mm {
     /// Wakes every waiter of the page; each re-checks its condition (and waits again on a new
     /// queue if it still holds).
     pub(crate) fn wake_page(&self, sim: &Sim, ino: Ino, index: u64) {
-        let queue = self.page_waitqueues.borrow_mut().remove(&(ino, index));
+        let queue = {
+            let mut queues = self.page_waitqueues.borrow_mut();
+            // Most pages are unlocked with no one waiting on any page.
+            if queues.is_empty() {
+                return;
+            }
+            queues.remove(&(ino, index))
+        };
         if let Some(queue) = queue {
             queue.wake_all(sim);
         }

@@ -857,14 +857,11 @@ impl Mm {
             }
         }
         // wake_page for each page of the span, in index order: the queues of those waited on.
-        let waited: Vec<u64> = self
-            .page_waitqueues
-            .borrow()
-            .range((span.ino, span.index)..(span.ino, end))
-            .map(|(&(_, index), _)| index)
-            .collect();
-        for index in waited {
-            self.wake_page(sim, span.ino, index);
+        // (Waking marks tasks ready and runs none: the queues do not change meanwhile.)
+        if !self.page_waitqueues.borrow().is_empty() {
+            for index in span.index..end {
+                self.wake_page(sim, span.ino, index);
+            }
         }
         self.free_wait.wake_all(sim);
         self.check(sim, "end_page_writeback");
