@@ -33,7 +33,7 @@
 use super::bio::{BioRequest, IoPurpose, PageSpan};
 use super::writeback::{DirtyThrottleState, SyncMode, WbRange, MAX_BIO_PAGES};
 use super::Ino;
-use super::{pg, Issuer, Lru, Mm, PageId};
+use super::{pg, Issuer, Lru, Mm, PageCacheLock, PageId};
 use crate::dev::{IoFlags, IoOp};
 use crate::errno::Errno;
 use crate::sim::{Sim, WaitReason};
@@ -329,8 +329,15 @@ impl Mm {
     /// `grab_cache_page_write_begin`: the page locked, created (not uptodate) if missing.
     async fn grab_cache_page(&self, sim: &Sim, ino: Ino, index: u64, issuer: Issuer) -> PageId {
         for _ in 0..MAX_PAGE_RETRIES {
-            if let Some(id) = self.lock_page(sim, ino, index).await {
-                return id;
+            // lock_page, its future only when the page is cached and locked.
+            match self.find_page(ino, index) {
+                Some(id) if self.trylock_page(id) => return id,
+                Some(_) => {
+                    if let Some(id) = self.lock_page(sim, ino, index).await {
+                        return id;
+                    }
+                }
+                None => {}
             }
             if let Some(id) = self.add_new_page(sim, ino, index, issuer, 0).await {
                 return id;
@@ -372,11 +379,22 @@ impl Mm {
     /// `copy_to_user` / `copy_from_user` of `bytes` bytes of a page: CPU time, under the global
     /// page-cache lock when FastTrack's model has one.
     async fn copy_user_bytes(&self, sim: &Sim, bytes: u64, issuer: Issuer) {
-        let lock = self.page_cache_lock(sim, issuer).await;
+        // (The lock's future only under the global lock: the copy is two per page written.)
+        let lock = match self.config.page_cache_lock {
+            PageCacheLock::Global => self.page_cache_lock(sim, issuer).await,
+            PageCacheLock::Linux => None,
+        };
         self.cpu
             .run_urgent(sim, self.cpu_costs.copy_ns(bytes), self.pa_urgent(issuer))
             .await;
         drop(lock);
+    }
+
+    /// Whether [`Mm::prepare_page_write`] has nothing to do for a write of `bytes` bytes to
+    /// page `id`: not under writeback, and uptodate or written whole.
+    fn page_write_ready(&self, id: PageId, bytes: u64) -> bool {
+        let page = self.page(id);
+        !page.has(pg::WRITEBACK) && (page.has(pg::UPTODATE) || bytes == PAGE_SIZE)
     }
 
     /// The start of a write of `bytes` bytes to locked page `id` (`index` of `ino`, a file of
@@ -451,8 +469,10 @@ impl Mm {
             // ext4_da_write_begin (3.10.9): wait_on_page_writeback, unconditionally (QASIO
             // D_data), inside the handle. Not wait_for_stable_page: that waits only with
             // BDI_CAP_STABLE_WRITES.
-            self.prepare_page_write(sim, id, ino, index, bytes, isize, issuer)
-                .await;
+            if !self.page_write_ready(id, bytes) {
+                self.prepare_page_write(sim, id, ino, index, bytes, isize, issuer)
+                    .await;
+            }
             let mapped = self.map_block(ino, index);
             // A page with no block: simplefs allocates now (`get_block` with create); ext4
             // reserves a block for delayed allocation (`ext4_da_get_block_prep`), once per page.

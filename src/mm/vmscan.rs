@@ -230,7 +230,10 @@ impl Mm {
     pub(crate) async fn alloc_page(&self, sim: &Sim, issuer: Issuer) {
         match self.config.page_cache_lock {
             PageCacheLock::Linux => {
-                self.alloc_page_linux(sim, issuer).await;
+                // (The fast path without the slow path's future: one allocation per page.)
+                if !self.take_page_above_low() {
+                    self.alloc_page_linux(sim, issuer).await;
+                }
                 self.cpu
                     .run_urgent(sim, self.cpu_costs.page_alloc, self.pa_urgent(issuer))
                     .await;
@@ -249,6 +252,16 @@ impl Mm {
     /// `zone_watermark_ok` of an order-0 allocation: free pages above `mark`.
     fn watermark_ok(&self, mark: u64) -> bool {
         self.state().nr_free > mark
+    }
+
+    /// `get_page_from_freelist(ALLOC_WMARK_LOW)`: a free page for the caller if the zone is
+    /// above its low watermark.
+    fn take_page_above_low(&self) -> bool {
+        let ok = self.watermark_ok(self.watermarks.low);
+        if ok {
+            self.take_free_page();
+        }
+        ok
     }
 
     /// Charges one free page to the caller.
@@ -293,9 +306,7 @@ impl Mm {
 
     /// The Linux 3.10 allocation path (`__alloc_pages_nodemask` / `__alloc_pages_slowpath`).
     async fn alloc_page_linux(&self, sim: &Sim, issuer: Issuer) {
-        // get_page_from_freelist(ALLOC_WMARK_LOW)
-        if self.watermark_ok(self.watermarks.low) {
-            self.take_free_page();
+        if self.take_page_above_low() {
             return;
         }
         let mut attempts = 0u32;

@@ -21,6 +21,7 @@ use super::sync::WaitQueue;
 use super::{Blocker, Sim, WaitReason};
 use crate::units::Nanos;
 use std::cell::Cell;
+use std::future::Future;
 
 /// Bound on cores: more is a configuration mistake.
 pub const MAX_CORES: usize = 1024;
@@ -77,22 +78,34 @@ impl Cpu {
 
     /// Runs the current task on a core for `duration` (waiting for a core first if all are
     /// busy). A zero duration costs nothing and never waits.
-    pub async fn run(&self, sim: &Sim, duration: Nanos) {
-        self.run_as(sim, duration, WaitReason::OnCpu).await;
+    pub fn run<'a>(&'a self, sim: &'a Sim, duration: Nanos) -> impl Future<Output = ()> + 'a {
+        self.run_queued(sim, duration, WaitReason::OnCpu, false)
     }
 
     /// Like [`Cpu::run`], with the time on the core accounted under `reason`: kernel work done
     /// on behalf of an operation that is itself a stall for it (e.g. direct reclaim scanning
     /// the LRU for an allocation, [`WaitReason::DirectReclaim`]).
-    pub async fn run_as(&self, sim: &Sim, duration: Nanos, reason: WaitReason) {
-        self.run_queued(sim, duration, reason, false).await;
+    pub fn run_as<'a>(
+        &'a self,
+        sim: &'a Sim,
+        duration: Nanos,
+        reason: WaitReason,
+    ) -> impl Future<Output = ()> + 'a {
+        self.run_queued(sim, duration, reason, false)
     }
 
     /// Like [`Cpu::run`]; when `urgent`, a wait for a core is served before every
     /// non-urgent waiter (FastTrack's foreground-first hand-off of the core).
-    pub async fn run_urgent(&self, sim: &Sim, duration: Nanos, urgent: bool) {
+    ///
+    /// (These wrappers return `run_queued`'s future itself: a CPU segment is two per page
+    /// written, and each `async` layer around it cost its own state and poll.)
+    pub fn run_urgent<'a>(
+        &'a self,
+        sim: &'a Sim,
+        duration: Nanos,
+        urgent: bool,
+    ) -> impl Future<Output = ()> + 'a {
         self.run_queued(sim, duration, WaitReason::OnCpu, urgent)
-            .await;
     }
 
     async fn run_queued(&self, sim: &Sim, duration: Nanos, reason: WaitReason, urgent: bool) {
