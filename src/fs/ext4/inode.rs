@@ -94,26 +94,24 @@ impl Ext4 {
             );
             debug_assert!(self.journal.buffer_in(&handle, block));
         }
-        {
-            // note_write_end, and update_fsync_trans for the inode marked dirty.
-            let mut inodes = self.inodes.borrow_mut();
-            let info = inodes.entry(ino).or_default();
-            if reserved {
-                info.delalloc_pages += 1;
-            }
-            if let Some(size) = new_size {
-                info.size = info.size.max(size);
-                info.sync_tid = info.sync_tid.max(handle.tid);
-            }
-        }
+        // With update_fsync_trans for the inode marked dirty.
+        self.note_write_end(ino, reserved, new_size, inode_block.map(|_| handle.tid));
         let wait = self.journal.stop_now(sim, handle);
         debug_assert!(wait.is_none(), "only a synchronous handle waits at stop");
         Ok(())
     }
 
     /// `ext4_da_write_end`'s bookkeeping before the inode is marked dirty: a page that took a
-    /// delayed-allocation reservation, and `i_size`.
-    fn note_write_end(&self, ino: Ino, reserved: bool, new_size: Option<u64>) {
+    /// delayed-allocation reservation, and `i_size`; with `marked_in`, also
+    /// `ext4_update_inode_fsync_trans` for the transaction the inode was marked dirty in (the
+    /// fast path's, in the same lookup).
+    fn note_write_end(
+        &self,
+        ino: Ino,
+        reserved: bool,
+        new_size: Option<u64>,
+        marked_in: Option<crate::fs::jbd2::Tid>,
+    ) {
         let mut inodes = self.inodes.borrow_mut();
         let info = inodes.entry(ino).or_default();
         if reserved {
@@ -121,6 +119,9 @@ impl Ext4 {
         }
         if let Some(size) = new_size {
             info.size = info.size.max(size);
+        }
+        if let Some(tid) = marked_in {
+            info.sync_tid = info.sync_tid.max(tid);
         }
     }
 
@@ -136,7 +137,7 @@ impl Ext4 {
         new_size: Option<u64>,
     ) {
         let mut handle = handle;
-        self.note_write_end(ino, reserved, new_size);
+        self.note_write_end(ino, reserved, new_size, None);
         if new_size.is_some() {
             // generic_write_end -> mark_inode_dirty: i_size changed (i_disksize waits for
             // writeback with delayed allocation, so this is not a datasync change).

@@ -66,14 +66,21 @@ fn a_commit_writes_descriptor_copies_and_a_flushed_fua_commit_block() {
     );
 }
 
-#[test]
-fn a_handle_waits_while_a_holder_asleep_keeps_the_transaction_locked() {
-    // QASIO I_jhandle: A holds a handle and sleeps 100 ms (as on an asynchronous write); C asks
-    // for a commit at 10 ms; B wants a handle at 20 ms and waits until A stops.
-    let rig = default_rig();
+/// A holder that starts a handle at 0 (with `start_now` when `at_once`, checking it joined the
+/// transaction it created) and keeps it 100 ms, asleep; an fsync at 10 ms that locks the
+/// transaction for commit.
+fn spawn_holder_and_fsync(rig: &Rig, at_once: bool) {
     let (s, j) = (rig.sim.handle(), rig.journal.clone());
     rig.sim.spawn("holder", async move {
-        let handle = j.start(&s, 2).await;
+        let handle = if at_once {
+            let handle = j
+                .start_now(&s, 2)
+                .expect("no transaction yet: one is created and joined");
+            assert_eq!(j.running_tid(), Some(handle.tid));
+            handle
+        } else {
+            j.start(&s, 2).await
+        };
         s.sleep_for(100 * NS_PER_MS, WaitReason::PageWriteback, Blocker::None)
             .await;
         j.stop(&s, handle).await;
@@ -84,6 +91,14 @@ fn a_handle_waits_while_a_holder_asleep_keeps_the_transaction_locked() {
         let tid = j.running_tid().unwrap();
         j.complete_transaction(&s, tid).await;
     });
+}
+
+#[test]
+fn a_handle_waits_while_a_holder_asleep_keeps_the_transaction_locked() {
+    // QASIO I_jhandle: A holds a handle and sleeps 100 ms (as on an asynchronous write); C asks
+    // for a commit at 10 ms; B wants a handle at 20 ms and waits until A stops.
+    let rig = default_rig();
+    spawn_holder_and_fsync(&rig, false);
     let (s, j) = (rig.sim.handle(), rig.journal.clone());
     let late = rig.sim.spawn("late", async move {
         s.sleep(20 * NS_PER_MS).await;
@@ -430,22 +445,7 @@ fn check_e_a_task_that_ends_holding_a_handle_is_reported_at_the_end_of_the_run()
 fn start_now_joins_at_once_or_says_why_it_must_wait_and_changes_nothing() {
     // A holder keeps transaction 1 open for 100 ms; an fsync at 10 ms locks it for commit.
     let rig = default_rig();
-    let (s, j) = (rig.sim.handle(), rig.journal.clone());
-    rig.sim.spawn("holder", async move {
-        let handle = j
-            .start_now(&s, 2)
-            .expect("no transaction yet: one is created and joined");
-        assert_eq!(j.running_tid(), Some(handle.tid));
-        s.sleep_for(100 * NS_PER_MS, WaitReason::PageWriteback, Blocker::None)
-            .await;
-        j.stop(&s, handle).await;
-    });
-    let (s, j) = (rig.sim.handle(), rig.journal.clone());
-    rig.sim.spawn("fsync", async move {
-        s.sleep(10 * NS_PER_MS).await;
-        let tid = j.running_tid().unwrap();
-        j.complete_transaction(&s, tid).await;
-    });
+    spawn_holder_and_fsync(&rig, true);
     let (s, j) = (rig.sim.handle(), rig.journal.clone());
     let late = rig.sim.spawn("late", async move {
         s.sleep(20 * NS_PER_MS).await;

@@ -57,8 +57,12 @@ impl Journal {
     pub async fn start(&self, sim: &Sim, credits: u64) -> Handle {
         let mut waited = false;
         loop {
-            match self.start_now(sim, credits) {
+            let tid = match self.start_now(sim, credits) {
                 Ok(handle) => return handle,
+                Err(StartBlocked::NoSpace) => {
+                    self.log_wait_for_space(sim).await;
+                    continue;
+                }
                 Err(StartBlocked::Locked(tid)) => {
                     // Wait for the commit to switch transactions; the commit thread waits for
                     // the handles still open in it.
@@ -66,29 +70,22 @@ impl Journal {
                         self.state.borrow_mut().stats.handle_waits += 1;
                         waited = true;
                     }
-                    self.wait_transaction_locked
-                        .wait_on_holder(
-                            sim,
-                            WaitReason::JournalHandle,
-                            Blocker::Transaction(tid),
-                            self.thread.get(),
-                        )
-                        .await;
+                    tid
                 }
                 Err(StartBlocked::TooBig(tid)) => {
                     // Too large: start its commit and wait until it is locked and switched.
                     self.log_start_commit(sim, tid);
-                    self.wait_transaction_locked
-                        .wait_on_holder(
-                            sim,
-                            WaitReason::JournalHandle,
-                            Blocker::Transaction(tid),
-                            self.thread.get(),
-                        )
-                        .await;
+                    tid
                 }
-                Err(StartBlocked::NoSpace) => self.log_wait_for_space(sim).await,
-            }
+            };
+            self.wait_transaction_locked
+                .wait_on_holder(
+                    sim,
+                    WaitReason::JournalHandle,
+                    Blocker::Transaction(tid),
+                    self.thread.get(),
+                )
+                .await;
         }
     }
 
