@@ -71,6 +71,19 @@ pub trait AddressSpaceOps {
     /// `get_block`: the disk block (4 KiB) of page `index` of `ino`, allocating one when
     /// `create` (`ENOSPC` when the disk is full). `Ok(None)` is a hole.
     fn get_block(&mut self, ino: Ino, index: u64, create: bool) -> Result<Option<u64>, Errno>;
+    /// `get_block` without create over a run (`ext4_map_blocks` with a length): the block of
+    /// page `index` of `ino` (`None`: a hole) and how many pages from `index` on, at least
+    /// one, map the same way: to the blocks that follow it, or into the same hole. The answer
+    /// holds until the file system next allocates, frees or moves blocks of `ino`; writeback
+    /// keeps it only while it does not sleep, and across `FsHooks::remap_for_writeback`,
+    /// so a file system whose remap moves blocks answers one page at a time. Default:
+    /// `get_block` for one page.
+    fn map_extent(&mut self, ino: Ino, index: u64) -> (Option<u64>, u64) {
+        let block = self
+            .get_block(ino, index, false)
+            .expect("a lookup without create cannot fail");
+        (block, 1)
+    }
 }
 
 /// The file system's answer to "what does metadata block `block` hold?" (installed with
