@@ -1277,22 +1277,22 @@ impl MmState {
         true
     }
 
-    /// `clear_page_dirty_for_io` + `set_page_writeback`.
+    /// `clear_page_dirty_for_io` + `set_page_writeback`: [`MmState::clear_page_dirty`] and
+    /// the writeback bit and tag, with the mapping looked up once for both tags.
     fn start_writeback(&mut self, id: PageId) {
-        assert!(
-            self.pages[id as usize].has(pg::LOCKED),
-            "writeback of an unlocked page"
-        );
-        assert!(self.clear_page_dirty(id), "writeback of a clean page");
         let page = &mut self.pages[id as usize];
-        page.flags |= pg::WRITEBACK;
+        assert!(page.has(pg::LOCKED), "writeback of an unlocked page");
+        assert!(page.has(pg::DIRTY), "writeback of a clean page");
+        page.flags = (page.flags & !pg::DIRTY) | pg::WRITEBACK;
         let (ino, index) = (page.ino, page.index);
+        self.nr_dirty -= 1;
         self.nr_writeback += 1;
-        self.mappings
-            .get_mut(&ino)
-            .expect("page has a mapping")
-            .writeback
-            .insert(index, 0);
+        let mapping = self.mappings.get_mut(&ino).expect("page has a mapping");
+        mapping.dirty.remove(index);
+        mapping.writeback.insert(index, 0);
+        if mapping.dirty.is_empty() {
+            self.wb_list_del(ino);
+        }
     }
 
     /// `mark_page_accessed`: referenced on first touch; a referenced inactive page moves to the
