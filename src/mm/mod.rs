@@ -71,6 +71,19 @@ pub trait AddressSpaceOps {
     /// `get_block`: the disk block (4 KiB) of page `index` of `ino`, allocating one when
     /// `create` (`ENOSPC` when the disk is full). `Ok(None)` is a hole.
     fn get_block(&mut self, ino: Ino, index: u64, create: bool) -> Result<Option<u64>, Errno>;
+    /// `get_block` without create over a run (`ext4_map_blocks` with a length): the block of
+    /// page `index` of `ino` (`None`: a hole) and how many pages from `index` on, at least
+    /// one, map the same way: to the blocks that follow it, or into the same hole. The answer
+    /// holds until the file system next allocates, frees or moves blocks of `ino`; writeback
+    /// keeps it only while it does not sleep, and across `FsHooks::remap_for_writeback`,
+    /// so a file system whose remap moves blocks answers one page at a time. Default:
+    /// `get_block` for one page.
+    fn map_extent(&mut self, ino: Ino, index: u64) -> (Option<u64>, u64) {
+        let block = self
+            .get_block(ino, index, false)
+            .expect("a lookup without create cannot fail");
+        (block, 1)
+    }
 }
 
 /// The file system's answer to "what does metadata block `block` hold?" (installed with
@@ -1264,22 +1277,22 @@ impl MmState {
         true
     }
 
-    /// `clear_page_dirty_for_io` + `set_page_writeback`.
+    /// `clear_page_dirty_for_io` + `set_page_writeback`: [`MmState::clear_page_dirty`] and
+    /// the writeback bit and tag, with the mapping looked up once for both tags.
     fn start_writeback(&mut self, id: PageId) {
-        assert!(
-            self.pages[id as usize].has(pg::LOCKED),
-            "writeback of an unlocked page"
-        );
-        assert!(self.clear_page_dirty(id), "writeback of a clean page");
         let page = &mut self.pages[id as usize];
-        page.flags |= pg::WRITEBACK;
+        assert!(page.has(pg::LOCKED), "writeback of an unlocked page");
+        assert!(page.has(pg::DIRTY), "writeback of a clean page");
+        page.flags = (page.flags & !pg::DIRTY) | pg::WRITEBACK;
         let (ino, index) = (page.ino, page.index);
+        self.nr_dirty -= 1;
         self.nr_writeback += 1;
-        self.mappings
-            .get_mut(&ino)
-            .expect("page has a mapping")
-            .writeback
-            .insert(index, 0);
+        let mapping = self.mappings.get_mut(&ino).expect("page has a mapping");
+        mapping.dirty.remove(index);
+        mapping.writeback.insert(index, 0);
+        if mapping.dirty.is_empty() {
+            self.wb_list_del(ino);
+        }
     }
 
     /// `mark_page_accessed`: referenced on first touch; a referenced inactive page moves to the

@@ -424,6 +424,42 @@ impl BioRun {
     }
 }
 
+/// Block lookups over a walk of one file's pages: the last [`AddressSpaceOps::map_extent`]
+/// answer (its run of pages mapped to consecutive blocks, or its hole) answers the pages in it
+/// without asking the file system again. Only kept while the caller does not sleep (nothing
+/// else can change the mapping); debug builds check each answer against `map_block`.
+///
+/// [`AddressSpaceOps::map_extent`]: super::AddressSpaceOps::map_extent
+#[derive(Debug, Clone, Copy, Default)]
+struct ExtentCursor {
+    /// (ino, first index, index past the run, block of the first index or `None` for a hole).
+    run: Option<(Ino, u64, u64, Option<u64>)>,
+}
+
+impl ExtentCursor {
+    /// `map_block(ino, index)`, from the run held when it covers `index`.
+    fn map_block(&mut self, mm: &Mm, ino: Ino, index: u64) -> Option<u64> {
+        let block = match self.run {
+            Some((i, first, end, block)) if i == ino && first <= index && index < end => {
+                block.map(|b| b + (index - first))
+            }
+            _ => {
+                let (block, count) = mm.map_extent(ino, index);
+                debug_assert!(count >= 1, "map_extent answers at least one page");
+                self.run = Some((ino, index, index.saturating_add(count), block));
+                block
+            }
+        };
+        debug_assert_eq!(block, mm.map_block(ino, index), "stale extent cursor");
+        block
+    }
+
+    /// Forgets the run (the caller may sleep, or the mapping may have changed).
+    fn clear(&mut self) {
+        self.run = None;
+    }
+}
+
 /// Where `writepages` is in its walk over an inode's dirty pages.
 enum DirtyScan {
     /// A fixed list (`WbRange::Pages`, or `WB_SYNC_ALL`'s tagged pages): `next` is the position
@@ -522,6 +558,15 @@ fn dirty_poll_interval(dirty: u64, thresh: u64) -> u64 {
 }
 
 impl Mm {
+    /// [`super::AddressSpaceOps::map_extent`] of `ino`'s mapping (the block device's is the
+    /// identity).
+    fn map_extent(&self, ino: Ino, index: u64) -> (Option<u64>, u64) {
+        if ino == super::BDEV_INO {
+            return (Some(index), u64::MAX - index);
+        }
+        self.fs.borrow_mut().map_extent(ino, index)
+    }
+
     /// `dirty_balance_reserve` (`calculate_totalreserve_pages`): of one zone with no lower
     /// zones, its high watermark. Neither it nor `min_free_kbytes` is dirtyable.
     pub fn dirty_balance_reserve(&self) -> u64 {
@@ -1157,13 +1202,14 @@ impl Mm {
             return 0;
         };
         let cap = usize::try_from(max_pages).unwrap_or(usize::MAX);
+        let mut cursor = ExtentCursor::default();
         let delayed = |(expect, i): &(u64, u64)| {
             *i == *expect
                 && mapping
                     .pages
                     .get(*i)
                     .is_some_and(|id| !state.pages[id as usize].has(pg::WRITEBACK))
-                && self.map_block(ino, *i).is_none()
+                && cursor.map_block(self, ino, *i).is_none()
         };
         (index..)
             .zip(mapping.dirty.range(index, u64::MAX).take(cap))
@@ -1250,11 +1296,12 @@ impl Mm {
         let mut runs: Vec<(u64, u64)> = Vec::new();
         let state = self.state.borrow();
         let mapping = state.mappings.get(&ino);
+        let mut cursor = ExtentCursor::default();
         for &index in indexes {
             let dirty = mapping
                 .and_then(|m| m.pages.get(index))
                 .is_some_and(|id| state.pages[id as usize].has(pg::DIRTY));
-            if !dirty || self.map_block(ino, index).is_some() {
+            if !dirty || cursor.map_block(self, ino, index).is_some() {
                 continue;
             }
             match runs.last_mut() {
@@ -1297,6 +1344,8 @@ impl Mm {
         // the loop could sleep (and at its end): nothing else runs in between, so no one can
         // tell it from storing it page by page.
         let mut pending_index: Option<u64> = None;
+        // Block lookups, one `map_extent` per run of blocks; forgotten at every sleep.
+        let mut cursor = ExtentCursor::default();
         let store_index = |pending: &mut Option<u64>| {
             if let Some(next) = pending.take() {
                 if let Some(mapping) = self.state().mappings.get_mut(&ino) {
@@ -1311,8 +1360,8 @@ impl Mm {
             }
             if per_page_submit {
                 if let Some(run) = current {
-                    let extends = self
-                        .map_block(ino, index)
+                    let extends = cursor
+                        .map_block(self, ino, index)
                         .is_some_and(|block| run.extended_by(ino, index, block));
                     let would_sleep = self
                         .find_page(ino, index)
@@ -1321,6 +1370,7 @@ impl Mm {
                         current = None;
                         store_index(&mut pending_index);
                         self.submit_run(sim, run, issuer, sync).await;
+                        cursor.clear();
                     }
                 }
             }
@@ -1330,7 +1380,9 @@ impl Mm {
                 Some(Some(id)) => id,
                 Some(None) => {
                     store_index(&mut pending_index);
-                    let Some(id) = self.lock_page(sim, ino, index).await else {
+                    let locked = self.lock_page(sim, ino, index).await;
+                    cursor.clear();
+                    let Some(id) = locked else {
                         continue;
                     };
                     id
@@ -1352,7 +1404,7 @@ impl Mm {
             let page = self.page(id);
             let block = page
                 .has(pg::DIRTY)
-                .then(|| self.map_block(ino, index))
+                .then(|| cursor.map_block(self, ino, index))
                 .flatten();
             let Some(block) = block else {
                 // Someone wrote it for us, or its delayed block could not be allocated
@@ -1370,6 +1422,7 @@ impl Mm {
                     if let Some(run) = current.take() {
                         store_index(&mut pending_index);
                         self.submit_run(sim, run, issuer, sync).await;
+                        cursor.clear();
                     }
                     current = Some(BioRun::new(ino, index, block));
                 }
@@ -1409,9 +1462,10 @@ impl Mm {
             };
             mapping.dirty.iter().collect()
         };
+        let mut cursor = ExtentCursor::default();
         let mapped: Vec<u64> = todo
             .into_iter()
-            .filter(|&index| self.map_block(ino, index).is_some())
+            .filter(|&index| cursor.map_block(self, ino, index).is_some())
             .collect();
         let mut written = 0;
         self.write_index_list(

@@ -146,6 +146,23 @@ impl InodeTable {
         self.last.set(Some((ino, range)));
         range.block_of(lblk)
     }
+
+    /// [`InodeTable::map_block`] with the number of blocks from `lblk` on that map the same
+    /// way (the rest of the extent or hole; 1 for an inode not in the table).
+    fn map_extent(&self, ino: Ino, lblk: u64) -> (Option<u64>, u64) {
+        let range = match self.last.get() {
+            Some((last, range)) if last == ino && range.start <= lblk && lblk < range.end => range,
+            _ => {
+                let Some(inode) = self.map.get(&ino) else {
+                    return (None, 1);
+                };
+                let range = inode.tree.map_range(lblk);
+                self.last.set(Some((ino, range)));
+                range
+            }
+        };
+        (range.block_of(lblk), range.end - lblk)
+    }
 }
 
 impl std::ops::Index<&Ino> for InodeTable {
@@ -317,6 +334,12 @@ impl Ext4Alloc {
     /// The physical block of `lblk` of `ino`.
     pub fn map_block(&self, ino: Ino, lblk: u64) -> Option<u64> {
         self.inodes.map_block(ino, lblk)
+    }
+
+    /// [`Ext4Alloc::map_block`] over a run: the block of `lblk` (`None`: a hole) and how many
+    /// blocks from `lblk` on, at least one, map the same way (contiguously, or into the hole).
+    pub fn map_extent(&self, ino: Ino, lblk: u64) -> (Option<u64>, u64) {
+        self.inodes.map_extent(ino, lblk)
     }
 
     /// `ext4_create` / `ext4_mkdir`: a new inode named `name` in directory `parent`.
@@ -737,6 +760,10 @@ impl AddressSpaceOps for Ext4Alloc {
         })?;
         Ok(Some(a.extents[0].pblk))
     }
+
+    fn map_extent(&mut self, ino: Ino, index: u64) -> (Option<u64>, u64) {
+        self.inodes.map_extent(ino, index)
+    }
 }
 
 impl FileSystem for Ext4Alloc {
@@ -1057,8 +1084,8 @@ mod tests {
                 }
             }
 
-            /// The table's cached lookup ([`InodeTable::map_block`]) against a search of the
-            /// inode's extent list, with lookups in and out of the cached range of one inode
+            /// The table's cached lookup ([`InodeTable::map_block`]) and its range lookup
+            /// ([`InodeTable::map_extent`]) against a search of the inode's extent list, with lookups in and out of the cached range of one inode
             /// and another, between allocations, truncates and frees that change it.
             #[test]
             fn cached_lookups_match_the_extent_lists(
@@ -1092,6 +1119,16 @@ mod tests {
                             for l in lblk..lblk + len {
                                 prop_assert_eq!(fs.map_block(ino, l), reference(&fs, ino, l));
                             }
+                            // The range lookup: every block of the run it reports maps the
+                            // way it says (consecutive blocks, or the hole).
+                            let (block, count) = fs.map_extent(ino, lblk);
+                            prop_assert!(count >= 1);
+                            for k in 0..count.min(500) {
+                                prop_assert_eq!(
+                                    block.map(|b| b + k),
+                                    reference(&fs, ino, lblk + k)
+                                );
+                            }
                             let other = files[(file + 1) % files.len()];
                             prop_assert_eq!(fs.map_block(other, lblk), reference(&fs, other, lblk));
                         }
@@ -1110,6 +1147,7 @@ mod tests {
                         }
                     }
                     prop_assert_eq!(fs.map_block(ino, lblk), reference(&fs, ino, lblk));
+                    prop_assert_eq!(fs.map_extent(ino, lblk).0, reference(&fs, ino, lblk));
                 }
             }
         }

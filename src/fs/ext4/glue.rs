@@ -172,6 +172,19 @@ impl AddressSpaceOps for Ext4Mapping {
         let mut alloc = ext4.alloc.borrow_mut();
         alloc.get_block(ino, index, create)
     }
+
+    fn map_extent(&mut self, ino: Ino, index: u64) -> (Option<u64>, u64) {
+        if ino == BDEV_INO {
+            return (Some(index), u64::MAX - index);
+        }
+        let ext4 = self
+            .ext4
+            .get()
+            .and_then(Weak::upgrade)
+            .expect("mounted before the page cache maps pages");
+        let alloc = ext4.alloc.borrow();
+        alloc.map_extent(ino, index)
+    }
 }
 
 /// The delayed-allocation write path and writeback batches.
