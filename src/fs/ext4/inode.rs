@@ -15,6 +15,12 @@
 //!   under asynchronous write home (D_meta).
 //! - `file_update_time` journals the inode when the (tick-grained) time changed.
 //!
+//! `write_begin_now` / `write_end_now` do the same work as `write_begin` / `write_end` when
+//! nothing in them waits (the common case: a handle that joins a running transaction, an inode
+//! block it already holds) without building futures; they give the handle back untouched
+//! otherwise. A speed-up of the simulator, not a kernel mechanism: results are identical
+//! (`vfs_tests::the_write_fast_paths_change_nothing_but_the_work_done`).
+//!
 //! Simplifications: one allocation handle per call from writeback (3.10 maps up to a chunk per
 //! handle, `EXT4_MAX_TRANS_DATA`); delayed-allocation reservations are counted in pages (no
 //! metadata reservation, no ENOSPC at write time); `i_disksize` moves to the end of each

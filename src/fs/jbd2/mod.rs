@@ -7,7 +7,9 @@
 //!   buffer: QASIO's D_meta when the buffer is under asynchronous write; waits on a buffer
 //!   being written to the log, `BJ_Shadow`; a buffer of the committing transaction not yet
 //!   written is frozen and passes), `jbd2_journal_dirty_metadata`, `jbd2_journal_file_inode`
-//!   (ordered mode), `jbd2_journal_stop`.
+//!   (ordered mode), `jbd2_journal_stop`. `start_now`, `stop_now` and `get_write_access_now`
+//!   are the same steps for callers that cannot wait (ext4's write fast path): they do the
+//!   work when nothing waits and otherwise change nothing and say so.
 //! - [`commit`]: the commit thread `kjournald2` and `jbd2_journal_commit_transaction`: lock the
 //!   transaction and wait for its handles (`t_updates`), switch to a new running transaction,
 //!   write the ordered-mode data, the descriptor blocks and the metadata copies, wait for data
