@@ -330,9 +330,9 @@ impl Mm {
     async fn grab_cache_page(&self, sim: &Sim, ino: Ino, index: u64, issuer: Issuer) -> PageId {
         for _ in 0..MAX_PAGE_RETRIES {
             // lock_page, its future only when the page is cached and locked.
-            match self.find_page(ino, index) {
-                Some(id) if self.trylock_page(id) => return id,
-                Some(_) => {
+            match self.trylock_cached_page(ino, index) {
+                Some(Some(id)) => return id,
+                Some(None) => {
                     if let Some(id) = self.lock_page(sim, ino, index).await {
                         return id;
                     }

@@ -971,8 +971,7 @@ impl Mm {
     /// `lock_page`: returns the locked page, or `None` if it left the cache meanwhile.
     pub(crate) async fn lock_page(&self, sim: &Sim, ino: Ino, index: u64) -> Option<PageId> {
         loop {
-            let id = self.find_page(ino, index)?;
-            if self.trylock_page(id) {
+            if let Some(id) = self.trylock_cached_page(ino, index)? {
                 return Some(id);
             }
             let blocker = self
@@ -982,6 +981,21 @@ impl Mm {
                 .wait(sim, WaitReason::PageLock, blocker)
                 .await;
         }
+    }
+
+    /// `trylock_page` of page `index` of `ino` if cached, in one lookup: `Some(Some(id))`
+    /// locked now, `Some(None)` locked by someone else, `None` not cached. [`Mm::lock_page`]'s
+    /// first step; callers on a hot path use it to make `lock_page`'s future only when the
+    /// page is locked.
+    pub(crate) fn trylock_cached_page(&self, ino: Ino, index: u64) -> Option<Option<PageId>> {
+        let mut state = self.state.borrow_mut();
+        let id = state.mappings.get(&ino)?.pages.get(index)?;
+        let page = &mut state.pages[id as usize];
+        if page.has(pg::LOCKED) {
+            return Some(None);
+        }
+        page.flags |= pg::LOCKED;
+        Some(Some(id))
     }
 
     pub(crate) fn trylock_page(&self, id: PageId) -> bool {

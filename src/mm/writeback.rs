@@ -1437,19 +1437,6 @@ impl Mm {
         }
     }
 
-    /// `trylock_page` of page `index` of `ino` if cached: `Some(Some(id))` locked now,
-    /// `Some(None)` locked by someone else, `None` not cached.
-    fn trylock_cached_page(&self, ino: Ino, index: u64) -> Option<Option<PageId>> {
-        let mut state = self.state();
-        let id = state.mappings.get(&ino)?.pages.get(index)?;
-        let page = &mut state.pages[id as usize];
-        if page.has(pg::LOCKED) {
-            return Some(None);
-        }
-        page.flags |= pg::LOCKED;
-        Some(Some(id))
-    }
-
     /// jbd2's `journal_submit_inode_data_buffers` in ordered mode: `generic_writepages` with
     /// `WB_SYNC_ALL` from the journal thread, which writes the inode's dirty pages that have
     /// blocks (`ext4_writepage` redirties delayed ones: they are not part of the commit) as

@@ -159,16 +159,21 @@ pub struct Ext4Mapping {
     ext4: OnceCell<Weak<Ext4>>,
 }
 
+impl Ext4Mapping {
+    fn ext4(&self) -> Rc<Ext4> {
+        self.ext4
+            .get()
+            .and_then(Weak::upgrade)
+            .expect("mounted before the page cache maps pages")
+    }
+}
+
 impl AddressSpaceOps for Ext4Mapping {
     fn get_block(&mut self, ino: Ino, index: u64, create: bool) -> Result<Option<u64>, Errno> {
         if ino == BDEV_INO {
             return Ok(Some(index));
         }
-        let ext4 = self
-            .ext4
-            .get()
-            .and_then(Weak::upgrade)
-            .expect("mounted before the page cache maps pages");
+        let ext4 = self.ext4();
         let mut alloc = ext4.alloc.borrow_mut();
         alloc.get_block(ino, index, create)
     }
@@ -177,11 +182,7 @@ impl AddressSpaceOps for Ext4Mapping {
         if ino == BDEV_INO {
             return (Some(index), u64::MAX - index);
         }
-        let ext4 = self
-            .ext4
-            .get()
-            .and_then(Weak::upgrade)
-            .expect("mounted before the page cache maps pages");
+        let ext4 = self.ext4();
         let alloc = ext4.alloc.borrow();
         alloc.map_extent(ino, index)
     }
