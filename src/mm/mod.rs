@@ -634,8 +634,9 @@ pub struct Mm {
     flusher_task: Cell<Option<TaskId>>,
     kswapd_task: Cell<Option<TaskId>>,
     /// Whether `generic_perform_write` tries the file system's fast paths first
-    /// ([`FsHooks::write_begin_now`], [`FsHooks::write_end_now`]); on by default. Results are
-    /// the same either way; tests compare the two.
+    /// ([`FsHooks::write_begin_now`], [`FsHooks::write_end_now`]) and its own (the page grab
+    /// and the copy with their CPU segments awaited directly); on by default. Results are the
+    /// same either way; tests compare the two.
     write_fast_paths: Cell<bool>,
     /// Whether invariants are checked ([`check`]): debug builds, or `--check`.
     checks: Cell<bool>,
@@ -783,7 +784,10 @@ impl Mm {
         self.hooks.borrow().clone()
     }
 
-    /// Turns the write path's use of the file system's fast paths on or off (on by default).
+    /// Turns the write path's fast paths on or off (on by default): the file system's
+    /// (`FsHooks::write_begin_now` / `write_end_now`) and the page cache's own (the page
+    /// grabbed and copied with the CPU segments awaited directly). Off, every step goes the
+    /// waiting way; results are the same (the fast paths' test compares the two).
     pub fn set_write_fast_paths(&self, on: bool) {
         self.write_fast_paths.set(on);
     }
@@ -1172,6 +1176,31 @@ impl MmState {
         assert!(previous.is_none(), "page {ino}:{index} added twice");
         self.lru_add_head(id, Lru::Inactive);
         id
+    }
+
+    /// [`MmState::add_to_page_cache`] unless a page is already at (ino, index) (`None` then,
+    /// nothing changed), with the mapping looked up once for the check and the insertion.
+    fn add_to_page_cache_if_vacant(
+        &mut self,
+        ino: Ino,
+        index: u64,
+        uid: u32,
+        flags: u16,
+    ) -> Option<PageId> {
+        // The id `new_page` is about to hand out.
+        let id = match self.free_ids.last() {
+            Some(&id) => id,
+            None => PageId::try_from(self.pages.len()).expect("page ids fit"),
+        };
+        let mapping = self.mappings.entry(ino).or_default();
+        if mapping.pages.contains_key(index) {
+            return None;
+        }
+        mapping.pages.insert(index, id);
+        let new = self.new_page(ino, index, uid, flags | pg::LOCKED);
+        debug_assert_eq!(new, id, "new_page hands out the last freed id, or the next");
+        self.lru_add_head(id, Lru::Inactive);
+        Some(id)
     }
 
     /// `__delete_from_page_cache` + free: the page must be clean, not under writeback.

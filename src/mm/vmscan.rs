@@ -256,7 +256,7 @@ impl Mm {
 
     /// `get_page_from_freelist(ALLOC_WMARK_LOW)`: a free page for the caller if the zone is
     /// above its low watermark.
-    fn take_page_above_low(&self) -> bool {
+    pub(super) fn take_page_above_low(&self) -> bool {
         let ok = self.watermark_ok(self.watermarks.low);
         if ok {
             self.take_free_page();

@@ -713,16 +713,27 @@ impl Mm {
         throttle: &mut DirtyThrottleState,
         dirtied: u64,
     ) {
+        if let Some(pages_dirtied) = self.dirty_ratelimit_due(throttle, dirtied) {
+            self.balance_dirty_pages(sim, throttle, pages_dirtied).await;
+        }
+    }
+
+    /// The counting half of [`Mm::balance_dirty_pages_ratelimited`]: adds `dirtied` to the
+    /// task's count and returns the pages dirtied since its last pause when
+    /// `balance_dirty_pages` is due. (The write path calls it directly and builds
+    /// `balance_dirty_pages`' future only then.)
+    pub(super) fn dirty_ratelimit_due(
+        &self,
+        throttle: &mut DirtyThrottleState,
+        dirtied: u64,
+    ) -> Option<u64> {
         throttle.nr_dirtied += dirtied;
         let mut ratelimit = throttle.nr_dirtied_pause;
         if self.state().bdi.dirty_exceeded {
             // Over the limit: everyone checks every 32 KiB (`32 >> (PAGE_SHIFT - 10)` pages).
             ratelimit = ratelimit.min(DIRTY_EXCEEDED_RATELIMIT);
         }
-        if throttle.nr_dirtied >= ratelimit {
-            let pages_dirtied = throttle.nr_dirtied;
-            self.balance_dirty_pages(sim, throttle, pages_dirtied).await;
-        }
+        (throttle.nr_dirtied >= ratelimit).then_some(throttle.nr_dirtied)
     }
 
     /// `balance_dirty_pages`, in jiffies as 3.10 computes it: see the module documentation.

@@ -17,7 +17,7 @@
 //! Simplifications: the journal superblock is block 0 of the journal and the log is the ring of
 //! the others; tail updates always write it with FUA.
 
-use super::{Journal, Tid, MIN_LOG_RESERVED_BLOCKS};
+use super::{Journal, JournalState, Tid, MIN_LOG_RESERVED_BLOCKS};
 use crate::dev::{IoFlags, IoOp};
 use crate::mm::bio::{BioRequest, IoPurpose};
 use crate::sim::Sim;
@@ -32,18 +32,26 @@ pub struct CheckpointList {
     pub buffers: BTreeSet<u64>,
 }
 
+/// [`Journal::log_space_left`] of a state already borrowed.
+pub(crate) fn log_space_left_in(state: &JournalState) -> u64 {
+    let left = state.free.saturating_sub(MIN_LOG_RESERVED_BLOCKS);
+    left - (left >> 3)
+}
+
 impl Journal {
     /// `__jbd2_log_space_left`: free log blocks less the reserve and an eighth for slack.
     pub fn log_space_left(&self) -> u64 {
-        let free = self.state.borrow().free;
-        let left = free.saturating_sub(MIN_LOG_RESERVED_BLOCKS);
-        left - (left >> 3)
+        log_space_left_in(&self.state.borrow())
     }
 
     /// `jbd_space_needed`: room for a full running transaction plus what the committing one may
     /// still write.
     pub fn space_needed(&self) -> u64 {
-        let state = self.state.borrow();
+        self.space_needed_in(&self.state.borrow())
+    }
+
+    /// [`Journal::space_needed`] of a state already borrowed.
+    pub(crate) fn space_needed_in(&self, state: &JournalState) -> u64 {
         self.config.max_transaction_buffers()
             + state
                 .committing

@@ -54,6 +54,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
+/// A set of block numbers for membership tests only: hashed with the simulation's fixed id
+/// hasher (deterministic; never iterated, so its order cannot reach a result).
+pub(crate) type BlockSet =
+    std::collections::HashSet<u64, std::hash::BuildHasherDefault<crate::sim::idmap::IdHasher>>;
+
 /// Transaction id (`tid_t`).
 pub type Tid = u64;
 
@@ -268,7 +273,8 @@ pub(crate) struct Transaction {
     pub outstanding_credits: u64,
     /// `t_buffers`: metadata blocks journaled, in the order they joined.
     pub buffers: Vec<u64>,
-    pub buffer_set: BTreeSet<u64>,
+    /// The same blocks as `buffers`, for membership only (never iterated, so hashed).
+    pub buffer_set: BlockSet,
     /// `t_inode_list`: inodes whose data must precede the commit (ordered mode).
     pub inodes: BTreeSet<Ino>,
     /// A commit was asked for by someone waiting (fsync), not by the timer.
@@ -292,7 +298,7 @@ impl Transaction {
             holders: Holders::default(),
             outstanding_credits: 0,
             buffers: Vec::new(),
-            buffer_set: BTreeSet::new(),
+            buffer_set: BlockSet::default(),
             inodes: BTreeSet::new(),
             requested_ns: None,
             requested_by: None,

@@ -7,7 +7,7 @@
 //! `get_create_access` is `get_write_access` of a block that is cached and uptodate; the
 //! `b_committed_data` undo copies of bitmaps (`get_undo_access`) are not modelled.
 
-use super::{Journal, JournalHead, TState, Tid, Transaction};
+use super::{checkpoint, Journal, JournalHead, TState, Tid, Transaction};
 use crate::mm::Ino;
 use crate::sim::{Blocker, Sim, TaskId, WaitReason};
 
@@ -102,47 +102,39 @@ impl Journal {
             "a handle asks for {credits} credits (1..={max})"
         );
         // Create the running transaction if none runs (jbd2_get_transaction).
-        {
-            let mut state = self.state.borrow_mut();
-            if state.running.is_none() {
-                let tid = state.next_tid;
-                state.next_tid += 1;
-                state.running = Some(Transaction::new(
-                    tid,
-                    sim.now(),
-                    self.config.commit_interval,
-                ));
-                drop(state);
-                // The commit timer (`j_commit_timer` at `t_expires`).
-                self.commit_wake.wake(sim);
-            }
+        let mut state = self.state.borrow_mut();
+        if state.running.is_none() {
+            let tid = state.next_tid;
+            state.next_tid += 1;
+            state.running = Some(Transaction::new(
+                tid,
+                sim.now(),
+                self.config.commit_interval,
+            ));
+            drop(state);
+            // The commit timer (`j_commit_timer` at `t_expires`).
+            self.commit_wake.wake(sim);
+            state = self.state.borrow_mut();
         }
-        let (tid, locked, too_big) = {
-            let state = self.state.borrow();
-            let running = state.running.as_ref().expect("created above");
-            (
-                running.tid,
-                running.state == TState::Locked,
-                running.outstanding_credits + credits > max,
-            )
-        };
-        if locked {
+        // One borrow for the checks and the accounting (nothing is changed when one fails).
+        let state = &mut *state;
+        let space_left = checkpoint::log_space_left_in(state);
+        let space_needed = self.space_needed_in(state);
+        let running = state.running.as_mut().expect("created above");
+        let tid = running.tid;
+        if running.state == TState::Locked {
             return Err(StartBlocked::Locked(tid));
         }
-        if too_big {
+        if running.outstanding_credits + credits > max {
             return Err(StartBlocked::TooBig(tid));
         }
-        if self.log_space_left() < self.space_needed() {
+        if space_left < space_needed {
             return Err(StartBlocked::NoSpace);
         }
-        let mut state = self.state.borrow_mut();
-        state.stats.handles += 1;
-        let running = state.running.as_mut().expect("still running");
-        assert_eq!(running.tid, tid, "the running transaction changed unseen");
         running.outstanding_credits += credits;
         running.updates += 1;
         running.holders.add(task);
-        drop(state);
+        state.stats.handles += 1;
         self.check_handle_started(task, tid);
         Ok(Handle {
             tid,
@@ -264,12 +256,14 @@ impl Journal {
         if !self.buffer_in(handle, block) {
             return false;
         }
-        let head = self.head(block);
-        debug_assert!(
-            head.transaction == Some(handle.tid) || head.next_transaction == Some(handle.tid),
-            "buffer {block} is in transaction {} but its head says {head:?}",
-            handle.tid
-        );
+        if cfg!(debug_assertions) {
+            let head = self.head(block);
+            assert!(
+                head.transaction == Some(handle.tid) || head.next_transaction == Some(handle.tid),
+                "buffer {block} is in transaction {} but its head says {head:?}",
+                handle.tid
+            );
+        }
         self.buffers.take_over_unlocked(sim, block).is_some()
     }
 
