@@ -124,16 +124,18 @@ impl Mm {
     /// clean, and its waiters woken as `unlock_buffer` wakes them), `None` (nothing changed)
     /// if `trylock_buffer` would have failed.
     pub fn take_over_unlocked_buffer(&self, sim: &Sim, block: u64) -> Option<bool> {
-        let id = self.find_page(BDEV_INO, block)?;
-        let dirty = {
+        let (dirty, waiters) = {
             let mut state = self.state();
-            let page = state.pages[id as usize];
+            let id = state.mappings.get(&BDEV_INO)?.pages.get(block)?;
+            let page = &mut state.pages[id as usize];
             if page.has(pg::WRITEBACK) || page.has(pg::LOCKED) {
                 return None;
             }
-            state.clear_page_dirty(id)
+            let waiters = page.has(pg::WAITERS);
+            page.flags &= !pg::WAITERS;
+            (state.clear_page_dirty(id), waiters)
         };
-        self.wake_page(sim, BDEV_INO, block);
+        self.wake_page_if_waiters(sim, BDEV_INO, block, waiters);
         Some(dirty)
     }
 

@@ -82,7 +82,7 @@ impl Ext4 {
         }
         let inode_block = match new_size {
             Some(_) => {
-                let block = self.alloc.borrow().inode_block(ino);
+                let block = self.inode_block(ino);
                 if !self.journal.get_write_access_now(sim, &handle, block) {
                     return Err(handle);
                 }

@@ -318,6 +318,9 @@ pub struct Ext4 {
     pub(crate) ordered_data_tracked: std::cell::Cell<bool>,
     /// Crash-point checking's recorder ([`Ext4::record_crash`]).
     pub(crate) crash: RefCell<Option<Rc<crate::mm::crashlog::CrashLog>>>,
+    /// The last (inode, inode-table block) [`Ext4::inode_block`] answered (the layout never
+    /// changes; inode 0 does not exist).
+    last_inode_block: std::cell::Cell<(Ino, u64)>,
 }
 
 /// Largest discard bio: `blkdev_issue_discard` splits at the queue's `max_discard_sectors`
@@ -438,6 +441,7 @@ impl Ext4 {
             freed_check: RefCell::new(Default::default()),
             ordered_data_tracked: std::cell::Cell::new(false),
             crash: RefCell::new(None),
+            last_inode_block: std::cell::Cell::new((0, 0)),
         });
         let checking = ext4.journal.checks_enabled();
         ext4.alloc.borrow_mut().record_events(checking);
@@ -456,6 +460,18 @@ impl Ext4 {
 
     pub fn stats(&self) -> Ext4Stats {
         *self.stats.borrow()
+    }
+
+    /// The inode-table block holding `ino` (`__ext4_get_inode_loc`'s block), the last answer
+    /// remembered: an appending write asks once per page.
+    pub(crate) fn inode_block(&self, ino: Ino) -> u64 {
+        let (last, block) = self.last_inode_block.get();
+        if last == ino && ino != 0 {
+            return block;
+        }
+        let block = self.alloc.borrow().inode_block(ino);
+        self.last_inode_block.set((ino, block));
+        block
     }
 
     /// The placement state (read-only), for tests and reports.
