@@ -194,8 +194,37 @@ pub enum MergeKind {
 }
 
 /// A request: one or more contiguous bios the device serves as one command.
+///
+/// The fields live in one heap block ([`RequestFields`], reached through `Deref`), so that a
+/// request moves as a pointer between the plug list, the elevator, the dispatch list, the
+/// in-flight table and the completion report: a `struct request` stays where `get_request`
+/// allocated it and the kernel passes pointers. (The fields by value, about 200 bytes, were
+/// copied some sixteen times per request.)
+#[derive(Clone, PartialEq, Eq)]
+pub struct Request(Box<RequestFields>);
+
+impl std::ops::Deref for Request {
+    type Target = RequestFields;
+    fn deref(&self) -> &RequestFields {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Request {
+    fn deref_mut(&mut self) -> &mut RequestFields {
+        &mut self.0
+    }
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The fields of a [`Request`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
+pub struct RequestFields {
     pub id: RequestId,
     pub op: IoOp,
     pub sector: u64,
@@ -257,7 +286,7 @@ impl Request {
 
     /// `blk_rq_init` + `init_request_from_bio`.
     pub fn from_bio(id: RequestId, bio: &Bio, now: Nanos) -> Request {
-        Request {
+        Request(Box::new(RequestFields {
             id,
             op: bio.op,
             sector: bio.sector,
@@ -280,7 +309,7 @@ impl Request {
             issued_ns: None,
             device_start_ns: None,
             wbt: super::wbt::WbtFlags::default(),
-        }
+        }))
     }
 
     pub fn end_sector(&self) -> u64 {
