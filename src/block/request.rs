@@ -267,7 +267,8 @@ pub struct RequestFields {
 }
 
 impl Request {
-    /// The command the device receives for this request, tagged with its id. The host driver
+    /// The command the device receives for this request, tagged with its id (the request
+    /// queue tags it with its in-flight slot instead, [`super::tags::InFlight`]). The host driver
     /// sets the command's priority bit for requests of the RT I/O class (ufshcd's Command
     /// Priority, `IOPRIO_CLASS_RT`; the eMMC CMDQ task priority bit likewise), on top of
     /// REQ_PRIO.
