@@ -78,6 +78,9 @@ const MAX_PLUGGED: usize = 4 * BLK_MAX_REQUEST_COUNT;
 /// simply allocate).
 const MAX_SPARE_PLUGS: usize = 64;
 
+/// Completed requests kept for reuse ([`RequestQueue::recycle`]).
+const MAX_SPARE_REQUESTS: usize = 64;
+
 /// How requests are allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllocModel {
@@ -302,6 +305,9 @@ pub struct RequestQueue {
     bypass: BTreeSet<RequestId>,
     /// Requests the device holds, by tag (the device completes by tag).
     in_flight: super::tags::InFlight,
+    /// Completed requests handed back by the block layer ([`RequestQueue::recycle`]), whose
+    /// heap blocks the next allocations reuse.
+    spare_requests: Vec<Request>,
     /// The device's completions of one `advance`, a vector kept between events (empty
     /// between them).
     device_done: Vec<DevCompletion>,
@@ -358,6 +364,7 @@ impl RequestQueue {
             fasttrack: crate::fasttrack::FastTrackConfig::default(),
             fasttrack_dispatched: 0,
             in_flight: super::tags::InFlight::new(),
+            spare_requests: Vec::new(),
             device_done: Vec::new(),
             next_request_id: 1,
             stats: QueueStats::default(),
@@ -844,7 +851,13 @@ impl RequestQueue {
         self.next_request_id += 1;
         self.stats.requests += 1;
         self.trace_bio(now, Action::GetRequest, bio);
-        let mut rq = Request::from_bio(id, bio, now);
+        let mut rq = match self.spare_requests.pop() {
+            Some(mut rq) => {
+                rq.reinit_from_bio(id, bio, now);
+                rq
+            }
+            None => Request::from_bio(id, bio, now),
+        };
         rq.wbt = self.wbt_tokens.remove(&bio.id).unwrap_or_default();
         if let Some(tasks) = &self.tasks {
             let (ioc_ioprio, nice) = tasks.io_context(bio.task.pid, bio.task.uid);
@@ -1398,6 +1411,14 @@ impl RequestQueue {
             self.stats.requests,
             self.stats.completed + self.allocated() as u64
         );
+    }
+
+    /// A completed request the caller is done with: its heap block serves a later allocation.
+    pub fn recycle(&mut self, rq: Request) {
+        // Bound: a deep queue's worth; the rest are freed.
+        if self.spare_requests.len() < MAX_SPARE_REQUESTS {
+            self.spare_requests.push(rq);
+        }
     }
 
     /// A request on the device (issued, not completed), for describing waits on it.
