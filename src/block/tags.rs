@@ -5,8 +5,8 @@
 //! they echo tags back and order nothing by them (the flash model orders its started commands
 //! by completion time and arrival, the fixed-latency model by completion time alone).
 //!
-//! Simplifications: no tag depth limit of its own; the table grows to the device's queue depth
-//! (the request queue never issues past it).
+//! Simplifications: no tag depth limit of its own; the table grows to the most requests the
+//! device held at once (its queue depth, or a packed command's writes).
 
 use super::request::{Request, RequestId};
 
