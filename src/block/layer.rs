@@ -632,7 +632,13 @@ impl BlockLayer {
                 assert!(woke, "wbt granted a slot to a bio nobody sleeps for");
             }
         }
-        report.completed.clear();
+        {
+            // The completed requests' heap blocks go back to the queue for its next ones.
+            let mut queue = self.shared.queue.borrow_mut();
+            for (_, rq) in report.completed.drain(..) {
+                queue.recycle(rq);
+            }
+        }
         self.shared.report.set(report);
         self.arm();
     }

@@ -12,6 +12,7 @@ pub mod layer;
 pub mod qasio;
 pub mod queue;
 pub mod request;
+pub mod tags;
 pub mod wbt;
 
 use crate::kernel::Hz;

@@ -78,6 +78,9 @@ const MAX_PLUGGED: usize = 4 * BLK_MAX_REQUEST_COUNT;
 /// simply allocate).
 const MAX_SPARE_PLUGS: usize = 64;
 
+/// Completed requests kept for reuse ([`RequestQueue::recycle`]).
+const MAX_SPARE_REQUESTS: usize = 64;
+
 /// How requests are allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllocModel {
@@ -300,8 +303,11 @@ pub struct RequestQueue {
     /// `q->queue_head`: requests that bypass the elevator (flushes), served first.
     dispatch_list: VecDeque<Request>,
     bypass: BTreeSet<RequestId>,
-    /// Requests the device holds, by id (never iterated: a hash map stores each once).
-    in_flight: crate::sim::IdMap<Request>,
+    /// Requests the device holds, by tag (the device completes by tag).
+    in_flight: super::tags::InFlight,
+    /// Completed requests handed back by the block layer ([`RequestQueue::recycle`]), whose
+    /// heap blocks the next allocations reuse.
+    spare_requests: Vec<Request>,
     /// The device's completions of one `advance`, a vector kept between events (empty
     /// between them).
     device_done: Vec<DevCompletion>,
@@ -357,7 +363,8 @@ impl RequestQueue {
             qasio_stats: super::qasio::QasioStats::default(),
             fasttrack: crate::fasttrack::FastTrackConfig::default(),
             fasttrack_dispatched: 0,
-            in_flight: crate::sim::id_map(),
+            in_flight: super::tags::InFlight::new(),
+            spare_requests: Vec::new(),
             device_done: Vec::new(),
             next_request_id: 1,
             stats: QueueStats::default(),
@@ -429,7 +436,8 @@ impl RequestQueue {
         if !self.qasio.enabled(dependency) {
             return false;
         }
-        if self.in_flight.contains_key(&id) || self.dispatch_list.iter().any(|rq| rq.id == id) {
+        if self.in_flight.get_by_id(id).is_some() || self.dispatch_list.iter().any(|rq| rq.id == id)
+        {
             return false;
         }
         let plugged = self
@@ -843,7 +851,13 @@ impl RequestQueue {
         self.next_request_id += 1;
         self.stats.requests += 1;
         self.trace_bio(now, Action::GetRequest, bio);
-        let mut rq = Request::from_bio(id, bio, now);
+        let mut rq = match self.spare_requests.pop() {
+            Some(mut rq) => {
+                rq.reinit_from_bio(id, bio, now);
+                rq
+            }
+            None => Request::from_bio(id, bio, now),
+        };
         rq.wbt = self.wbt_tokens.remove(&bio.id).unwrap_or_default();
         if let Some(tasks) = &self.tasks {
             let (ioc_ioprio, nice) = tasks.io_context(bio.task.pid, bio.task.uid);
@@ -1215,14 +1229,16 @@ impl RequestQueue {
             self.submit_one(now, rq);
             return;
         }
-        let commands: Vec<crate::dev::DevRequest> =
-            group.iter().map(Request::dev_request).collect();
+        // The tags the requests get, in order: the table hands out its free slots from the top.
+        let mut commands: Vec<crate::dev::DevRequest> = Vec::with_capacity(group.len());
+        for rq in group {
+            let mut command = rq.dev_request();
+            command.tag = self.note_in_flight(now, rq);
+            commands.push(command);
+        }
         self.device.submit_packed(now, &commands);
         if let Some(mmc) = self.mmc.as_mut() {
             mmc.packed_commands += 1;
-        }
-        for rq in group {
-            self.note_in_flight(now, rq);
         }
     }
 
@@ -1235,15 +1251,14 @@ impl RequestQueue {
         if self.device.command_priority() && rq.ioprio.class == crate::task::IoPrioClass::Rt {
             command.flags.prio = true;
         }
+        command.tag = self.note_in_flight(now, rq);
         self.device.submit(now, command);
-        self.note_in_flight(now, rq);
     }
 
-    /// The device holds `rq` from `now`.
-    fn note_in_flight(&mut self, now: Nanos, mut rq: Request) {
+    /// The device holds `rq` from `now`; returns the tag its command carries.
+    fn note_in_flight(&mut self, now: Nanos, mut rq: Request) -> u64 {
         rq.device_start_ns = Some(now);
-        let previous = self.in_flight.insert(rq.id, rq);
-        assert!(previous.is_none(), "two requests in flight with one tag");
+        self.in_flight.insert(rq)
     }
 
     /// `mmc_start_req`: the card finished its command; the driver starts its prepared one.
@@ -1332,8 +1347,8 @@ impl RequestQueue {
         for completion in done.drain(..) {
             let rq = self
                 .in_flight
-                .remove(&completion.tag)
-                .unwrap_or_else(|| panic!("device completed unknown request R#{}", completion.tag));
+                .remove(completion.tag)
+                .unwrap_or_else(|| panic!("device completed unknown tag {}", completion.tag));
             // The card is free: the mmc thread starts its prepared request before it completes
             // this one (`mmc_start_req` returns the finished request after issuing the next).
             self.mmc_card_done(now);
@@ -1398,9 +1413,17 @@ impl RequestQueue {
         );
     }
 
+    /// A completed request the caller is done with: its heap block serves a later allocation.
+    pub fn recycle(&mut self, rq: Request) {
+        // Bound: a deep queue's worth; the rest are freed.
+        if self.spare_requests.len() < MAX_SPARE_REQUESTS {
+            self.spare_requests.push(rq);
+        }
+    }
+
     /// A request on the device (issued, not completed), for describing waits on it.
     pub fn in_flight_request(&self, id: RequestId) -> Option<&Request> {
-        self.in_flight.get(&id)
+        self.in_flight.get_by_id(id)
     }
 
     /// Nothing queued, plugged or in flight.

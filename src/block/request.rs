@@ -194,8 +194,37 @@ pub enum MergeKind {
 }
 
 /// A request: one or more contiguous bios the device serves as one command.
+///
+/// The fields live in one heap block ([`RequestFields`], reached through `Deref`), so that a
+/// request moves as a pointer between the plug list, the elevator, the dispatch list, the
+/// in-flight table and the completion report: a `struct request` stays where `get_request`
+/// allocated it and the kernel passes pointers. (The fields by value, about 200 bytes, were
+/// copied some sixteen times per request.)
+#[derive(Clone, PartialEq, Eq)]
+pub struct Request(Box<RequestFields>);
+
+impl std::ops::Deref for Request {
+    type Target = RequestFields;
+    fn deref(&self) -> &RequestFields {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Request {
+    fn deref_mut(&mut self) -> &mut RequestFields {
+        &mut self.0
+    }
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The fields of a [`Request`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
+pub struct RequestFields {
     pub id: RequestId,
     pub op: IoOp,
     pub sector: u64,
@@ -238,7 +267,8 @@ pub struct Request {
 }
 
 impl Request {
-    /// The command the device receives for this request, tagged with its id. The host driver
+    /// The command the device receives for this request, tagged with its id (the request
+    /// queue tags it with its in-flight slot instead, [`super::tags::InFlight`]). The host driver
     /// sets the command's priority bit for requests of the RT I/O class (ufshcd's Command
     /// Priority, `IOPRIO_CLASS_RT`; the eMMC CMDQ task priority bit likewise), on top of
     /// REQ_PRIO.
@@ -257,7 +287,28 @@ impl Request {
 
     /// `blk_rq_init` + `init_request_from_bio`.
     pub fn from_bio(id: RequestId, bio: &Bio, now: Nanos) -> Request {
-        Request {
+        Request(Box::new(RequestFields::from_bio(
+            id,
+            bio,
+            now,
+            bio.pages.clone(),
+        )))
+    }
+
+    /// [`Request::from_bio`] in the heap block of a freed request (the request pool's
+    /// `mempool_alloc` of a `struct request` that `blk_put_request` returned): the block and
+    /// the page list's capacity are reused, nothing else of the old request is kept.
+    pub fn reinit_from_bio(&mut self, id: RequestId, bio: &Bio, now: Nanos) {
+        let mut pages = std::mem::take(&mut self.0.pages);
+        pages.clear();
+        pages.extend_from_slice(&bio.pages);
+        *self.0 = RequestFields::from_bio(id, bio, now, pages);
+    }
+}
+
+impl RequestFields {
+    fn from_bio(id: RequestId, bio: &Bio, now: Nanos, pages: Vec<PageRef>) -> RequestFields {
+        RequestFields {
             id,
             op: bio.op,
             sector: bio.sector,
@@ -273,7 +324,7 @@ impl Request {
             owner_uid: bio.owner_uid,
             app_class: crate::task::AppIoClass::Plain,
             bios: BioIds::one(bio.id),
-            pages: bio.pages.clone(),
+            pages,
             start_ns: now,
             inserted_ns: now,
             fifo_time_ns: 0,
@@ -282,7 +333,9 @@ impl Request {
             wbt: super::wbt::WbtFlags::default(),
         }
     }
+}
 
+impl Request {
     pub fn end_sector(&self) -> u64 {
         self.sector + u64::from(self.nr_sectors)
     }
@@ -447,6 +500,28 @@ pub(crate) mod test_support {
 mod tests {
     use super::test_support::*;
     use super::*;
+
+    /// A request rebuilt in a freed one's heap block equals a new one: nothing of the old
+    /// request (merged bios, pages, times, priorities) survives.
+    #[test]
+    fn a_reused_request_equals_a_new_one() {
+        let mut old = request(1, IoOp::Write, 100, 8, 1);
+        let mut back = bio(2, IoOp::Write, 108, 8, 1);
+        back.pages = vec![PageRef { owner: 7, index: 3 }; 5];
+        old.merge_bio(&back, MergeKind::Back);
+        old.issued_ns = Some(9);
+        old.device_start_ns = Some(10);
+        old.fifo_time_ns = 11;
+        old.nice = 4;
+        let mut fresh = bio(3, IoOp::Read, 4000, 16, 2);
+        fresh.pages = vec![PageRef { owner: 1, index: 2 }];
+        fresh.foreground = true;
+        old.reinit_from_bio(30, &fresh, 77);
+        assert_eq!(old, Request::from_bio(30, &fresh, 77));
+        fresh.pages.clear();
+        old.reinit_from_bio(31, &fresh, 78);
+        assert_eq!(old, Request::from_bio(31, &fresh, 78));
+    }
 
     #[test]
     fn adjacent_bios_merge_back_and_front() {
