@@ -350,9 +350,10 @@ impl Mm {
             None if self.config.page_cache_lock == PageCacheLock::Linux
                 && self.take_page_above_low() =>
             {
-                self.cpu
-                    .run_urgent(sim, self.cpu_costs.page_alloc, self.pa_urgent(issuer))
-                    .await;
+                let cost = self.cpu_costs.page_alloc;
+                if !self.cpu.run_now(sim, cost, WaitReason::OnCpu) {
+                    self.cpu.run_urgent(sim, cost, self.pa_urgent(issuer)).await;
+                }
                 if let Some(id) = self.insert_new_page(sim, ino, index, issuer, 0) {
                     return id;
                 }
@@ -559,9 +560,10 @@ impl Mm {
             // copy's CPU segment is awaited here (one future less per page).
             match self.config.page_cache_lock {
                 PageCacheLock::Linux if fast => {
-                    self.cpu
-                        .run_urgent(sim, self.cpu_costs.copy_ns(bytes), self.pa_urgent(issuer))
-                        .await
+                    let cost = self.cpu_costs.copy_ns(bytes);
+                    if !self.cpu.run_now(sim, cost, WaitReason::OnCpu) {
+                        self.cpu.run_urgent(sim, cost, self.pa_urgent(issuer)).await
+                    }
                 }
                 _ => self.copy_user_bytes(sim, bytes, issuer).await,
             }

@@ -108,6 +108,33 @@ impl Cpu {
         self.run_queued(sim, duration, WaitReason::OnCpu, urgent)
     }
 
+    /// A segment of `duration` under `reason` run now, when a core is free and nothing else
+    /// can happen before the segment ends ([`Sim::sleep_now`]): what awaiting [`Cpu::run_as`]
+    /// (or `run_urgent`: with a core free, urgency changes nothing) does then, without a
+    /// future. Returns false, nothing changed, otherwise; the caller then awaits the segment.
+    #[inline]
+    pub fn run_now(&self, sim: &Sim, duration: Nanos, reason: WaitReason) -> bool {
+        if duration == 0 {
+            return true;
+        }
+        // A free core means nobody waits for one (`release` hands a core to a waiter).
+        if self.busy.get() >= self.cores {
+            return false;
+        }
+        let busy = self.busy.get();
+        self.busy.set(busy + 1);
+        if !sim.sleep_now(duration, reason, Blocker::None) {
+            self.busy.set(busy);
+            return false;
+        }
+        let mut stats = self.stats.get();
+        stats.segments += 1;
+        stats.busy_ns += duration;
+        self.stats.set(stats);
+        self.release(sim);
+        true
+    }
+
     async fn run_queued(&self, sim: &Sim, duration: Nanos, reason: WaitReason, urgent: bool) {
         if duration == 0 {
             return;
@@ -235,5 +262,88 @@ mod tests {
         sim.spawn("t", async move { c.run(&s, 0).await });
         sim.run_until(u64::MAX, true).unwrap();
         assert_eq!((sim.now(), cpu.stats().segments), (0, 0));
+    }
+
+    /// Three tasks on two cores run segments (some at once, some waiting for a core or behind
+    /// a timer), with `run_now` tried first or not at all; what each task saw and the
+    /// engine's and the CPU's counters.
+    fn segments_with(run_now: bool) -> String {
+        let sim = Simulation::new(1);
+        let cpu = Rc::new(Cpu::new(2));
+        let mut handles = Vec::new();
+        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+            let (s, c) = (sim.handle(), cpu.clone());
+            handles.push(sim.spawn(name, async move {
+                let task = s.current_task().unwrap();
+                s.start_wait_log(task);
+                let mut seen = Vec::new();
+                for round in 0..40u64 {
+                    let cost = 3 + (round * 7 + i as u64 * 5) % 11;
+                    let reason = if round % 3 == 0 {
+                        WaitReason::DirectReclaim
+                    } else {
+                        WaitReason::OnCpu
+                    };
+                    if !(run_now && c.run_now(&s, cost, reason)) {
+                        c.run_as(&s, cost, reason).await;
+                    }
+                    seen.push(s.now());
+                    if round % 5 == i as u64 {
+                        s.sleep(4).await;
+                    }
+                }
+                let log = s.take_wait_log(task);
+                (seen, format!("{:?}", log.records), log.dropped)
+            }));
+        }
+        // A timer task whose events fall inside segments.
+        let s = sim.handle();
+        sim.spawn("timer", async move {
+            for _ in 0..30 {
+                s.sleep(9).await;
+            }
+        });
+        sim.run_until(u64::MAX, true).unwrap();
+        let s = sim.handle();
+        let mut out = format!(
+            "events {} wakeups {} now {} cpu {:?}\n",
+            s.events_processed(),
+            s.wakeups(),
+            s.now(),
+            cpu.stats()
+        );
+        for h in &handles {
+            out += &format!(
+                "{:?} {:?}\n",
+                h.result().unwrap(),
+                s.blocked_times(h.task())
+            );
+        }
+        out
+    }
+
+    #[test]
+    fn a_segment_run_now_is_the_segment_awaited() {
+        let with = segments_with(true);
+        assert_eq!(with, segments_with(false));
+        // Segments waited for a core too (the comparison covers the fall-back).
+        assert!(!with.contains("waits: 0"), "{with}");
+    }
+
+    #[test]
+    fn run_now_refuses_without_a_free_core_and_changes_nothing() {
+        let sim = Simulation::new(1);
+        let cpu = Rc::new(Cpu::new(1));
+        let (s, c) = (sim.handle(), cpu.clone());
+        sim.spawn("holder", async move { c.run(&s, 100).await });
+        let (s, c) = (sim.handle(), cpu.clone());
+        let refused = sim.spawn("other", async move {
+            s.sleep(10).await;
+            let before = (c.busy(), c.stats(), s.now());
+            let ran = c.run_now(&s, 5, WaitReason::OnCpu);
+            (ran, before == (c.busy(), c.stats(), s.now()))
+        });
+        sim.run_until(u64::MAX, true).unwrap();
+        assert_eq!(refused.result().unwrap(), (false, true));
     }
 }

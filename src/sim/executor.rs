@@ -763,11 +763,22 @@ impl Sim {
     /// way (`sim::tests`: a run with and without the short cut is byte-identical), only the
     /// queue's push and pop and the task's second poll are saved.
     fn advance_to_own_wake(&self, until: Nanos, token: WakeToken) -> bool {
+        if !self.own_wake_is_next(until) {
+            return false;
+        }
+        self.take_own_wake(until, token);
+        true
+    }
+
+    /// Whether a wake of the current task at `until` would be the run loop's next step:
+    /// [`Sim::advance_to_own_wake`]'s conditions. Pure: blocking the task does not change them.
+    #[inline(always)]
+    fn own_wake_is_next(&self, until: Nanos) -> bool {
         let core = &*self.core;
         let processed = core.events_processed.get() + 1;
         // The check that fails most often (another event due first, in any busy run) comes
         // first; the order of these pure checks changes nothing else.
-        if core.events.borrow().peek_time().is_some_and(|t| t <= until)
+        !(core.events.borrow().peek_time().is_some_and(|t| t <= until)
             || !core.ready.borrow().is_empty()
             || !core.sleep_short_cut.get()
             || until <= self.now()
@@ -777,10 +788,14 @@ impl Sim {
             || (core.run_ends_when_done.get() && core.live_non_daemons.get() == 0)
             || processed.is_multiple_of(PROGRESS_EVERY_EVENTS)
             // Samplers run from the loop, outside any task's poll.
-            || core.next_sample_ns.get() < until
-        {
-            return false;
-        }
+            || core.next_sample_ns.get() < until)
+    }
+
+    /// The second half of [`Sim::advance_to_own_wake`], once [`Sim::own_wake_is_next`] holds.
+    #[inline(always)]
+    fn take_own_wake(&self, until: Nanos, token: WakeToken) {
+        let core = &*self.core;
+        let processed = core.events_processed.get() + 1;
         let at_instant = self.enter_event_at(until);
         debug_assert_eq!(at_instant, 1, "a new instant");
         core.events_processed.set(processed);
@@ -792,6 +807,21 @@ impl Sim {
         debug_assert!(stepped, "one step at a new instant");
         entry.state = TaskState::Running;
         core.sleeps_short_cut.set(core.sleeps_short_cut.get() + 1);
+    }
+
+    /// A sleep of the current task for `duration` under `reason`, done now when nothing else
+    /// can happen before it ends: what awaiting [`Sim::sleep_for`] does then
+    /// ([`Sim::advance_to_own_wake`]), without a future. Returns false, nothing changed,
+    /// otherwise (the caller then awaits `sleep_for`). For hot callers whose sleeps are short
+    /// (a CPU segment, [`super::cpu::Cpu::run_now`]).
+    #[inline]
+    pub fn sleep_now(&self, duration: Nanos, reason: WaitReason, blocker: Blocker) -> bool {
+        let until = self.now().saturating_add(duration);
+        if !self.own_wake_is_next(until) {
+            return false;
+        }
+        let token = self.block_current(reason, blocker, None);
+        self.take_own_wake(until, token);
         true
     }
 
