@@ -741,6 +741,10 @@ impl Sim {
                 });
             }
         }
+        // (`timeline_on` says whether the recorder is there, without borrowing it.)
+        if !self.core.timeline_on.get() {
+            return;
+        }
         if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
             timeline.wait(TaskWait {
                 task,
