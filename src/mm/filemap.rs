@@ -334,9 +334,10 @@ impl Mm {
 
     /// [`Mm::grab_cache_page`] with its common case unnested: a cached page whose lock is
     /// free, or a missing one whose allocation finds a free page above the low watermark
-    /// (Linux's page-cache locking), is grabbed here with the allocation's CPU segment awaited
-    /// directly; anything else goes through `grab_cache_page` (its first attempt counted). The
-    /// same steps in the same order: a simulator speed-up (the write path's futures nest less).
+    /// (Linux's page-cache locking), is grabbed here, the allocation's CPU segment run at once
+    /// ([`crate::sim::cpu::Cpu::run_now`]) or awaited directly; anything else goes through
+    /// `grab_cache_page` (the allocation's attempt counted as its first). The same steps in the
+    /// same order: a simulator speed-up (the write path's futures nest less).
     async fn grab_cache_page_write(
         &self,
         sim: &Sim,
@@ -557,7 +558,8 @@ impl Mm {
             }
             // iov_iter_copy_from_user_atomic, with the page locked (and the caller's i_mutex;
             // under FastTrack's model, the global page-cache lock too). Without that lock the
-            // copy's CPU segment is awaited here (one future less per page).
+            // copy's CPU segment runs at once when it can (`Cpu::run_now`: with a core free,
+            // urgency changes nothing) or is awaited here (one future less per page).
             match self.config.page_cache_lock {
                 PageCacheLock::Linux if fast => {
                     let cost = self.cpu_costs.copy_ns(bytes);
