@@ -11,6 +11,10 @@
 //! is served first, so at the end of a background segment the core goes to a waiting
 //! foreground task whatever the arrival order.
 //!
+//! [`Cpu::run_now`] does a segment at once, without a future, when a core is free and nothing
+//! else can happen before the segment ends (the engine's sleep short cut, [`Sim::sleep_now`]);
+//! a simulator speed-up for hot callers, with the same results as awaiting the segment.
+//!
 //! Simplifications: one run queue (two with urgent tasks), FIFO, no priorities otherwise, no
 //! preemption inside a segment (a
 //! segment is a few microseconds: one page's copy, one syscall's entry); user-space
