@@ -1201,16 +1201,12 @@ impl MmState {
 
     /// `add_to_page_cache_lru`: a new page, locked, on the inactive list.
     fn add_to_page_cache(&mut self, ino: Ino, index: u64, uid: u32, flags: u16) -> PageId {
-        let id = self.new_page(ino, index, uid, flags | pg::LOCKED);
-        let mapping = self.mappings.entry(ino).or_default();
-        let previous = mapping.pages.insert(index, id);
-        assert!(previous.is_none(), "page {ino}:{index} added twice");
-        self.lru_add_head(id, Lru::Inactive);
-        id
+        self.add_to_page_cache_if_vacant(ino, index, uid, flags)
+            .unwrap_or_else(|| panic!("page {ino}:{index} added twice"))
     }
 
-    /// [`MmState::add_to_page_cache`] unless a page is already at (ino, index) (`None` then,
-    /// nothing changed), with the mapping looked up once for the check and the insertion.
+    /// `add_to_page_cache_lru` unless a page is already at (ino, index) (`None` then, nothing
+    /// changed), with the mapping looked up once for the check and the insertion.
     fn add_to_page_cache_if_vacant(
         &mut self,
         ino: Ino,
