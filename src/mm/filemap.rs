@@ -33,7 +33,7 @@
 use super::bio::{BioRequest, IoPurpose, PageSpan};
 use super::writeback::{DirtyThrottleState, SyncMode, WbRange, MAX_BIO_PAGES};
 use super::Ino;
-use super::{pg, Issuer, Lru, Mm, PageCacheLock, PageId};
+use super::{pg, FsToken, Issuer, Lru, Mm, PageCacheLock, PageId};
 use crate::dev::{IoFlags, IoOp};
 use crate::errno::Errno;
 use crate::sim::{Sim, WaitReason};
@@ -508,18 +508,22 @@ impl Mm {
         let hooks = self.fs_hooks();
         let fast = self.write_fast_paths.get();
         let mut size = isize;
+        // The next page's token when the previous page's write end began it at once
+        // (`FsHooks::write_end_then_begin_now`).
+        let mut begun: Option<FsToken> = None;
         while written < len {
             let at = pos + written;
             let index = at / PAGE_SIZE;
             let offset = at % PAGE_SIZE;
             let bytes = (PAGE_SIZE - offset).min(len - written);
             // ext4_da_write_begin starts its handle before it grabs the page.
-            let mut token = match &hooks {
-                Some(hooks) => Some(match fast.then(|| hooks.write_begin_now(sim, ino)) {
+            let mut token = match (&hooks, begun.take()) {
+                (Some(_), Some(token)) => Some(token),
+                (Some(hooks), None) => Some(match fast.then(|| hooks.write_begin_now(sim, ino)) {
                     Some(Some(token)) => token,
                     _ => hooks.write_begin(sim, ino).await,
                 }),
-                None => None,
+                (None, _) => None,
             };
             let id = match fast {
                 true => self.grab_cache_page_write(sim, ino, index, issuer).await,
@@ -620,8 +624,20 @@ impl Mm {
             let grown = (at + bytes > size).then_some(at + bytes);
             size = size.max(at + bytes);
             if let (Some(hooks), Some(token)) = (&hooks, token) {
+                // The next page's write_begin fused with this one's end when nothing comes
+                // between them: more to write and no balance_dirty_pages due.
+                let begin_next =
+                    written < len && !self.dirty_ratelimit_would_be_due(throttle, newly_dirty);
                 let token = match fast {
-                    true => hooks.write_end_now(sim, token, ino, reserved, grown).err(),
+                    true => match hooks
+                        .write_end_then_begin_now(sim, token, ino, reserved, grown, begin_next)
+                    {
+                        Ok(next) => {
+                            begun = next;
+                            None
+                        }
+                        Err(token) => Some(token),
+                    },
                     false => Some(token),
                 };
                 if let Some(token) = token {
@@ -631,6 +647,7 @@ impl Mm {
             // balance_dirty_pages_ratelimited, its future built only when it is due.
             if let Some(pages_dirtied) = self.dirty_ratelimit_due(throttle, u64::from(newly_dirty))
             {
+                debug_assert!(begun.is_none(), "a write begun before balance_dirty_pages");
                 self.balance_dirty_pages(sim, throttle, pages_dirtied).await;
             }
         }

@@ -150,6 +150,23 @@ pub trait FsHooks {
     ) -> Result<(), FsToken> {
         Err(token)
     }
+    /// [`FsHooks::write_end_now`], then, with `begin_next`, [`FsHooks::write_begin_now`] for
+    /// the next page of the same write, with nothing in between (the same task, the same
+    /// instant): `Ok(Some(token))` is the next page's token, `Ok(None)` an ended write (the
+    /// caller begins the next page as usual), `Err` as [`FsHooks::write_end_now`]. A fast
+    /// path: the result must be what the two calls would give. Default: the end alone.
+    fn write_end_then_begin_now(
+        &self,
+        sim: &Sim,
+        token: FsToken,
+        ino: Ino,
+        reserved: bool,
+        new_size: Option<u64>,
+        _begin_next: bool,
+    ) -> Result<Option<FsToken>, FsToken> {
+        self.write_end_now(sim, token, ino, reserved, new_size)
+            .map(|()| None)
+    }
     /// `ext4_da_writepages`, one batch: starts a handle and allocates blocks for `unmapped`
     /// (runs of (first page, pages) with no block yet); the page cache then writes the batch
     /// and ends it with [`FsHooks::writepages_end`], so the handle is held across submission.

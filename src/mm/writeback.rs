@@ -728,12 +728,28 @@ impl Mm {
         dirtied: u64,
     ) -> Option<u64> {
         throttle.nr_dirtied += dirtied;
-        let mut ratelimit = throttle.nr_dirtied_pause;
+        (throttle.nr_dirtied >= self.dirty_ratelimit(throttle)).then_some(throttle.nr_dirtied)
+    }
+
+    /// Whether [`Mm::dirty_ratelimit_due`] of `dirtied` more pages would call for
+    /// `balance_dirty_pages` now, nothing changed.
+    pub(super) fn dirty_ratelimit_would_be_due(
+        &self,
+        throttle: &DirtyThrottleState,
+        dirtied: bool,
+    ) -> bool {
+        throttle.nr_dirtied + u64::from(dirtied) >= self.dirty_ratelimit(throttle)
+    }
+
+    /// `balance_dirty_pages_ratelimited`'s limit: the task's pause interval in pages, at most
+    /// 32 KiB's worth (`32 >> (PAGE_SHIFT - 10)` pages) while over the dirty limit.
+    fn dirty_ratelimit(&self, throttle: &DirtyThrottleState) -> u64 {
+        let ratelimit = throttle.nr_dirtied_pause;
         if self.state().bdi.dirty_exceeded {
-            // Over the limit: everyone checks every 32 KiB (`32 >> (PAGE_SHIFT - 10)` pages).
-            ratelimit = ratelimit.min(DIRTY_EXCEEDED_RATELIMIT);
+            ratelimit.min(DIRTY_EXCEEDED_RATELIMIT)
+        } else {
+            ratelimit
         }
-        (throttle.nr_dirtied >= ratelimit).then_some(throttle.nr_dirtied)
     }
 
     /// `balance_dirty_pages`, in jiffies as 3.10 computes it: see the module documentation.

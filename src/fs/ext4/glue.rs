@@ -230,15 +230,32 @@ impl FsHooks for Ext4Hooks {
         reserved: bool,
         new_size: Option<u64>,
     ) -> Result<(), FsToken> {
+        self.write_end_then_begin_now(sim, token, ino, reserved, new_size, false)
+            .map(|next| debug_assert!(next.is_none()))
+    }
+
+    fn write_end_then_begin_now(
+        &self,
+        sim: &Sim,
+        token: FsToken,
+        ino: Ino,
+        reserved: bool,
+        new_size: Option<u64>,
+        begin_next: bool,
+    ) -> Result<Option<FsToken>, FsToken> {
         let mut boxed = token.downcast::<Handle>().expect("a write_begin token");
         let handle = std::mem::replace(&mut *boxed, Handle::placeholder());
         match self
             .ext4
-            .write_end_now(sim, handle, ino, reserved, new_size)
+            .write_end_then_begin_now(sim, handle, ino, reserved, new_size, begin_next)
         {
-            Ok(()) => {
+            Ok(Some(next)) => {
+                *boxed = next;
+                Ok(Some(boxed))
+            }
+            Ok(None) => {
                 self.spare_tokens.borrow_mut().push(boxed);
-                Ok(())
+                Ok(None)
             }
             Err(handle) => {
                 *boxed = handle;

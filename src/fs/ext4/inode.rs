@@ -77,6 +77,24 @@ impl Ext4 {
         reserved: bool,
         new_size: Option<u64>,
     ) -> Result<(), Handle> {
+        self.write_end_then_begin_now(sim, handle, ino, reserved, new_size, false)
+            .map(|next| debug_assert!(next.is_none()))
+    }
+
+    /// [`Ext4::write_end_now`], then, with `begin_next`, [`Ext4::write_begin_now`] for the next
+    /// page of the same write at the same instant, fused with the end's stop when nothing but
+    /// the credits changes ([`crate::fs::jbd2::Journal::stop_and_start_now`]): `Ok(Some)` is the
+    /// next page's handle, `Ok(None)` an ended handle (the caller begins the next page as
+    /// usual), `Err` as [`Ext4::write_end_now`].
+    pub fn write_end_then_begin_now(
+        &self,
+        sim: &Sim,
+        handle: Handle,
+        ino: Ino,
+        reserved: bool,
+        new_size: Option<u64>,
+        begin_next: bool,
+    ) -> Result<Option<Handle>, Handle> {
         if handle.sync {
             return Err(handle);
         }
@@ -102,9 +120,19 @@ impl Ext4 {
         }
         // With update_fsync_trans for the inode marked dirty.
         self.note_write_end(ino, reserved, new_size, inode_block.map(|_| handle.tid));
+        let handle = match begin_next {
+            true => match self
+                .journal
+                .stop_and_start_now(sim, handle, WRITE_BEGIN_CREDITS)
+            {
+                Ok(next) => return Ok(Some(next)),
+                Err(handle) => handle,
+            },
+            false => handle,
+        };
         let wait = self.journal.stop_now(sim, handle);
         debug_assert!(wait.is_none(), "only a synchronous handle waits at stop");
-        Ok(())
+        Ok(None)
     }
 
     /// `ext4_da_write_end`'s bookkeeping before the inode is marked dirty: a page that took a

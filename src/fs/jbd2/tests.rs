@@ -4,7 +4,7 @@
 use super::test_support::*;
 use super::*;
 use crate::sim::{Blocker, WaitReason};
-use crate::units::NS_PER_MS;
+use crate::units::{Nanos, NS_PER_MS};
 
 fn default_rig() -> Rig {
     rig(JournalConfig::default())
@@ -525,5 +525,86 @@ fn holders_count_handles_per_task_as_a_map_would() {
             }
         }
         assert_eq!(holders.first(), reference.keys().next().copied());
+    }
+}
+
+/// Three tasks write "pages" in a loop: each page's handle is stopped and the next page's started
+/// at the same instant, with time passing inside a page, the inode buffer taken every third
+/// page, a synchronous page every fiftieth (each task's at another time, so that the others hold
+/// handles in the transaction it locks) and commits by the timer in between. With `fused`
+/// the pair goes through `stop_and_start_now` when it can (stop and start when it refuses).
+/// Returns what the tasks and the journal saw, and how often the pair was fused and refused.
+fn handle_chains(fused: bool, commit_interval: Nanos) -> (String, u64, u64) {
+    let rig = rig(JournalConfig {
+        commit_interval,
+        ..JournalConfig::default()
+    });
+    let counts = std::rc::Rc::new(std::cell::Cell::new((0u64, 0u64)));
+    let tasks: Vec<_> = (0..3u64)
+        .map(|t| {
+            let (s, j, counts) = (rig.sim.handle(), rig.journal.clone(), counts.clone());
+            rig.sim.spawn(&format!("writer{t}"), async move {
+                let mut seen = Vec::new();
+                let mut handle = j.start(&s, 2).await;
+                for page in 0..200u64 {
+                    if page % 3 == t {
+                        j.get_write_access(&s, &handle, 100 + t).await;
+                        j.dirty_metadata(&mut handle, 100 + t);
+                    }
+                    // Out of phase with each other and with the commit timer.
+                    s.sleep(700_000 + t * 410_000).await;
+                    handle.sync = page % 50 == 49 - 7 * t;
+                    seen.push((page, handle.tid, handle.credits, s.now()));
+                    handle = match fused {
+                        true => match j.stop_and_start_now(&s, handle, 2) {
+                            Ok(next) => {
+                                counts.set((counts.get().0 + 1, counts.get().1));
+                                next
+                            }
+                            Err(handle) => {
+                                counts.set((counts.get().0, counts.get().1 + 1));
+                                j.stop(&s, handle).await;
+                                j.start(&s, 2).await
+                            }
+                        },
+                        false => {
+                            j.stop(&s, handle).await;
+                            j.start(&s, 2).await
+                        }
+                    };
+                }
+                j.stop(&s, handle).await;
+                let me = s.current_task().unwrap();
+                (seen, s.blocked_times(me))
+            })
+        })
+        .collect();
+    rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+    let results: Vec<_> = tasks.iter().map(|t| t.result().unwrap()).collect();
+    let seen = format!(
+        "{results:?} {:?} {:?} {}",
+        rig.journal.stats(),
+        rig.journal.commit_records(),
+        rig.sim.now()
+    );
+    let (fused_pairs, refused) = counts.get();
+    (seen, fused_pairs, refused)
+}
+
+#[test]
+fn a_stop_and_start_at_once_is_a_stop_then_a_start() {
+    // Commits by the synchronous handles only (the others' handles then meet a locked
+    // transaction before it expires), and with an interval shorter than a commit (three 1 ms
+    // requests: transactions expire while the journal thread still commits the one before).
+    for commit_interval in [NS_PER_SEC, 1_500_000] {
+        let (fused, fused_pairs, refused) = handle_chains(true, commit_interval);
+        let (unfused, _, _) = handle_chains(false, commit_interval);
+        assert_eq!(fused, unfused, "commit interval {commit_interval}");
+        // Both ways were taken: pairs fused, and pairs refused (synchronous handles,
+        // transactions past their commit time or locked by the commit).
+        assert!(
+            fused_pairs > 100 && refused > 4,
+            "{fused_pairs} fused, {refused} refused"
+        );
     }
 }
