@@ -126,7 +126,7 @@ impl Mm {
     pub fn take_over_unlocked_buffer(&self, sim: &Sim, block: u64) -> Option<bool> {
         let (dirty, waiters) = {
             let mut state = self.state();
-            let id = state.mappings.get(&BDEV_INO)?.pages.get(block)?;
+            let id = state.find_buffer_page(block)?;
             let page = &mut state.pages[id as usize];
             if page.has(pg::WRITEBACK) || page.has(pg::LOCKED) {
                 return None;

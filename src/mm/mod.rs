@@ -587,6 +587,10 @@ pub struct MmState {
     pub zone: vmscan::ZoneReclaimState,
     /// The device's bandwidth estimate and dirty ratelimit (`struct backing_dev_info`).
     pub bdi: writeback::Bdi,
+    /// The last metadata buffer looked up by [`MmState::find_buffer_page`] and its page: the
+    /// write path takes the same inode buffer over page after page. Checked against the page
+    /// before use (a freed slot has no flags; a reused one another index or inode).
+    buffer_memo: (u64, PageId),
 }
 
 /// Who performs an operation: the task (for waits and bios), its app and whether that app is in
@@ -711,6 +715,7 @@ impl Mm {
                 stats: MmStats::default(),
                 zone: vmscan::ZoneReclaimState::default(),
                 bdi: writeback::Bdi::new(),
+                buffer_memo: (u64::MAX, 0),
             }),
             page_waitqueues: RefCell::new(PageWaitQueues::default()),
             alloc_lock: Mutex::new(sim, "page_cache_lock", WaitReason::PageAlloc),
@@ -1098,6 +1103,21 @@ impl Mm {
 }
 
 impl MmState {
+    /// The page of metadata buffer `block` (`index` `block` of the block device's mapping), if
+    /// cached: [`Mapping`]'s lookup, remembered for the next call on the same block.
+    fn find_buffer_page(&mut self, block: u64) -> Option<PageId> {
+        let (memo_block, memo_id) = self.buffer_memo;
+        if memo_block == block {
+            let page = &self.pages[memo_id as usize];
+            if page.flags != 0 && page.ino == BDEV_INO && page.index == block {
+                return Some(memo_id);
+            }
+        }
+        let id = self.mappings.get(&BDEV_INO)?.pages.get(block)?;
+        self.buffer_memo = (block, id);
+        Some(id)
+    }
+
     /// Takes a slab slot for a new page (the free-page count was already charged).
     fn new_page(&mut self, ino: Ino, index: u64, uid: u32, flags: u16) -> PageId {
         let page = Page {

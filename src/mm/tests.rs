@@ -1948,6 +1948,7 @@ fn a_buffer_is_taken_over_in_one_call_only_when_its_lock_is_free() {
             Some(false),
             "clean"
         );
+        let slot = mm.find_page(crate::mm::BDEV_INO, block).unwrap();
         mm.mark_buffer_dirty(&sim, block);
         assert_eq!(
             mm.take_over_unlocked_buffer(&sim, block),
@@ -1969,6 +1970,24 @@ fn a_buffer_is_taken_over_in_one_call_only_when_its_lock_is_free() {
             None,
             "under writeback"
         );
+        // The last buffer found is remembered (MmState::find_buffer_page): dropped from the
+        // cache, it is not found again; nor when its slot holds another buffer.
+        sim.sleep_for(30 * NS_PER_MS, WaitReason::Sleep, Blocker::None)
+            .await;
+        assert_eq!(mm.take_over_unlocked_buffer(&sim, block), Some(false));
+        mm.pin_buffer(block, false);
+        mm.truncate_pages(&sim, crate::mm::BDEV_INO, block, block)
+            .await;
+        assert_eq!(mm.take_over_unlocked_buffer(&sim, block), None, "dropped");
+        mm.lock_buffer(&sim, block + 1, issuer).await;
+        mm.unlock_buffer(&sim, block + 1);
+        assert_eq!(
+            mm.find_page(crate::mm::BDEV_INO, block + 1),
+            Some(slot),
+            "the freed slot reused"
+        );
+        assert_eq!(mm.take_over_unlocked_buffer(&sim, block), None, "reused");
+        assert_eq!(mm.take_over_unlocked_buffer(&sim, block + 1), Some(false));
     });
     rig.run_to_end();
 }
