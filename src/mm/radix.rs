@@ -175,6 +175,31 @@ impl<V: Copy + Default> RadixMap<V> {
         Some(value)
     }
 
+    /// How many consecutive indexes from `index` on hold an entry, at most `max`: a node's
+    /// presence bitmap at a time.
+    pub fn run_len(&self, index: u64, max: u64) -> u64 {
+        let mut run = 0u64;
+        let mut at = index;
+        while run < max {
+            let Some(place) = self.place(at >> SHIFT) else {
+                break;
+            };
+            let slot = at & MASK;
+            // Present slots from `slot` on, then how many of them are consecutive.
+            let ones = u64::from((!(self.slab[place].present >> slot)).trailing_zeros());
+            let ones = ones.min(SLOTS - slot);
+            run += ones;
+            if slot + ones < SLOTS {
+                break;
+            }
+            match at.checked_add(ones) {
+                Some(next) => at = next,
+                None => break,
+            }
+        }
+        run.min(max)
+    }
+
     /// Entries with `first <= index <= last`, in index order.
     pub fn range(&self, first: u64, last: u64) -> impl Iterator<Item = (u64, V)> + '_ {
         let keys = if first > last {
@@ -244,6 +269,11 @@ impl RadixSet {
 
     pub fn clear(&mut self) {
         *self = RadixSet::default();
+    }
+
+    /// How many consecutive indexes from `index` on are tagged, at most `max`.
+    pub fn run_len(&self, index: u64, max: u64) -> u64 {
+        self.map.run_len(index, max)
     }
 
     /// Tagged indexes with `first <= index <= last`, in order (`radix_tree_gang_lookup_tag`).
@@ -319,6 +349,8 @@ mod tests {
         Range(u64, u64),
         Get(u64),
         Bump(u64, u64),
+        Run(u64, u64),
+        Fill(u64, u64),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -329,7 +361,10 @@ mod tests {
             2 => index.clone().prop_map(Op::Remove),
             1 => (index.clone(), index.clone()).prop_map(|(a, b)| Op::Range(a, b)),
             2 => index.clone().prop_map(Op::Get),
-            1 => (index.clone(), index).prop_map(|(a, b)| Op::Bump(a, b)),
+            1 => (index.clone(), index.clone()).prop_map(|(a, b)| Op::Bump(a, b)),
+            2 => (index, 0u64..200).prop_map(|(i, max)| Op::Run(i, max)),
+            // Long runs across nodes, for Run.
+            1 => (0u64..400, 0u64..150).prop_map(|(i, n)| Op::Fill(i, n)),
         ]
     }
 
@@ -387,6 +422,20 @@ mod tests {
                             }
                         }
                         prop_assert_eq!(seen, want);
+                    }
+                    Op::Fill(first, n) => {
+                        for i in first..first + n {
+                            prop_assert_eq!(map.insert(i, 7), reference.insert(i, 7));
+                            set.insert(i);
+                        }
+                    }
+                    Op::Run(i, max) => {
+                        let want = (i..=u64::MAX)
+                            .take(max as usize)
+                            .take_while(|k| reference.contains_key(k))
+                            .count() as u64;
+                        prop_assert_eq!(map.run_len(i, max), want);
+                        prop_assert_eq!(set.run_len(i, max), want);
                     }
                 }
                 prop_assert_eq!(map.len(), reference.len());

@@ -1224,24 +1224,30 @@ impl Mm {
     /// writeback and still without a block (delayed), at most `max_pages`. One walk of the
     /// dirty tag that stops at the first page out of the run.
     fn num_dirty_delayed_pages(&self, ino: Ino, index: u64, max_pages: u64) -> u64 {
-        let state = self.state.borrow();
-        let Some(mapping) = state.mappings.get(&ino) else {
-            return 0;
+        // The run of dirty pages (their tag's bitmaps; a dirty page is never under writeback,
+        // an invariant `mm::check` scans for), cut at the first page with a block (the file
+        // system's extents, a hole at a time).
+        let dirty = {
+            let state = self.state.borrow();
+            let Some(mapping) = state.mappings.get(&ino) else {
+                return 0;
+            };
+            let dirty = mapping.dirty.run_len(index, max_pages);
+            debug_assert!((index..index + dirty).all(|i| mapping
+                .pages
+                .get(i)
+                .is_some_and(|id| !state.pages[id as usize].has(pg::WRITEBACK))));
+            dirty
         };
-        let cap = usize::try_from(max_pages).unwrap_or(usize::MAX);
-        let mut cursor = ExtentCursor::default();
-        let delayed = |(expect, i): &(u64, u64)| {
-            *i == *expect
-                && mapping
-                    .pages
-                    .get(*i)
-                    .is_some_and(|id| !state.pages[id as usize].has(pg::WRITEBACK))
-                && cursor.map_block(self, ino, *i).is_none()
-        };
-        (index..)
-            .zip(mapping.dirty.range(index, u64::MAX).take(cap))
-            .take_while(delayed)
-            .count() as u64
+        let mut delayed = 0u64;
+        while delayed < dirty {
+            let (block, count) = self.map_extent(ino, index + delayed);
+            if block.is_some() {
+                break;
+            }
+            delayed = delayed.saturating_add(count);
+        }
+        delayed.min(dirty)
     }
 
     /// Where `writepages` starts looking for dirty pages; `None` when `ino` has no mapping.
