@@ -369,6 +369,25 @@ impl FlashDevice {
         }
     }
 
+    /// Puts `lpns` (consecutive, within one striping unit, so all on `die`) in the die's buffer
+    /// at `at`, as [`Self::buffer_lpn`] does one at a time; returns the end of the program they
+    /// triggered. Into an empty buffer they go at once: distinct pages find no copy there, and
+    /// at most the last fills the unit.
+    fn buffer_run(&mut self, die: u32, lpns: std::ops::Range<u32>, at: Nanos) -> Option<Nanos> {
+        let buffer = &mut self.cache.buffers[die as usize];
+        if !buffer.is_empty() {
+            let mut program_end = None;
+            for lpn in lpns {
+                debug_assert_eq!(self.ftl.die_of(lpn), die);
+                program_end = program_end.or(self.buffer_lpn(lpn, at));
+            }
+            return program_end;
+        }
+        buffer.extend(lpns);
+        (buffer.len() == self.nand.geometry.units_per_program() as usize)
+            .then(|| self.program_buffer(die, at))
+    }
+
     /// Programs every partial buffer from `at`; returns the latest program end (or `at`).
     fn destage_all(&mut self, at: Nanos) -> Nanos {
         let mut end = at;
@@ -484,14 +503,21 @@ impl FlashDevice {
             self.bus[bus].reserve(bus_start, chunk_ns);
             let bus_end = bus_start + chunk_ns;
             cursor = bus_end;
-            for lpn in first..last {
-                let program_end = self.buffer_lpn(lpn, cursor);
+            // The chunk's pages by striping unit: each run is on one die.
+            let mut lpn = first;
+            while lpn < last {
+                let run_end = (lpn - lpn % per_program)
+                    .saturating_add(per_program)
+                    .min(last);
+                let die = self.ftl.die_of(lpn);
+                let program_end = self.buffer_run(die, lpn..run_end, cursor);
                 if through {
-                    self.die_marks[self.ftl.die_of(lpn) as usize] = true;
+                    self.die_marks[die as usize] = true;
                     if let Some(end) = program_end {
                         done = done.max(end);
                     }
                 }
+                lpn = run_end;
             }
             first = last;
         }
