@@ -25,7 +25,7 @@
 //! run that exceeds either stops with an assertion failure naming the limit (a model bug). A
 //! livelock is not an assertion: it is a [`SimError`] the caller reports.
 
-use super::queue::EventQueue;
+use super::queue::{EventQueue, Popped};
 use super::timeline::{
     CounterSample, RequestLife, TaskSlice, TaskWait, Timeline, TimelineConfig, TimelineRecorder,
 };
@@ -652,13 +652,18 @@ impl Sim {
     // (cachegrind, `examples/engine_bench timer`).
     #[inline(always)]
     fn push_event(&self, at: Nanos, kind: EventKind) {
+        self.push_event_into(&mut self.core.events.borrow_mut(), at, kind);
+    }
+
+    /// [`Sim::push_event`] into the borrowed queue.
+    #[inline(always)]
+    fn push_event_into(&self, events: &mut EventQueue<EventKind>, at: Nanos, kind: EventKind) {
         assert!(
             at >= self.now(),
             "event scheduled in the past: {at} < {}",
             self.now()
         );
         self.core.horizon.set(0);
-        let mut events = self.core.events.borrow_mut();
         assert!(
             events.len() < MAX_PENDING_EVENTS,
             "pending-event limit {MAX_PENDING_EVENTS} exceeded at {} ns",
@@ -1267,24 +1272,20 @@ impl Sim {
             if end_when_tasks_done && self.core.live_non_daemons.get() == 0 {
                 return Ok(RunEnd::AllTasksDone);
             }
-            let event = {
-                let mut events = self.core.events.borrow_mut();
-                match events.peek_time() {
-                    None => None,
-                    Some(time) if time > limit => {
-                        drop(events);
-                        self.core.now.set(limit.max(self.now()));
-                        return Ok(RunEnd::TimeLimit);
+            let popped = self.core.events.borrow_mut().pop_until(limit);
+            let (event_time, event_kind) = match popped {
+                Popped::Event(time, kind) => (time, kind),
+                Popped::Later => {
+                    self.core.now.set(limit.max(self.now()));
+                    return Ok(RunEnd::TimeLimit);
+                }
+                Popped::Empty => {
+                    let report = self.deadlock_report();
+                    if report.blocked.is_empty() {
+                        return Ok(RunEnd::Idle);
                     }
-                    Some(_) => events.pop(),
+                    return Err(SimError::Deadlock(report));
                 }
-            };
-            let Some((event_time, event_kind)) = event else {
-                let report = self.deadlock_report();
-                if report.blocked.is_empty() {
-                    return Ok(RunEnd::Idle);
-                }
-                return Err(SimError::Deadlock(report));
             };
             debug_assert!(event_time >= self.now(), "event queue out of order");
             if self.core.next_sample_ns.get() < event_time {
@@ -1676,11 +1677,24 @@ impl Future for Sleep<'_> {
 impl Sleep<'_> {
     /// Blocks the current task and queues its wake at `until`; returns true when the sleep
     /// ended at once instead ([`Sim::advance_to_own_wake`]: nothing else was due before it).
+    ///
+    /// The short cut's first check (an event due first, the usual answer in a busy run) and
+    /// the timer's push share one borrow of the queue.
     #[inline(never)]
     fn start(&mut self) -> bool {
         let token = self
             .sim
             .block_current_inlined(self.reason, self.blocker, None);
+        {
+            let mut events = self.sim.core.events.borrow_mut();
+            if events.peek_time().is_some_and(|t| t <= self.until) {
+                // `own_wake_is_next` fails: `wake_at` under this borrow.
+                self.sim
+                    .push_event_into(&mut events, self.until, EventKind::Wake(token));
+                self.token = Some(token);
+                return false;
+            }
+        }
         if self.sim.advance_to_own_wake(self.until, token) {
             return true;
         }
