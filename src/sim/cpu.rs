@@ -140,6 +140,29 @@ impl Cpu {
         true
     }
 
+    /// `n` segments of `duration` each under `reason`, back to back, run now when a core is
+    /// free and nothing else can happen before the last ends ([`Sim::sleep_now_n`]): what `n`
+    /// calls of [`Cpu::run_now`] in a row do when all succeed. Returns false, nothing
+    /// changed, otherwise (also when only some could run now); the caller then runs them one
+    /// by one. For a run of pages copied with nothing between their copies.
+    pub fn run_now_n(&self, sim: &Sim, duration: Nanos, n: u64, reason: WaitReason) -> bool {
+        if duration == 0 || n == 0 {
+            return true;
+        }
+        // As in `run_now`: nobody waits for a free core, and the core count is left alone.
+        if self.busy.get() >= self.cores {
+            return false;
+        }
+        if !sim.sleep_now_n(duration, n, reason, Blocker::None) {
+            return false;
+        }
+        let mut stats = self.stats.get();
+        stats.segments += n;
+        stats.busy_ns += duration * n;
+        self.stats.set(stats);
+        true
+    }
+
     async fn run_queued(&self, sim: &Sim, duration: Nanos, reason: WaitReason, urgent: bool) {
         if duration == 0 {
             return;
@@ -339,8 +362,10 @@ mod tests {
     /// before a segment ends (what `Sim::sleep_now`'s cached horizon must follow): events it
     /// schedules itself inside and past its next segment, tasks it spawns and wakes, a
     /// sampler and a timeline's counters, a run cut into slices by time limits, and a second
-    /// application task that finishes (a run that ends when its tasks are done). `mode`: 0 no
-    /// `run_now`, 1 `run_now`, 2 `run_now` with the sleep short cut off (never at once).
+    /// application task that finishes (a run that ends when its tasks are done). Each round
+    /// runs one to four segments back to back. `mode`: 0 no `run_now`, 1 `run_now`, 2
+    /// `run_now` with the sleep short cut off (never at once), 3 `run_now_n` for the round's
+    /// segments, else `run_now` one by one.
     fn segments_among_changes(mode: u8) -> (String, u64) {
         let sim = Simulation::new(1);
         sim.set_sleep_short_cut(mode != 2);
@@ -362,6 +387,8 @@ mod tests {
         let fired = Rc::new(std::cell::RefCell::new(Vec::new()));
         let (s, c, f) = (sim.handle(), cpu.clone(), fired.clone());
         let worker = sim.spawn("worker", async move {
+            let me = s.current_task().unwrap();
+            s.start_wait_log(me);
             let queue = crate::sim::sync::WaitQueue::new();
             let mut seen = Vec::new();
             for round in 0..300u64 {
@@ -404,10 +431,23 @@ mod tests {
                 } else {
                     WaitReason::OnCpu
                 };
-                if !(mode > 0 && c.run_now(&s, cost, reason)) {
-                    c.run_as(&s, cost, reason).await;
+                let segments = 1 + round % 4;
+                if !(mode == 3 && c.run_now_n(&s, cost, segments, reason)) {
+                    for _ in 0..segments {
+                        if !(mode > 0 && c.run_now(&s, cost, reason)) {
+                            c.run_as(&s, cost, reason).await;
+                        }
+                    }
                 }
                 seen.push(s.now());
+                if round % 23 == 0 {
+                    let log = s.take_wait_log(me);
+                    seen.push(log.records.len() as u64 * 1_000_000 + log.dropped);
+                    for r in &log.records {
+                        seen.extend([r.wait.since_ns, r.ended_ns, r.wait.reason as u64]);
+                    }
+                    s.start_wait_log(me);
+                }
                 if round % 17 == 0 {
                     s.sleep(3).await;
                 }
@@ -455,6 +495,9 @@ mod tests {
         let (never_at_once, short_cut) = segments_among_changes(2);
         assert_eq!(never_at_once, awaited);
         assert_eq!(short_cut, 0);
+        let (in_runs, short_cut) = segments_among_changes(3);
+        assert_eq!(in_runs, awaited);
+        assert!(short_cut > 100, "most segments run at once: {short_cut}");
     }
 
     #[test]

@@ -871,7 +871,46 @@ impl Sim {
             return false;
         }
         debug_assert!(self.own_wake_is_next(until), "the horizon is a lower bound");
-        self.take_sleep_now(now, until, reason, blocker);
+        self.take_sleeps_now(now, duration, 1, reason, blocker);
+        true
+    }
+
+    /// `n` sleeps of `duration` each, back to back, done now when nothing else can happen
+    /// before the last ends: what `n` calls of [`Sim::sleep_now`] in a row do when every one
+    /// of them succeeds (the clock at the last end, `n` events, wake-ups and short cuts
+    /// counted, the blocked time, each wait in the log and the timeline, the task's token
+    /// advanced `n` times), at the cost of one check. Returns false, nothing changed,
+    /// otherwise: also when only some of them could; the caller then does them one by one.
+    /// Why: a run of pages copied is a run of CPU segments with nothing between them.
+    pub fn sleep_now_n(
+        &self,
+        duration: Nanos,
+        n: u64,
+        reason: WaitReason,
+        blocker: Blocker,
+    ) -> bool {
+        if n <= 1 {
+            return n == 0 || self.sleep_now(duration, reason, blocker);
+        }
+        let core = &*self.core;
+        let now = self.now();
+        let Some(until) = duration
+            .checked_mul(n)
+            .and_then(|total| now.checked_add(total))
+        else {
+            return false;
+        };
+        // None of the events counted may be a progress report's (a multiple of the period).
+        let processed = core.events_processed.get();
+        let period = PROGRESS_EVERY_EVENTS;
+        if duration == 0 || processed % period + n >= period {
+            return false;
+        }
+        if until >= core.horizon.get() && !self.renew_horizon(until) {
+            return false;
+        }
+        debug_assert!(self.own_wake_is_next(until), "the horizon is a lower bound");
+        self.take_sleeps_now(now, duration, n, reason, blocker);
         true
     }
 
@@ -904,12 +943,22 @@ impl Sim {
             .min(core.next_sample_ns.get().saturating_add(1))
     }
 
-    /// [`Sim::sleep_now`]'s step once its check holds: what [`Sim::block_current`] then
-    /// [`Sim::take_own_wake`] do, with the same end state. The clock goes from `now` to
-    /// `until`, a new instant (the last event's instant and the task's last step are at or
-    /// before `now`), so both counts start again at 1.
+    /// [`Sim::sleep_now`]'s step once its check holds, `n` times (`duration` each, back to
+    /// back; [`Sim::sleep_now_n`]): what [`Sim::block_current`] then [`Sim::take_own_wake`]
+    /// do, `n` times, with the same end state. The clock goes from `now` to `until`, a new
+    /// instant (the last event's instant and the task's last step are at or before `now`), so
+    /// both counts start again at 1; the waits before the last leave only their counts, their
+    /// blocked time and their records in the wait log and the timeline.
     #[inline(always)]
-    fn take_sleep_now(&self, now: Nanos, until: Nanos, reason: WaitReason, blocker: Blocker) {
+    fn take_sleeps_now(
+        &self,
+        now: Nanos,
+        duration: Nanos,
+        n: u64,
+        reason: WaitReason,
+        blocker: Blocker,
+    ) {
+        let until = now + duration * n;
         let core = &*self.core;
         let task = self
             .current_task()
@@ -918,9 +967,9 @@ impl Sim {
         core.now.set(until);
         core.instant_ns.set(until);
         core.instant_events.set(1);
-        core.events_processed.set(core.events_processed.get() + 1);
-        core.wakeups.set(core.wakeups.get() + 1);
-        core.sleeps_short_cut.set(core.sleeps_short_cut.get() + 1);
+        core.events_processed.set(core.events_processed.get() + n);
+        core.wakeups.set(core.wakeups.get() + n);
+        core.sleeps_short_cut.set(core.sleeps_short_cut.get() + n);
         let mut tasks = core.tasks.borrow_mut();
         let tasks = &mut *tasks;
         let index = task.0 as usize;
@@ -933,16 +982,16 @@ impl Sim {
         );
         debug_assert!(entry.spin_ns <= now && core.step_limit.get() >= 1);
         // Blocked and woken: a new token, ended by a wake; running again.
-        entry.block_token += 1;
+        entry.block_token += n;
         entry.woken_token = entry.block_token;
         entry.waited = true;
-        let wait = Wait {
+        let wait_at = |since_ns| Wait {
             reason,
             blocker,
             holder: None,
-            since_ns: now,
+            since_ns,
         };
-        entry.wait = wait;
+        entry.wait = wait_at(until - duration);
         // One step at the new instant, a poll's.
         entry.spin_ns = until;
         entry.spin_steps = 1;
@@ -952,14 +1001,20 @@ impl Sim {
         cold.blocked.add(reason, until - now);
         if logging {
             if let Some(log) = cold.wait_log.as_mut() {
-                log.record(WaitRecord {
-                    wait,
-                    ended_ns: until,
-                });
+                for i in 0..n {
+                    let since = now + i * duration;
+                    log.record(WaitRecord {
+                        wait: wait_at(since),
+                        ended_ns: since + duration,
+                    });
+                }
             }
         }
         if core.timeline_on.get() {
-            self.record_timeline_wait(task, wait, until);
+            for i in 0..n {
+                let since = now + i * duration;
+                self.record_timeline_wait(task, wait_at(since), since + duration);
+            }
         }
     }
 
