@@ -13,7 +13,8 @@
 //!
 //! [`Cpu::run_now`] does a segment at once, without a future, when a core is free and nothing
 //! else can happen before the segment ends (the engine's sleep short cut, [`Sim::sleep_now`]);
-//! a simulator speed-up for hot callers, with the same results as awaiting the segment.
+//! a simulator speed-up for hot callers, with the same results as awaiting the segment;
+//! [`Cpu::run_now_n`] does a run of such segments back to back, or none.
 //!
 //! Simplifications: one run queue (two with urgent tasks), FIFO, no priorities otherwise, no
 //! preemption inside a segment (a
