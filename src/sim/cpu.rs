@@ -13,7 +13,8 @@
 //!
 //! [`Cpu::run_now`] does a segment at once, without a future, when a core is free and nothing
 //! else can happen before the segment ends (the engine's sleep short cut, [`Sim::sleep_now`]);
-//! a simulator speed-up for hot callers, with the same results as awaiting the segment.
+//! a simulator speed-up for hot callers, with the same results as awaiting the segment;
+//! [`Cpu::run_now_n`] does a run of such segments back to back, or none.
 //!
 //! Simplifications: one run queue (two with urgent tasks), FIFO, no priorities otherwise, no
 //! preemption inside a segment (a
@@ -121,21 +122,45 @@ impl Cpu {
         if duration == 0 {
             return true;
         }
-        // A free core means nobody waits for one (`release` hands a core to a waiter).
+        // A free core means nobody waits for one: a task queues only while every core is
+        // busy, and `release` frees a core only when both queues are empty. The segment takes
+        // the core and gives it back with nothing run in between (that is what `sleep_now`
+        // checks), so `release` would only free it again: the core count is left as it is
+        // and neither queue is looked at.
         if self.busy.get() >= self.cores {
             return false;
         }
-        let busy = self.busy.get();
-        self.busy.set(busy + 1);
+        debug_assert!(self.urgent_queue.is_empty() && self.run_queue.is_empty());
         if !sim.sleep_now(duration, reason, Blocker::None) {
-            self.busy.set(busy);
             return false;
         }
         let mut stats = self.stats.get();
         stats.segments += 1;
         stats.busy_ns += duration;
         self.stats.set(stats);
-        self.release(sim);
+        true
+    }
+
+    /// `n` segments of `duration` each under `reason`, back to back, run now when a core is
+    /// free and nothing else can happen before the last ends ([`Sim::sleep_now_n`]): what `n`
+    /// calls of [`Cpu::run_now`] in a row do when all succeed. Returns false, nothing
+    /// changed, otherwise (also when only some could run now); the caller then runs them one
+    /// by one. For a run of pages copied with nothing between their copies.
+    pub fn run_now_n(&self, sim: &Sim, duration: Nanos, n: u64, reason: WaitReason) -> bool {
+        if duration == 0 || n == 0 {
+            return true;
+        }
+        // As in `run_now`: nobody waits for a free core, and the core count is left alone.
+        if self.busy.get() >= self.cores {
+            return false;
+        }
+        if !sim.sleep_now_n(duration, n, reason, Blocker::None) {
+            return false;
+        }
+        let mut stats = self.stats.get();
+        stats.segments += n;
+        stats.busy_ns += duration * n;
+        self.stats.set(stats);
         true
     }
 
@@ -332,6 +357,148 @@ mod tests {
         assert_eq!(with, segments_with(false));
         // Segments waited for a core too (the comparison covers the fall-back).
         assert!(!with.contains("waits: 0"), "{with}");
+    }
+
+    /// One task on one core runs segments among everything that changes what may happen
+    /// before a segment ends (what `Sim::sleep_now`'s cached horizon must follow): events it
+    /// schedules itself inside and past its next segment, tasks it spawns and wakes, a
+    /// sampler and a timeline's counters, a run cut into slices by time limits, and a second
+    /// application task that finishes (a run that ends when its tasks are done). Each round
+    /// runs one to four segments back to back. `mode`: 0 no `run_now`, 1 `run_now`, 2
+    /// `run_now` with the sleep short cut off (never at once), 3 `run_now_n` for the round's
+    /// segments, else `run_now` one by one.
+    fn segments_among_changes(mode: u8) -> (String, u64) {
+        let sim = Simulation::new(1);
+        sim.set_sleep_short_cut(mode != 2);
+        sim.enable_timeline(crate::sim::timeline::TimelineConfig {
+            start_ns: 0,
+            end_ns: Nanos::MAX,
+            max_records: 100_000,
+            counter_period_ns: 37,
+        });
+        let sampled = Rc::new(Cell::new(0u64));
+        let seen_by_sampler = sampled.clone();
+        sim.set_timeline_sampler(move |s, at| {
+            seen_by_sampler.set(
+                (seen_by_sampler.get().wrapping_mul(31) + at).wrapping_add(s.events_processed()),
+            );
+            s.timeline_counter(at, "events", s.events_processed() as f64);
+        });
+        let cpu = Rc::new(Cpu::new(1));
+        let fired = Rc::new(std::cell::RefCell::new(Vec::new()));
+        let (s, c, f) = (sim.handle(), cpu.clone(), fired.clone());
+        let worker = sim.spawn("worker", async move {
+            let me = s.current_task().unwrap();
+            s.start_wait_log(me);
+            let queue = crate::sim::sync::WaitQueue::new();
+            let mut seen = Vec::new();
+            for round in 0..300u64 {
+                let cost = 2 + round % 7;
+                match round % 11 {
+                    // An event inside the next segment, at its end, just after it.
+                    0 => {
+                        let f = f.clone();
+                        s.schedule(s.now() + cost / 2, move |s| f.borrow_mut().push(s.now()));
+                    }
+                    1 => {
+                        let f = f.clone();
+                        s.schedule(s.now() + cost, move |s| f.borrow_mut().push(s.now()));
+                    }
+                    2 => {
+                        let f = f.clone();
+                        s.schedule(s.now() + cost + 1, move |s| f.borrow_mut().push(s.now()));
+                    }
+                    // A task made ready: it runs before the segment ends.
+                    3 => {
+                        let (s2, f) = (s.clone(), f.clone());
+                        s.spawn_daemon("helper", async move {
+                            f.borrow_mut().push(1_000_000 + s2.now());
+                        });
+                    }
+                    // A waiter woken by this task (a wake pushes onto the ready queue).
+                    4 => {
+                        let (s2, q) = (s.clone(), queue.clone());
+                        s.spawn_daemon("waiter", async move {
+                            q.wait(&s2, WaitReason::WaitQueue, Blocker::None).await;
+                        });
+                    }
+                    5 => {
+                        queue.wake_all(&s);
+                    }
+                    _ => {}
+                }
+                let reason = if round % 4 == 0 {
+                    WaitReason::DirectReclaim
+                } else {
+                    WaitReason::OnCpu
+                };
+                let segments = 1 + round % 4;
+                if !(mode == 3 && c.run_now_n(&s, cost, segments, reason)) {
+                    for _ in 0..segments {
+                        if !(mode > 0 && c.run_now(&s, cost, reason)) {
+                            c.run_as(&s, cost, reason).await;
+                        }
+                    }
+                }
+                seen.push(s.now());
+                if round % 23 == 0 {
+                    let log = s.take_wait_log(me);
+                    seen.push(log.records.len() as u64 * 1_000_000 + log.dropped);
+                    for r in &log.records {
+                        seen.extend([r.wait.since_ns, r.ended_ns, r.wait.reason as u64]);
+                    }
+                    s.start_wait_log(me);
+                }
+                if round % 17 == 0 {
+                    s.sleep(3).await;
+                }
+            }
+            seen
+        });
+        let s = sim.handle();
+        let short = sim.spawn("short", async move {
+            for _ in 0..5 {
+                s.sleep(50).await;
+            }
+        });
+        let mut ends = Vec::new();
+        let mut limit = 0;
+        while !sim.is_finished(worker.task()) || !sim.is_finished(short.task()) {
+            limit += 97;
+            ends.push(sim.run_until(limit, true).unwrap());
+        }
+        let timeline = sim.take_timeline().unwrap();
+        let s = sim.handle();
+        let text = format!(
+            "events {} wakeups {} now {} cpu {:?}\nends {:?}\nseen {:?}\nfired {:?}\n\
+             sampled {}\nblocked {:?}\nwaits {:?}\ncounters {:?}",
+            s.events_processed(),
+            s.wakeups(),
+            s.now(),
+            cpu.stats(),
+            ends,
+            worker.result().unwrap(),
+            fired.borrow(),
+            sampled.get(),
+            s.blocked_times(worker.task()),
+            timeline.waits,
+            timeline.counters,
+        );
+        (text, s.sleeps_short_cut())
+    }
+
+    #[test]
+    fn run_now_among_events_tasks_samplers_and_limits_is_the_segment_awaited() {
+        let (awaited, _) = segments_among_changes(0);
+        let (at_once, short_cut) = segments_among_changes(1);
+        assert_eq!(at_once, awaited);
+        assert!(short_cut > 100, "most segments run at once: {short_cut}");
+        let (never_at_once, short_cut) = segments_among_changes(2);
+        assert_eq!(never_at_once, awaited);
+        assert_eq!(short_cut, 0);
+        let (in_runs, short_cut) = segments_among_changes(3);
+        assert_eq!(in_runs, awaited);
+        assert!(short_cut > 100, "most segments run at once: {short_cut}");
     }
 
     #[test]

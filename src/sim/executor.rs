@@ -25,7 +25,7 @@
 //! run that exceeds either stops with an assertion failure naming the limit (a model bug). A
 //! livelock is not an assertion: it is a [`SimError`] the caller reports.
 
-use super::queue::EventQueue;
+use super::queue::{EventQueue, Popped};
 use super::timeline::{
     CounterSample, RequestLife, TaskSlice, TaskWait, Timeline, TimelineConfig, TimelineRecorder,
 };
@@ -224,6 +224,9 @@ pub struct WaitLog {
 }
 
 impl WaitLog {
+    /// Inlined for its usual case, a wait that continues the last record (the second of
+    /// back-to-back CPU segments); the rest is [`WaitLog::record_new`].
+    #[inline(always)]
     fn record(&mut self, record: WaitRecord) {
         if let Some(last) = self.records.last_mut() {
             let contiguous = last.ended_ns == record.wait.since_ns
@@ -235,6 +238,12 @@ impl WaitLog {
                 return;
             }
         }
+        self.record_new(record);
+    }
+
+    /// A wait that does not continue the last record.
+    #[inline(never)]
+    fn record_new(&mut self, record: WaitRecord) {
         if self.records.len() < MAX_LOGGED_WAITS {
             self.records.push(record);
             return;
@@ -300,6 +309,15 @@ struct Core {
     /// check that it changes nothing), and how many did.
     sleep_short_cut: Cell<bool>,
     sleeps_short_cut: Cell<u64>,
+    /// [`Sim::sleep_now`]'s horizon: a sleep of the current task ending before it may end at
+    /// once, as far as the pending events, the run's limit, the samplers, the ready queue and
+    /// the run's flags go (0: unknown, found again at the next `sleep_now`). It is a lower
+    /// bound of the exact horizon ([`Sim::exact_horizon`]), kept so by setting it to 0
+    /// wherever that could move earlier: an event pushed, a task made ready, the limit, a
+    /// sampler or a flag changed. Why: a CPU segment (two per page written) checked all of
+    /// [`Sim::own_wake_is_next`] each time, the queue's peek included; the events and the
+    /// ready queue change far less often than segments run.
+    horizon: Cell<Nanos>,
 }
 
 /// A handle to a running simulation, cloned into every task and primitive that needs it.
@@ -463,6 +481,7 @@ impl Simulation {
             run_ends_when_done: Cell::new(false),
             sleep_short_cut: Cell::new(true),
             sleeps_short_cut: Cell::new(0),
+            horizon: Cell::new(0),
         };
         Simulation {
             sim: Sim {
@@ -479,6 +498,7 @@ impl Simulation {
     /// Results are the same either way; tests compare the two.
     pub fn set_sleep_short_cut(&self, on: bool) {
         self.sim.core.sleep_short_cut.set(on);
+        self.sim.core.horizon.set(0);
     }
 
     /// Replaces [`MAX_STEPS_AT_ONE_INSTANT`] for this simulation (tests use a small bound).
@@ -610,6 +630,7 @@ impl Sim {
                 .set(self.core.live_non_daemons.get() + 1);
         }
         self.core.ready.borrow_mut().push_back(id);
+        self.core.horizon.set(0);
         JoinHandle { task: id, done }
     }
 
@@ -631,12 +652,18 @@ impl Sim {
     // (cachegrind, `examples/engine_bench timer`).
     #[inline(always)]
     fn push_event(&self, at: Nanos, kind: EventKind) {
+        self.push_event_into(&mut self.core.events.borrow_mut(), at, kind);
+    }
+
+    /// [`Sim::push_event`] into the borrowed queue.
+    #[inline(always)]
+    fn push_event_into(&self, events: &mut EventQueue<EventKind>, at: Nanos, kind: EventKind) {
         assert!(
             at >= self.now(),
             "event scheduled in the past: {at} < {}",
             self.now()
         );
-        let mut events = self.core.events.borrow_mut();
+        self.core.horizon.set(0);
         assert!(
             events.len() < MAX_PENDING_EVENTS,
             "pending-event limit {MAX_PENDING_EVENTS} exceeded at {} ns",
@@ -700,6 +727,7 @@ impl Sim {
             return false;
         }
         self.core.ready.borrow_mut().push_back(token.task);
+        self.core.horizon.set(0);
         true
     }
 
@@ -745,6 +773,12 @@ impl Sim {
         if !self.core.timeline_on.get() {
             return;
         }
+        self.record_timeline_wait(task, wait, now);
+    }
+
+    /// Records `wait` of `task`, ended at `now`, in the timeline (there is one).
+    #[inline(never)]
+    fn record_timeline_wait(&self, task: TaskId, wait: Wait, now: Nanos) {
         if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
             timeline.wait(TaskWait {
                 task,
@@ -818,15 +852,170 @@ impl Sim {
     /// ([`Sim::advance_to_own_wake`]), without a future. Returns false, nothing changed,
     /// otherwise (the caller then awaits `sleep_for`). For hot callers whose sleeps are short
     /// (a CPU segment, [`super::cpu::Cpu::run_now`]).
+    ///
+    /// Its check is [`Sim::own_wake_is_next`]'s, made against the cached horizon (see
+    /// `Core::horizon`) and found again only when the horizon is unknown or too early; its
+    /// step is [`Sim::block_current`] then [`Sim::take_own_wake`] in one borrow of the task
+    /// table, without the states in between that nothing can see (nothing runs between the
+    /// block and the wake).
     #[inline]
     pub fn sleep_now(&self, duration: Nanos, reason: WaitReason, blocker: Blocker) -> bool {
-        let until = self.now().saturating_add(duration);
-        if !self.own_wake_is_next(until) {
+        let core = &*self.core;
+        let now = self.now();
+        let until = now.saturating_add(duration);
+        let processed = core.events_processed.get() + 1;
+        if until >= core.horizon.get() && !self.renew_horizon(until) {
             return false;
         }
-        let token = self.block_current(reason, blocker, None);
-        self.take_own_wake(until, token);
+        if until <= now || processed.is_multiple_of(PROGRESS_EVERY_EVENTS) {
+            return false;
+        }
+        debug_assert!(self.own_wake_is_next(until), "the horizon is a lower bound");
+        self.take_sleeps_now(now, duration, 1, reason, blocker);
         true
+    }
+
+    /// `n` sleeps of `duration` each, back to back, done now when nothing else can happen
+    /// before the last ends: what `n` calls of [`Sim::sleep_now`] in a row do when every one
+    /// of them succeeds (the clock at the last end, `n` events, wake-ups and short cuts
+    /// counted, the blocked time, each wait in the log and the timeline, the task's token
+    /// advanced `n` times), at the cost of one check. Returns false, nothing changed,
+    /// otherwise: also when only some of them could; the caller then does them one by one.
+    /// Why: a run of pages copied is a run of CPU segments with nothing between them.
+    pub fn sleep_now_n(
+        &self,
+        duration: Nanos,
+        n: u64,
+        reason: WaitReason,
+        blocker: Blocker,
+    ) -> bool {
+        if n <= 1 {
+            return n == 0 || self.sleep_now(duration, reason, blocker);
+        }
+        let core = &*self.core;
+        let now = self.now();
+        let Some(until) = duration
+            .checked_mul(n)
+            .and_then(|total| now.checked_add(total))
+        else {
+            return false;
+        };
+        // None of the events counted may be a progress report's (a multiple of the period).
+        let processed = core.events_processed.get();
+        let period = PROGRESS_EVERY_EVENTS;
+        if duration == 0 || processed % period + n >= period {
+            return false;
+        }
+        if until >= core.horizon.get() && !self.renew_horizon(until) {
+            return false;
+        }
+        debug_assert!(self.own_wake_is_next(until), "the horizon is a lower bound");
+        self.take_sleeps_now(now, duration, n, reason, blocker);
+        true
+    }
+
+    /// Finds `Core::horizon` again; returns whether `until` is before it.
+    #[inline(never)]
+    fn renew_horizon(&self, until: Nanos) -> bool {
+        let horizon = self.exact_horizon();
+        self.core.horizon.set(horizon);
+        until < horizon
+    }
+
+    /// The earliest end of a sleep of the current task that cannot end at once, as far as
+    /// the pending events, the run's limit, the samplers, the ready queue and the run's flags
+    /// go (0 when one of these stops every short cut): `until < exact_horizon()` is
+    /// [`Sim::own_wake_is_next`]'s checks but the clock's and the progress report's, except
+    /// that a sleep until `Nanos::MAX` is never short-cut.
+    fn exact_horizon(&self) -> Nanos {
+        let core = &*self.core;
+        if !core.ready.borrow().is_empty()
+            || !core.sleep_short_cut.get()
+            || core.stop_requested.get()
+            || self.livelocked()
+            || (core.run_ends_when_done.get() && core.live_non_daemons.get() == 0)
+        {
+            return 0;
+        }
+        let event = core.events.borrow().peek_time().unwrap_or(Nanos::MAX);
+        event
+            .min(core.run_limit.get().saturating_add(1))
+            .min(core.next_sample_ns.get().saturating_add(1))
+    }
+
+    /// [`Sim::sleep_now`]'s step once its check holds, `n` times (`duration` each, back to
+    /// back; [`Sim::sleep_now_n`]): what [`Sim::block_current`] then [`Sim::take_own_wake`]
+    /// do, `n` times, with the same end state. The clock goes from `now` to `until`, a new
+    /// instant (the last event's instant and the task's last step are at or before `now`), so
+    /// both counts start again at 1; the waits before the last leave only their counts, their
+    /// blocked time and their records in the wait log and the timeline.
+    #[inline(always)]
+    fn take_sleeps_now(
+        &self,
+        now: Nanos,
+        duration: Nanos,
+        n: u64,
+        reason: WaitReason,
+        blocker: Blocker,
+    ) {
+        let until = now + duration * n;
+        let core = &*self.core;
+        let task = self
+            .current_task()
+            .expect("a blocking call was made outside a task");
+        debug_assert!(core.instant_ns.get() <= now && now < until);
+        core.now.set(until);
+        core.instant_ns.set(until);
+        core.instant_events.set(1);
+        core.events_processed.set(core.events_processed.get() + n);
+        core.wakeups.set(core.wakeups.get() + n);
+        core.sleeps_short_cut.set(core.sleeps_short_cut.get() + n);
+        let mut tasks = core.tasks.borrow_mut();
+        let tasks = &mut *tasks;
+        let index = task.0 as usize;
+        let entry = &mut tasks.hot[index];
+        assert_eq!(
+            entry.state,
+            TaskState::Running,
+            "task {} blocks while not running",
+            tasks.cold[index].name
+        );
+        debug_assert!(entry.spin_ns <= now && core.step_limit.get() >= 1);
+        // Blocked and woken: a new token, ended by a wake; running again.
+        entry.block_token += n;
+        entry.woken_token = entry.block_token;
+        entry.waited = true;
+        let wait_at = |since_ns| Wait {
+            reason,
+            blocker,
+            holder: None,
+            since_ns,
+        };
+        entry.wait = wait_at(until - duration);
+        // One step at the new instant, a poll's.
+        entry.spin_ns = until;
+        entry.spin_steps = 1;
+        entry.spin_step = None;
+        let logging = entry.logging;
+        let cold = &mut tasks.cold[index];
+        cold.blocked.add(reason, until - now);
+        if logging {
+            if let Some(log) = cold.wait_log.as_mut() {
+                for i in 0..n {
+                    let since = now + i * duration;
+                    log.record(WaitRecord {
+                        wait: wait_at(since),
+                        ended_ns: since + duration,
+                    });
+                }
+            }
+        }
+        if core.timeline_on.get() {
+            for i in 0..n {
+                let since = now + i * duration;
+                self.record_timeline_wait(task, wait_at(since), since + duration);
+            }
+        }
     }
 
     /// The clock moves to `time` for one event: counted at its instant (livelock detection:
@@ -944,6 +1133,7 @@ impl Sim {
     fn record_livelock(&self, livelock: Livelock) {
         self.core.livelock.borrow_mut().get_or_insert(livelock);
         self.core.livelocked.set(true);
+        self.core.horizon.set(0);
     }
 
     /// Whether a livelock was found (the run ends at the next chance).
@@ -955,6 +1145,7 @@ impl Sim {
     /// Asks the run loop to return [`RunEnd::Stopped`] after the current step.
     pub fn stop(&self) {
         self.core.stop_requested.set(true);
+        self.core.horizon.set(0);
     }
 
     /// A fresh id for a lock called `name`, so waits on it can name it.
@@ -1113,8 +1304,10 @@ impl Sim {
         }
         self.core.run_limit.set(limit);
         self.core.run_ends_when_done.set(end_when_tasks_done);
+        self.core.horizon.set(0);
         let end = self.run_events(limit, end_when_tasks_done);
         self.core.run_limit.set(0);
+        self.core.horizon.set(0);
         end
     }
 
@@ -1134,24 +1327,20 @@ impl Sim {
             if end_when_tasks_done && self.core.live_non_daemons.get() == 0 {
                 return Ok(RunEnd::AllTasksDone);
             }
-            let event = {
-                let mut events = self.core.events.borrow_mut();
-                match events.peek_time() {
-                    None => None,
-                    Some(time) if time > limit => {
-                        drop(events);
-                        self.core.now.set(limit.max(self.now()));
-                        return Ok(RunEnd::TimeLimit);
+            let popped = self.core.events.borrow_mut().pop_until(limit);
+            let (event_time, event_kind) = match popped {
+                Popped::Event(time, kind) => (time, kind),
+                Popped::Later => {
+                    self.core.now.set(limit.max(self.now()));
+                    return Ok(RunEnd::TimeLimit);
+                }
+                Popped::Empty => {
+                    let report = self.deadlock_report();
+                    if report.blocked.is_empty() {
+                        return Ok(RunEnd::Idle);
                     }
-                    Some(_) => events.pop(),
+                    return Err(SimError::Deadlock(report));
                 }
-            };
-            let Some((event_time, event_kind)) = event else {
-                let report = self.deadlock_report();
-                if report.blocked.is_empty() {
-                    return Ok(RunEnd::Idle);
-                }
-                return Err(SimError::Deadlock(report));
             };
             debug_assert!(event_time >= self.now(), "event queue out of order");
             if self.core.next_sample_ns.get() < event_time {
@@ -1181,6 +1370,7 @@ impl Sim {
                 };
                 *self.core.livelock.borrow_mut() = Some(livelock.clone());
                 self.core.livelocked.set(true);
+                self.core.horizon.set(0);
                 return Err(SimError::Livelock(livelock));
             }
             let processed = self.core.events_processed.get() + 1;
@@ -1237,6 +1427,7 @@ impl Sim {
         self.core
             .next_sample_ns
             .set(slots.iter().map(|s| s.next_ns).min().unwrap_or(Nanos::MAX));
+        self.core.horizon.set(0);
     }
 
     /// Calls `sample` with the simulation and the time at every multiple of `period_ns` in
@@ -1259,6 +1450,7 @@ impl Sim {
         });
         if next_ns < self.core.next_sample_ns.get() {
             self.core.next_sample_ns.set(next_ns);
+            self.core.horizon.set(0);
         }
     }
 
@@ -1269,6 +1461,7 @@ impl Sim {
         }
         self.core.samplers.borrow_mut().clear();
         self.core.next_sample_ns.set(Nanos::MAX);
+        self.core.horizon.set(0);
     }
 
     /// Starts recording the run's [`Timeline`].
@@ -1457,6 +1650,7 @@ impl Sim {
                     self.core
                         .live_non_daemons
                         .set(self.core.live_non_daemons.get() - 1);
+                    self.core.horizon.set(0);
                 }
                 drop(guard);
                 drop(future);
@@ -1538,11 +1732,24 @@ impl Future for Sleep<'_> {
 impl Sleep<'_> {
     /// Blocks the current task and queues its wake at `until`; returns true when the sleep
     /// ended at once instead ([`Sim::advance_to_own_wake`]: nothing else was due before it).
+    ///
+    /// The short cut's first check (an event due first, the usual answer in a busy run) and
+    /// the timer's push share one borrow of the queue.
     #[inline(never)]
     fn start(&mut self) -> bool {
         let token = self
             .sim
             .block_current_inlined(self.reason, self.blocker, None);
+        {
+            let mut events = self.sim.core.events.borrow_mut();
+            if events.peek_time().is_some_and(|t| t <= self.until) {
+                // `own_wake_is_next` fails: `wake_at` under this borrow.
+                self.sim
+                    .push_event_into(&mut events, self.until, EventKind::Wake(token));
+                self.token = Some(token);
+                return false;
+            }
+        }
         if self.sim.advance_to_own_wake(self.until, token) {
             return true;
         }
