@@ -1257,10 +1257,9 @@ impl MmState {
             None => PageId::try_from(self.pages.len()).expect("page ids fit"),
         };
         let mapping = self.mappings.entry(ino).or_default();
-        if mapping.pages.contains_key(index) {
+        if !mapping.pages.insert_if_vacant(index, id) {
             return None;
         }
-        mapping.pages.insert(index, id);
         let new = self.new_page(ino, index, uid, flags | pg::LOCKED);
         debug_assert_eq!(new, id, "new_page hands out the last freed id, or the next");
         self.lru_add_head(id, Lru::Inactive);

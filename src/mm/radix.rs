@@ -153,6 +153,19 @@ impl<V: Copy + Default> RadixMap<V> {
         previous
     }
 
+    /// `radix_tree_insert` proper: `value` at `index` only if nothing is there (one walk,
+    /// where `contains_key` and `insert` are two); whether it was added.
+    pub fn insert_if_vacant(&mut self, index: u64, value: V) -> bool {
+        if let Some(place) = self.place(index >> SHIFT) {
+            if self.slab[place].present & (1u64 << (index & MASK)) != 0 {
+                return false;
+            }
+        }
+        let previous = self.insert(index, value);
+        debug_assert!(previous.is_none());
+        true
+    }
+
     /// `radix_tree_delete`: an emptied node is freed.
     pub fn remove(&mut self, index: u64) -> Option<V> {
         let key = index >> SHIFT;
@@ -387,7 +400,12 @@ mod tests {
                     Op::Insert(i, v) => {
                         let was = reference.contains_key(&i);
                         prop_assert_eq!(set.contains(i), was);
-                        prop_assert_eq!(map.insert(i, v), reference.insert(i, v));
+                        if v % 2 == 0 {
+                            prop_assert_eq!(map.insert(i, v), reference.insert(i, v));
+                        } else {
+                            prop_assert_eq!(map.insert_if_vacant(i, v), !was);
+                            reference.entry(i).or_insert(v);
+                        }
                         prop_assert_eq!(set.insert(i), !was);
                     }
                     Op::Remove(i) => {
