@@ -6,6 +6,9 @@
 //! `jbd2_journal_extend`/`restart` do not exist (an operation asks for what it needs up front);
 //! `get_create_access` is `get_write_access` of a block that is cached and uptodate; the
 //! `b_committed_data` undo copies of bitmaps (`get_undo_access`) are not modelled.
+//! `Journal::stop_and_start_now` is not `jbd2_journal_restart`: it is the simulator's short
+//! cut for a stop and a start by one task at one instant, taken only when the pair changes
+//! nothing but the credits and the handle count.
 
 use super::{checkpoint, Journal, JournalHead, TState, Tid, Transaction};
 use crate::mm::Ino;
