@@ -117,8 +117,38 @@ impl<V: Copy + Default> RadixMap<V> {
 
     /// `radix_tree_insert` (or replace): the previous value, if any.
     pub fn insert(&mut self, index: u64, value: V) -> Option<V> {
-        let key = index >> SHIFT;
-        let place = match self.place(key) {
+        let place = self.place_or_new(index >> SHIFT);
+        let node = &mut self.slab[place];
+        let slot = (index & MASK) as usize;
+        let bit = 1u64 << slot;
+        let previous = (node.present & bit != 0).then(|| node.slots[slot]);
+        node.present |= bit;
+        node.slots[slot] = value;
+        if previous.is_none() {
+            self.len += 1;
+        }
+        previous
+    }
+
+    /// `radix_tree_insert` proper: `value` at `index` only if nothing is there (one node
+    /// lookup for the check and the insertion); whether it was added.
+    pub fn insert_if_vacant(&mut self, index: u64, value: V) -> bool {
+        let place = self.place_or_new(index >> SHIFT);
+        let node = &mut self.slab[place];
+        let slot = (index & MASK) as usize;
+        let bit = 1u64 << slot;
+        if node.present & bit != 0 {
+            return false;
+        }
+        node.present |= bit;
+        node.slots[slot] = value;
+        self.len += 1;
+        true
+    }
+
+    /// The place in `slab` of node `key`, created empty if it does not exist.
+    fn place_or_new(&mut self, key: u64) -> usize {
+        match self.place(key) {
             Some(place) => place,
             None => {
                 let empty = Node {
@@ -140,30 +170,7 @@ impl<V: Copy + Default> RadixMap<V> {
                 self.last.set((key, place));
                 place as usize
             }
-        };
-        let node = &mut self.slab[place];
-        let slot = (index & MASK) as usize;
-        let bit = 1u64 << slot;
-        let previous = (node.present & bit != 0).then(|| node.slots[slot]);
-        node.present |= bit;
-        node.slots[slot] = value;
-        if previous.is_none() {
-            self.len += 1;
         }
-        previous
-    }
-
-    /// `radix_tree_insert` proper: `value` at `index` only if nothing is there (one walk,
-    /// where `contains_key` and `insert` are two); whether it was added.
-    pub fn insert_if_vacant(&mut self, index: u64, value: V) -> bool {
-        if let Some(place) = self.place(index >> SHIFT) {
-            if self.slab[place].present & (1u64 << (index & MASK)) != 0 {
-                return false;
-            }
-        }
-        let previous = self.insert(index, value);
-        debug_assert!(previous.is_none());
-        true
     }
 
     /// `radix_tree_delete`: an emptied node is freed.

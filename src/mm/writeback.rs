@@ -1233,9 +1233,9 @@ impl Mm {
                 return 0;
             };
             let dirty = mapping.dirty.run_len(index, max_pages);
-            debug_assert!((index..index + dirty).all(|i| mapping
+            debug_assert!((0..dirty).all(|k| mapping
                 .pages
-                .get(i)
+                .get(index + k)
                 .is_some_and(|id| !state.pages[id as usize].has(pg::WRITEBACK))));
             dirty
         };

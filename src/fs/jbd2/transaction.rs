@@ -99,11 +99,7 @@ impl Journal {
     /// again: the transaction created by the first pass is found running.
     pub fn start_now(&self, sim: &Sim, credits: u64) -> Result<Handle, StartBlocked> {
         let task = sim.current_task().expect("a handle is started by a task");
-        let max = self.config.max_transaction_buffers();
-        assert!(
-            credits > 0 && credits <= max,
-            "a handle asks for {credits} credits (1..={max})"
-        );
+        let max = self.max_credits_checked(credits);
         // Create the running transaction if none runs (jbd2_get_transaction).
         let mut state = self.state.borrow_mut();
         if state.running.is_none() {
@@ -145,6 +141,17 @@ impl Journal {
             sync: false,
             task,
         })
+    }
+
+    /// The most credits a handle may hold (a transaction's buffers), after checking that a
+    /// handle asking for `credits` asks for 1 to that many.
+    fn max_credits_checked(&self, credits: u64) -> u64 {
+        let max = self.config.max_transaction_buffers();
+        assert!(
+            credits > 0 && credits <= max,
+            "a handle asks for {credits} credits (1..={max})"
+        );
+        max
     }
 
     /// `jbd2_journal_stop`: gives back unused credits and the update; the last handle of a
@@ -207,11 +214,7 @@ impl Journal {
         handle: Handle,
         credits: u64,
     ) -> Result<Handle, Handle> {
-        let max = self.config.max_transaction_buffers();
-        assert!(
-            credits > 0 && credits <= max,
-            "a handle asks for {credits} credits (1..={max})"
-        );
+        let max = self.max_credits_checked(credits);
         debug_assert_eq!(sim.current_task(), Some(handle.task));
         {
             let mut state = self.state.borrow_mut();
