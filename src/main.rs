@@ -718,6 +718,10 @@ fn cmd_device(command: DeviceCommand) -> ExitCode {
 const EXIT_BAD_INPUT: u8 = 2;
 /// Exit status for a run that could not finish (e.g. a deadlock).
 const EXIT_RUN_FAILED: u8 = 1;
+/// Exit status of `run` when every run finished but an app's workload stopped before its end
+/// (a SQL statement SQLite refused, a flowop that failed): the results are printed, and each
+/// app's `failure` says why.
+const EXIT_APP_FAILED: u8 = 4;
 
 fn load_or_report(name: &str) -> Result<scenario::Scenario, ExitCode> {
     scenario::load(name).map_err(|e| {
@@ -1210,6 +1214,24 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         if io_account {
             out!("\n{}", table::render_io_account(&results));
         }
+    }
+    let failed: Vec<String> = results
+        .runs
+        .iter()
+        .flat_map(|run| {
+            run.apps
+                .iter()
+                .filter(|(_, app)| app.failure.is_some())
+                .map(move |(name, _)| format!("{name} ({} seed {})", run.variant, run.seed))
+        })
+        .collect();
+    if !failed.is_empty() {
+        eprintln!(
+            "error: {} app run(s) stopped before their workload's end: {} (the results say why)",
+            failed.len(),
+            mobistack::units::cut(&failed.join(", "))
+        );
+        return ExitCode::from(EXIT_APP_FAILED);
     }
     ExitCode::SUCCESS
 }

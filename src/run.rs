@@ -153,7 +153,10 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
             // still fail (the file system is full): counted, like a file workload's errno.
             match crate::workload::fio::start(&ctx, config) {
                 Ok(started) => tasks.extend(started),
-                Err(_) => ctx.add_counter("errno.fio-setup", 1),
+                Err(error) => {
+                    ctx.add_counter("errno.fio-setup", 1);
+                    ctx.fail_to_start(format!("fio job could not start: {error}"));
+                }
             }
         }
         WorkloadConfig::SeqWrite(config) => {
@@ -181,7 +184,10 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
             // other file workloads.
             match crate::workload::filebench::start(&ctx, config) {
                 Ok(started) => tasks.extend(started),
-                Err(_) => ctx.add_counter("errno.EINVAL", 1),
+                Err(error) => {
+                    ctx.add_counter("errno.EINVAL", 1);
+                    ctx.fail_to_start(format!("filebench script could not start: {error}"));
+                }
             }
         }
         WorkloadConfig::Sqlite(config) => {
@@ -193,7 +199,10 @@ fn start_app(sim: &Sim, scenario: &Scenario, app: &AppRuntime, index: usize) {
         }
         WorkloadConfig::Replay(config) => match crate::workload::replay::start(&ctx, config) {
             Ok(started) => tasks.extend(started),
-            Err(_) => ctx.add_counter("errno.EINVAL", 1),
+            Err(error) => {
+                ctx.add_counter("errno.EINVAL", 1);
+                ctx.fail_to_start(format!("trace replay could not start: {error}"));
+            }
         },
     }
 }

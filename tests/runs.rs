@@ -201,7 +201,7 @@ fn an_operation_still_blocked_at_the_end_is_a_result_that_bounds_the_percentiles
     );
     // In the JSON and the table.
     let json: serde_json::Value = serde_json::from_str(&results.to_json()).unwrap();
-    assert_eq!(json["version"], 3);
+    assert_eq!(json["version"], 4);
     assert_eq!(
         json["runs"][0]["apps"]["db"]["ops"]["fsync"]["unfinished"],
         1
@@ -277,12 +277,15 @@ mode = "sync"
     let expected = format!("{:.2}", bytes as f64 / 1e6 / (app.active_ns as f64 / 1e9));
     let over_run = format!("{:.2}", bytes as f64 / 1e6 / 6.0);
     let table = mobistack::report::table::render(&results);
-    let write_row = table
-        .lines()
-        .find(|l| l.contains("writer") && l.contains(" write "))
-        .unwrap();
+    // The app's throughput is on its first row only, not repeated on each operation's.
+    let writer_rows: Vec<&str> = table.lines().filter(|l| l.contains(" writer ")).collect();
+    assert!(writer_rows.len() > 1, "{table}");
+    let write_row = writer_rows[0];
     assert!(write_row.contains(&expected), "{expected} in {write_row}");
     assert!(!write_row.contains(&over_run), "{write_row}");
+    for row in &writer_rows[1..] {
+        assert!(!row.contains(&expected), "throughput repeated in {row}");
+    }
     // Buffered writes that took no virtual time at all (a CPU that costs nothing, no journal)
     // say so
     // instead of a huge number.
@@ -295,6 +298,50 @@ mode = "sync"
     let s = scenario::parse("zero.toml", &zero).unwrap();
     let results = run_scenario(&s, &RunOptions::default()).unwrap();
     let table = mobistack::report::table::render(&results);
-    let row = table.lines().find(|l| l.contains(" write ")).unwrap();
+    let row = table.lines().find(|l| l.contains(" writer ")).unwrap();
     assert!(row.contains("no time"), "{table}");
+}
+
+#[test]
+fn an_app_that_stopped_early_and_a_warning_are_printed_under_the_table() {
+    let mut results = run_scenario(
+        &scenario::load("fg-read-bg-write").unwrap(),
+        &RunOptions {
+            seeds: Some(vec![1]),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    let clean = mobistack::report::table::render(&results);
+    assert!(!clean.contains("stopped early"), "{clean}");
+    assert!(!clean.contains("warnings"), "{clean}");
+    let json: serde_json::Value = serde_json::from_str(&results.to_json()).unwrap();
+    let (app, _) = results.runs[0].apps.iter().next().unwrap();
+    assert!(json["runs"][0]["apps"][app].get("failure").is_none());
+    let app = app.clone();
+    let result = results.runs[0].apps.get_mut(&app).unwrap();
+    result.failure = Some(mobistack::report::results::AppFailure {
+        at_ns: 1_500_000_000,
+        task: format!("{app}/2"),
+        message: "statement 1 `SELEKT 1`: near \"SELEKT\": syntax error".into(),
+    });
+    result.warnings = vec!["value clamped".into()];
+    let table = mobistack::report::table::render(&results);
+    assert!(table.contains("1 app(s) stopped early"), "{table}");
+    assert!(
+        table.contains(&format!(
+            "{app}: at 1.50 s in task `{app}/2`: statement 1 `SELEKT 1`"
+        )),
+        "{table}"
+    );
+    assert!(table.contains("value clamped"), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&results.to_json()).unwrap();
+    assert_eq!(
+        json["runs"][0]["apps"][&app]["failure"]["at_ns"],
+        1_500_000_000u64
+    );
+    assert_eq!(
+        json["runs"][0]["apps"][&app]["warnings"][0],
+        "value clamped"
+    );
 }

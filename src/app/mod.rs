@@ -62,6 +62,31 @@ impl AppContext {
         self.recorder.end_op(&self.sim, &self.name, timer);
     }
 
+    /// The workload stops before its end, and says why (issue 40: no silent end): recorded as
+    /// the app's `failure` in the results, printed under the table, and `mobistack run` exits
+    /// with status 4. The app's other tasks stop at their next check of
+    /// [`AppContext::is_stopped`]. The caller returns after this.
+    pub fn fail(&self, message: impl Into<String>) {
+        self.recorder
+            .fail(&self.sim, &self.name, None, message.into());
+        self.stop();
+    }
+
+    /// The workload could not start (set-up failed when the app was started): a failure
+    /// reported under the app's own name.
+    pub fn fail_to_start(&self, message: impl Into<String>) {
+        let task = Some(self.name.to_string());
+        self.recorder
+            .fail(&self.sim, &self.name, task, message.into());
+        self.stop();
+    }
+
+    /// A value the workload clamped or ignored, kept once per text in the app's `warnings`
+    /// and printed under the table.
+    pub fn warn(&self, message: impl Into<String>) {
+        self.recorder.warn(&self.name, message.into());
+    }
+
     pub fn add_counter(&self, counter: &str, amount: u64) {
         self.recorder.add_counter(&self.name, counter, amount);
     }

@@ -7,7 +7,9 @@
 //! true one, counted as `unfinished`, explained by the wait it is still in, and considered among
 //! the slowest operations.
 
-use super::results::{AppResult, OpSummary, SlowOp, SlowWait, UnfinishedOp};
+use super::results::{
+    AppFailure, AppResult, OpSummary, SlowOp, SlowWait, UnfinishedOp, WARNINGS_KEPT,
+};
 use crate::sim::timeline::SliceKind;
 use crate::sim::{BlockedTimes, Sim, TaskId, Wait, WaitLog, WaitRecord};
 use crate::units::Nanos;
@@ -151,6 +153,11 @@ struct AppRecord {
     /// When the app's first operation began and its last one ended: the time it was active.
     first_op_ns: Option<Nanos>,
     last_op_end_ns: Nanos,
+    /// The first failure of any of the app's tasks; later ones are counted in `failures`.
+    failure: Option<AppFailure>,
+    failures: u64,
+    warnings: Vec<String>,
+    warnings_dropped: u64,
 }
 
 /// Collects one run's measurements.
@@ -250,6 +257,40 @@ impl Recorder {
         }
     }
 
+    /// Records that `app`'s workload stopped early in the current task: the first failure is
+    /// the app's `failure`, later ones (other tasks of the app stopping after it) are counted.
+    /// `task` names the task when the failure is not the current task's own (an app that could
+    /// not start fails in the timeline's task, and is reported under its own name).
+    pub fn fail(&self, sim: &Sim, app: &str, task: Option<String>, message: String) {
+        let mut apps = self.apps.borrow_mut();
+        let record = apps.entry(app.to_string()).or_default();
+        record.failures += 1;
+        if record.failure.is_none() {
+            record.failure = Some(AppFailure {
+                at_ns: sim.now(),
+                task: task.unwrap_or_else(|| {
+                    sim.current_task()
+                        .map_or_else(|| app.to_string(), |task| sim.task_name(task))
+                }),
+                message,
+            });
+        }
+    }
+
+    /// Records a value `app`'s workload clamped or ignored; the same text is kept once.
+    pub fn warn(&self, app: &str, message: String) {
+        let mut apps = self.apps.borrow_mut();
+        let record = apps.entry(app.to_string()).or_default();
+        if record.warnings.contains(&message) {
+            return;
+        }
+        if record.warnings.len() < WARNINGS_KEPT {
+            record.warnings.push(message);
+        } else {
+            record.warnings_dropped += 1;
+        }
+    }
+
     pub fn add_counter(&self, app: &str, counter: &str, amount: u64) {
         let mut apps = self.apps.borrow_mut();
         *apps
@@ -283,6 +324,20 @@ impl Recorder {
                 .map_or(0, |first| record.last_op_end_ns.saturating_sub(first));
             for (op, op_record) in &record.ops {
                 result.ops.insert(op.to_string(), summarize(op_record));
+            }
+            result.failure = record.failure.clone();
+            if let Some(failure) = result.failure.as_mut().filter(|_| record.failures > 1) {
+                let others = record.failures - 1;
+                failure.message.push_str(&format!(
+                    " (and {others} other task(s) of the app stopped after it)"
+                ));
+            }
+            result.warnings = record.warnings.clone();
+            if record.warnings_dropped > 0 {
+                result.warnings.push(format!(
+                    "and {} more warning(s) not kept",
+                    record.warnings_dropped
+                ));
             }
         }
         result

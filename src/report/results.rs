@@ -12,7 +12,9 @@ pub const RESULTS_SCHEMA: &str = "mobistack.results";
 /// `unfinished_ops`; the distribution includes them at their time so far), `p99_9_ns` and
 /// `p99_99_ns`, each app's `active_ns`, each run's `end` explained.
 /// Version 3: each run's `series`, the bytes moved per period (throughput over time).
-pub const RESULTS_VERSION: u32 = 3;
+/// Version 4: each app's `failure` (why its workload stopped before its end) and `warnings`
+/// (values the workload clamped or ignored), both absent when there is none.
+pub const RESULTS_VERSION: u32 = 4;
 
 /// Latency distribution of one operation of one app, in nanoseconds.
 ///
@@ -122,30 +124,48 @@ pub struct SlowWait {
 impl SlowOp {
     /// "52.2 ms at 1.234 s: submit_bio_wait 51.9 ms on request R#12; ..."
     pub fn explain(&self) -> String {
-        use crate::units::format_ms;
-        let mut text = format!(
+        let mut text = self.headline();
+        for (i, wait) in self.waits.iter().enumerate() {
+            text.push_str(if i == 0 { ": " } else { "; " });
+            text.push_str(&wait.explain());
+        }
+        text
+    }
+
+    /// "52.2 ms at 1.234 s", marked when unfinished: the first line of [`SlowOp::explain`]
+    /// when the waits go on lines of their own.
+    pub fn headline(&self) -> String {
+        format!(
             "{}{} ms at {:.3} s{}",
             if self.unfinished { ">= " } else { "" },
-            format_ms(self.latency_ns as f64),
+            crate::units::format_ms(self.latency_ns as f64),
             self.start_ns as f64 / 1e9,
             if self.unfinished {
                 " (unfinished when the run ended)"
             } else {
                 ""
             }
-        );
-        for (i, wait) in self.waits.iter().enumerate() {
-            text.push_str(if i == 0 { ": " } else { "; " });
-            if wait.still_waiting {
-                text.push_str("still in ");
-            }
-            text.push_str(&format!("{} {} ms", wait.reason, format_ms(wait.ns as f64)));
-            if wait.on != "-" {
-                text.push_str(&format!(" on {}", wait.on));
-            }
-            if let Some(holder) = &wait.held_by {
-                text.push_str(&format!(" held by {holder}"));
-            }
+        )
+    }
+}
+
+impl SlowWait {
+    /// "submit_bio_wait 51.9 ms on request R#12 held by jbd2", "still in ..." when unfinished.
+    pub fn explain(&self) -> String {
+        let mut text = String::new();
+        if self.still_waiting {
+            text.push_str("still in ");
+        }
+        text.push_str(&format!(
+            "{} {} ms",
+            self.reason,
+            crate::units::format_ms(self.ns as f64)
+        ));
+        if self.on != "-" {
+            text.push_str(&format!(" on {}", self.on));
+        }
+        if let Some(holder) = &self.held_by {
+            text.push_str(&format!(" held by {holder}"));
         }
         text
     }
@@ -169,6 +189,43 @@ pub struct AppResult {
     /// Absent without a page cache.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub io_by_purpose: IoByPurpose,
+    /// Why the app's workload stopped before its end (a SQL statement SQLite refused, a flowop
+    /// that failed, a trace line that cannot be replayed); absent when it ran to its end or
+    /// was still running when the run ended. `mobistack run` exits with status 4 when any app
+    /// of any run has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<AppFailure>,
+    /// Values the workload clamped or ignored, each once, in the order they first happened
+    /// (at most [`WARNINGS_KEPT`]; the last one says how many more were dropped).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// The most warnings kept per app.
+pub const WARNINGS_KEPT: usize = 16;
+
+/// Why an app's workload stopped early: when, in which task, and the error in words.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AppFailure {
+    /// Virtual time of the failure.
+    pub at_ns: u64,
+    /// The task that failed (its name, as in the wait chains).
+    pub task: String,
+    /// What failed and why, e.g. "statement 3 `SELEKT * FROM nowhere`: near \"SELEKT\": syntax
+    /// error".
+    pub message: String,
+}
+
+impl AppFailure {
+    /// One line for the table: "at 1.23 s in task `app/2`: message".
+    pub fn explain(&self) -> String {
+        format!(
+            "at {} s in task `{}`: {}",
+            crate::units::format_ms(self.at_ns as f64 / 1e3),
+            self.task,
+            self.message
+        )
+    }
 }
 
 /// Cause -> purpose -> counts.

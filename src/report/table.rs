@@ -192,6 +192,8 @@ pub fn render_with(results: &ScenarioResults, options: &TableOptions) -> String 
         format_seconds(results.duration_ns)
     );
     let mut any_unfinished = false;
+    let mut any_failed = false;
+    let mut any_warning = false;
     for run in &results.runs {
         let unfinished: u64 = run
             .apps
@@ -200,15 +202,23 @@ pub fn render_with(results: &ScenarioResults, options: &TableOptions) -> String 
             .map(|op| op.unfinished)
             .sum();
         any_unfinished |= unfinished > 0;
+        let failed = run.apps.values().filter(|a| a.failure.is_some()).count();
+        any_failed |= failed > 0;
+        any_warning |= run.apps.values().any(|a| !a.warnings.is_empty());
         let _ = writeln!(
             out,
-            "  {} seed {}: simulated {}, {}{}",
+            "  {} seed {}: simulated {}, {}{}{}",
             run.variant,
             run.seed,
             format_seconds(run.virtual_ns),
             end_text(run, results.duration_ns),
             if unfinished > 0 {
                 format!("; {unfinished} operation(s) still in progress")
+            } else {
+                String::new()
+            },
+            if failed > 0 {
+                format!("; {failed} app(s) stopped early (see below)")
             } else {
                 String::new()
             }
@@ -235,7 +245,7 @@ pub fn render_with(results: &ScenarioResults, options: &TableOptions) -> String 
             } else {
                 format!("{:.2}", bytes as f64 / 1e6 / (app.active_ns as f64 / 1e9))
             };
-            for (op, summary) in &app.ops {
+            for (row_of_app, (op, summary)) in app.ops.iter().enumerate() {
                 let recorded = summary.count + summary.unfinished;
                 let total_op_ns = summary.mean_ns * recorded as f64;
                 let top = summary
@@ -264,7 +274,12 @@ pub fn render_with(results: &ScenarioResults, options: &TableOptions) -> String 
                 for stat in &options.stats {
                     row.push(latency_cell(stat.value(summary), lower_bound));
                 }
-                row.push(throughput.clone());
+                // The app's throughput once, on its first row: it is the app's, not the op's.
+                row.push(if row_of_app == 0 {
+                    throughput.clone()
+                } else {
+                    String::new()
+                });
                 row.push(top);
                 rows.push(row);
             }
@@ -279,21 +294,61 @@ pub fn render_with(results: &ScenarioResults, options: &TableOptions) -> String 
             "(≥: operations still in progress at the end count at their time so far, so the figure is a lower bound)\n",
         );
     }
-    out.push_str("\nslowest operation of each app, explained by its longest waits:\n");
+    if any_failed {
+        out.push_str("\napps whose workload stopped before its end:\n");
+        for run in &results.runs {
+            for (app_name, app) in &run.apps {
+                if let Some(failure) = &app.failure {
+                    let _ = writeln!(
+                        out,
+                        "  {} seed {} {app_name}: {}",
+                        run.variant,
+                        run.seed,
+                        failure.explain()
+                    );
+                }
+            }
+        }
+    }
+    if any_warning {
+        out.push_str("\nwarnings (values a workload clamped or ignored):\n");
+        for run in &results.runs {
+            for (app_name, app) in &run.apps {
+                for warning in &app.warnings {
+                    let _ = writeln!(
+                        out,
+                        "  {} seed {} {app_name}: {warning}",
+                        run.variant, run.seed
+                    );
+                }
+            }
+        }
+    }
+    // One line per slow operation, then its waits one per line: the waits' descriptions are
+    // long and a single line of them runs past any terminal.
+    let mut slowest_text = String::new();
     for run in &results.runs {
         for (app_name, app) in &run.apps {
             for (op, summary) in &app.ops {
                 if let Some(slowest) = summary.slowest.first().filter(|s| s.latency_ns > 0) {
                     let _ = writeln!(
-                        out,
-                        "  {} seed {} {app_name} {op}: {}",
+                        slowest_text,
+                        "  {} seed {} {app_name} {op}: {}{}",
                         run.variant,
                         run.seed,
-                        slowest.explain()
+                        slowest.headline(),
+                        if slowest.waits.is_empty() { "" } else { ":" }
                     );
+                    for wait in &slowest.waits {
+                        let _ = writeln!(slowest_text, "      {}", wait.explain());
+                    }
                 }
             }
         }
+    }
+    if !slowest_text.is_empty() {
+        out.push_str("\nslowest operation of each app, explained by its longest waits:\n");
+        out.push_str(&slowest_text);
     }
     if any_unfinished {
         out.push_str("\noperations still in progress when the run ended:\n");
