@@ -345,3 +345,56 @@ fn an_app_that_stopped_early_and_a_warning_are_printed_under_the_table() {
         "value clamped"
     );
 }
+
+#[test]
+fn the_slowest_operation_puts_each_wait_on_its_own_line_and_no_heading_without_one() {
+    let mut results = run_scenario(
+        &scenario::load("fg-read-bg-write").unwrap(),
+        &RunOptions {
+            seeds: Some(vec![1]),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    let table = mobistack::report::table::render(&results);
+    assert!(table.contains("slowest operation of each app"), "{table}");
+    // Ten long waits: one line each, not one line of all of them.
+    let run = &mut results.runs[0];
+    let op = run
+        .apps
+        .values_mut()
+        .flat_map(|app| app.ops.values_mut())
+        .find(|op| !op.slowest.is_empty())
+        .expect("an operation with a slowest entry");
+    let wait = mobistack::report::results::SlowWait {
+        reason: "lock_buffer".into(),
+        layer: "fs".into(),
+        on: format!("request R#1 ({})", "x".repeat(80)),
+        held_by: None,
+        start_ns: 0,
+        ns: 1_000_000,
+        still_waiting: false,
+    };
+    op.slowest[0].waits = vec![wait; 10];
+    let table = mobistack::report::table::render(&results);
+    let longest = table.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(longest < 200, "a line of {longest} characters in\n{table}");
+    assert!(
+        table
+            .lines()
+            .filter(|l| l.trim_start().starts_with("lock_buffer 1.00 ms"))
+            .count()
+            >= 10,
+        "{table}"
+    );
+    // A run in which no operation took time prints no heading for it.
+    for run in &mut results.runs {
+        for app in run.apps.values_mut() {
+            for op in app.ops.values_mut() {
+                op.slowest.clear();
+            }
+        }
+    }
+    let table = mobistack::report::table::render(&results);
+    assert!(!table.contains("slowest operation"), "{table}");
+}

@@ -356,14 +356,20 @@ pub fn render_with(results: &ScenarioResults, options: &TableOptions) -> String 
             for (app_name, app) in &run.apps {
                 for (op, summary) in &app.ops {
                     for unfinished in summary.unfinished_ops.iter().take(3) {
+                        // The headline, then each link of the wait chain on a line of its own.
+                        let text = unfinished.explain();
+                        let mut parts = text.split("; ");
                         let _ = writeln!(
                             out,
                             "  {} seed {} {app_name} {op} ({}): {}",
                             run.variant,
                             run.seed,
                             unfinished.task,
-                            unfinished.explain()
+                            parts.next().unwrap_or_default()
                         );
+                        for link in parts {
+                            let _ = writeln!(out, "      {link}");
+                        }
                     }
                     if summary.unfinished > 3 {
                         let _ = writeln!(
