@@ -321,3 +321,59 @@ fn an_unaligned_offset_runs_buffered_and_is_an_error_with_direct() {
         "{error}"
     );
 }
+
+/// Issue 40: `fio --help` had no help for `--seed`, and listed four schedulers of the seven
+/// `--elevator` accepts. The list now comes from the block layer's own.
+#[test]
+fn the_help_documents_every_option_and_lists_every_elevator() {
+    let (code, help, _) = mobistack(&["fio", "--help"]);
+    assert_eq!(code, 0);
+    let seed = help.lines().find(|l| l.contains("--seed")).unwrap();
+    assert!(seed.contains("Seed of the run"), "{seed}");
+    let elevator = help.lines().find(|l| l.contains("--elevator")).unwrap();
+    for name in mobistack::block::elevator::ELEVATOR_NAMES {
+        assert!(elevator.contains(name), "{name} missing from {elevator}");
+    }
+    let path = job_file("elevator", "[r]\ndirect=1\nrw=randread\nbs=4k\nsize=64k\n");
+    let (code, out, err) = mobistack(&["fio", "--elevator", "kyber", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("under kyber"), "{out}");
+    let (code, _, err) = mobistack(&["fio", "--elevator", "anticipatory", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(code, 2);
+    assert!(err.contains("subregion"), "{err}");
+}
+
+/// Edge values of job files run or are errors naming the option, never a panic: fio's
+/// `runtime=0` and `rate=0` mean no limit; `bs=0`, a size below `bs`, an `iodepth` or
+/// `numjobs` beyond the bounds are errors.
+#[test]
+fn edge_values_of_job_files_run_or_are_errors_naming_the_option() {
+    let base = "[j]\ndirect=1\nrw=randread\nbs=4k\nsize=64k\n";
+    for (extra, ios) in [
+        ("runtime=0\n", 16),
+        ("rate=0\n", 16),
+        ("iodepth=4096\nioengine=libaio\n", 16),
+    ] {
+        let report = run(&format!("{base}{extra}"));
+        assert_eq!(report.jobs[0].stats.directions[0].ios, ios, "{extra}");
+    }
+    for (extra, option) in [
+        ("bs=0\n", "bs"),
+        ("bs=128k\n", "`size`"),
+        ("iodepth=4097\n", "iodepth"),
+        ("numjobs=100000\n", "numjobs"),
+        ("runtime=0\ntime_based\n", "runtime"),
+        ("offset=100\n", "`offset`"),
+    ] {
+        let error = run_fio_file(
+            &format!("{base}{extra}"),
+            device(),
+            "noop",
+            FioOptions::default(),
+        )
+        .err()
+        .unwrap_or_else(|| panic!("{extra} ran"));
+        assert!(error.contains(option), "{extra}: {error}");
+    }
+}
