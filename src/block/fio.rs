@@ -188,7 +188,7 @@ impl FioJob {
                 "job `{name}`: `time_based` needs a `runtime` above 0 (fio: \"time_based requires a runtime/timeout setting\")"
             ));
         }
-        if self.direct && self.offset % SECTOR_SIZE != 0 {
+        if self.direct && !self.offset.is_multiple_of(SECTOR_SIZE) {
             // fio uses a byte `offset` as given (only a percentage is aligned, to
             // `offset_align`); O_DIRECT at an offset that is not a multiple of the logical
             // block size fails with EINVAL, and fio stops the job on that error.

@@ -148,7 +148,7 @@ pub fn replay_with_progress<R: BufRead>(
     let mut events = 0u64;
     let mut tick = |now: Nanos| {
         events += 1;
-        if events % PROGRESS_EVERY == 0 {
+        if events.is_multiple_of(PROGRESS_EVERY) {
             progress(now);
         }
     };
