@@ -180,12 +180,14 @@ enum Command {
         /// Device profile (see `mobistack device list`).
         #[arg(long, default_value = "emmc-5.1", value_name = "PROFILE")]
         device: String,
-        /// I/O scheduler: noop, deadline, cfq or mq-deadline.
-        #[arg(long, default_value = "cfq", value_name = "NAME")]
+        /// I/O scheduler (`none` is `noop`).
+        #[arg(long, default_value = "cfq", value_name = "NAME", value_parser = elevator_parser())]
         elevator: String,
         /// Write a blkparse-format trace of the block layer to FILE.
         #[arg(long, value_name = "FILE")]
         blktrace: Option<std::path::PathBuf>,
+        /// Seed of the run's random numbers (random offsets, mixes, the device model): the same
+        /// job file, device, elevator and seed give the same results.
         #[arg(long, default_value_t = 1, value_name = "N")]
         seed: u64,
         /// Output format, as fio's: normal (fio's text), json (fio's JSON schema) or json+
@@ -298,7 +300,8 @@ enum Command {
         /// DiskSim: the unit of the time column: s, ms (DiskSim's), us, ns (MQSim's traces).
         #[arg(long, default_value = "ms", value_name = "UNIT")]
         time_unit: String,
-        /// Open loop: multiply the trace's times (0.5 replays twice as fast).
+        /// Open loop: multiply the trace's times (0.5 replays twice as fast); positive and
+        /// finite; a replay spans at most 365 days of virtual time.
         #[arg(long, default_value_t = 1.0, value_name = "X")]
         time_scale: f64,
         /// Closed loop at this many requests outstanding (timestamps ignored).
@@ -463,11 +466,12 @@ fn main() -> ExitCode {
                 skip_bad_lines,
                 max_requests,
             };
-            print_report(
-                mobistack::workload::replay::device::run_command(&args)
-                    .map(|report| (report.table(), report.json())),
-                json,
-            )
+            let progress = Progress::new(1, None, &format!("replay {}", args.trace.display()));
+            let hook = progress.clone();
+            let report =
+                mobistack::workload::replay::device::run_command(&args, &|now| hook.update(0, now));
+            progress.finish();
+            print_report(report.map(|report| (report.table(), report.json())), json)
         }
         Command::Filebench {
             file,
@@ -818,6 +822,17 @@ impl Progress {
         self.stop.store(true, Ordering::Relaxed);
         self.bar.finish_and_clear();
     }
+}
+
+/// The I/O schedulers `--elevator` accepts: the block layer's own list
+/// ([`mobistack::block::elevator::ELEVATOR_NAMES`]), so the help cannot drift from the code.
+fn elevator_parser() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(mobistack::block::elevator::ELEVATOR_NAMES.iter().map(
+        |&name| match name {
+            "noop" => clap::builder::PossibleValue::new(name).alias("none"),
+            _ => clap::builder::PossibleValue::new(name),
+        },
+    ))
 }
 
 /// Runs `work` with a spinner for commands without virtual time to report (device benchmarks).

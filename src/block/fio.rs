@@ -184,7 +184,18 @@ impl FioJob {
             ));
         }
         if self.time_based && self.runtime.is_none() {
-            return Err(format!("job `{name}`: `time_based` needs `runtime`"));
+            return Err(format!(
+                "job `{name}`: `time_based` needs a `runtime` above 0 (fio: \"time_based requires a runtime/timeout setting\")"
+            ));
+        }
+        if self.direct && !self.offset.is_multiple_of(SECTOR_SIZE) {
+            // fio uses a byte `offset` as given (only a percentage is aligned, to
+            // `offset_align`); O_DIRECT at an offset that is not a multiple of the logical
+            // block size fails with EINVAL, and fio stops the job on that error.
+            return Err(format!(
+                "job `{name}`: `offset`={} is not a multiple of 512 bytes: `direct`=1 (O_DIRECT) I/O at it fails with EINVAL",
+                self.offset
+            ));
         }
         if !self.direct && matches!(self.rw, RwMode::Trim | RwMode::RandTrim) {
             return Err(format!(
@@ -370,7 +381,8 @@ fn apply_option(job: &mut FioJob, option: &str, value: Option<&str>) -> Result<(
             let rate = parse_fio_size(option, value)?;
             job.rate = (rate > 0).then_some(rate);
         }
-        "runtime" => job.runtime = Some(parse_fio_time(option, need()?)?),
+        // fio's default `runtime=0`: no limit.
+        "runtime" => job.runtime = Some(parse_fio_time(option, need()?)?).filter(|&ns| ns > 0),
         "time_based" => job.time_based = parse_bool(option, value)?,
         "stonewall" | "wait_for_previous" => job.stonewall = parse_bool(option, value)?,
         _ => return Err(format!("unsupported fio option `{option}`")),
@@ -674,6 +686,9 @@ pub trait IoHooks {
     fn started(&self, _op: IoOp) {}
     /// Just after the I/O completed.
     fn finished(&self, _op: IoOp, _bytes: u64) {}
+    /// The job stopped on an error (`message` names the job and the error), as fio stops a
+    /// job on its first error (`continue_on_error=none`, its default).
+    fn failed(&self, _message: &str) {}
 }
 
 /// Hooks that do nothing (`mobistack fio`).
@@ -687,23 +702,25 @@ pub struct IoTimes {
     pub completed_ns: Nanos,
 }
 
-/// The future of one I/O of a [`JobTarget`].
-pub type IoFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = IoTimes> + 'a>>;
+/// The future of one I/O of a [`JobTarget`]: its times, or the error that failed it.
+pub type IoFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<IoTimes, String>> + 'a>>;
+
+/// The future of a [`JobTarget::prepare`]: Ok, or why the job cannot start.
+pub type PrepareFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + 'a>>;
 
 /// Where a job clone's I/O goes: the raw device ([`DirectTarget`]) or a file through the page
 /// cache (`crate::workload::fio::BufferedTarget`).
 pub trait JobTarget {
     /// Called by each submitter before its first I/O, from its task (a buffered job opens its
-    /// file here). An error ends the submitter; it is counted by the target.
-    fn prepare<'a>(
-        &'a self,
-        _sim: &'a Sim,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + 'a>> {
-        Box::pin(async { true })
+    /// file here). An error ends the job.
+    fn prepare<'a>(&'a self, _sim: &'a Sim) -> PrepareFuture<'a> {
+        Box::pin(async { Ok(()) })
     }
 
     /// Performs one I/O of `bytes` at `offset` of the job's region (device or file), from the
-    /// current task, and returns when it completed.
+    /// current task, and returns when it completed; an error (the system call's) ends the job.
     fn io<'a>(
         &'a self,
         sim: &'a Sim,
@@ -737,7 +754,7 @@ impl JobTarget for DirectTarget {
         bytes: u64,
         foreground: bool,
     ) -> IoFuture<'a> {
-        Box::pin(self.direct_io(sim, op, offset, bytes, foreground))
+        Box::pin(async move { Ok(self.direct_io(sim, op, offset, bytes, foreground).await) })
     }
 
     fn as_direct(&self) -> Option<&DirectTarget> {
@@ -824,6 +841,8 @@ pub struct JobState {
     in_flight: Cell<u32>,
     rng: RefCell<Rng>,
     stats: RefCell<JobStats>,
+    /// The error that stopped the job (fio's `err=`), if one did.
+    error: RefCell<Option<String>>,
 }
 
 impl JobState {
@@ -850,6 +869,7 @@ impl JobState {
             in_flight: Cell::new(0),
             rng: RefCell::new(rng),
             stats: RefCell::new(JobStats::default()),
+            error: RefCell::new(None),
         })
     }
 
@@ -861,6 +881,22 @@ impl JobState {
     /// What the job did so far.
     pub fn stats(&self) -> JobStats {
         self.stats.borrow().clone()
+    }
+
+    /// The error that stopped the job, naming the job, if one did.
+    pub fn error(&self) -> Option<String> {
+        self.error.borrow().clone()
+    }
+
+    /// Stops the job on `error` (its other submitters stop before their next I/O), and tells
+    /// `hooks` once.
+    fn fail(&self, error: &str, hooks: &dyn IoHooks) {
+        if self.error.borrow().is_some() {
+            return;
+        }
+        let message = format!("job `{}`: {error}", self.job.name);
+        hooks.failed(&message);
+        *self.error.borrow_mut() = Some(message);
     }
 
     /// Starts the job now: spawns one submitter task per slot of the effective `iodepth`, each
@@ -887,6 +923,9 @@ impl JobState {
     /// The next I/O to issue, or `None` when the job is done.
     fn next_io(&self, now: Nanos) -> Option<(IoOp, u64)> {
         let job = &self.job;
+        if self.error.borrow().is_some() {
+            return None;
+        }
         let start = self.stats.borrow().start_ns;
         if job.runtime.is_some_and(|runtime| now >= start + runtime) {
             return None;
@@ -955,7 +994,8 @@ async fn submitter(
     hooks: Rc<dyn IoHooks>,
 ) {
     let job = &state.job;
-    if !target.prepare(&sim).await {
+    if let Err(error) = target.prepare(&sim).await {
+        state.fail(&error, hooks.as_ref());
         return;
     }
     loop {
@@ -985,9 +1025,17 @@ async fn submitter(
                     .await
             }
             None => {
-                target
+                match target
                     .io(&sim, op, offset, job.bs, hooks.foreground())
                     .await
+                {
+                    Ok(times) => times,
+                    Err(error) => {
+                        state.in_flight.set(state.in_flight.get() - 1);
+                        state.fail(&error, hooks.as_ref());
+                        break;
+                    }
+                }
             }
         };
         state.in_flight.set(state.in_flight.get() - 1);
@@ -1036,7 +1084,10 @@ fn job_from_pairs(name: &str, options: &[(String, Option<String>)]) -> Result<Fi
             .map_err(|e| crate::units::cut_words(&e))?;
     }
     if job.time_based && job.runtime.is_none() {
-        return Err("time_based needs runtime".to_string());
+        return Err(
+            "time_based needs a runtime above 0 (fio: \"time_based requires a runtime/timeout setting\")"
+                .to_string(),
+        );
     }
     check_submitters(std::slice::from_ref(&job))?;
     Ok(job)

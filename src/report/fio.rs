@@ -146,6 +146,20 @@ pub struct FioReport {
     pub trace: Option<BlkTrace>,
     /// Virtual time at the end of the run.
     pub end_ns: Nanos,
+    /// What the kernel still had to do when the last job ended.
+    pub left_at_end: LeftAtEnd,
+}
+
+/// The kernel's work left when the last job ended. fio reports its jobs' own I/O and exits
+/// without waiting for the page cache (`end_fsync=0`, its default): buffered jobs leave dirty
+/// pages and writeback or readahead bios in flight, which the kernel would finish after fio
+/// exits. Counted here, not waited for; 0 and 0 for `direct=1` jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LeftAtEnd {
+    /// Bios submitted to the block layer and not yet completed.
+    pub bios_in_flight: u64,
+    /// Dirty pages of the jobs' files still in the page cache.
+    pub dirty_pages: u64,
 }
 
 /// Bandwidth (KiB/s) or IOPS samples of full [`crate::block::fio::SAMPLE_WINDOW_NS`] windows:
@@ -386,6 +400,7 @@ impl FioReport {
                 "device": self.device,
                 "elevator": self.elevator,
                 "end_ns": self.end_ns,
+                "left_at_end": self.left_at_end,
                 "queue": self.queue,
             },
         })
@@ -470,6 +485,23 @@ impl FioReport {
             q.bios as f64 / q.requests.max(1) as f64,
             q.alloc_sleeps
         );
+        let left = self.left_at_end;
+        if left.bios_in_flight + left.dirty_pages > 0 {
+            let dirty = if left.dirty_pages > 0 {
+                format!(
+                    ", {} dirty pages ({}) in the page cache",
+                    left.dirty_pages,
+                    num2str(left.dirty_pages * crate::units::PAGE_SIZE, 4, 1, true, "B")
+                )
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "Left to the kernel when the jobs ended: {} bios in flight (writeback, readahead){dirty}; fio exits without waiting for them (end_fsync=0)",
+                left.bios_in_flight,
+            );
+        }
         out
     }
 

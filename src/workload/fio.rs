@@ -12,13 +12,13 @@
 use crate::app::AppContext;
 use crate::block::fio::{
     build_queue, job_from_options, parse_job_file, DirectTarget, FioJob, IoFuture, IoHooks,
-    IoTimes, JobState, JobTarget, NoHooks, FIRST_PID,
+    IoTimes, JobState, JobTarget, NoHooks, PrepareFuture, FIRST_PID,
 };
 use crate::block::layer::BlockLayer;
 use crate::block::request::TaskRef;
 use crate::dev::{BlockDevice, IoOp};
 use crate::fs::vfs::{Process, Vfs, O_CREAT, O_RDWR};
-use crate::report::fio::{FioJobReport, FioReport};
+use crate::report::fio::{FioJobReport, FioReport, LeftAtEnd};
 use crate::report::recorder::OpTimer;
 use crate::sim::{Sim, Simulation, TaskId};
 use crate::units::{Nanos, SECTOR_SIZE};
@@ -84,6 +84,10 @@ impl IoHooks for AppHooks {
         self.ctx.end_op(timer);
         self.ctx.add_counter("bytes", bytes);
     }
+    fn failed(&self, message: &str) {
+        self.timer.borrow_mut().take();
+        self.ctx.fail(format!("fio {message}"));
+    }
 }
 
 /// The operation an I/O is recorded as.
@@ -105,8 +109,8 @@ pub struct BufferedTarget {
     fd: Cell<Option<i32>>,
     opening: Cell<bool>,
     opened: crate::sim::sync::WaitQueue,
-    /// Set when the file could not be opened: every submitter ends.
-    failed: Cell<bool>,
+    /// Why the file could not be opened: every submitter ends.
+    failed: RefCell<Option<String>>,
     /// The data of a write and the buffer of a read (the contents are never looked at).
     buffer: RefCell<Vec<u8>>,
 }
@@ -140,20 +144,17 @@ impl BufferedTarget {
             fd: Cell::new(None),
             opening: Cell::new(false),
             opened: crate::sim::sync::WaitQueue::new(),
-            failed: Cell::new(false),
+            failed: RefCell::new(None),
             buffer: RefCell::new(Vec::new()),
         })
     }
 }
 
 impl JobTarget for BufferedTarget {
-    fn prepare<'a>(
-        &'a self,
-        sim: &'a Sim,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + 'a>> {
+    fn prepare<'a>(&'a self, sim: &'a Sim) -> PrepareFuture<'a> {
         Box::pin(async move {
             if self.opening.replace(true) {
-                while self.fd.get().is_none() && !self.failed.get() {
+                while self.fd.get().is_none() && self.failed.borrow().is_none() {
                     self.opened
                         .wait(
                             sim,
@@ -169,11 +170,17 @@ impl JobTarget for BufferedTarget {
                     .await
                 {
                     Ok(fd) => self.fd.set(Some(fd)),
-                    Err(_) => self.failed.set(true),
+                    Err(errno) => {
+                        *self.failed.borrow_mut() =
+                            Some(format!("open {}: {}", self.path, errno.name()))
+                    }
                 }
                 self.opened.wake_all(sim);
             }
-            !self.failed.get()
+            match self.failed.borrow().as_ref() {
+                Some(error) => Err(error.clone()),
+                None => Ok(()),
+            }
         })
     }
 
@@ -192,8 +199,8 @@ impl JobTarget for BufferedTarget {
             let fd = self.fd.get().expect("prepared");
             let mut buffer = std::mem::take(&mut *self.buffer.borrow_mut());
             buffer.resize(bytes as usize, 0);
-            // An error (ENOSPC) is counted by the VFS; the I/O still ends.
-            let _ = match op {
+            // An error (ENOSPC) ends the job, as fio's default `continue_on_error=none` does.
+            let result = match op {
                 IoOp::Read => {
                     self.vfs
                         .pread(sim, &self.process, fd, &mut buffer, offset)
@@ -206,10 +213,18 @@ impl JobTarget for BufferedTarget {
                 }
             };
             *self.buffer.borrow_mut() = buffer;
-            IoTimes {
+            let call = if op == IoOp::Read { "pread" } else { "pwrite" };
+            result.map_err(|errno| {
+                format!(
+                    "{call} of {bytes} bytes at offset {offset} of {}: {}",
+                    self.path,
+                    errno.name()
+                )
+            })?;
+            Ok(IoTimes {
                 submitted_ns: sim.now(),
                 completed_ns: sim.now(),
-            }
+            })
         })
     }
 }
@@ -339,6 +354,7 @@ pub fn run_fio(
     } else {
         None
     };
+    let vfs_at_end = vfs.clone();
     // Clones, grouped by stonewall.
     let mut groups: Vec<Vec<(Rc<JobState>, u32)>> = Vec::new();
     let mut sections: Vec<String> = Vec::new();
@@ -418,10 +434,19 @@ pub fn run_fio(
     if let Some(message) = failure.borrow_mut().take() {
         return Err(message);
     }
-    assert_eq!(
-        layer.pending_bios(),
-        0,
-        "bios left in flight at the end of the run"
+    // fio stops a job on its first error and exits with an error.
+    if let Some(error) = all.iter().find_map(|(state, _)| state.error()) {
+        return Err(error);
+    }
+    let left_at_end = LeftAtEnd {
+        bios_in_flight: layer.pending_bios() as u64,
+        dirty_pages: vfs_at_end.as_deref().map_or(0, dirty_pages),
+    };
+    // A direct I/O returns when its bios completed: only the page cache leaves bios behind.
+    assert!(
+        vfs_at_end.is_some() || left_at_end.bios_in_flight == 0,
+        "direct jobs left {} bios in flight",
+        left_at_end.bios_in_flight
     );
     let reports = all
         .iter()
@@ -445,7 +470,17 @@ pub fn run_fio(
         queue: queue_stats,
         trace,
         end_ns: sim.now(),
+        left_at_end,
     })
+}
+
+/// Dirty pages of all files in `vfs`'s page cache.
+fn dirty_pages(vfs: &Vfs) -> u64 {
+    vfs.mm
+        .dirty_inodes()
+        .into_iter()
+        .map(|ino| vfs.mm.dirty_pages(ino))
+        .sum()
 }
 
 /// Parses `text` and runs it: the library entry point behind `mobistack fio`.

@@ -16,7 +16,7 @@
 //! times come from the trace, so delays are still measured from them), and latencies go into
 //! fixed-size HDR histograms. Timestamps that go backwards are taken as the previous one.
 
-use super::trace::{ReadOptions, Record, TraceError, TraceReader};
+use super::trace::{beyond_replay_span, scaled_time, ReadOptions, Record, TraceError, TraceReader};
 use crate::dev::{BlockDevice, DevCompletion, DevRequest, IoOp};
 use crate::units::{format_ms, Nanos, NS_PER_SEC, SECTOR_SIZE};
 use hdrhistogram::Histogram;
@@ -122,13 +122,36 @@ struct Pending {
     flags: crate::dev::IoFlags,
 }
 
+/// Device events between two calls of a replay's progress hook: often enough for a progress
+/// bar (a few hundred times per wall second), rarely enough to cost nothing.
+const PROGRESS_EVERY: u64 = 4096;
+
 /// Replays `reader` on `device`. Errors name the trace's file and line.
 pub fn replay<R: BufRead>(
+    reader: TraceReader<R>,
+    trace_name: &str,
+    device: Box<dyn BlockDevice>,
+    options: ReplayOptions,
+) -> Result<ReplayReport, TraceError> {
+    replay_with_progress(reader, trace_name, device, options, &|_| {})
+}
+
+/// [`replay`], calling `progress` with the virtual time reached every [`PROGRESS_EVERY`]
+/// events (a progress bar; it does not change the results).
+pub fn replay_with_progress<R: BufRead>(
     mut reader: TraceReader<R>,
     trace_name: &str,
     mut device: Box<dyn BlockDevice>,
     options: ReplayOptions,
+    progress: &dyn Fn(Nanos),
 ) -> Result<ReplayReport, TraceError> {
+    let mut events = 0u64;
+    let mut tick = |now: Nanos| {
+        events += 1;
+        if events.is_multiple_of(PROGRESS_EVERY) {
+            progress(now);
+        }
+    };
     let wall = std::time::Instant::now();
     let capacity = device.capacity_sectors();
     let queue_depth = match options.mode {
@@ -196,10 +219,14 @@ pub fn replay<R: BufRead>(
         }
         let base = *first_time.get_or_insert(time_ns);
         let relative = time_ns.saturating_sub(base);
-        let arrival = if scale == 1.0 {
-            relative
-        } else {
-            (relative as f64 * scale).round() as Nanos
+        // Closed loop ignores the timestamps.
+        let arrival = match options.mode {
+            Mode::Closed { .. } => 0,
+            Mode::Open { .. } => scaled_time(relative, scale).ok_or_else(|| TraceError {
+                file: trace_name.to_string(),
+                line,
+                message: beyond_replay_span(relative, scale, "--time-scale"),
+            })?,
         };
         let arrival = arrival.max(*last_arrival);
         *last_arrival = arrival;
@@ -277,6 +304,7 @@ pub fn replay<R: BufRead>(
                 panic!("the device has requests in flight and no next event");
             };
             now = now.max(at);
+            tick(now);
             device.advance(now, &mut completions);
             complete(
                 &mut completions,
@@ -319,6 +347,7 @@ pub fn replay<R: BufRead>(
                     }
                     (Some(at), event) if event.is_none_or(|e| at <= e) => {
                         now = now.max(at);
+                        tick(now);
                         if device.in_flight() > 0 {
                             device.advance(now, &mut completions);
                             complete(
@@ -335,6 +364,7 @@ pub fn replay<R: BufRead>(
                     }
                     (_, Some(at)) => {
                         now = now.max(at);
+                        tick(now);
                         device.advance(now, &mut completions);
                         complete(
                             &mut completions,
@@ -756,8 +786,9 @@ pub fn device_config(arg: &str) -> Result<crate::dev::DeviceConfig, String> {
         .map_err(|e| format!("{}: {}", path.display(), e.message()))
 }
 
-/// `mobistack replay`: builds the device, opens the trace and replays it.
-pub fn run_command(args: &CommandArgs) -> Result<ReplayReport, String> {
+/// `mobistack replay`: builds the device, opens the trace and replays it, calling `progress`
+/// with the virtual time reached now and then.
+pub fn run_command(args: &CommandArgs, progress: &dyn Fn(Nanos)) -> Result<ReplayReport, String> {
     use super::trace::{self, Format, TimeUnit};
     let mut config = device_config(&args.device)?;
     if let Some(capacity) = &args.capacity {
@@ -782,7 +813,10 @@ pub fn run_command(args: &CommandArgs) -> Result<ReplayReport, String> {
     read.time_unit = TimeUnit::parse(&args.time_unit)?;
     read.skip_bad_lines = args.skip_bad_lines;
     if !(args.time_scale > 0.0 && args.time_scale.is_finite()) {
-        return Err(format!("--time-scale {} must be positive", args.time_scale));
+        return Err(format!(
+            "--time-scale {} must be a positive finite number",
+            args.time_scale
+        ));
     }
     let mode = match args.queue_depth {
         Some(0) => return Err("--queue-depth must be positive".into()),
@@ -793,7 +827,7 @@ pub fn run_command(args: &CommandArgs) -> Result<ReplayReport, String> {
     };
     let name = args.trace.display().to_string();
     let reader = TraceReader::new(source, &name, read);
-    replay(
+    replay_with_progress(
         reader,
         &name,
         device,
@@ -803,6 +837,7 @@ pub fn run_command(args: &CommandArgs) -> Result<ReplayReport, String> {
             wrap: args.wrap,
             max_requests: args.max_requests,
         },
+        progress,
     )
     .map_err(|e| e.to_string())
 }

@@ -142,8 +142,26 @@ impl ReplayConfig {
             ));
         }
         let mut reader = self.open()?;
-        while reader.next_record().map_err(|e| e.to_string())?.is_some() {}
+        let mut first_time = None;
+        while let Some(record) = reader.next_record().map_err(|e| e.to_string())? {
+            if self.mode == LoopMode::Open {
+                let base = *first_time.get_or_insert(record.time_ns);
+                self.due_after(record.time_ns.saturating_sub(base), record.line)?;
+            }
+        }
         Ok(())
+    }
+
+    /// When a record `relative_ns` after the trace's first is due, after the replay's start
+    /// (open loop); an error naming the trace's line when that is beyond a replay's span.
+    fn due_after(&self, relative_ns: u64, line: u64) -> Result<u64, String> {
+        trace::scaled_time(relative_ns, self.time_scale).ok_or_else(|| {
+            format!(
+                "{}:{line}: {}",
+                self.trace,
+                trace::beyond_replay_span(relative_ns, self.time_scale, "`time_scale`")
+            )
+        })
     }
 
     fn wants(&self, name: &str) -> bool {
@@ -222,9 +240,10 @@ async fn dispatcher(
         let record = match reader.next_record() {
             Ok(Some(record)) => record,
             Ok(None) => break,
-            Err(_) => {
+            Err(error) => {
                 // Checked when the scenario was loaded; the file changed since.
                 ctx.add_counter("replay.bad_lines", 1);
+                ctx.fail(format!("trace replay stopped: {error}"));
                 break;
             }
         };
@@ -239,6 +258,10 @@ async fn dispatcher(
             if !config.wrap || u64::from(record.nr_sectors) > capacity {
                 ctx.add_counter("replay.beyond_capacity", 1);
                 ctx.add_counter("errno.ERANGE", 1);
+                ctx.fail(format!(
+                    "trace replay stopped: {}:{}: sectors {sector}..{end} are beyond the device's {capacity} sectors (`wrap = true` folds them in)",
+                    config.trace, record.line
+                ));
                 break;
             }
             sector %= capacity - u64::from(record.nr_sectors) + 1;
@@ -257,6 +280,10 @@ async fn dispatcher(
             None => {
                 if processes.len() >= MAX_PROCESSES {
                     ctx.add_counter("replay.too_many_processes", 1);
+                    ctx.fail(format!(
+                        "trace replay stopped: {}:{}: more than {MAX_PROCESSES} processes in the trace",
+                        config.trace, record.line
+                    ));
                     break;
                 }
                 let pid = ctx.stack.alloc_pid();
@@ -284,12 +311,19 @@ async fn dispatcher(
             }
         };
         if config.mode == LoopMode::Open {
-            let due = start_ns + (at as f64 * config.time_scale).round() as u64;
+            let due = match config.due_after(at, record.line) {
+                Ok(after) => start_ns.saturating_add(after),
+                Err(error) => {
+                    // Checked when the scenario was loaded; the file changed since.
+                    ctx.fail(format!("trace replay stopped: {error}"));
+                    break;
+                }
+            };
             if due > sim.now() {
                 sim.sleep(due - sim.now()).await;
             }
         }
-        while proc.queue.borrow().len() >= QUEUE_LIMIT {
+        while proc.queue.borrow().len() >= QUEUE_LIMIT && !ctx.is_stopped() {
             proc.space
                 .wait(&sim, WaitReason::WaitQueue, Blocker::None)
                 .await;
@@ -328,6 +362,11 @@ async fn issuer(shared: Rc<Shared>, proc: Rc<Proc>) {
     let sim = ctx.sim.clone();
     let block = ctx.stack.block.as_ref().expect("checked at start");
     loop {
+        if ctx.is_stopped() {
+            // The dispatcher may wait for room in the queue: it stops too.
+            proc.space.wake_all(&sim);
+            return;
+        }
         let item = proc.queue.borrow_mut().pop_front();
         let Some(item) = item else {
             if shared.done.get() {

@@ -118,7 +118,7 @@ count = 50
         skip_bad_lines: false,
         max_requests: None,
     };
-    let report = super::device::run_command(&args).unwrap();
+    let report = super::device::run_command(&args, &|_| {}).unwrap();
     assert_eq!(report.serviced, completed);
     // Through the stack: every bio (Q) again.
     let replay = format!(
@@ -176,6 +176,119 @@ fn closed_loop_ignores_time_and_bad_lines_are_scenario_errors() {
     );
     std::fs::remove_file(trace).ok();
     std::fs::remove_file(bad).ok();
+}
+
+fn device_args(trace: &std::path::Path) -> super::device::CommandArgs {
+    super::device::CommandArgs {
+        trace: trace.to_path_buf(),
+        device: "ufs-2.1".into(),
+        capacity: Some("1GiB".into()),
+        fill: None,
+        format: None,
+        event: "D".into(),
+        time_unit: "ms".into(),
+        time_scale: 1.0,
+        queue_depth: None,
+        wrap: false,
+        skip_bad_lines: false,
+        max_requests: None,
+    }
+}
+
+/// Issue 40: a timestamp near 2^64 ns printed "simulated 18446744072710 ms" (and overflowed
+/// virtual time in a debug build); a replay spans at most 365 days, and a line beyond is an
+/// error naming it.
+#[test]
+fn a_timestamp_beyond_a_replays_span_is_an_error_naming_the_line() {
+    let pixel = temp_file(
+        "huge.csv",
+        "loop40-2757,8388608,W,2065,8,1.0\nloop40-2757,8388608,W,2065,8,18446744073.709551\n",
+    );
+    let error = super::device::run_command(&device_args(&pixel), &|_| {}).unwrap_err();
+    assert!(
+        error.contains("huge.csv:2:") && error.contains("365 days"),
+        "{error}"
+    );
+    // Closed loop ignores the timestamps: the same trace replays.
+    let mut closed = device_args(&pixel);
+    closed.queue_depth = Some(1);
+    let report = super::device::run_command(&closed, &|_| {}).unwrap();
+    assert_eq!(report.serviced, 2);
+    std::fs::remove_file(pixel).ok();
+}
+
+/// `--time-scale` stretches the trace (2: twice as slow), and a scale that would put a request
+/// past a replay's span, or that is not a positive finite number, is an error naming it.
+#[test]
+fn the_time_scale_is_checked_and_cannot_overflow_virtual_time() {
+    let disksim = temp_file("scaled.trace", "0.0 0 100 8 1\n2.0 0 200 8 0\n");
+    let mut args = device_args(&disksim);
+    let progress_calls = std::cell::Cell::new(0);
+    let once = super::device::run_command(&args, &|_| progress_calls.set(progress_calls.get() + 1))
+        .unwrap();
+    args.time_scale = 2.0;
+    let twice = super::device::run_command(&args, &|_| {}).unwrap();
+    // The second request arrives at 2 ms, then at 4 ms.
+    assert!(
+        once.simulated_ns >= 2_000_000 && once.simulated_ns < 3_000_000,
+        "{}",
+        once.simulated_ns
+    );
+    assert!(
+        twice.simulated_ns >= 4_000_000 && twice.simulated_ns < 5_000_000,
+        "{}",
+        twice.simulated_ns
+    );
+    assert_eq!(
+        progress_calls.get(),
+        0,
+        "a two-request replay is too short for progress"
+    );
+    args.time_scale = 1e30;
+    let error = super::device::run_command(&args, &|_| {}).unwrap_err();
+    assert!(
+        error.contains("scaled.trace:2:") && error.contains("--time-scale 1e30"),
+        "{error}"
+    );
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        args.time_scale = bad;
+        let error = super::device::run_command(&args, &|_| {}).unwrap_err();
+        assert!(error.contains("--time-scale"), "{bad}: {error}");
+    }
+    std::fs::remove_file(disksim).ok();
+}
+
+/// In a scenario, a timestamp beyond a replay's span is an error when the scenario is loaded;
+/// a request beyond the device stops the app, which says why (the trace's line).
+#[test]
+fn a_replay_app_that_stops_early_says_why() {
+    let huge = temp_file("huge.trace", "0 0 0 8 1\n1e12 0 8 8 1\n");
+    let source = format!(
+        "name = \"r\"\nend = \"apps-done\"\n[[app]]\nname = \"c\"\n[app.workload.replay]\ntrace = \"{}\"\n",
+        huge.display()
+    );
+    let error = crate::scenario::parse("r.toml", &source)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("huge.trace:2:") && error.contains("365 days"),
+        "{error}"
+    );
+    let beyond = temp_file("beyond.trace", "0 0 0 8 1\n1 0 3000000 8 1\n");
+    let body = format!(
+        "[[app]]\nname = \"c\"\n[app.workload.replay]\ntrace = \"{}\"\n",
+        beyond.display()
+    );
+    let results = crate::run::run_scenario(&scenario(&body), &Default::default()).unwrap();
+    let app = &results.runs[0].apps["c"];
+    let failure = app.failure.as_ref().expect("the replay stopped early");
+    assert!(
+        failure.message.contains("beyond.trace:2:") && failure.message.contains("wrap"),
+        "{}",
+        failure.message
+    );
+    std::fs::remove_file(huge).ok();
+    std::fs::remove_file(beyond).ok();
 }
 
 mod fuzz {

@@ -697,6 +697,46 @@ impl<R: BufRead> TraceReader<R> {
     }
 }
 
+/// When a record `relative_ns` after the trace's first is replayed at `time_scale` (positive
+/// and finite, checked by the caller): None beyond [`crate::units::MAX_DURATION`] (365 days),
+/// the longest virtual time a replay spans, so that the arrival plus the device's service
+/// times never overflow virtual time.
+pub fn scaled_time(relative_ns: Nanos, time_scale: f64) -> Option<Nanos> {
+    if time_scale == 1.0 {
+        return (relative_ns <= crate::units::MAX_DURATION).then_some(relative_ns);
+    }
+    let scaled = (relative_ns as f64 * time_scale).round();
+    (scaled <= crate::units::MAX_DURATION as f64).then_some(scaled as Nanos)
+}
+
+/// The error of a record whose replay time [`scaled_time`] rejects, naming the time, the
+/// trace's first and the scale option (`option`, e.g. `--time-scale`).
+pub fn beyond_replay_span(relative_ns: Nanos, time_scale: f64, option: &str) -> String {
+    /// A number short: exponent notation when very large or small.
+    fn short(x: f64) -> String {
+        if x != 0.0 && !(1e-6..1e15).contains(&x.abs()) {
+            format!("{x:e}")
+        } else {
+            format!("{x}")
+        }
+    }
+    let seconds = relative_ns as f64 / 1e9;
+    let scaled = if time_scale == 1.0 {
+        String::new()
+    } else {
+        format!(
+            ", {} s at {option} {}",
+            short(seconds * time_scale),
+            short(time_scale)
+        )
+    };
+    format!(
+        "this request comes {} s after the trace's first{scaled}: a replay spans at most 365 days of virtual time ({} s)",
+        short(seconds),
+        crate::units::MAX_DURATION / crate::units::NS_PER_SEC
+    )
+}
+
 /// Opens a trace file (format `format`, or detected from its first line when None).
 pub fn open(
     path: &std::path::Path,
