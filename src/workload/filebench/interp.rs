@@ -8,6 +8,10 @@
 //!   file", or a finishon* limit reached) ends the run at once with `set mode quit firstdone`,
 //!   ends only that thread with `alldone`, and otherwise stops the run early without valid
 //!   results, as filebench does.
+//! - The worker loop's own CPU time: every call of a flowop (and every visit of one with
+//!   `iters=0`) costs one `[stack.cpu] syscall` on a core before the flowop runs, outside its
+//!   latency (`dispatch`), so a flowop that does no I/O still takes time, as filebench's
+//!   threads spin on their cores.
 //! - `flowop_beginop` / `flowop_endop`: latency is measured around the system calls only, per
 //!   flowop name (filebench's FLOW_MASTER roll-up); `endop` without a `beginop` (the limits'
 //!   fast path) measures from the thread's previous `beginop`, as filebench does. IO flowops
@@ -28,12 +32,17 @@
 //!   most five seconds' worth queued and signals one waiter.
 //! - `parser_run` / `parser_pause`: the master sleeps one second at a time until the run time
 //!   has passed or the run was stopped, snapshots the statistics (`stats_snap`) and shuts the
-//!   threads down; `psrun` snapshots every period too.
+//!   threads down; `psrun` snapshots every period too. A run that is the whole simulation
+//!   (`mobistack filebench`) stops the engine then, as filebench kills its workers.
+//! - A flowop's FILEBENCH_ERROR (and FILEBENCH_NORSC in timeout mode) stops the run without
+//!   valid results and the app with [`AppContext::fail`], naming the script line and flowop.
 //!
 //! Simplified: offsets are tracked per descriptor here and the calls are `pread`/`pwrite` (the
 //! VFS has no `lseek`); the end of a file for appends is the size this workload gave it (no
-//! other writer touches fileset files); `lseek` costs no system call. Thread memory (`memsize`)
-//! is only checked against the I/O size, as filebench does; the buffers hold no data.
+//! other writer touches fileset files); `lseek` costs no system call; the worker loop's CPU
+//! time per flowop is one system call's cost (an assumption, see `dispatch`). Thread memory
+//! (`memsize`) is only checked against the I/O size, as filebench does; the buffers hold no
+//! data.
 
 use super::fileset::{Fileset, IntExpr, Pick, PickFrom};
 use super::parser::QuitMode;

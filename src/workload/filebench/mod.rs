@@ -13,8 +13,10 @@
 //!
 //! In a scenario, `[app.workload.filebench] file = "varmail.f"` runs a script as an app whose
 //! thread instances are the app's tasks; `mobistack filebench FILE.f` runs one on a stack of its
-//! own and prints filebench's output ([`run_file`]). The personalities of the context-aware
-//! thesis ship under `workloads/filebench/` and are also built in by name ([`builtin`]).
+//! own and prints filebench's output ([`run_file`]). Values set from outside the script
+//! (`set = {...}`, `--set`) must name one of its variables ([`script::variables`]). The
+//! personalities of the context-aware thesis ship under `workloads/filebench/` and are also
+//! built in by name ([`builtin`]).
 //!
 //! Supported: `set` (integers with k/m/g, booleans, strings, `cvar(...)`, `randvar(...)`),
 //! `set mode quit timeout|alldone|firstdone`, `set mode nousestats`, `define file`, `define
