@@ -269,6 +269,8 @@ enum Command {
         /// Run time in seconds, replacing the script's `run N` (required if it has no `run`).
         #[arg(long, value_name = "SECONDS")]
         runtime: Option<u64>,
+        /// Seed of the run's random streams (file sizes, picks, random offsets); the same seed
+        /// gives the same output.
         #[arg(long, default_value_t = 1, value_name = "N")]
         seed: u64,
         /// Print the report as JSON.
@@ -542,7 +544,11 @@ fn cmd_filebench(
         overrides,
         runtime,
     };
-    let report = match fb::run_file(&name, &text, &options) {
+    let progress = Progress::new(1, None, &format!("filebench {name}"));
+    let hook = progress.clone();
+    let report = fb::run_file_with_progress(&name, &text, &options, move |now| hook.update(0, now));
+    progress.finish();
+    let report = match report {
         Ok(report) => report,
         Err(e) => {
             eprintln!("error: {e}");

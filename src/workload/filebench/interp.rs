@@ -8,6 +8,10 @@
 //!   file", or a finishon* limit reached) ends the run at once with `set mode quit firstdone`,
 //!   ends only that thread with `alldone`, and otherwise stops the run early without valid
 //!   results, as filebench does.
+//! - The worker loop's own CPU time: every call of a flowop (and every visit of one with
+//!   `iters=0`) costs one `[stack.cpu] syscall` on a core before the flowop runs, outside its
+//!   latency (`dispatch`), so a flowop that does no I/O still takes time, as filebench's
+//!   threads spin on their cores.
 //! - `flowop_beginop` / `flowop_endop`: latency is measured around the system calls only, per
 //!   flowop name (filebench's FLOW_MASTER roll-up); `endop` without a `beginop` (the limits'
 //!   fast path) measures from the thread's previous `beginop`, as filebench does. IO flowops
@@ -28,12 +32,17 @@
 //!   most five seconds' worth queued and signals one waiter.
 //! - `parser_run` / `parser_pause`: the master sleeps one second at a time until the run time
 //!   has passed or the run was stopped, snapshots the statistics (`stats_snap`) and shuts the
-//!   threads down; `psrun` snapshots every period too.
+//!   threads down; `psrun` snapshots every period too. A run that is the whole simulation
+//!   (`mobistack filebench`) stops the engine then, as filebench kills its workers.
+//! - A flowop's FILEBENCH_ERROR (and FILEBENCH_NORSC in timeout mode) stops the run without
+//!   valid results and the app with [`AppContext::fail`], naming the script line and flowop.
 //!
 //! Simplified: offsets are tracked per descriptor here and the calls are `pread`/`pwrite` (the
 //! VFS has no `lseek`); the end of a file for appends is the size this workload gave it (no
-//! other writer touches fileset files); `lseek` costs no system call. Thread memory (`memsize`)
-//! is only checked against the I/O size, as filebench does; the buffers hold no data.
+//! other writer touches fileset files); `lseek` costs no system call; the worker loop's CPU
+//! time per flowop is one system call's cost (an assumption, see `dispatch`). Thread memory
+//! (`memsize`) is only checked against the I/O size, as filebench does; the buffers hold no
+//! data.
 
 use super::fileset::{Fileset, IntExpr, Pick, PickFrom};
 use super::parser::QuitMode;
@@ -134,6 +143,9 @@ pub struct FbRun {
     pub result: RefCell<Option<Snapshot>>,
     /// Periodic snapshots of `psrun`.
     pub periodic: RefCell<Vec<Snapshot>>,
+    /// The run is the whole simulation (`mobistack filebench`): the engine stops once the
+    /// master has taken the final statistics.
+    pub stop_engine_at_end: Cell<bool>,
 }
 
 /// Interns flowop names for the results recorder (operation names are `&'static str`); each
@@ -181,6 +193,16 @@ impl FbRun {
         }
         drop(current);
         self.wake_everyone();
+    }
+
+    /// A flowop failed (FILEBENCH_ERROR, or no file in timeout mode): the run stops without
+    /// valid results, as `flowop_start` sets `FILEBENCH_ABORT_ERROR`, and the app records why
+    /// (the first failure only; the others are its consequences).
+    fn fail(&self, message: String) {
+        if self.abort.borrow().is_none() {
+            self.ctx.fail(message.clone());
+        }
+        self.set_abort(Abort::Error(message));
     }
 
     /// The reason the run ended, if it did.
@@ -364,6 +386,7 @@ pub fn start(
         log: RefCell::new(log),
         result: RefCell::new(None),
         periodic: RefCell::new(Vec::new()),
+        stop_engine_at_end: Cell::new(false),
     });
     let mut tasks = Vec::new();
     let mut proc_index = 0usize;
@@ -501,6 +524,11 @@ async fn master(run: Rc<FbRun>) {
     }
     run.say("Shutting down processes");
     run.set_abort(Abort::Shutdown);
+    if run.stop_engine_at_end.get() {
+        // `filebench -f` kills its worker processes here (procflow_shutdown): a thread still
+        // in a long `delay` or `hog` does not keep the command running.
+        sim.stop();
+    }
 }
 
 /// `parser_pause`: one-second sleeps until `seconds` passed or the run stops; returns the
@@ -553,6 +581,10 @@ async fn thread_main(run: Rc<FbRun>, mut t: Thread) {
         let at = top[next];
         let flowop = &flowops[at];
         let count = flowop.iters.eval(&mut t.rng).max(0);
+        if count == 0 {
+            // The loop visits the flowop and does nothing: still the loop's work.
+            dispatch(&run).await;
+        }
         for _ in 0..count {
             match exec(&run, &mut t, at).await {
                 Outcome::Ok => {}
@@ -560,18 +592,18 @@ async fn thread_main(run: Rc<FbRun>, mut t: Thread) {
                     match run.workload.mode {
                         QuitMode::FirstDone => run.set_abort(Abort::Done),
                         QuitMode::AllDone => {}
-                        QuitMode::Timeout => run.set_abort(Abort::Error(format!(
+                        QuitMode::Timeout => run.fail(format!(
                             "WARNING! Run stopped early: flowop {}-{} could not obtain a file. Please reduce runtime, increase fileset entries ($nfiles), or switch modes.",
                             flowop.name, t.utid
-                        ))),
+                        )),
                     }
                     break 'outer;
                 }
                 Outcome::Error(message) => {
-                    run.set_abort(Abort::Error(format!(
+                    run.fail(format!(
                         "{}:{}: flowop {} failed: {message}",
                         run.workload.file, flowop.line, flowop.name
-                    )));
+                    ));
                     break 'outer;
                 }
             }
@@ -909,8 +941,28 @@ fn random64(rng: &mut Rng, max: u64, round: u64) -> u64 {
     }
 }
 
-/// Runs flowop `index` of the thread once.
+/// The CPU time of the worker loop's own work for one flowop, outside its system calls:
+/// `flowop_start` reads the iteration count and calls the flowop's function, which takes the
+/// start time (`flowop_beginop`, `gethrtime`), and `flowop_endop` takes the end time, locks
+/// `controlstats_lock` and adds to the statistics. Charged as one `[stack.cpu] syscall` (the
+/// CPU model's cost of a system call's entry and exit, `docs/cpu.md`): assumed the same order
+/// of magnitude, since `gethrtime` is `clock_gettime`, itself a system call on the 32-bit ARM
+/// kernels of the papers' phones (no vDSO for it before Linux 4.1). A flowop that does no I/O
+/// (`eventlimit` without an event generator, `fsyncset` with no file open, `delay value=0`)
+/// therefore still takes time, as in filebench, where such a thread spins on its core. With
+/// `syscall = 0` it yields instead, so that a thread that cannot progress is the engine's
+/// zero-time livelock (an error naming the task), never a loop that does not return.
+async fn dispatch(run: &FbRun) {
+    let mm = &run.vfs.mm;
+    match mm.cpu_costs.syscall {
+        0 => run.ctx.sim.yield_now().await,
+        cost => mm.cpu.run(&run.ctx.sim, cost).await,
+    }
+}
+
+/// Runs flowop `index` of the thread once, after the worker loop's own work for it.
 async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
+    dispatch(run).await;
     let flowops = t.flowops.clone();
     let flowop = &flowops[index];
     let sim = run.ctx.sim.clone();
@@ -1268,10 +1320,16 @@ async fn exec(run: &FbRun, t: &mut Thread, index: usize) -> Outcome {
                     return Outcome::Ok;
                 }
                 let count = flowops[inner].iters.eval(&mut t.rng).max(0);
+                if count == 0 {
+                    dispatch(run).await;
+                }
                 for _ in 0..count {
                     match Box::pin(exec(run, t, inner)).await {
                         Outcome::Ok => {}
                         other => return other,
+                    }
+                    if run.stopping() {
+                        return Outcome::Ok;
                     }
                 }
             }

@@ -13,8 +13,10 @@
 //!
 //! In a scenario, `[app.workload.filebench] file = "varmail.f"` runs a script as an app whose
 //! thread instances are the app's tasks; `mobistack filebench FILE.f` runs one on a stack of its
-//! own and prints filebench's output ([`run_file`]). The personalities of the context-aware
-//! thesis ship under `workloads/filebench/` and are also built in by name ([`builtin`]).
+//! own and prints filebench's output ([`run_file`]). Values set from outside the script
+//! (`set = {...}`, `--set`) must name one of its variables ([`script::variables`]). The
+//! personalities of the context-aware thesis ship under `workloads/filebench/` and are also
+//! built in by name ([`builtin`]).
 //!
 //! Supported: `set` (integers with k/m/g, booleans, strings, `cvar(...)`, `randvar(...)`),
 //! `set mode quit timeout|alldone|firstdone`, `set mode nousestats`, `define file`, `define
@@ -50,7 +52,7 @@ use std::rc::Rc;
 pub use script::Var;
 pub use stats::Snapshot;
 
-/// A mistake in a script: the file, the line and what is wrong.
+/// A mistake in a script: the file, the line (0: the script as a whole) and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FbError {
     pub file: String,
@@ -70,7 +72,11 @@ impl FbError {
 
 impl fmt::Display for FbError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        match self.line {
+            // About the script as a whole (a variable set from outside it).
+            0 => write!(f, "{}: {}", self.file, self.message),
+            line => write!(f, "{}:{line}: {}", self.file, self.message),
+        }
     }
 }
 
@@ -238,11 +244,23 @@ pub struct FilebenchReport {
 }
 
 /// Runs a script on a stack built from `options.stack`, the way `filebench -f FILE` runs it.
-/// Script errors come back as `Err` with the file and line.
+/// Script errors come back as `Err` with the file and line; a run that fails (a flowop's
+/// error, a deadlock or livelock of the engine) is a report with `error` set.
 pub fn run_file(
     name: &str,
     text: &str,
     options: &RunFileOptions,
+) -> Result<FilebenchReport, String> {
+    run_file_with_progress(name, text, options, |_| {})
+}
+
+/// [`run_file`], calling `progress` with the virtual time now and then (every few thousand
+/// engine events: a progress bar's hook, never in a hot path; it cannot change the results).
+pub fn run_file_with_progress(
+    name: &str,
+    text: &str,
+    options: &RunFileOptions,
+    progress: impl FnMut(Nanos) + 'static,
 ) -> Result<FilebenchReport, String> {
     let workload = Rc::new(
         script::load(name, text, &options.overrides, options.runtime).map_err(|e| e.to_string())?,
@@ -250,6 +268,7 @@ pub fn run_file(
     options.stack.validate()?;
     let simulation = Simulation::new(options.seed);
     let sim = simulation.handle();
+    sim.set_progress_hook(progress);
     let uid = crate::scenario::FIRST_APPLICATION_UID;
     let activity = Rc::new(ForegroundState::new(Some(uid)));
     let stack = Stack::new_with_storage(
@@ -263,13 +282,14 @@ pub fn run_file(
     let recorder = Rc::new(Recorder::new());
     let ctx = AppContext::new(sim.clone(), 0, "filebench", uid, stack.clone(), recorder);
     let (run, _) = interp::start(&ctx, vfs, workload.clone())?;
+    run.stop_engine_at_end.set(true);
     let limit = crate::scenario::DEFAULT_RUN_LIMIT
         .max((workload.sleep_before + run_seconds(&workload) + 60).saturating_mul(NS_PER_SEC));
-    sim.run_until(limit, true)
-        .map_err(|deadlock| format!("filebench run deadlocked: {deadlock}"))?;
+    let end = sim.run_until(limit, true);
     let result = run.result.borrow().clone();
-    let error = match run.abort_reason() {
-        Some(interp::Abort::Error(message)) => Some(message),
+    let error = match (end, run.abort_reason()) {
+        (Err(stuck), _) => Some(format!("the filebench run could not finish: {stuck}")),
+        (_, Some(interp::Abort::Error(message))) => Some(message),
         _ if result.is_none() => Some("the run did not finish".into()),
         _ => None,
     };

@@ -12,13 +12,13 @@
 //! (no model), `cached=true`, and a missing `run` (unless the caller supplies a run time).
 
 use super::fileset::{FilesetSpec, IntExpr};
-use super::lexer::Piece;
+use super::lexer::{Piece, Tok};
 use super::parser::{parse, Attr, Command, FlowopDef, QuitMode, SetValue, Stmt, ThreadDef, Value};
 use super::random::{custom_distribution, random_table, Distribution, RandomVar, Shaping};
 use super::FbError;
 use crate::sim::Rng;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 /// `THREADFLOW_MAXFD` (threadflow.h): file descriptor slots per thread.
@@ -240,6 +240,7 @@ pub fn load(
         ));
     }
     let stmts = parse(file, text)?;
+    check_overrides(file, text, overrides)?;
     let mut loader = Loader {
         file,
         vars: overrides.clone(),
@@ -279,6 +280,51 @@ pub fn load(
         }
     };
     loader.finish(run)
+}
+
+/// The variables a script names: every `$name` it sets or reads, in name order.
+pub fn variables(file: &str, text: &str) -> Result<BTreeSet<String>, FbError> {
+    let mut names = BTreeSet::new();
+    for token in super::lexer::tokenize(file, text)? {
+        match token.tok {
+            Tok::Var(name) => {
+                names.insert(name);
+            }
+            Tok::Quoted(pieces) => {
+                for piece in pieces {
+                    if let Piece::Var(name) = piece {
+                        names.insert(name);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(names)
+}
+
+/// A value set for a variable the script does not have is a mistake (a misspelt `nfile` for
+/// `nfiles` would otherwise be ignored without a word): an error listing the script's variables.
+fn check_overrides(
+    file: &str,
+    text: &str,
+    overrides: &BTreeMap<String, Var>,
+) -> Result<(), FbError> {
+    let known = variables(file, text)?;
+    let Some(unknown) = overrides.keys().find(|name| !known.contains(*name)) else {
+        return Ok(());
+    };
+    let list = if known.is_empty() {
+        "it has none".to_string()
+    } else {
+        let names: Vec<String> = known.iter().map(|n| format!("${n}")).collect();
+        format!("its variables are {}", names.join(", "))
+    };
+    Err(FbError::new(
+        file,
+        0,
+        format!("set `{unknown}`: the script has no variable `${unknown}`; {list}"),
+    ))
 }
 
 /// `define flowop`, as written.

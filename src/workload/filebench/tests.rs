@@ -305,3 +305,198 @@ mod fuzz {
         }
     }
 }
+
+/// A stack whose system call costs 100 us, so that a flowop-bound thread loops 10,000 times a
+/// second (fast in a debug build).
+fn slow_cpu_options() -> RunFileOptions {
+    let mut options = options(1);
+    options.stack.cpu.syscall = 100_000;
+    options
+}
+
+fn one_flowop(flowop: &str, seconds: u64) -> String {
+    format!(
+        "define fileset name=fs,path=/tmp,size=4k,entries=10,dirwidth=10,prealloc=100\n\
+         define process name=p {{ thread name=t {{ flowop {flowop} }} }}\n\
+         run {seconds}\n"
+    )
+}
+
+#[test]
+fn a_thread_whose_flowop_does_no_io_spends_cpu_time_and_the_run_ends_on_time() {
+    // Issue 40: each of these flowops returns at once (filebench's eventlimit without an
+    // event generator, fsyncset with nothing open, a zero delay); the worker loop's own CPU
+    // time per flowop advances virtual time, and `run N` ends at N seconds.
+    for (flowop, seconds) in [
+        ("eventlimit name=e", 1),
+        ("fsyncset name=f,filesetname=fs", 1),
+        ("delay name=d,value=0", 5),
+    ] {
+        let report = run_file("spin.f", &one_flowop(flowop, seconds), &slow_cpu_options())
+            .unwrap_or_else(|e| panic!("{flowop}: {e}"));
+        assert_eq!(report.error, None, "{flowop}: {:#?}", report.log);
+        let result = report.result.unwrap();
+        assert_eq!(result.elapsed_ns(), seconds * NS_PER_SEC, "{flowop}");
+        assert!(report.virtual_ns < (seconds + 2) * NS_PER_SEC, "{flowop}");
+    }
+    // A delay counts one operation per pass: one per 100 us of the loop's CPU time.
+    let report = run_file(
+        "d.f",
+        &one_flowop("delay name=d,value=0", 1),
+        &slow_cpu_options(),
+    )
+    .unwrap();
+    let delays = report.result.unwrap().flowop("d").unwrap().count;
+    assert!((9_000..=10_000).contains(&delays), "{delays}");
+}
+
+#[test]
+fn with_free_system_calls_a_spinning_thread_is_a_livelock_error_not_a_hang() {
+    let mut options = options(1);
+    options.stack.cpu.syscall = 0;
+    let report = run_file("spin.f", &one_flowop("eventlimit name=e", 1), &options).unwrap();
+    let error = report.error.unwrap();
+    assert!(
+        error.contains("could not finish") && error.contains("livelock"),
+        "{error}"
+    );
+}
+
+#[test]
+fn setting_a_variable_the_script_does_not_have_is_an_error_listing_its_variables() {
+    let mut options = options(1);
+    options
+        .overrides
+        .insert("nfile".into(), override_value("10"));
+    let error = run_file("varmail.f", builtin("varmail").unwrap(), &options).unwrap_err();
+    assert!(
+        error.starts_with("varmail.f: set `nfile`: the script has no variable `$nfile`;")
+            && error.contains("$nfiles")
+            && error.contains("$nthreads"),
+        "{error}"
+    );
+    // In a scenario: the app's table and the script are named.
+    let source = "name = \"fb\"\nduration = \"1s\"\n[[app]]\nname = \"mail\"\n[app.workload.filebench]\nfile = \"varmail\"\nset = { nfile = 10 }\n";
+    let error = crate::scenario::parse("fb.toml", source)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("fb.toml:") && error.contains("varmail.f: set `nfile`"),
+        "{error}"
+    );
+    // A variable the script only reads (set from outside) can be set.
+    let text = one_flowop("delay name=d,value=$pause", 1);
+    let mut options = slow_cpu_options();
+    options
+        .overrides
+        .insert("pause".into(), override_value("0"));
+    assert_eq!(run_file("p.f", &text, &options).unwrap().error, None);
+}
+
+#[test]
+fn a_failing_flowop_stops_the_scenario_app_naming_the_flowop_and_the_error() {
+    let dir = std::env::temp_dir().join(format!("mobistack-fb-fail-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("closes.f");
+    // closefile on a descriptor never opened: FILEBENCH_ERROR in flowoplib_closefile.
+    std::fs::write(&script, one_flowop("closefile name=close1,fd=1", 5)).unwrap();
+    let source = format!(
+        "name = \"fb\"\nduration = \"3s\"\n[stack.device]\nprofile = \"sata-ssd\"\ncapacity = \"1GiB\"\n\
+         [[app]]\nname = \"bench\"\n[app.workload.filebench]\nfile = \"{}\"\n",
+        script.display()
+    );
+    let scenario = crate::scenario::parse("fb.toml", &source).unwrap();
+    let results = crate::run::run_scenario(&scenario, &Default::default()).unwrap();
+    let failure = results.runs[0].apps["bench"].failure.clone().unwrap();
+    assert!(
+        failure.message.contains("flowop close1 failed") && failure.message.contains("closed fd 1"),
+        "{failure:?}"
+    );
+    assert!(failure.task.contains("p.0/t.0"), "{failure:?}");
+    // The command line prints it as the run's error.
+    let report = run_file(
+        "closes.f",
+        &one_flowop("closefile name=close1,fd=1", 1),
+        &options(1),
+    )
+    .unwrap();
+    let error = report.error.unwrap();
+    assert!(
+        error.contains("closes.f:2: flowop close1 failed"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_command_returns_at_the_end_of_the_run_whatever_the_threads_do() {
+    // A thread asleep in a long delay or on a long hog is shut down with the run, as
+    // filebench kills its workers.
+    for flowop in [
+        "delay name=d,value=100000",
+        "hog name=h,value=1000000000000",
+    ] {
+        let report = run_file("long.f", &one_flowop(flowop, 1), &options(1)).unwrap();
+        assert_eq!(report.error, None, "{flowop}");
+        assert_eq!(report.result.unwrap().elapsed_ns(), NS_PER_SEC);
+        assert!(
+            report.virtual_ns <= 2 * NS_PER_SEC,
+            "{flowop}: {}",
+            report.virtual_ns
+        );
+    }
+}
+
+#[test]
+fn edge_values_run_to_an_end_or_fail_with_a_message() {
+    let fileset =
+        |attrs: &str| format!("define fileset name=fs,path=/d,dirwidth=10,prealloc=100,{attrs}\n");
+    let cases = [
+        // Empty files read whole: no bytes, no error.
+        (
+            fileset("size=0,entries=4"),
+            "readwholefile name=r,filesetname=fs",
+            None,
+        ),
+        // A read of 0 bytes: filebench's "zero iosize".
+        (
+            fileset("size=4k,entries=4"),
+            "read name=r,filesetname=fs,iosize=0",
+            Some("zero iosize"),
+        ),
+        // No files, one leaf directory: nothing to open.
+        (
+            fileset("size=4k,entries=0,leafdirs=1"),
+            "openfile name=o,filesetname=fs",
+            Some("could not obtain a file"),
+        ),
+        // A flowop never executed (iters=0): the loop still turns.
+        (
+            fileset("size=4k,entries=4"),
+            "statfile name=s,filesetname=fs,iters=0",
+            None,
+        ),
+    ];
+    for (fileset, flowop, expected) in cases {
+        let text = format!(
+            "{fileset}define process name=p {{ thread name=t {{ flowop {flowop} }} }}\nrun 1\n"
+        );
+        let report = run_file("edge.f", &text, &slow_cpu_options())
+            .unwrap_or_else(|e| panic!("{flowop}: {e}"));
+        match expected {
+            None => assert_eq!(report.error, None, "{flowop}: {:#?}", report.log),
+            Some(text) => {
+                let error = report.error.unwrap_or_default();
+                assert!(error.contains(text), "{flowop}: {error}");
+            }
+        }
+        assert!(report.virtual_ns <= 2 * NS_PER_SEC, "{flowop}");
+    }
+    // A composite of a huge iteration count stops with the run.
+    let text = "define fileset name=fs,path=/d,size=4k,entries=4,dirwidth=10,prealloc=100\n\
+                define flowop name=many\n{\n flowop statfile name=s,filesetname=fs\n}\n\
+                define process name=p { thread name=t { flowop many name=m,iters=1000000000000 } }\nrun 1\n";
+    let report = run_file("many.f", text, &slow_cpu_options()).unwrap();
+    assert_eq!(report.error, None, "{:#?}", report.log);
+    assert!(report.virtual_ns <= 2 * NS_PER_SEC);
+}
