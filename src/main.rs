@@ -260,8 +260,8 @@ enum Command {
         /// Device profile (see `mobistack device list`); replaces the stack's.
         #[arg(long, value_name = "PROFILE")]
         device: Option<String>,
-        /// I/O scheduler: noop, deadline, cfq, mq-deadline, kyber or bfq; replaces the stack's.
-        #[arg(long, value_name = "NAME")]
+        /// I/O scheduler; replaces the stack's.
+        #[arg(long, value_name = "NAME", value_parser = elevator_parser())]
         elevator: Option<String>,
         /// Set a script variable, replacing its `set $NAME=...` (repeatable), e.g. --set nfiles=1000.
         #[arg(long = "set", value_name = "NAME=VALUE")]
