@@ -27,6 +27,11 @@
 //!   mobile traces record them); each line is operation `statement`, `BEGIN` / `COMMIT` lines
 //!   pass through.
 //!
+//! Failures (no silent end): a statement SQLite refuses stops the app with
+//! [`AppContext::fail`], naming the statement (its index, text cut by [`cut`], iteration) and
+//! SQLite's message; a replayed `log` instead skips statements whose SQL does not fit the
+//! database ([`replay_skips`]), with warnings, and stops on errors of the simulated system.
+//!
 //! Per-transaction account: for every measured transaction the app's block I/O (the account
 //! by purpose, and SQLite's files told apart: `database`, `journal`, `wal`) is summed into
 //! counters `sqlite.<what>.writes` / `.write_bytes` and `sqlite.flushes`, `sqlite.fua`, with
