@@ -974,3 +974,31 @@ fn crashcheck_reports_as_json_and_exits_3_on_violations() {
         "{err}"
     );
 }
+
+#[test]
+fn a_sql_statement_sqlite_refuses_exits_4_and_says_which() {
+    let body = r#"name = "badsql"
+duration = "5s"
+end = "apps-done"
+[[app]]
+name = "db"
+role = "foreground"
+[app.workload.sqlite]
+database = "/data/data/x/databases/a.db"
+statements = ["SELEKT * FROM nowhere"]
+"#;
+    let path = scenario_file("badsql", body);
+    let (code, out, err) = mobistack(&["run", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(
+        out.contains(
+            "statement 1 of `statements` (`SELEKT * FROM nowhere`), iteration 0: near \"SELEKT\": syntax error"
+        ),
+        "{out}"
+    );
+    assert!(
+        err.contains("stopped before their workload's end: db"),
+        "{err}"
+    );
+}

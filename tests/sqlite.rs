@@ -181,3 +181,166 @@ fn data_journal_moves_sqlites_in_place_writes_into_ext4s_log() {
     let log = |r: &RunResult| per_txn(r, "sqlite.journal-metadata.writes");
     assert!(log(&journaled[0]) > log(&ordered[0]) + 3.0);
 }
+
+/// A scenario of one `sqlite` app on the eMMC 4.5 profile, `duration` long, with `workload`
+/// (the lines of `[app.workload.sqlite]` after `database`).
+fn app_scenario(duration: &str, workload: &str) -> String {
+    format!(
+        r#"name = "sqlite-app"
+seeds = [1]
+duration = "{duration}"
+end = "apps-done"
+[stack.device]
+profile = "emmc-4.5"
+capacity = "4GiB"
+[stack.fs]
+type = "ext4"
+[[app]]
+name = "app"
+role = "foreground"
+[app.workload.sqlite]
+database = "/data/data/x/databases/a.db"
+{workload}
+"#
+    )
+}
+
+fn run_app(duration: &str, workload: &str) -> RunResult {
+    let s = scenario::parse("app.toml", &app_scenario(duration, workload)).expect("parses");
+    let mut runs = run_scenario(&s, &RunOptions::default()).expect("runs").runs;
+    runs.remove(0)
+}
+
+fn failure(run: &RunResult) -> String {
+    run.apps["app"]
+        .failure
+        .as_ref()
+        .map(|f| f.message.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_statement_that_never_ends_costs_cpu_time_and_stops_at_the_runs_end() {
+    // SQLite's progress handler charges its VM steps on a core in slices, so virtual time
+    // advances while it computes; the run ends at its duration with the statement unfinished
+    // (before: the run never ended).
+    let run = run_app(
+        "300ms",
+        r#"statements = ["WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"]"#,
+    );
+    assert_eq!(run.virtual_ns, 300_000_000);
+    let app = &run.apps["app"];
+    let op = &app.ops["transaction"];
+    assert_eq!((op.count, op.unfinished), (0, 1));
+    assert!(app.failure.is_none(), "{:?}", app.failure);
+    // Nearly all of it on a core: 60 ns per VM step.
+    assert!(
+        app.blocked_ns["on_cpu"] > 250_000_000,
+        "{:?}",
+        app.blocked_ns
+    );
+}
+
+#[test]
+fn a_statement_sqlite_refuses_stops_the_app_and_names_the_statement() {
+    let run = run_app("5s", r#"statements = ["SELEKT * FROM nowhere"]"#);
+    let message = failure(&run);
+    assert!(
+        message.contains("statement 1 of `statements` (`SELEKT * FROM nowhere`), iteration 0")
+            && message.contains("near \"SELEKT\": syntax error"),
+        "{message}"
+    );
+    assert_eq!(run.apps["app"].counters["sqlite.error.other"], 1);
+    // The second of two statements in one string.
+    let run = run_app(
+        "5s",
+        r#"statements = ["CREATE TABLE IF NOT EXISTS t (x); INSERT INTO nothere VALUES (1)"]"#,
+    );
+    let message = failure(&run);
+    assert!(
+        message.contains("its statement 2 (`INSERT INTO nothere VALUES (1)`)")
+            && message.contains("no such table: nothere"),
+        "{message}"
+    );
+}
+
+#[test]
+fn randomblob_over_the_length_limit_fails_the_statement_naming_the_limit() {
+    let run = run_app(
+        "5s",
+        "setup = [\"CREATE TABLE t (x)\"]\nstatements = [\"INSERT INTO t VALUES (randomblob(200000000))\"]\ncount = 1",
+    );
+    let message = failure(&run);
+    assert!(
+        message.contains("randomblob(200000000): larger than the simulator's limit")
+            && message.contains("16 MiB (SQLITE_LIMIT_LENGTH"),
+        "{message}"
+    );
+    // Within the limit it is the size asked (not 1 MiB as it used to be clamped).
+    let run = run_app(
+        "5s",
+        "setup = [\"CREATE TABLE t (x)\"]\nstatements = [\"INSERT INTO t VALUES (randomblob(3000000))\", \"SELECT length(x) FROM t WHERE length(x) = 3000000\"]\ncount = 1",
+    );
+    assert_eq!(failure(&run), "");
+    assert!(run.apps["app"].counters["sqlite.database.write_bytes"] > 3_000_000);
+}
+
+#[test]
+fn a_replayed_log_skips_statements_that_do_not_fit_the_database_with_a_warning() {
+    let dir = std::env::temp_dir().join(format!("mobistack-sqlite-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("app.sql");
+    std::fs::write(
+        &log,
+        "CREATE TABLE a (x);\n-- a comment\nINSERT INTO missing VALUES (1);\nINSERT INTO a VALUES (1);\nUPDATE gone SET x = 2;\nSELECT * FROM a;\n",
+    )
+    .unwrap();
+    let run = run_app("5s", &format!("log = \"{}\"", log.display()));
+    std::fs::remove_dir_all(&dir).ok();
+    let app = &run.apps["app"];
+    assert!(app.failure.is_none(), "{:?}", app.failure);
+    assert_eq!(app.ops["statement"].count, 5);
+    let warnings = app.warnings.join("\n");
+    assert!(
+        warnings.contains("line 3 (`INSERT INTO missing VALUES (1);`): no such table: missing")
+            && warnings.contains("line 5 (`UPDATE gone SET x = 2;`): no such table: gone")
+            && warnings.contains("2 of the 5 statements of `log`"),
+        "{warnings}"
+    );
+}
+
+#[test]
+fn any_statement_list_runs_to_an_end_without_panic_or_hang() {
+    let lists: &[(&str, &str)] = &[
+        ("statements = [\"-- only a comment\"]", "holds no SQL statement"),
+        ("statements = [\"/* only a comment */\"]", "holds no SQL statement"),
+        (
+            "statements = [\"CREATE TABLE IF NOT EXISTS t (v); INSERT INTO t VALUES ('{value}'); SELECT count(*) FROM t\"]\ncount = 5\nvalue_size = 0",
+            "",
+        ),
+        (
+            "statements = [\"ATTACH '/data/data/x/databases/other.db' AS o\", \"CREATE TABLE o.t (x)\", \"INSERT INTO o.t VALUES (1)\", \"DETACH o\"]\ncount = 1",
+            "",
+        ),
+        (
+            "setup = [\"CREATE TABLE t (x)\"]\nstatements = [\"INSERT INTO t VALUES ({i})\", \"PRAGMA journal_mode = WAL\", \"INSERT INTO t VALUES ({i})\", \"PRAGMA journal_mode = DELETE\", \"VACUUM\"]\ncount = 3",
+            "",
+        ),
+        (
+            "setup = [\"CREATE TABLE t (x)\"]\nstatements = [\"INSERT INTO t VALUES ('{value}')\"]\ncount = 9223372036854775807\nvalue_size = 1048576\ntransaction = true",
+            "",
+        ),
+        ("benchmark = \"mobibench-delete\"\ncount = 2500", ""),
+        ("statements = [\"BEGIN\"]\ncount = 2", "cannot start a transaction within a transaction"),
+        ("statements = [\"SELECT zeroblob(100000000)\"]", "string or blob too big"),
+    ];
+    for (workload, expected_failure) in lists {
+        let run = run_app("200ms", workload);
+        let message = failure(&run);
+        if expected_failure.is_empty() {
+            assert_eq!(message, "", "{workload}");
+        } else {
+            assert!(message.contains(expected_failure), "{workload}: {message}");
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! The task's side of a connection: it starts SQLite's thread, sends it commands and serves the
 //! VFS's calls as simulated system calls of the app's process, blocking in virtual time.
 
-use super::link::{Call, Command, Event, Input, Outcome, Reply, EIO};
+use super::link::{Call, Command, Event, Input, Outcome, Reply, SqlError, EIO};
 use super::locks::{ConnId, LockResult, LockTable};
 use super::options::{ResolvedOptions, SyncCall};
 use crate::fs::vfs::{Process, Vfs, O_CREAT, O_RDONLY, O_RDWR, O_STORE_CONTENTS};
@@ -15,8 +15,10 @@ use std::rc::Rc;
 use std::sync::mpsc::{Receiver, Sender};
 use std::thread::JoinHandle;
 
-/// SQLite's CPU time, charged on a core when a command returns (SQLite computes while virtual
-/// time stands still; its cost is then spent as if it had run before the answer).
+/// SQLite's CPU time, charged on a core as SQLite computes: every
+/// [`super::thread::PROGRESS_STEPS`] virtual-machine steps its progress handler asks the task to
+/// charge them ([`Call::Compute`]), so virtual time advances during a long statement; the rest
+/// (the steps since the last slice, and the per-statement cost) when the command returns.
 ///
 /// Costs are assumptions (`asm:`) in the style of `[stack.cpu]`: measured on the calibration
 /// machine of `docs/cpu.md` by `cargo run --release --example calibrate_sqlite` (the bundled
@@ -41,8 +43,12 @@ impl Default for SqliteCpu {
 }
 
 impl SqliteCpu {
-    pub fn cost(&self, outcome: &Outcome) -> Nanos {
-        outcome.vm_steps * self.vm_step + outcome.statements * self.statement
+    /// The CPU time of a finished command, less `charged_steps` VM steps already charged in
+    /// slices while it ran (the slices may count steps of nested statements, such as a schema
+    /// read, that the command's own count leaves out).
+    pub fn cost(&self, outcome: &Outcome, charged_steps: u64) -> Nanos {
+        outcome.vm_steps.saturating_sub(charged_steps) * self.vm_step
+            + outcome.statements * self.statement
     }
 }
 
@@ -99,10 +105,9 @@ pub struct Database {
     thread: Option<JoinHandle<()>>,
     shm_fd: Cell<Option<i32>>,
     calls: RefCell<CallCounts>,
+    /// Asked at each slice of SQLite's computation: `true` interrupts the running statement.
+    interrupt: RefCell<Option<Box<dyn Fn() -> bool>>>,
 }
-
-/// A command failed: SQLite's message.
-pub type SqlError = String;
 
 impl Database {
     /// Opens `path` for `process` with `options` (the pragmas run as part of the open). `seed`
@@ -121,7 +126,7 @@ impl Database {
         let id = shared.next_conn.get() + 1;
         shared.next_conn.set(id);
         let (inputs, events, thread) = super::thread::spawn(seed ^ id.rotate_left(32))
-            .map_err(|e| format!("cannot start SQLite's thread: {e}"))?;
+            .map_err(|e| SqlError::bridge(format!("cannot start SQLite's thread: {e}")))?;
         let db = Database {
             sim: sim.clone(),
             vfs,
@@ -134,6 +139,7 @@ impl Database {
             thread: Some(thread),
             shm_fd: Cell::new(None),
             calls: RefCell::new(CallCounts::default()),
+            interrupt: RefCell::new(None),
             options: options.clone(),
         };
         db.run(Command::Open {
@@ -159,6 +165,19 @@ impl Database {
         result
     }
 
+    /// Interrupts a running statement (`SQLITE_INTERRUPT`) at its next slice of computation
+    /// once `stopped` says so (the app was stopped).
+    pub fn interrupt_when(&self, stopped: impl Fn() -> bool + 'static) {
+        *self.interrupt.borrow_mut() = Some(Box::new(stopped));
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .borrow()
+            .as_ref()
+            .is_some_and(|stopped| stopped())
+    }
+
     /// The calls SQLite made so far, by name.
     pub fn calls(&self) -> CallCounts {
         self.calls.borrow().clone()
@@ -173,35 +192,38 @@ impl Database {
     }
 
     async fn run(&self, command: Command) -> Result<Outcome, SqlError> {
+        let gone = || SqlError::bridge("SQLite's thread is gone");
         let Some(inputs) = &self.inputs else {
-            return Err("the connection is closed".into());
+            return Err(SqlError::bridge("the connection is closed"));
         };
         if inputs.send(Input::Command(command)).is_err() {
-            return Err("SQLite's thread is gone".into());
+            return Err(gone());
         }
+        // VM steps charged in slices while the command runs.
+        let mut charged_steps = 0;
         loop {
-            // SQLite computes while this blocks: virtual time stands still.
-            let event = match super::link::receive(&self.events) {
-                Ok(event) => event,
-                Err(_) => return Err("SQLite's thread is gone".into()),
-            };
-            match event {
+            // SQLite computes while this blocks: virtual time stands still until its next call.
+            let event = super::link::receive(&self.events).map_err(|_| gone())?;
+            let reply = match event {
                 Event::Call(call) => {
-                    self.sim.step("sqlite").await;
-                    let reply = self.serve(call).await;
-                    if inputs.send(Input::Reply(reply)).is_err() {
-                        return Err("SQLite's thread is gone".into());
+                    if let Call::Compute { steps } = call {
+                        charged_steps += steps;
                     }
+                    self.sim.step("sqlite").await;
+                    self.serve(call).await
                 }
                 Event::Done(result) => {
                     if let Ok(outcome) = &result {
-                        let cost = self.cpu.cost(outcome);
+                        let cost = self.cpu.cost(outcome, charged_steps);
                         if cost > 0 {
                             self.vfs.mm.cpu.run(&self.sim, cost).await;
                         }
                     }
                     return result;
                 }
+            };
+            if inputs.send(Input::Reply(reply)).is_err() {
+                return Err(gone());
             }
         }
     }
@@ -402,6 +424,10 @@ impl Database {
                 Reply::Done
             }
             Call::Now => Reply::Time(sim.now()),
+            Call::Compute { steps } => {
+                self.vfs.mm.cpu.run(sim, steps * self.cpu.vm_step).await;
+                Reply::Flag(self.interrupted())
+            }
         }
     }
 

@@ -112,6 +112,12 @@ pub enum Call {
     },
     /// `xCurrentTimeInt64`: virtual time.
     Now,
+    /// SQLite's progress handler: `steps` more virtual-machine steps computed. The task charges
+    /// their CPU time on a core (virtual time advances, other tasks run) and answers
+    /// [`Reply::Flag`]: `true` interrupts the statement (`SQLITE_INTERRUPT`).
+    Compute {
+        steps: u64,
+    },
 }
 
 /// The task's answer to a [`Call`].
@@ -189,12 +195,52 @@ pub struct Outcome {
     pub cache_misses: u64,
 }
 
+/// A command that failed: SQLite's error, and which of the command's statements failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlError {
+    /// SQLite's primary result code (`SQLITE_ERROR` 1, `SQLITE_INTERRUPT` 9, `SQLITE_IOERR` 10,
+    /// ...); 0 when the bridge itself failed (SQLite's thread is gone).
+    pub code: i32,
+    /// SQLite's message (`sqlite3_errmsg`), or the bridge's.
+    pub message: String,
+    /// The failing statement's position among the command's statements (1-based), 0 if
+    /// unknown.
+    pub statement: u64,
+    /// The failing statement's text (from its start to the end of the command's SQL when
+    /// SQLite could not prepare it), empty if unknown.
+    pub sql: String,
+}
+
+impl SqlError {
+    /// An error of the bridge, not of SQLite.
+    pub fn bridge(message: impl Into<String>) -> SqlError {
+        SqlError {
+            code: 0,
+            message: message.into(),
+            statement: 0,
+            sql: String::new(),
+        }
+    }
+
+    /// The statement was interrupted by the task ([`Call::Compute`] answered `true`, or the task
+    /// was gone).
+    pub fn interrupted(&self) -> bool {
+        self.code == rusqlite::ffi::SQLITE_INTERRUPT
+    }
+}
+
+impl std::fmt::Display for SqlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Messages from SQLite's thread.
 #[derive(Debug)]
 pub enum Event {
     Call(Call),
-    /// The command finished: its outcome, or SQLite's error message.
-    Done(Result<Outcome, String>),
+    /// The command finished: its outcome, or SQLite's error.
+    Done(Result<Outcome, SqlError>),
 }
 
 /// The link of the current (SQLite) thread to its task.
@@ -250,7 +296,7 @@ pub fn next_command() -> Option<Command> {
 }
 
 /// Reports the end of a command.
-pub fn done(result: Result<Outcome, String>) {
+pub fn done(result: Result<Outcome, SqlError>) {
     LINK.with(|slot| {
         if let Some(link) = slot.borrow().as_ref() {
             // The task may be gone; then nobody waits for the answer.

@@ -21,6 +21,7 @@ pub mod thread;
 pub mod vfs;
 
 pub use connection::{Database, SqliteCpu, SqliteShared, SHARED_NAME};
+pub use link::SqlError;
 pub use options::{JournalMode, Preset, ResolvedOptions, SqliteOptions, SyncCall, Synchronous};
 
 #[cfg(test)]

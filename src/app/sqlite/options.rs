@@ -188,6 +188,26 @@ impl SqliteOptions {
                 ));
             }
         }
+        // Both pragmas take a C int (`sqlite3_busy_timeout(db, int ms)`,
+        // `sqlite3_wal_autocheckpoint(db, int N)`): a larger value would wrap.
+        if let Some(pages) = self.wal_autocheckpoint {
+            if pages > i32::MAX as u32 {
+                return Err(format!(
+                    "sqlite: `wal_autocheckpoint` {pages} must be at most {} pages",
+                    i32::MAX
+                ));
+            }
+        }
+        if let Some(timeout) = self.busy_timeout {
+            if timeout % NS_PER_MS != 0 || timeout / NS_PER_MS > i32::MAX as u64 {
+                return Err(format!(
+                    "sqlite: `busy_timeout` {} ms must be whole milliseconds, at most {} ms \
+                     (PRAGMA busy_timeout takes an int of milliseconds)",
+                    crate::units::format_ms(timeout as f64),
+                    i32::MAX
+                ));
+            }
+        }
         Ok(())
     }
 

@@ -27,6 +27,11 @@
 //!   mobile traces record them); each line is operation `statement`, `BEGIN` / `COMMIT` lines
 //!   pass through.
 //!
+//! Failures (no silent end): a statement SQLite refuses stops the app with
+//! [`AppContext::fail`], naming the statement (its index, text cut by [`cut`], iteration) and
+//! SQLite's message; a replayed `log` instead skips statements whose SQL does not fit the
+//! database ([`replay_skips`]), with warnings, and stops on errors of the simulated system.
+//!
 //! Per-transaction account: for every measured transaction the app's block I/O (the account
 //! by purpose, and SQLite's files told apart: `database`, `journal`, `wal`) is summed into
 //! counters `sqlite.<what>.writes` / `.write_bytes` and `sqlite.flushes`, `sqlite.fua`, with
@@ -34,13 +39,15 @@
 
 pub mod speedtest;
 
+use crate::app::sqlite::link::Outcome;
 use crate::app::sqlite::{
-    Database, JournalMode, Preset, SqliteCpu, SqliteOptions, SqliteShared, SyncCall, Synchronous,
-    SHARED_NAME,
+    Database, JournalMode, Preset, SqlError, SqliteCpu, SqliteOptions, SqliteShared, SyncCall,
+    Synchronous, SHARED_NAME,
 };
 use crate::app::AppContext;
 use crate::mm::bio::AccountSnapshot;
-use crate::units::{serde_units, Nanos};
+use crate::units::{cut, serde_units, Nanos};
+use rusqlite::ffi;
 use serde::{Deserialize, Serialize};
 use std::rc::Rc;
 
@@ -160,6 +167,12 @@ impl SqliteConfig {
                 self.scale
             ));
         }
+        if let Some(k) = self.statements.iter().position(|s| s.trim().is_empty()) {
+            return Err(format!(
+                "sqlite: statement {} of `statements` is empty (an iteration would run nothing)",
+                k + 1
+            ));
+        }
         if self.value_size > 1 << 20 {
             return Err("sqlite: `value_size` must be at most 1MiB".into());
         }
@@ -170,15 +183,27 @@ impl SqliteConfig {
     }
 }
 
+/// One statement of a log file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Its line number in the file (1-based).
+    pub number: usize,
+    pub sql: String,
+}
+
 /// The statements of a log file: one per non-empty line, `--` comments skipped.
-pub fn read_log(path: &str) -> Result<Vec<String>, String> {
+pub fn read_log(path: &str) -> Result<Vec<LogLine>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("sqlite: cannot read `log` {path}: {e}"))?;
-    let lines: Vec<String> = text
+    let lines: Vec<LogLine> = text
         .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with("--"))
-        .map(str::to_string)
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.trim()))
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with("--"))
+        .map(|(number, sql)| LogLine {
+            number,
+            sql: sql.to_string(),
+        })
         .collect();
     if lines.is_empty() {
         return Err(format!("sqlite: `log` {path} has no statements"));
@@ -242,60 +267,87 @@ impl TransactionAccount {
     }
 }
 
-/// Runs `sql` as operation `op`, with its block I/O in the per-transaction account. Returns
-/// false (after counting the error) when SQLite fails.
+/// Runs `sql` as operation `op`, with its block I/O in the per-transaction account. SQLite's
+/// error is counted (`sqlite.error.*`) and returned.
 async fn measured(
     ctx: &AppContext,
     db: &Database,
     account: &mut TransactionAccount,
     op: &'static str,
     sql: &str,
-) -> bool {
+) -> Result<Outcome, SqlError> {
     ctx.sim.step(op).await;
     let before = db.account();
     let timer = ctx.begin_op(op);
     let result = db.execute(sql).await;
+    // A statement interrupted because the app was stopped ends here too, at its interruption.
     ctx.end_op(timer);
-    match result {
+    match &result {
         Ok(_) => {
             if let (Some(before), Some(after)) = (before, db.account()) {
                 account.add(ctx, &after.since(&before));
             }
-            true
         }
-        Err(error) => {
-            sql_error(ctx, &error);
-            false
-        }
+        Err(error) => count_error(ctx, error),
     }
+    result
 }
 
-fn sql_error(ctx: &AppContext, error: &str) {
-    let kind = if error.contains("locked") || error.contains("busy") {
-        "sqlite.error.busy"
-    } else if error.contains("disk I/O") {
-        "sqlite.error.ioerr"
-    } else if error.contains("full") {
-        "sqlite.error.full"
-    } else {
-        "sqlite.error.other"
+/// Counts SQLite's error by kind: `sqlite.error.busy` / `ioerr` / `full` / `other`.
+fn count_error(ctx: &AppContext, error: &SqlError) {
+    let kind = match error.code {
+        ffi::SQLITE_BUSY | ffi::SQLITE_LOCKED => "sqlite.error.busy",
+        ffi::SQLITE_IOERR => "sqlite.error.ioerr",
+        ffi::SQLITE_FULL => "sqlite.error.full",
+        _ => "sqlite.error.other",
     };
     ctx.add_counter(kind, 1);
 }
 
+/// `what` failed with `error`: the app's failure message, naming the failing statement of a
+/// command of several (`BEGIN; ...; COMMIT`, or several statements in one string).
+fn failure_message(what: &str, error: &SqlError) -> String {
+    let inner = if error.statement > 1 && !error.sql.is_empty() {
+        format!(
+            ", its statement {} (`{}`)",
+            error.statement,
+            cut(&error.sql)
+        )
+    } else {
+        String::new()
+    };
+    format!("{what}{inner}: {}", error.message)
+}
+
+/// The app stops with `error` from `what`; an interruption because the app was stopped (by
+/// the timeline, or by another of its tasks' failure) is not a failure of its own.
+fn fail(ctx: &AppContext, what: &str, error: &SqlError) {
+    if error.interrupted() && ctx.is_stopped() {
+        return;
+    }
+    ctx.fail(failure_message(what, error));
+}
+
 /// The body of a `sqlite` app.
 pub async fn sqlite(ctx: AppContext, config: SqliteConfig) {
-    if config.validate().is_err() {
+    if let Err(error) = config.validate() {
+        // The scenario's parser validated it already; kept for callers that build the config.
         ctx.add_counter("errno.EINVAL", 1);
+        ctx.fail_to_start(error);
         return;
     }
     let Some(vfs) = ctx.stack.vfs.clone() else {
         ctx.add_counter("errno.no-storage-stack", 1);
+        ctx.fail_to_start("sqlite: the scenario has no storage stack for the database");
         return;
     };
     if let Some(i) = config.database.rfind('/').filter(|&i| i > 0) {
-        if vfs.mkdir_all(&ctx.sim, &config.database[..i]).is_err() {
+        if let Err(errno) = vfs.mkdir_all(&ctx.sim, &config.database[..i]) {
             ctx.add_counter("errno.ENOTDIR", 1);
+            ctx.fail_to_start(format!(
+                "sqlite: cannot create the directory of `database` {}: {errno:?}",
+                config.database
+            ));
             return;
         }
     }
@@ -318,13 +370,20 @@ pub async fn sqlite(ctx: AppContext, config: SqliteConfig) {
     let db = match db {
         Ok(db) => db,
         Err(error) => {
-            sql_error(&ctx, &error);
+            count_error(&ctx, &error);
+            fail(&ctx, &format!("opening {}", config.database), &error);
             return;
         }
     };
-    for sql in &config.setup {
+    {
+        let ctx = ctx.clone();
+        db.interrupt_when(move || ctx.is_stopped());
+    }
+    for (k, sql) in config.setup.iter().enumerate() {
         if let Err(error) = db.execute(sql).await {
-            sql_error(&ctx, &error);
+            count_error(&ctx, &error);
+            let what = format!("statement {} of `setup` (`{}`)", k + 1, cut(sql));
+            fail(&ctx, &what, &error);
             return;
         }
     }
@@ -340,7 +399,8 @@ pub async fn sqlite(ctx: AppContext, config: SqliteConfig) {
         ctx.add_counter(&format!("sqlite.call.{name}"), count);
     }
     if let Err(error) = db.close().await {
-        sql_error(&ctx, &error);
+        count_error(&ctx, &error);
+        fail(&ctx, "closing the database", &error);
     }
 }
 
@@ -372,19 +432,47 @@ async fn statements(
             .collect();
         if config.transaction {
             let sql = format!("BEGIN;\n{};\nCOMMIT;", body.join(";\n"));
-            if !measured(ctx, db, account, "transaction", &sql).await {
+            if let Err(error) = measured(ctx, db, account, "transaction", &sql).await {
+                let what = format!(
+                    "iteration {iteration}'s transaction (`statements` in BEGIN .. COMMIT)"
+                );
+                fail(ctx, &what, &error);
                 return;
             }
         } else {
-            for sql in &body {
-                if !measured(ctx, db, account, "transaction", sql).await {
-                    return;
+            for (k, sql) in body.iter().enumerate() {
+                let what = || {
+                    format!(
+                        "statement {} of `statements` (`{}`), iteration {iteration}",
+                        k + 1,
+                        cut(&config.statements[k])
+                    )
+                };
+                match measured(ctx, db, account, "transaction", sql).await {
+                    Ok(outcome) if outcome.statements == 0 => {
+                        // Nothing to run costs no time: the loop would spin at one instant.
+                        ctx.fail(format!(
+                            "{} holds no SQL statement (it is empty or only comments)",
+                            what()
+                        ));
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        fail(ctx, &what(), &error);
+                        return;
+                    }
                 }
             }
         }
         iteration += 1;
     }
 }
+
+/// Rows inserted per call when Mobibench's update and delete phases fill the table before
+/// the measurement: one transaction, sent in pieces so that a huge `count` does not build
+/// one huge string.
+const FILL_ROWS_PER_CALL: u64 = 1_000;
 
 async fn mobibench(
     ctx: &AppContext,
@@ -396,7 +484,8 @@ async fn mobibench(
     let n = config.count.unwrap_or(1000);
     let create = "CREATE TABLE IF NOT EXISTS tblMyList (id INTEGER PRIMARY KEY autoincrement, Value TEXT not null, creation_date long);";
     if let Err(error) = db.execute(create).await {
-        sql_error(ctx, &error);
+        count_error(ctx, &error);
+        fail(ctx, "mobibench's CREATE TABLE", &error);
         return;
     }
     let insert = format!("INSERT INTO tblMyList(Value) VALUES('{MOBIBENCH_INSERT}');");
@@ -409,10 +498,25 @@ async fn mobibench(
     };
     if phases[0] != "insert" {
         // The rows to update or delete, inserted before the measurement in one transaction.
-        let rows = vec![insert.as_str(); n as usize].join("\n");
-        if let Err(error) = db.execute(&format!("BEGIN;\n{rows}\nCOMMIT;")).await {
-            sql_error(ctx, &error);
-            return;
+        let what = "mobibench's rows inserted before the measurement";
+        let mut left = n;
+        let mut piece = "BEGIN;".to_string();
+        loop {
+            let rows = left.min(FILL_ROWS_PER_CALL);
+            left -= rows;
+            piece.push_str(&vec![insert.as_str(); rows as usize].join("\n"));
+            if left == 0 || ctx.is_stopped() {
+                piece.push_str("\nCOMMIT;");
+            }
+            if let Err(error) = db.execute(&piece).await {
+                count_error(ctx, &error);
+                fail(ctx, what, &error);
+                return;
+            }
+            if left == 0 || ctx.is_stopped() {
+                break;
+            }
+            piece.clear();
         }
     }
     // Mobibench's update picks `rand() % n + 1` after `srand(i)`: a row per transaction, here
@@ -431,7 +535,12 @@ async fn mobibench(
                 }
                 _ => format!("DELETE FROM tblMyList WHERE id={};", i + 1),
             };
-            if !measured(ctx, db, account, phase, &sql).await {
+            if let Err(error) = measured(ctx, db, account, phase, &sql).await {
+                fail(
+                    ctx,
+                    &format!("mobibench {phase} {} (`{}`)", i + 1, cut(&sql)),
+                    &error,
+                );
                 return;
             }
         }
@@ -444,6 +553,13 @@ async fn speedtest_body(
     config: &SqliteConfig,
     account: &mut TransactionAccount,
 ) {
+    if speedtest::scaled_below_one(config.scale) {
+        ctx.warn(format!(
+            "sqlite: `scale` {} makes speed.html's smallest count (100 SELECTs) less than one; \
+             every count is at least 1, so the tests are not in the page's proportions",
+            config.scale
+        ));
+    }
     for test in speedtest::tests(config.scale, ctx.sim.seed()) {
         let timer = ctx.begin_op(test.name);
         for batch in &test.batches {
@@ -451,8 +567,13 @@ async fn speedtest_body(
                 ctx.end_op(timer);
                 return;
             }
-            if !measured(ctx, db, account, "statement", batch).await {
+            if let Err(error) = measured(ctx, db, account, "statement", batch).await {
                 ctx.end_op(timer);
+                fail(
+                    ctx,
+                    &format!("speedtest {} ({})", test.name, test.title),
+                    &error,
+                );
                 return;
             }
         }
@@ -460,21 +581,63 @@ async fn speedtest_body(
     }
 }
 
+/// Whether a replayed log goes on past a statement that failed with SQLite's primary result
+/// code `code`: yes for errors that say the log's SQL does not fit the database being built
+/// (a trace that starts after the schema was made, rows it refers to missing: `SQLITE_ERROR`,
+/// `SQLITE_CONSTRAINT`, `SQLITE_MISMATCH`, `SQLITE_RANGE`, `SQLITE_TOOBIG`); no for errors of
+/// the simulated system itself (I/O error, full file system, busy, corrupt, interrupted), which
+/// stop the app as they would stop the app that wrote the log.
+pub fn replay_skips(code: i32) -> bool {
+    matches!(
+        code,
+        ffi::SQLITE_ERROR
+            | ffi::SQLITE_CONSTRAINT
+            | ffi::SQLITE_MISMATCH
+            | ffi::SQLITE_RANGE
+            | ffi::SQLITE_TOOBIG
+    )
+}
+
+/// Failed statements of a replayed log shown one by one in the warnings (the rest are counted).
+const SKIPPED_SHOWN: usize = 3;
+
 async fn replay(ctx: &AppContext, db: &Database, log: &str, account: &mut TransactionAccount) {
     let lines = match read_log(log) {
         Ok(lines) => lines,
-        Err(_) => {
+        Err(error) => {
             ctx.add_counter("errno.ENOENT", 1);
+            ctx.fail_to_start(error);
             return;
         }
     };
+    let mut skipped = 0usize;
     for line in &lines {
         if ctx.is_stopped() {
-            return;
+            break;
         }
-        if !measured(ctx, db, account, "statement", line).await {
-            return;
+        let Err(error) = measured(ctx, db, account, "statement", &line.sql).await else {
+            continue;
+        };
+        let what = format!("`log` {log} line {} (`{}`)", line.number, cut(&line.sql));
+        if !replay_skips(error.code) {
+            fail(ctx, &what, &error);
+            break;
         }
+        skipped += 1;
+        if skipped <= SKIPPED_SHOWN {
+            ctx.warn(format!(
+                "sqlite: skipped {}",
+                failure_message(&what, &error)
+            ));
+        }
+    }
+    if skipped > 0 {
+        ctx.warn(format!(
+            "sqlite: {skipped} of the {} statements of `log` {log} failed and were skipped (a \
+             replayed log goes on where its SQL does not fit the database, e.g. a trace that \
+             lacks the schema; an I/O error, a full disk or a busy database stops the app)",
+            lines.len()
+        ));
     }
 }
 

@@ -69,6 +69,12 @@ pub struct Test {
     pub batches: Vec<String>,
 }
 
+/// Whether `scale` makes speed.html's smallest count (100) round to zero (then [`scaled`]
+/// raises it to 1).
+pub fn scaled_below_one(scale: f64) -> bool {
+    (100.0 * scale).round() < 1.0
+}
+
 fn scaled(count: u64, scale: f64) -> u64 {
     ((count as f64 * scale).round() as u64).max(1)
 }
