@@ -326,8 +326,13 @@ fn an_app_that_stopped_early_and_a_warning_are_printed_under_the_table() {
         message: "statement 1 `SELEKT 1`: near \"SELEKT\": syntax error".into(),
     });
     result.warnings = vec!["value clamped".into()];
+    results.runs[0].end = "apps-done".into();
     let table = mobistack::report::table::render(&results);
     assert!(table.contains("1 app(s) stopped early"), "{table}");
+    assert!(
+        table.contains("ended when every app's workload had finished or stopped early"),
+        "{table}"
+    );
     assert!(
         table.contains(&format!(
             "{app}: at 1.50 s in task `{app}/2`: statement 1 `SELEKT 1`"

@@ -149,6 +149,9 @@ fn end_text(run: &RunResult, duration_ns: u64) -> String {
     let limit = format_seconds(duration_ns);
     match run.end.as_str() {
         "duration" => format!("ended at its duration ({limit})"),
+        "apps-done" if run.apps.values().any(|a| a.failure.is_some()) => {
+            "ended when every app's workload had finished or stopped early".to_string()
+        }
         "apps-done" => "ended when every app's workload had finished".to_string(),
         "idle" => "ended idle: nothing left to run (the remaining tasks wait forever)".to_string(),
         other => format!("ended: {other}"),
