@@ -136,7 +136,7 @@ fn every_mutated_field_is_parsed_or_reported_at_its_line_without_a_panic() {
 
 /// Values tried for each field of a custom device, as TOML text: typical ones, the edges of
 /// each range and beyond (0, negative, nan, inf, huge), and values of the wrong type.
-fn device_field_values() -> Vec<(&'static str, Vec<&'static str>)> {
+fn device_field_values() -> FieldValues {
     const NUMBERS: [&str; 9] = [
         "0",
         "1",
@@ -242,12 +242,14 @@ fn device_field_values() -> Vec<(&'static str, Vec<&'static str>)> {
     fields
 }
 
+/// Values tried per field, as TOML text.
+type FieldValues = Vec<(&'static str, Vec<&'static str>)>;
+
+/// A workload kind, its table's fixed lines, and the values tried for its fields.
+type WorkloadValues = (&'static str, &'static str, FieldValues);
+
 /// Each workload kind with values tried for its fields (the rest of its table is fixed).
-fn workload_values() -> Vec<(
-    &'static str,
-    &'static str,
-    Vec<(&'static str, Vec<&'static str>)>,
-)> {
+fn workload_values() -> Vec<WorkloadValues> {
     let sizes = vec![
         "0", "1", "\"512B\"", "\"4KiB\"", "\"1MiB\"", "\"1GiB\"", "\"1TiB\"", "-1", "nan",
     ];
@@ -334,7 +336,7 @@ fn workload_values() -> Vec<(
 fn generated_scenario(
     device_edits: &[(&str, &str)],
     fill: &str,
-    (kind, base, _): &(&str, &str, Vec<(&str, Vec<&str>)>),
+    (kind, base, _): &WorkloadValues,
     workload_edits: &[(&str, &str)],
 ) -> String {
     let mut profile = mobistack::dev::profile::builtin_profile("emmc-5.1").unwrap();

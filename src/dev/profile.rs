@@ -390,7 +390,8 @@ impl DeviceProfile {
             ));
         }
         let unit = super::nand::MAP_UNIT_BYTES;
-        if !(unit..=MAX_PAGE_SIZE).contains(&self.page_size) || self.page_size % unit != 0 {
+        if !(unit..=MAX_PAGE_SIZE).contains(&self.page_size) || !self.page_size.is_multiple_of(unit)
+        {
             return fail(format!(
                 "`page_size` {} B must be a multiple of the 4 KiB mapping unit between 4 KiB and {} KiB",
                 self.page_size,
@@ -449,7 +450,7 @@ fn short_duration(value: Nanos) -> String {
     let units = [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")];
     match units
         .iter()
-        .find(|(scale, _)| value != 0 && value % scale == 0)
+        .find(|(scale, _)| value != 0 && value.is_multiple_of(*scale))
     {
         Some((scale, unit)) => format!("{}{unit}", value / scale),
         None => format!("{value}ns"),
