@@ -63,7 +63,8 @@ enum Command {
         /// Run only this variant.
         #[arg(long, value_name = "NAME")]
         variant: Option<String>,
-        /// Also write the full results (every histogram and counter) as JSON to FILE.
+        /// Also write the full results (every histogram and counter) as JSON to FILE (`-`:
+        /// standard output, instead of the table).
         #[arg(long, value_name = "FILE")]
         out: Option<std::path::PathBuf>,
         /// Print the results as one JSON object on stdout instead of the table.
@@ -100,7 +101,9 @@ enum Command {
         /// it records are dropped and the command says how many.
         #[arg(long, value_name = "N", default_value_t = mobistack::sim::timeline::DEFAULT_MAX_RECORDS, requires = "perfetto")]
         perfetto_max_events: usize,
-        /// Period of the trace's counter samples (0: none).
+        /// Period of the trace's counter samples (0: none). A period that would take more
+        /// samples over the traced time than --perfetto-max-events is refused (the error names
+        /// the smallest period that fits).
         #[arg(
             long,
             value_name = "DURATION",
@@ -111,11 +114,13 @@ enum Command {
         /// Write an HTML report of the results to FILE: one self-contained page (no network
         /// at view time) with latency CDFs, blocked-time breakdowns, throughput over time and
         /// the slowest operations explained, per variant side by side (as `mobistack report`).
+        /// `-`: standard output, instead of the table.
         #[arg(long, value_name = "FILE")]
         html: Option<std::path::PathBuf>,
         /// Write the results as tidy CSV files into directory DIR (created if missing), for
         /// pandas and the like: latency.csv (a row per variant x seed x app x op x percentile),
-        /// ops.csv, waits.csv (a row per wait reason), throughput.csv (a row per period).
+        /// ops.csv, waits.csv (a row per wait reason), throughput.csv (a row per period). Not `-`:
+        /// these are four files.
         #[arg(long, value_name = "DIR")]
         csv: Option<std::path::PathBuf>,
         /// Check the page cache's and the journal's invariants as the runs go (always on in
@@ -134,7 +139,7 @@ enum Command {
     Report {
         /// The results file (JSON of `mobistack run --out`).
         results: std::path::PathBuf,
-        /// Where to write the report.
+        /// Where to write the report (`-`: standard output).
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: std::path::PathBuf,
         /// The scenario file (or built-in name) to show; default: the built-in scenario of the
@@ -205,6 +210,7 @@ enum Command {
         /// Device profile (see `mobistack device list`).
         #[arg(long, default_value = "sata-ssd", value_name = "PROFILE")]
         device: String,
+        /// Seed of the run's random choices (the same seed gives the same output).
         #[arg(long, default_value_t = 1, value_name = "N")]
         seed: u64,
         /// Print as JSON.
@@ -341,6 +347,7 @@ enum Command {
 enum DeviceCommand {
     /// List the built-in device profiles.
     List {
+        /// Print as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -349,6 +356,7 @@ enum DeviceCommand {
     Bench {
         /// Profile name (see `mobistack device list`).
         profile: String,
+        /// Print as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -366,11 +374,13 @@ enum DeviceCommand {
         /// Random 4 KiB write IOPS, e.g. 13000.
         #[arg(long, value_name = "IOPS")]
         rand_write: String,
+        /// Print as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Flush, FUA and discard latencies of every profile on an idle device.
     Latencies {
+        /// Print as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -759,7 +769,23 @@ struct Progress {
     bar: ProgressBar,
     /// Virtual time reached per run, in ms.
     per_job: Vec<AtomicU64>,
+    /// What a spinner shows when the command says what is advancing (runs done, crash points
+    /// checked) rather than reporting virtual time.
+    status: std::sync::Mutex<Option<String>>,
     stop: AtomicBool,
+}
+
+/// The message of a spinner (a bar of unknown total): the command's `status` when it set one,
+/// else the virtual time reached once there is any, else just `what` (never a virtual time of
+/// 0.000 s that no run reports).
+fn spinner_message(what: &str, status: Option<&str>, virtual_ms: u64) -> String {
+    match status {
+        Some(status) => status.to_string(),
+        None if virtual_ms > 0 => {
+            format!("{what}: {:.3} s of virtual time", virtual_ms as f64 / 1e3)
+        }
+        None => what.to_string(),
+    }
 }
 
 impl Progress {
@@ -784,6 +810,7 @@ impl Progress {
         let progress = Arc::new(Progress {
             bar,
             per_job: (0..jobs.max(1)).map(|_| AtomicU64::new(0)).collect(),
+            status: std::sync::Mutex::new(None),
             stop: AtomicBool::new(false),
         });
         let watcher = progress.clone();
@@ -808,15 +835,26 @@ impl Progress {
                     .sum();
                 watcher.bar.set_position(done);
                 if unknown_total {
-                    watcher.bar.set_message(format!(
-                        "{what}: {:.3} s of virtual time",
-                        done as f64 / 1e3
-                    ));
+                    let status = watcher.status.lock().expect("no panic holds it").clone();
+                    watcher
+                        .bar
+                        .set_message(spinner_message(&what, status.as_deref(), done));
                 }
                 watcher.bar.tick();
             }
         });
         progress
+    }
+
+    /// What is advancing, shown by a spinner instead of the virtual time (see
+    /// [`spinner_message`]).
+    fn set_status(&self, status: String) {
+        *self.status.lock().expect("no panic holds it") = Some(status);
+    }
+
+    /// Prints `line` on stderr without tearing the bar.
+    fn println(&self, line: &str) {
+        self.bar.suspend(|| eprintln!("{line}"));
     }
 
     /// From any worker: run `job` reached virtual time `now_ns`.
@@ -911,36 +949,109 @@ impl PerfettoArgs {
     }
 }
 
+/// Refuses a `--perfetto-counter-period` that would take more counter samples over the traced
+/// part of a run of `duration_ns` than `--perfetto-max-events` (the records a trace keeps):
+/// every sample past it would be dropped, and taking them is what makes a 2 s run with a 1 ns
+/// period last minutes. An error rather than a clamped period, because it comes before any
+/// simulating and names the smallest period that fits; a clamp would hand back a trace at a
+/// period the user did not ask for.
+fn check_counter_period(
+    config: &mobistack::sim::timeline::TimelineConfig,
+    period_text: &str,
+    duration_ns: u64,
+) -> Result<(), String> {
+    let period = config.counter_period_ns;
+    let span = config
+        .end_ns
+        .min(duration_ns)
+        .saturating_sub(config.start_ns);
+    if period == 0 || span / period <= config.max_records as u64 {
+        return Ok(());
+    }
+    let smallest = span.div_ceil(config.max_records.max(1) as u64);
+    Err(format!(
+        "--perfetto-counter-period {period_text} samples the counters {} times over the {} s traced, more than the {} records a trace keeps (--perfetto-max-events): use a period of at least {smallest} ns, a narrower --perfetto-window, or a larger --perfetto-max-events",
+        span / period,
+        span as f64 / 1e9,
+        config.max_records
+    ))
+}
+
 /// Files a command will write, created before the simulation so that an unwritable path is
 /// reported at once, not after minutes of simulating; removed again if the command fails
-/// before filling them.
+/// before filling them. The path `-` is standard output (see [`OutputFiles::create_or_stdout`]).
 #[derive(Default)]
 struct OutputFiles {
-    files: Vec<(std::path::PathBuf, Option<std::fs::File>)>,
+    files: Vec<(std::path::PathBuf, Sink)>,
     done: bool,
 }
 
+/// Where one output goes.
+enum Sink {
+    File(std::fs::File),
+    Stdout,
+    Written,
+}
+
+/// The path that means standard output.
+const STDOUT_PATH: &str = "-";
+
 impl OutputFiles {
-    /// Creates (truncates) `path`; the error names it.
+    /// Creates (truncates) `path`; the error names it. `-` is refused: the output is several
+    /// files or binary, not for standard output.
     fn create(&mut self, path: &std::path::Path) -> Result<usize, String> {
+        if path.as_os_str() == STDOUT_PATH {
+            return Err(
+                "`-` (standard output) is not supported here: give a file name".to_string(),
+            );
+        }
         let file = std::fs::File::create(path)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        self.files.push((path.to_path_buf(), Some(file)));
+        self.files.push((path.to_path_buf(), Sink::File(file)));
         Ok(self.files.len() - 1)
     }
 
-    /// Writes into file `index` (created by [`OutputFiles::create`]).
+    /// As [`OutputFiles::create`], but `-` is standard output (at most one output may be).
+    fn create_or_stdout(&mut self, path: &std::path::Path) -> Result<usize, String> {
+        if path.as_os_str() != STDOUT_PATH {
+            return self.create(path);
+        }
+        if self.writes_stdout() {
+            return Err("only one output can be `-` (standard output)".to_string());
+        }
+        self.files.push((path.to_path_buf(), Sink::Stdout));
+        Ok(self.files.len() - 1)
+    }
+
+    /// Whether an output goes to standard output (so the table does not).
+    fn writes_stdout(&self) -> bool {
+        self.files
+            .iter()
+            .any(|(path, _)| path.as_os_str() == STDOUT_PATH)
+    }
+
+    /// Writes into output `index` (created by [`OutputFiles::create`]).
     fn write(
         &mut self,
         index: usize,
-        fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+        fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
     ) -> Result<(), String> {
-        let (path, file) = &mut self.files[index];
-        let file = file.take().expect("each output file is written once");
-        let mut writer = std::io::BufWriter::new(file);
-        fill(&mut writer)
-            .and_then(|()| writer.flush())
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        let (path, sink) = &mut self.files[index];
+        let result = match std::mem::replace(sink, Sink::Written) {
+            Sink::File(file) => {
+                let mut writer = std::io::BufWriter::new(file);
+                fill(&mut writer).and_then(|()| writer.flush())
+            }
+            Sink::Stdout => {
+                let mut stdout = std::io::stdout().lock();
+                fill(&mut stdout).and_then(|()| stdout.flush())
+            }
+            Sink::Written => panic!("each output file is written once"),
+        };
+        result.map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+            _ => format!("cannot write {}: {e}", path.display()),
+        })
     }
 
     /// The command succeeded: keep the files.
@@ -952,8 +1063,10 @@ impl OutputFiles {
 impl Drop for OutputFiles {
     fn drop(&mut self) {
         if !self.done {
-            for (path, _) in &self.files {
-                std::fs::remove_file(path).ok();
+            for (path, sink) in &self.files {
+                if !matches!(sink, Sink::Stdout) && path.as_os_str() != STDOUT_PATH {
+                    std::fs::remove_file(path).ok();
+                }
             }
         }
     }
@@ -1002,8 +1115,8 @@ fn write_trace(
     trace: &mobistack::block::blktrace::BlkTrace,
     name: &std::path::Path,
 ) -> Result<(), String> {
-    outputs.write(targets.text, |w| trace.write_blkparse(w))?;
-    outputs.write(targets.binary, |w| trace.write_binary(w))?;
+    outputs.write(targets.text, |mut w| trace.write_blkparse(&mut w))?;
+    outputs.write(targets.binary, |mut w| trace.write_binary(&mut w))?;
     let name = name.display();
     eprintln!(
         "blktrace: {} events written to {name} (blkparse text) and {name}.blktrace.0 (binary: blkparse -i {name}; btt -i {name}.blktrace.0)",
@@ -1047,6 +1160,13 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
+    let period_checked = timeline.zip(perfetto.as_ref()).map(|(config, args)| {
+        check_counter_period(&config, &args.counter_period, scenario.duration)
+    });
+    if let Some(Err(message)) = period_checked {
+        eprintln!("error: {message}");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     if blktrace.is_some() {
         if !scenario.apps.iter().any(|a| a.workload.needs_block()) {
             eprintln!(
@@ -1083,7 +1203,11 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
     }
     // Every output file exists before the simulation starts.
     let mut outputs = OutputFiles::default();
-    let out_file = match out.as_deref().map(|path| outputs.create(path)).transpose() {
+    let out_file = match out
+        .as_deref()
+        .map(|path| outputs.create_or_stdout(path))
+        .transpose()
+    {
         Ok(index) => index,
         Err(message) => {
             eprintln!("error: --out: {message}");
@@ -1106,7 +1230,11 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             }
         }
     }
-    let html_file = match html.as_deref().map(|path| outputs.create(path)).transpose() {
+    let html_file = match html
+        .as_deref()
+        .map(|path| outputs.create_or_stdout(path))
+        .transpose()
+    {
         Ok(index) => index,
         Err(message) => {
             eprintln!("error: --html: {message}");
@@ -1115,6 +1243,10 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
     };
     let mut csv_files = Vec::new();
     if let Some(dir) = &csv {
+        if dir.as_os_str() == STDOUT_PATH {
+            eprintln!("error: --csv: `-` (standard output) is not supported: the CSVs are four files; give a directory");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
         if let Err(e) = std::fs::create_dir_all(dir) {
             eprintln!("error: --csv: cannot create {}: {e}", dir.display());
             return ExitCode::from(EXIT_BAD_INPUT);
@@ -1216,7 +1348,9 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             eprintln!("error: {message}");
             return ExitCode::from(EXIT_RUN_FAILED);
         }
-        eprintln!("html: report written to {}", path.display());
+        if path.as_os_str() != STDOUT_PATH {
+            eprintln!("html: report written to {}", path.display());
+        }
     }
     if let Some(index) = out_file {
         if let Err(message) = outputs.write(index, |w| w.write_all(json_text.as_bytes())) {
@@ -1224,8 +1358,11 @@ fn cmd_run(name: &str, args: RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_RUN_FAILED);
         }
     }
+    let stdout_taken = outputs.writes_stdout();
     outputs.keep();
-    if json {
+    if stdout_taken {
+        // `--out -` or `--html -`: standard output holds that output alone.
+    } else if json {
         out!("{json_text}");
     } else {
         out!("{}", table::render_with(&results, &table_options));
@@ -1289,10 +1426,15 @@ fn cmd_report(
         None => scenario::builtin::find(&view.scenario).map(|b| b.source.to_string()),
     };
     let page = mobistack::report::html::render(&view, source.as_deref());
-    if let Err(e) = std::fs::write(output, page) {
-        eprintln!("error: cannot write {}: {e}", output.display());
+    let mut outputs = OutputFiles::default();
+    let written = outputs
+        .create_or_stdout(output)
+        .and_then(|index| outputs.write(index, |w| w.write_all(page.as_bytes())));
+    if let Err(message) = written {
+        eprintln!("error: {message}");
         return ExitCode::from(EXIT_BAD_INPUT);
     }
+    outputs.keep();
     eprintln!(
         "report: {} ({} variant(s), {} run(s) of scenario `{}`)",
         output.display(),
@@ -1445,11 +1587,17 @@ fn cmd_reproduce(paper: &str, json: bool, quick: bool) -> ExitCode {
         return ExitCode::from(EXIT_BAD_INPUT);
     }
     let options = reproduce::ReproduceOptions { quick, threads: 0 };
-    let reproduction = with_spinner(&format!("reproduce {paper}"), || {
-        reproduce::reproduce(paper, &options, &mut |run| {
-            eprintln!("reproduce {paper}: running {run}")
-        })
+    let progress = Progress::new(1, None, &format!("reproduce {paper}"));
+    let mut started = 0usize;
+    let reproduction = reproduce::reproduce(paper, &options, &mut |run| {
+        // Each call starts the next run: the ones before it are done.
+        progress.println(&format!("reproduce {paper}: running {run}"));
+        progress.set_status(format!(
+            "reproduce {paper}: {started} run(s) done, now {run}"
+        ));
+        started += 1;
     });
+    progress.finish();
     match reproduction {
         Ok(reproduction) if json => {
             let rows: Vec<_> = reproduction
@@ -1522,14 +1670,15 @@ fn cmd_crashcheck(
         return ExitCode::from(EXIT_BAD_INPUT);
     }
     let progress = Progress::new(1, None, &format!("crashcheck {}", scenario.name));
-    let bar = progress.bar.clone();
+    progress.set_status(format!(
+        "crashcheck {}: simulating the run whose writes are crashed",
+        scenario.name
+    ));
     let reports = crashcheck::check_scenario(&scenario, &options, &mut |variant, done, total| {
-        if done == 1 || done % 64 == 0 || done == total {
-            bar.set_message(format!(
-                "crashcheck {} {variant}: {done}/{total} crash points",
-                scenario.name
-            ));
-        }
+        progress.set_status(format!(
+            "crashcheck {} {variant}: {done}/{total} crash points checked",
+            scenario.name
+        ));
     });
     progress.finish();
     match reports {
@@ -1609,6 +1758,57 @@ fn cmd_bench(scale: u64, json: bool) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every subcommand, at every depth, with its path (`device fit`).
+    fn subcommands(command: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        for sub in command.get_subcommands() {
+            let name = format!("{path} {}", sub.get_name()).trim().to_string();
+            out.push((name.clone(), sub.clone()));
+            subcommands(sub, name, out);
+        }
+    }
+
+    #[test]
+    fn every_argument_of_every_subcommand_has_help_text() {
+        use clap::CommandFactory;
+        let mut all = Vec::new();
+        subcommands(&Cli::command(), String::new(), &mut all);
+        assert!(all.len() >= 15, "{} subcommands", all.len());
+        let mut missing = Vec::new();
+        for (path, command) in &all {
+            if command.get_about().is_none() {
+                missing.push(format!("{path}: no description"));
+            }
+            for arg in command.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "arguments without help text: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn a_spinner_shows_what_advances_and_never_a_virtual_time_nobody_reports() {
+        // `crashcheck` and `reproduce joj` sat at "0.000 s of virtual time".
+        assert_eq!(
+            spinner_message(
+                "crashcheck x",
+                Some("crashcheck x base: 10/100 crash points checked"),
+                0
+            ),
+            "crashcheck x base: 10/100 crash points checked"
+        );
+        assert_eq!(spinner_message("fio job", None, 0), "fio job");
+        assert_eq!(
+            spinner_message("fio job", None, 1500),
+            "fio job: 1.500 s of virtual time"
+        );
+    }
 
     #[test]
     fn the_progress_bar_shows_only_on_a_terminal_after_a_second() {

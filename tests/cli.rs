@@ -1002,3 +1002,86 @@ statements = ["SELEKT * FROM nowhere"]
         "{err}"
     );
 }
+
+#[test]
+fn a_dash_means_standard_output_for_out_html_and_report_and_is_refused_elsewhere() {
+    let dir = std::env::temp_dir().join(format!("mobistack-dash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run_in = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mobistack"))
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // `--out -` wrote a file named "-".
+    let (code, out, err) = run_in(&["run", "demo", "--variant", "fg-first", "--out", "-"]);
+    assert_eq!(code, 0, "{err}");
+    let value: serde_json::Value = serde_json::from_str(&out).expect("only the JSON on stdout");
+    assert_eq!(value["schema"], "mobistack.results");
+    assert!(!dir.join("-").exists(), "no file named -");
+    let (code, out, err) = run_in(&["run", "demo", "--variant", "fg-first", "--html", "-"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("<!DOCTYPE html>"),
+        "{}",
+        &out[..out.len().min(200)]
+    );
+    let (code, _, err) = run_in(&["run", "demo", "--out", "-", "--html", "-"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("only one output can be `-`"), "{err}");
+    for option in ["--csv", "--blktrace", "--perfetto"] {
+        let (code, _, err) = run_in(&["run", "fg-read-bg-write", "--variant", "cfq", option, "-"]);
+        assert_eq!(code, 2, "{option}: {err}");
+        assert!(
+            err.contains(option) && err.contains("standard output"),
+            "{err}"
+        );
+    }
+    assert!(!dir.join("-").exists(), "no file or directory named -");
+    let results = dir.join("r.json");
+    let (code, _, err) = run_in(&[
+        "run",
+        "demo",
+        "--variant",
+        "fg-first",
+        "--out",
+        results.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run_in(&["report", results.to_str().unwrap(), "-o", "-"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("<!DOCTYPE html>"));
+    assert!(!dir.join("-").exists());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_counter_period_past_the_trace_bound_is_refused_before_the_run() {
+    // `--perfetto-counter-period 1ns` made a 2 s run take minutes with no word.
+    let trace =
+        std::env::temp_dir().join(format!("mobistack-period-{}.pftrace", std::process::id()));
+    let started = std::time::Instant::now();
+    let (code, _, err) = mobistack(&[
+        "run",
+        "demo",
+        "--variant",
+        "fg-first",
+        "--perfetto",
+        trace.to_str().unwrap(),
+        "--perfetto-counter-period",
+        "1ns",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(
+        err.contains("--perfetto-counter-period 1ns samples the counters 10000000000 times over the 10 s traced, more than the 1000000 records a trace keeps (--perfetto-max-events): use a period of at least 10000 ns"),
+        "{err}"
+    );
+    assert!(!trace.exists());
+}

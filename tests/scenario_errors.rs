@@ -327,3 +327,112 @@ fn an_unbounded_request_list_under_a_blk_mq_variant_names_the_variant_and_the_fi
         "{err}"
     );
 }
+
+/// A scenario with a custom device (the built-in `emmc-5.1` profile written out whole, as
+/// `device fit` prints one) whose `field` line is replaced by `field = value`.
+fn custom_device_scenario(field: &str, value: &str) -> String {
+    let profile = mobistack::dev::profile::builtin_profile("emmc-5.1").unwrap();
+    let table = toml::to_string(&profile).unwrap();
+    // The `[published]` sub-table is left out (it would need its full header).
+    let table = table.split("\n[published]").next().unwrap();
+    let prefix = format!("{field} = ");
+    assert!(
+        table.lines().any(|l| l.starts_with(&prefix)),
+        "the profile has `{field}`"
+    );
+    let edited: Vec<String> = table
+        .lines()
+        .map(|l| {
+            if l.starts_with(&prefix) {
+                format!("{field} = {value}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    format!(
+        "name = \"custom\"\nduration = \"1ms\"\n[stack.device]\nprofile = \"custom\"\n[stack.device.custom]\n{}\n\n[[app]]\nname = \"w\"\n[app.workload.seq-write]\npath = \"/data/f\"\nsize = \"1MiB\"\n",
+        edited.join("\n")
+    )
+}
+
+#[test]
+fn every_bad_custom_device_field_is_an_error_at_its_own_line_with_its_range() {
+    // Each of these passed `validate` and then failed `run` (nan over-provisioning, a zero
+    // GC reserve), panicked (4e9 channels) or ran a device no part has; errors pointed at
+    // the `profile` line.
+    let cases = [
+        ("over_provisioning", "nan", "between 0 and 1"),
+        ("over_provisioning", "2.0", "between 0 and 1"),
+        ("over_provisioning", "-0.1", "between 0 and 1"),
+        ("over_provisioning", "inf", "between 0 and 1"),
+        ("planes", "0", "between 1 and 16"),
+        ("channels", "0", "between 1 and 1024"),
+        ("channels", "4000000000", "between 1 and 1024"),
+        ("dies_per_channel", "0", "between 1 and 1024"),
+        ("pages_per_block", "0", "between 2 and 16384"),
+        ("page_size", "4095", "multiple of the 4 KiB mapping unit"),
+        ("gc_free_blocks", "0", "between 2"),
+        ("gc_free_blocks", "1000000", "and 1024"),
+        ("erase_time", "\"0ns\"", "between 1ns and 1s"),
+        ("slc_read_time", "\"0ns\"", "between 1ns and 1s"),
+        ("read_overhead", "\"1000s\"", "between 0 and 1s"),
+        ("suspend_resume_overhead", "\"2s\"", "between 0 and 1s"),
+        ("bus_bandwidth", "0", "must be positive"),
+        ("slc_buffer", "\"5TiB\"", "and 4.00 TiB"),
+        ("write_cache", "\"5TiB\"", "and 4.00 TiB"),
+        ("packed_write_max", "100000", "between 0 (none) and 255"),
+        ("suspend_max", "100000", "between 0 and 1000"),
+        ("queue_depth", "0", "between 1 and 256"),
+        ("scheduler", "\"cfq\"", "known:"),
+    ];
+    for (field, value, range) in cases {
+        let source = custom_device_scenario(field, value);
+        let err = scenario::parse("custom.toml", &source).unwrap_err();
+        let line = line_of(&source, &format!("{field} = {value}"));
+        assert_eq!(
+            err.position.map(|p| p.0),
+            Some(line),
+            "{field} = {value}: {err}"
+        );
+        let column = format!("{field} = ").len() + 1;
+        assert_eq!(err.position.unwrap().1, column, "{err}");
+        assert!(err.message.contains(&format!("`{field}`")), "{err}");
+        assert!(err.message.contains(range), "{field} = {value}: {err}");
+    }
+    // A capacity whose GC reserve overflows the 32-bit page map names both fields.
+    let source = custom_device_scenario("gc_free_blocks", "1024")
+        .replace("capacity = 34359738368", "capacity = \"4TiB\"")
+        .replace("planes = 2", "planes = 16")
+        .replace("pages_per_block = 128", "pages_per_block = 16384");
+    let err = scenario::parse("custom.toml", &source).unwrap_err();
+    assert!(err.message.contains("32-bit page map"), "{err}");
+    // A published figure, two tables down, is found at its own line too.
+    let source = custom_device_scenario("scheduler", "\"fifo-read-priority\"").replace(
+        "[[app]]",
+        "[stack.device.custom.published]\nseq_read_mbps = nan\n\n[[app]]",
+    );
+    let err = scenario::parse("custom.toml", &source).unwrap_err();
+    assert_eq!(
+        err.position.map(|p| p.0),
+        Some(line_of(&source, "seq_read_mbps = nan")),
+        "{err}"
+    );
+}
+
+#[test]
+fn nesting_deeper_than_the_parser_allows_names_the_line_and_column() {
+    let head = "name = \"x\"\nduration = \"1s\"\n";
+    let dotted = ["a"; 10_000].join(".");
+    for (text, column) in [
+        (format!("{head}{dotted} = 1\n"), 1),
+        (format!("{head}[{dotted}]\n"), 2),
+        (format!("{head}b = {{ {dotted} = 1 }}\n"), 7),
+        (format!("{head}b = {}\n", "[".repeat(10_000)), 85),
+        (format!("{head}b = {}1\n", "{ a = ".repeat(10_000)), 485),
+    ] {
+        let err = scenario::parse("deep.toml", &text).unwrap_err();
+        assert_eq!(err.position, Some((3, column)), "{err}");
+        assert!(err.message.contains("recurs"), "{err}");
+    }
+}

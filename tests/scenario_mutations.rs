@@ -133,3 +133,324 @@ fn every_mutated_field_is_parsed_or_reported_at_its_line_without_a_panic() {
         failures.join("\n")
     );
 }
+
+/// Values tried for each field of a custom device, as TOML text: typical ones, the edges of
+/// each range and beyond (0, negative, nan, inf, huge), and values of the wrong type.
+fn device_field_values() -> FieldValues {
+    const NUMBERS: [&str; 9] = [
+        "0",
+        "1",
+        "2",
+        "-1",
+        "nan",
+        "inf",
+        "1e30",
+        "4294967295",
+        "9223372036854775807",
+    ];
+    let times = vec![
+        "\"0ns\"",
+        "\"1ns\"",
+        "\"56us\"",
+        "\"1s\"",
+        "\"2s\"",
+        "\"1000s\"",
+        "\"-5ms\"",
+        "nan",
+    ];
+    let sizes = vec![
+        "0",
+        "4096",
+        "\"4KiB\"",
+        "\"16KiB\"",
+        "\"1GiB\"",
+        "\"4TiB\"",
+        "\"5TiB\"",
+        "-1",
+        "nan",
+    ];
+    let bandwidths = vec![
+        "0",
+        "1",
+        "\"1kB/s\"",
+        "\"400MB/s\"",
+        "\"1000GB/s\"",
+        "-1",
+        "nan",
+    ];
+    let counts: Vec<&str> = NUMBERS
+        .iter()
+        .copied()
+        .chain(["4", "16", "32", "64", "256", "1024", "1025"])
+        .collect();
+    let fractions = vec![
+        "0.0", "0.07", "1.0", "-0.1", "2.0", "nan", "inf", "-inf", "1e308",
+    ];
+    let mut fields = vec![
+        ("capacity", sizes.clone()),
+        ("write_cache", sizes.clone()),
+        ("slc_buffer", sizes.clone()),
+        ("page_size", sizes),
+        ("bus_bandwidth", bandwidths.clone()),
+        ("channel_bandwidth", bandwidths),
+        ("over_provisioning", fractions),
+        (
+            "scheduler",
+            vec![
+                "\"fifo\"",
+                "\"fifo-read-priority\"",
+                "\"fg-aware\"",
+                "\"cfq\"",
+                "\"\"",
+            ],
+        ),
+        (
+            "suspend",
+            vec!["\"off\"", "\"reads\"", "\"foreground\"", "\"all\""],
+        ),
+    ];
+    for field in [
+        "queue_depth",
+        "controller_slots",
+        "channels",
+        "dies_per_channel",
+        "planes",
+        "pages_per_block",
+        "gc_free_blocks",
+        "packed_write_max",
+        "suspend_max",
+    ] {
+        fields.push((field, counts.clone()));
+    }
+    for field in [
+        "read_overhead",
+        "write_overhead",
+        "flush_overhead",
+        "discard_overhead",
+        "discard_per_page",
+        "read_time",
+        "program_time",
+        "erase_time",
+        "slc_read_time",
+        "slc_program_time",
+        "program_suspend_latency",
+        "erase_suspend_latency",
+        "suspend_resume_overhead",
+    ] {
+        fields.push((field, times.clone()));
+    }
+    fields
+}
+
+/// Values tried per field, as TOML text.
+type FieldValues = Vec<(&'static str, Vec<&'static str>)>;
+
+/// A workload kind, its table's fixed lines, and the values tried for its fields.
+type WorkloadValues = (&'static str, &'static str, FieldValues);
+
+/// Each workload kind with values tried for its fields (the rest of its table is fixed).
+fn workload_values() -> Vec<WorkloadValues> {
+    let sizes = vec![
+        "0", "1", "\"512B\"", "\"4KiB\"", "\"1MiB\"", "\"1GiB\"", "\"1TiB\"", "-1", "nan",
+    ];
+    let times = vec!["\"0ns\"", "\"1ms\"", "\"1s\"", "\"-1ms\"", "nan"];
+    let counts = vec!["0", "1", "4", "1000", "-1", "nan", "18446744073709551615"];
+    vec![
+        (
+            "seq-write",
+            "path = \"/data/a\"\nsize = \"1MiB\"",
+            vec![
+                ("size", sizes.clone()),
+                ("io_size", sizes.clone()),
+                ("fsync_every", sizes.clone()),
+                ("think", times.clone()),
+                (
+                    "mode",
+                    vec!["\"buffered\"", "\"sync\"", "\"direct\"", "\"x\""],
+                ),
+            ],
+        ),
+        (
+            "file-read",
+            "path = \"/data/b\"\nfile_size = \"1MiB\"",
+            vec![
+                ("file_size", sizes.clone()),
+                ("io_size", sizes.clone()),
+                ("think", times.clone()),
+                ("count", counts.clone()),
+                ("pattern", vec!["\"random\"", "\"sequential\"", "\"x\""]),
+                ("direct", vec!["true", "false", "1"]),
+            ],
+        ),
+        (
+            "fsync-write",
+            "path = \"/data/c\"",
+            vec![
+                ("io_size", sizes.clone()),
+                ("region", sizes.clone()),
+                ("think", times.clone()),
+                ("count", counts.clone()),
+                ("prefill", vec!["true", "false"]),
+            ],
+        ),
+        (
+            "video",
+            "path = \"/data/v\"\nfile_size = \"8MiB\"\nbitrate = \"1MB/s\"",
+            vec![
+                ("file_size", sizes.clone()),
+                (
+                    "bitrate",
+                    vec!["0", "\"1B/s\"", "\"1MB/s\"", "\"1TB/s\"", "-1"],
+                ),
+                ("fps", counts.clone()),
+                ("count", counts.clone()),
+            ],
+        ),
+        (
+            "toy-io",
+            "interval = \"1ms\"",
+            vec![
+                ("interval", times.clone()),
+                ("depth", counts.clone()),
+                ("count", counts.clone()),
+                ("size", sizes.clone()),
+            ],
+        ),
+        (
+            "fio",
+            "rw = \"randread\"\nbs = \"4k\"\nsize = \"1m\"",
+            vec![
+                ("rw", vec!["\"read\"", "\"randwrite\"", "\"trim\"", "\"x\""]),
+                ("bs", vec!["\"4k\"", "\"0\"", "\"1\"", "\"1g\"", "\"-1\""]),
+                ("size", vec!["\"1m\"", "\"0\"", "\"1t\"", "\"100t\""]),
+                ("iodepth", vec!["1", "32", "0", "100000"]),
+                ("direct", vec!["0", "1", "2"]),
+                ("numjobs", vec!["1", "4", "0", "1000000"]),
+            ],
+        ),
+    ]
+}
+
+/// A scenario of 1 ms with a custom device (the `emmc-5.1` profile written out, with `edits`
+/// applied) and one app running `kind` with `workload_edits`.
+fn generated_scenario(
+    device_edits: &[(&str, &str)],
+    fill: &str,
+    (kind, base, _): &WorkloadValues,
+    workload_edits: &[(&str, &str)],
+) -> String {
+    let mut profile = mobistack::dev::profile::builtin_profile("emmc-5.1").unwrap();
+    profile.published = Default::default();
+    let mut device: toml::Table = toml::Table::try_from(&profile).unwrap();
+    device.remove("published");
+    let mut text = String::from("name = \"generated\"\nduration = \"1ms\"\n");
+    text +=
+        &format!("[stack.device]\nprofile = \"custom\"\nfill = {fill}\n[stack.device.custom]\n");
+    for (key, value) in &device {
+        let value = device_edits
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map_or(value.to_string(), |(_, v)| v.to_string());
+        text += &format!("{key} = {value}\n");
+    }
+    text += &format!("\n[[app]]\nname = \"a\"\n[app.workload.{kind}]\n");
+    let mut lines: Vec<(String, String)> = base
+        .lines()
+        .map(|l| l.split_once(" = ").unwrap())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    for (key, value) in workload_edits {
+        match lines.iter_mut().find(|(k, _)| k == key) {
+            Some(line) => line.1 = value.to_string(),
+            None => lines.push((key.to_string(), value.to_string())),
+        }
+    }
+    for (key, value) in lines {
+        text += &format!("{key} = {value}\n");
+    }
+    text
+}
+
+/// Whether a run of `scenario` starts: its stack builds and no app fails to start (an app's
+/// failure recorded at time 0 by the app itself, `AppContext::fail_to_start`).
+fn run_starts(scenario: &scenario::Scenario) -> Result<(), String> {
+    for variant in &scenario.variants {
+        let result =
+            mobistack::run::run_one(scenario, variant, 1, |_| {}).map_err(|e| e.to_string())?;
+        for (name, app) in &result.apps {
+            if let Some(failure) = app
+                .failure
+                .as_ref()
+                .filter(|f| f.at_ns == 0 && &f.task == name)
+            {
+                return Err(format!("app `{name}` did not start: {}", failure.message));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `validate` accepts exactly the scenarios whose runs start: one that validates builds its
+/// stack and starts its apps (a run only starts what validates, by construction, since `run`
+/// parses with the same checks). Generated: a custom device with up to three fields set over
+/// their domain (nan, inf, 0, negative, huge, wrong type), a `fill`, and one app of each
+/// workload kind with up to two fields set likewise; 400 cases, each run for 1 ms.
+#[test]
+fn a_scenario_that_validates_starts_to_run() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let fields = device_field_values();
+    let workloads = workload_values();
+    let strategy = (
+        proptest::collection::vec((0..fields.len(), 0usize..1000), 0..4),
+        prop_oneof![3 => Just("0.5"), 1 => proptest::sample::select(vec!["0.0", "1.0", "nan", "1.5", "-0.5"])],
+        0..workloads.len(),
+        proptest::collection::vec((0usize..1000, 0usize..1000), 0..3),
+    );
+    let mut runner = TestRunner::new(Config {
+        cases: 400,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let validated = std::cell::Cell::new(0usize);
+    let cases = std::cell::Cell::new(0usize);
+    let result = runner.run(&strategy, |(device_picks, fill, kind, workload_picks)| {
+        let device_edits: Vec<(&str, &str)> = device_picks
+            .iter()
+            .map(|&(f, v)| (fields[f].0, fields[f].1[v % fields[f].1.len()]))
+            .collect();
+        let workload = &workloads[kind];
+        let workload_edits: Vec<(&str, &str)> = workload_picks
+            .iter()
+            .map(|&(f, v)| {
+                let (field, values) = &workload.2[f % workload.2.len()];
+                (*field, values[v % values.len()])
+            })
+            .collect();
+        let text = generated_scenario(&device_edits, fill, workload, &workload_edits);
+        cases.set(cases.get() + 1);
+        if let Ok(parsed) = scenario::parse("generated.toml", &text) {
+            validated.set(validated.get() + 1);
+            if let Err(error) = run_starts(&parsed) {
+                prop_assert!(false, "validates but does not start: {error}\n{text}");
+            }
+        }
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+    // Both sides are exercised: enough scenarios validate (and run) to mean something.
+    assert!(
+        validated.get() * 5 >= cases.get(),
+        "only {} of {} generated scenarios validate",
+        validated.get(),
+        cases.get()
+    );
+    eprintln!(
+        "{} of {} generated scenarios validated and started",
+        validated.get(),
+        cases.get()
+    );
+}

@@ -651,6 +651,29 @@ pub struct Ftl {
 }
 
 impl Ftl {
+    /// The physical blocks per die and the physical 4 KiB slots in all of an FTL of these
+    /// parameters (see [`Ftl::new`]); the slots must stay below [`UNMAPPED`].
+    pub fn layout(
+        logical_units: u64,
+        dies: u32,
+        units_per_program: u32,
+        units_per_block: u32,
+        over_provisioning: f64,
+        gc_free_blocks: u32,
+    ) -> (u64, u64) {
+        let chunks = logical_units.div_ceil(u64::from(units_per_program));
+        let chunks_per_die = chunks.div_ceil(u64::from(dies));
+        let units_per_die = chunks_per_die * u64::from(units_per_program);
+        let data_blocks = units_per_die.div_ceil(u64::from(units_per_block));
+        let op_blocks = ((data_blocks as f64) * over_provisioning).ceil() as u64;
+        // Two open blocks (host and GC) plus the GC reserve come on top of the over-provisioning.
+        let blocks_per_die = data_blocks + op_blocks.max(1) + u64::from(gc_free_blocks) + 2;
+        let total_units = blocks_per_die
+            .saturating_mul(u64::from(dies))
+            .saturating_mul(u64::from(units_per_block));
+        (blocks_per_die, total_units)
+    }
+
     /// `logical_units` 4 KiB pages exported; `over_provisioning` extra physical space as a fraction
     /// of the logical space; GC starts when a die has at most `gc_free_blocks` erased blocks.
     pub fn new(
@@ -673,14 +696,14 @@ impl Ftl {
         if logical_units == 0 {
             return Err("capacity must be at least one 4 KiB page".into());
         }
-        let chunks = logical_units.div_ceil(u64::from(units_per_program));
-        let chunks_per_die = chunks.div_ceil(u64::from(dies));
-        let units_per_die = chunks_per_die * u64::from(units_per_program);
-        let data_blocks = units_per_die.div_ceil(u64::from(units_per_block));
-        let op_blocks = ((data_blocks as f64) * over_provisioning).ceil() as u64;
-        // Two open blocks (host and GC) plus the GC reserve come on top of the over-provisioning.
-        let blocks_per_die = data_blocks + op_blocks.max(1) + u64::from(gc_free_blocks) + 2;
-        let total_units = blocks_per_die * u64::from(dies) * u64::from(units_per_block);
+        let (blocks_per_die, total_units) = Self::layout(
+            logical_units,
+            dies,
+            units_per_program,
+            units_per_block,
+            over_provisioning,
+            gc_free_blocks,
+        );
         if total_units >= u64::from(UNMAPPED) || logical_units >= u64::from(UNMAPPED) {
             return Err("capacity too large for the model's 32-bit page map (max ~15 TiB)".into());
         }

@@ -214,8 +214,36 @@ fn suspend_max_default() -> u32 {
     4
 }
 
+/// Longest time one NAND operation, firmware step or suspend step of a profile may take: 1 s.
+/// The slowest built-in figure is the microSD card's 9.92 ms per write command; a bound far
+/// above every part keeps the device's sums of times far from overflow and catches a unit
+/// mistake ("1000s" for "1000us").
+pub const MAX_STEP_TIME: Nanos = crate::units::NS_PER_SEC;
+/// Most channels, and most dies per channel, of a profile; their product is bounded by
+/// [`MAX_DIES`]. UFS 4.0 controllers have 8 channels (docs/references.md); 1024 is the model's
+/// bound, not a part's.
+pub const MAX_DIES: u32 = 1024;
+/// Most planes of a die: 16 (parts of 2014 on have 2 to 6; a bound on the model's program unit).
+pub const MAX_PLANES: u32 = 16;
+/// Largest NAND page: 1 MiB (parts have 2 to 16 KiB; a bound on the model's program unit).
+pub const MAX_PAGE_SIZE: u64 = 1 << 20;
+/// Most pages per block: 16,384 (3D TLC parts have about 1,000 to 3,000; a bound on the block).
+pub const MAX_PAGES_PER_BLOCK: u32 = 16_384;
+/// Largest GC reserve: 1,024 free blocks per die. The reserve is added on top of the data
+/// blocks, so a larger one only costs memory (FTLs keep a few blocks: SimpleSSD's default GC
+/// threshold is 5 % of the blocks, the built-in profiles 3 blocks).
+pub const MAX_GC_FREE_BLOCKS: u32 = 1024;
+/// Most writes per eMMC packed command: 255, the range of the one-byte
+/// `EXT_CSD_MAX_PACKED_WRITES` (JESD84-B45, EXT_CSD[500]).
+pub const MAX_PACKED_WRITES: u32 = 255;
+/// Most suspensions of one program or erase: 1,000 (asm: no part publishes its bound; a bound on
+/// the model's work per operation).
+pub const MAX_SUSPENDS: u32 = 1000;
+
 impl DeviceProfile {
-    /// Checks user-supplied numbers; errors say which parameter is wrong.
+    /// Checks user-supplied numbers, field by field in the order of the struct: every field of
+    /// a custom profile, so that a profile that passes builds a device. Errors name the field
+    /// in backticks and its valid range.
     pub fn validate(&self) -> Result<(), String> {
         let name = &self.name;
         let fail = |what: String| Err(format!("device profile `{name}`: {what}"));
@@ -231,36 +259,22 @@ impl DeviceProfile {
                 self.controller_slots, self.queue_depth
             ));
         }
-        if self.bus_bandwidth == 0 || self.channel_bandwidth == 0 {
-            return fail("`bus_bandwidth` and `channel_bandwidth` must be positive".into());
+        for (field, value) in [
+            ("bus_bandwidth", self.bus_bandwidth),
+            ("channel_bandwidth", self.channel_bandwidth),
+        ] {
+            if value == 0 {
+                return fail(format!(
+                    "`{field}` 0 must be positive (at least 1 B/s, e.g. \"400MB/s\")"
+                ));
+            }
         }
-        if self.page_size > u64::from(u32::MAX) {
-            return fail("`page_size` is too large".into());
-        }
-        let geometry = super::nand::Geometry {
-            channels: self.channels,
-            dies_per_channel: self.dies_per_channel,
-            planes: self.planes,
-            page_bytes: self.page_size as u32,
-            pages_per_block: self.pages_per_block,
-        };
-        if let Err(error) = geometry.validate() {
-            return fail(error);
-        }
-        if self.read_time == 0 || self.program_time == 0 || self.slc_program_time == 0 {
-            return fail(
-                "`read_time`, `program_time` and `slc_program_time` must be positive".into(),
-            );
-        }
+        self.check_times()?;
+        self.check_geometry()?;
+        let geometry = self.geometry();
         let unit = geometry.program_unit_bytes();
-        if self.write_cache != 0 && self.write_cache < 2 * unit * u64::from(geometry.dies()) {
-            return fail(format!(
-                "`write_cache` {} B must be 0 (write-through) or at least two program units per die ({} B)",
-                self.write_cache,
-                2 * unit * u64::from(geometry.dies())
-            ));
-        }
-        let blocks_min = 8 * unit * u64::from(self.pages_per_block) * u64::from(geometry.dies());
+        let dies = u64::from(geometry.dies());
+        let blocks_min = 8 * unit * u64::from(self.pages_per_block) * dies;
         if self.capacity < blocks_min {
             return fail(format!(
                 "`capacity` {} B is below 8 blocks per die ({blocks_min} B)",
@@ -274,12 +288,189 @@ impl DeviceProfile {
                 crate::units::format_size(MAX_CAPACITY)
             ));
         }
+        if self.write_cache != 0
+            && (self.write_cache < 2 * unit * dies || self.write_cache > MAX_CAPACITY)
+        {
+            return fail(format!(
+                "`write_cache` {} B must be 0 (write-through) or between two program units per die ({} B) and {}",
+                self.write_cache,
+                2 * unit * dies,
+                crate::units::format_size(MAX_CAPACITY)
+            ));
+        }
+        // An SLC buffer may exceed an overridden `capacity` (`ufs-3.1` with capacity = "4GiB"):
+        // it then holds every write, as a new part's empty buffer does.
+        if self.slc_buffer > MAX_CAPACITY {
+            return fail(format!(
+                "`slc_buffer` {} B must be between 0 (none) and {}",
+                self.slc_buffer,
+                crate::units::format_size(MAX_CAPACITY)
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.over_provisioning) {
+            return fail(format!(
+                "`over_provisioning` {} must be a fraction between 0 and 1 (e.g. 0.07)",
+                self.over_provisioning
+            ));
+        }
+        if !(2..=MAX_GC_FREE_BLOCKS).contains(&self.gc_free_blocks) {
+            return fail(format!(
+                "`gc_free_blocks` {} must be between 2 (GC needs a block to copy into) and {MAX_GC_FREE_BLOCKS}",
+                self.gc_free_blocks
+            ));
+        }
+        let (blocks_per_die, slots) = super::ftl::Ftl::layout(
+            self.capacity / super::nand::MAP_UNIT_BYTES,
+            geometry.dies(),
+            geometry.units_per_program(),
+            geometry.units_per_block(),
+            self.over_provisioning,
+            self.gc_free_blocks,
+        );
+        if slots >= u64::from(super::ftl::UNMAPPED) {
+            return fail(format!(
+                "`capacity` {} with `over_provisioning` {} and `gc_free_blocks` {} needs {blocks_per_die} blocks per die, {slots} physical 4 KiB pages in all: more than the model's 32-bit page map holds ({}); lower `capacity`",
+                crate::units::format_size(self.capacity),
+                self.over_provisioning,
+                self.gc_free_blocks,
+                super::ftl::UNMAPPED
+            ));
+        }
         if !SCHEDULER_NAMES.contains(&self.scheduler.as_str()) {
             return fail(format!(
                 "unknown `scheduler` `{}`; known: {}",
                 self.scheduler,
                 SCHEDULER_NAMES.join(", ")
             ));
+        }
+        if self.packed_write_max > MAX_PACKED_WRITES {
+            return fail(format!(
+                "`packed_write_max` {} must be between 0 (none) and {MAX_PACKED_WRITES} (EXT_CSD_MAX_PACKED_WRITES is one byte)",
+                self.packed_write_max
+            ));
+        }
+        if self.suspend_max > MAX_SUSPENDS {
+            return fail(format!(
+                "`suspend_max` {} must be between 0 and {MAX_SUSPENDS}",
+                self.suspend_max
+            ));
+        }
+        self.published.validate().or_else(fail)
+    }
+
+    /// The NAND geometry of the profile (valid after [`DeviceProfile::check_geometry`]).
+    fn geometry(&self) -> super::nand::Geometry {
+        super::nand::Geometry {
+            channels: self.channels,
+            dies_per_channel: self.dies_per_channel,
+            planes: self.planes,
+            page_bytes: self.page_size as u32,
+            pages_per_block: self.pages_per_block,
+        }
+    }
+
+    /// `channels`, `dies_per_channel`, `planes`, `page_size`, `pages_per_block`, each within its
+    /// range before any is multiplied.
+    fn check_geometry(&self) -> Result<(), String> {
+        let name = &self.name;
+        let fail = |what: String| Err(format!("device profile `{name}`: {what}"));
+        for (field, value, max) in [
+            ("channels", self.channels, MAX_DIES),
+            ("dies_per_channel", self.dies_per_channel, MAX_DIES),
+            ("planes", self.planes, MAX_PLANES),
+        ] {
+            if !(1..=max).contains(&value) {
+                return fail(format!("`{field}` {value} must be between 1 and {max}"));
+            }
+        }
+        if self.channels * self.dies_per_channel > MAX_DIES {
+            return fail(format!(
+                "`channels` x `dies_per_channel` = {} dies is more than the model's {MAX_DIES}",
+                self.channels * self.dies_per_channel
+            ));
+        }
+        let unit = super::nand::MAP_UNIT_BYTES;
+        if !(unit..=MAX_PAGE_SIZE).contains(&self.page_size) || !self.page_size.is_multiple_of(unit)
+        {
+            return fail(format!(
+                "`page_size` {} B must be a multiple of the 4 KiB mapping unit between 4 KiB and {} KiB",
+                self.page_size,
+                MAX_PAGE_SIZE / 1024
+            ));
+        }
+        if !(2..=MAX_PAGES_PER_BLOCK).contains(&self.pages_per_block) {
+            return fail(format!(
+                "`pages_per_block` {} must be between 2 and {MAX_PAGES_PER_BLOCK}",
+                self.pages_per_block
+            ));
+        }
+        self.geometry().validate().or_else(fail)
+    }
+
+    /// Every time of the profile within its range: NAND operations positive, firmware and
+    /// suspend steps possibly zero, all at most [`MAX_STEP_TIME`].
+    fn check_times(&self) -> Result<(), String> {
+        let name = &self.name;
+        let positive = [
+            ("read_time", self.read_time),
+            ("program_time", self.program_time),
+            ("erase_time", self.erase_time),
+            ("slc_read_time", self.slc_read_time),
+            ("slc_program_time", self.slc_program_time),
+        ];
+        let zero_allowed = [
+            ("read_overhead", self.read_overhead),
+            ("write_overhead", self.write_overhead),
+            ("flush_overhead", self.flush_overhead),
+            ("discard_overhead", self.discard_overhead),
+            ("discard_per_page", self.discard_per_page),
+            ("program_suspend_latency", self.program_suspend_latency),
+            ("erase_suspend_latency", self.erase_suspend_latency),
+            ("suspend_resume_overhead", self.suspend_resume_overhead),
+        ];
+        let checks = positive
+            .iter()
+            .map(|&(field, value)| (field, value, 1))
+            .chain(zero_allowed.iter().map(|&(field, value)| (field, value, 0)));
+        for (field, value, min) in checks {
+            if !(min..=MAX_STEP_TIME).contains(&value) {
+                return Err(format!(
+                    "device profile `{name}`: `{field}` {} must be between {} and 1s",
+                    short_duration(value),
+                    if min == 0 { "0" } else { "1ns" }
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `value` in the largest unit that writes it whole ("1000s", "56us", "7ns").
+fn short_duration(value: Nanos) -> String {
+    let units = [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")];
+    match units
+        .iter()
+        .find(|(scale, _)| value != 0 && value.is_multiple_of(*scale))
+    {
+        Some((scale, unit)) => format!("{}{unit}", value / scale),
+        None => format!("{value}ns"),
+    }
+}
+
+impl Published {
+    /// Each figure, when given, a positive finite number.
+    fn validate(&self) -> Result<(), String> {
+        for (field, value) in [
+            ("seq_read_mbps", self.seq_read_mbps),
+            ("seq_write_mbps", self.seq_write_mbps),
+            ("rand_read_iops", self.rand_read_iops),
+            ("rand_write_iops", self.rand_write_iops),
+        ] {
+            if let Some(value) = value.filter(|v| !(v.is_finite() && *v > 0.0)) {
+                return Err(format!(
+                    "`published.{field}` {value} must be a positive number"
+                ));
+            }
         }
         Ok(())
     }

@@ -96,8 +96,25 @@ impl<'a> Spans<'a> {
     }
 
     /// The keys of the table at `path` in the order they are written, and those of its
-    /// sub-tables one level down as `sub.key`.
+    /// sub-tables at every depth as `sub.key` (`custom.published.seq_read_mbps`).
     pub fn entries(&self, path: &[Seg]) -> Vec<Entry> {
+        fn collect(prefix: &str, table: &DeTable<'_>, out: &mut Vec<Entry>) {
+            for (k, v) in table.iter() {
+                let name = if prefix.is_empty() {
+                    k.get_ref().to_string()
+                } else {
+                    format!("{prefix}.{}", k.get_ref())
+                };
+                out.push(Entry {
+                    name: name.clone(),
+                    key: k.span(),
+                    value: v.span(),
+                });
+                if let DeValue::Table(sub) = v.get_ref() {
+                    collect(&name, sub, out);
+                }
+            }
+        }
         let Some((_, value)) = self.lookup(path) else {
             return Vec::new();
         };
@@ -105,22 +122,7 @@ impl<'a> Spans<'a> {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for (k, v) in table.iter() {
-            out.push(Entry {
-                name: k.get_ref().to_string(),
-                key: k.span(),
-                value: v.span(),
-            });
-            if let DeValue::Table(sub) = v.get_ref() {
-                for (sk, sv) in sub.iter() {
-                    out.push(Entry {
-                        name: format!("{}.{}", k.get_ref(), sk.get_ref()),
-                        key: sk.span(),
-                        value: sv.span(),
-                    });
-                }
-            }
-        }
+        collect("", table, &mut out);
         out.sort_by_key(|e| e.key.start);
         out
     }
@@ -128,13 +130,18 @@ impl<'a> Spans<'a> {
     /// The field `message` is about, among the keys of `tables` (searched in order, e.g. a
     /// variant's override before the base table): the first field the message names in
     /// backticks, else the first it names as a word. A sub-table's key `custom.queue_depth`
-    /// matches `queue_depth`. `None` when the message names no key of these tables.
+    /// matches `queue_depth`, and `custom.published.seq_read_mbps` matches
+    /// `published.seq_read_mbps`. `None` when the message names no key of these tables.
     pub fn blame(&self, message: &str, tables: &[Vec<Seg>]) -> Option<Blame> {
         let quoted = quoted(message);
         let words = words(message);
         let entries: Vec<Vec<Entry>> = tables.iter().map(|path| self.entries(path)).collect();
         let matches = |entry: &Entry, word: &str| {
-            entry.name == word || entry.name.rsplit('.').next() == Some(word)
+            entry.name == word
+                || (!word.is_empty()
+                    && entry.name.len() > word.len()
+                    && entry.name.ends_with(word)
+                    && entry.name[..entry.name.len() - word.len()].ends_with('.'))
         };
         let mut found = None;
         'search: for candidates in [&quoted, &words] {
@@ -204,6 +211,100 @@ impl<'a> Spans<'a> {
         walk(&self.root, offset, &mut Vec::new(), &mut best);
         best
     }
+}
+
+/// How deep the `toml` parser lets a document nest (`LIMIT` in toml 1.2's `de/parser/mod.rs`):
+/// a dotted key of more parts, or arrays and inline tables nested deeper, are an error it may
+/// report without a position ("recursion limit").
+pub const NESTING_LIMIT: usize = 80;
+
+/// Where `source` first nests deeper than [`NESTING_LIMIT`]: the span of the dotted key (or the
+/// bracket) that goes too deep, and what it is. A scan of the text that skips strings and
+/// comments, for the parser's error that has no span.
+pub fn too_deep(source: &str) -> Option<(Range<usize>, String)> {
+    let bytes = source.as_bytes();
+    let mut depth = 0usize;
+    // The dotted key being read: where it starts and its dots so far.
+    let mut key_start: Option<usize> = None;
+    let mut dots = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' | b'\'' => {
+                key_start.get_or_insert(i);
+                i = string_end(bytes, i);
+                continue;
+            }
+            b'#' => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                (key_start, dots) = (None, 0);
+                continue;
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > NESTING_LIMIT {
+                    let message = format!(
+                        "arrays and inline tables nest more than {NESTING_LIMIT} deep here, deeper than the TOML parser allows"
+                    );
+                    return Some((i..i + 1, message));
+                }
+                (key_start, dots) = (None, 0);
+            }
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                (key_start, dots) = (None, 0);
+            }
+            b'.' if key_start.is_some() => {
+                dots += 1;
+                if dots >= NESTING_LIMIT {
+                    let start = key_start.expect("a key is being read");
+                    let end = source[start..]
+                        .find('\n')
+                        .map_or(source.len(), |n| start + n);
+                    let parts = source[start..end].matches('.').count() + 1;
+                    let message = format!(
+                        "this dotted key has {parts} or more parts, deeper than the {NESTING_LIMIT} levels the TOML parser allows"
+                    );
+                    return Some((start..start + 1, message));
+                }
+            }
+            b' ' | b'\t' => {}
+            c if c.is_ascii_alphanumeric() || c == b'_' || c == b'-' => {
+                key_start.get_or_insert(i);
+            }
+            _ => (key_start, dots) = (None, 0),
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The offset just after the string that starts at `start` (basic or literal, on one line or
+/// in triple quotes).
+fn string_end(bytes: &[u8], start: usize) -> usize {
+    let quote = bytes[start];
+    let triple = bytes.len() >= start + 3 && bytes[start..start + 3] == [quote; 3];
+    let mut i = start + if triple { 3 } else { 1 };
+    while i < bytes.len() {
+        if quote == b'"' && bytes[i] == b'\\' {
+            i += 2;
+            continue;
+        }
+        if bytes[i] == quote {
+            if !triple {
+                return i + 1;
+            }
+            if bytes.len() >= i + 3 && bytes[i..i + 3] == [quote; 3] {
+                return i + 3;
+            }
+        } else if bytes[i] == b'\n' && !triple {
+            return i;
+        }
+        i += 1;
+    }
+    bytes.len()
 }
 
 /// A path as people read it: `app[1].workload.fio.size`.
@@ -303,6 +404,23 @@ mod tests {
             .unwrap();
         assert_eq!(line(blame.span.start), 3);
         assert!(spans.blame("nothing here", &[table]).is_none());
+    }
+
+    #[test]
+    fn too_deep_finds_the_dotted_key_or_bracket_past_the_limit() {
+        let deep_key = format!(
+            "a = 1\n# x.y.z\ns = \"a.b\"\n{} = 1\n",
+            ["k"; 100].join(".")
+        );
+        let (span, message) = too_deep(&deep_key).unwrap();
+        assert_eq!(span.start, deep_key.find("k.k").unwrap());
+        assert!(message.contains("100 or more parts"), "{message}");
+        let header = format!("[{}]\n", ["t"; 81].join("."));
+        assert_eq!(too_deep(&header).unwrap().0.start, 1);
+        let brackets = format!("x = 1\na = {}", "[".repeat(200));
+        assert_eq!(too_deep(&brackets).unwrap().0.start, 10 + NESTING_LIMIT);
+        assert!(too_deep(&format!("{} = 1\nv = 1.5\n", ["k"; 80].join("."))).is_none());
+        assert!(too_deep("s = \"[[[[\\\"\"\nt = '''{{{'''\n").is_none());
     }
 
     #[test]

@@ -205,8 +205,15 @@ fn toml_error(
     spans: Option<&locate::Spans<'_>>,
     error: &toml::de::Error,
 ) -> ScenarioError {
-    let span = error.span();
+    let mut span = error.span();
     let mut message = error.message().trim_end().to_string();
+    if span.is_none() {
+        // The parser's "recursion limit" has no position: find where the nesting goes too deep.
+        if let Some((deep, explained)) = locate::too_deep(source) {
+            span = Some(deep);
+            message = format!("{message}: {explained}");
+        }
+    }
     let located = spans.zip(span.clone()).and_then(|(spans, span)| {
         spans
             .path_at(span.start)
