@@ -596,7 +596,7 @@ fn cmd_fio(
     seed: u64,
     format: &str,
 ) -> ExitCode {
-    use mobistack::workload::fio::{run_fio_file, FioOptions};
+    use mobistack::workload::fio::{run_fio_file_classified, FioError, FioOptions};
     let plus = match format {
         "normal" | "json" => false,
         "json+" => true,
@@ -646,13 +646,17 @@ fn cmd_fio(
         progress: Some(Arc::new(move |now| hook.update(0, now))),
         ..FioOptions::default()
     };
-    let report = run_fio_file(&text, device, elevator, options);
+    let report = run_fio_file_classified(&text, device, elevator, options);
     progress.finish();
     let report = match report {
         Ok(report) => report,
-        Err(e) => {
+        Err(FioError::Input(e)) => {
             eprintln!("error: {}: {e}", jobfile.display());
             return ExitCode::from(EXIT_BAD_INPUT);
+        }
+        Err(FioError::Run(e)) => {
+            eprintln!("error: {}: {e}", jobfile.display());
+            return ExitCode::from(EXIT_RUN_FAILED);
         }
     };
     if let (Some(path), Some(targets), Some(trace)) = (&blktrace, &targets, &report.trace) {

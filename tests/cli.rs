@@ -1085,3 +1085,22 @@ fn a_counter_period_past_the_trace_bound_is_refused_before_the_run() {
     );
     assert!(!trace.exists());
 }
+
+#[test]
+fn fio_exits_2_for_a_bad_job_and_1_for_a_run_that_could_not_finish() {
+    let dir = std::env::temp_dir().join(format!("mobistack-fio-exit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Bad input: an unknown rw.
+    let bad = dir.join("bad.fio");
+    std::fs::write(&bad, "[w]\nrw=sideways\nsize=1m\n").unwrap();
+    let (code, _, err) = mobistack(&["fio", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    // A run that cannot finish: four buffered 30 GiB files fill the file system, and fio's
+    // layout of the next one fails with ENOSPC, as real fio's does (exit 1, not bad input).
+    let full = dir.join("full.fio");
+    std::fs::write(&full, "[w]\nrw=write\nbs=1m\nsize=30g\nnumjobs=4\n").unwrap();
+    let (code, _, err) = mobistack(&["fio", full.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("ENOSPC"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -333,6 +333,16 @@ pub fn run_fio(
     elevator: &str,
     options: FioOptions,
 ) -> Result<FioReport, String> {
+    run_fio_classified(jobs, device, elevator, options).map_err(|e| e.to_string())
+}
+
+/// [`run_fio`], telling bad input ([`FioError::Input`]) from a run that could not finish.
+pub fn run_fio_classified(
+    jobs: &[FioJob],
+    device: Box<dyn BlockDevice>,
+    elevator: &str,
+    options: FioOptions,
+) -> Result<FioReport, FioError> {
     let device_name = device.name().to_string();
     let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
     let queue = build_queue(device, elevator, options.trace)?;
@@ -430,13 +440,13 @@ pub fn run_fio(
         }
     });
     sim.run_until(u64::MAX, true)
-        .map_err(|error| format!("fio run could not finish: {error}"))?;
+        .map_err(|error| FioError::Run(format!("fio run could not finish: {error}")))?;
     if let Some(message) = failure.borrow_mut().take() {
-        return Err(message);
+        return Err(FioError::Run(message));
     }
     // fio stops a job on its first error and exits with an error.
     if let Some(error) = all.iter().find_map(|(state, _)| state.error()) {
-        return Err(error);
+        return Err(FioError::Run(error));
     }
     let left_at_end = LeftAtEnd {
         bios_in_flight: layer.pending_bios() as u64,
@@ -490,8 +500,42 @@ pub fn run_fio_file(
     elevator: &str,
     options: FioOptions,
 ) -> Result<FioReport, String> {
-    let jobs = parse_job_file(text)?;
-    run_fio(&jobs, device, elevator, options)
+    run_fio_file_classified(text, device, elevator, options).map_err(|e| e.to_string())
+}
+
+/// Why a job file gave no report: its input is wrong (exit status 2 of `mobistack fio`), or
+/// the run could not finish (a deadlock or zero-time livelock of the engine, a job stopped by
+/// an I/O error as fio's `continue_on_error=none` stops it: exit status 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FioError {
+    Input(String),
+    Run(String),
+}
+
+/// Errors found before the run starts (a job the device or the stack cannot take) are input.
+impl From<String> for FioError {
+    fn from(message: String) -> Self {
+        FioError::Input(message)
+    }
+}
+
+impl std::fmt::Display for FioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FioError::Input(message) | FioError::Run(message) => f.write_str(message),
+        }
+    }
+}
+
+/// [`run_fio_file`], telling bad input from a run that could not finish.
+pub fn run_fio_file_classified(
+    text: &str,
+    device: Box<dyn BlockDevice>,
+    elevator: &str,
+    options: FioOptions,
+) -> Result<FioReport, FioError> {
+    let jobs = parse_job_file(text).map_err(FioError::Input)?;
+    run_fio_classified(&jobs, device, elevator, options)
 }
 
 /// `mobistack bench`'s device-fio row: fio's 4 KiB random reads at queue depth 32 (libaio,
