@@ -336,6 +336,8 @@ pub fn sqlite_statements(text: &str) -> Outcome {
 
 /// A scenario file, run as `mobistack run` runs it: its duration cut to the budget, its first
 /// seed only, its first [`Budget::max_variants`] variants, device capacities cut.
+/// `mobistack run` checks the page cache's invariants only with `--check` or in a debug build;
+/// so does this.
 pub fn scenario_toml(text: &str) -> Outcome {
     let mut scenario =
         crate::scenario::parse("fuzz.toml", text).map_err(|e| Error::Input(e.to_string()))?;
@@ -344,13 +346,15 @@ pub fn scenario_toml(text: &str) -> Outcome {
     for variant in &mut scenario.variants {
         cap_device(&mut variant.stack.device);
     }
-    let options = crate::run::RunOptions {
-        seeds: Some(scenario.seeds.iter().take(1).copied().collect()),
-        threads: 1,
-        ..Default::default()
-    };
+    // One run after the other on this thread (`run_scenario` runs them on worker threads,
+    // outside this thread's event bound), as `run_scenario` runs each (variant, seed).
+    let seed = scenario.seeds.first().copied().unwrap_or(1);
     let (result, report) = with_event_limit(BUDGET.max_events, || {
-        crate::run::run_scenario(&scenario, &options).map_err(|e| e.to_string())
+        scenario.variants.iter().try_for_each(|variant| {
+            crate::run::run_one(&scenario, variant, seed, |_| {})
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
     });
     judge(result, &report, may_deadlock(&scenario))
 }
