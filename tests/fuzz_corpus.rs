@@ -22,11 +22,22 @@ const KNOWN_FAILURES: &[&str] = &[
     // event bound nor the livelock detector sees it (known: zero-time flowops).
     "filebench_run/eventlimit-zero-time.f",
     "filebench_run/fsyncset-zero-time-hang.f",
+    // Found by filebench_run: file sizes of a fileset summed past 2^64, "attempt to add with
+    // overflow" at src/workload/filebench/fileset.rs:224 (`self.bytes += size`).
+    "filebench_run/fileset-size-sum-overflow.f",
     // Arrivals scaled past 2^64 ns: "attempt to add with overflow" in the device model
     // (src/dev/flash.rs:627), from the replay's time scaling (known: DiskSim with --time-scale).
     "replay_run/disksim-time-scale-overflow.txt",
     // Hangs inside SQLite (a recursive CTE without end never returns to the VFS; known).
     "sqlite_run/recursive-cte-never-ends.sql",
+    // Found by sqlite_run: a statement that starts with NUL bytes (SQLite sees an empty
+    // statement) costs no virtual time, and the app loops at one instant: "zero-time livelock
+    // at 0.854 ms: task `db` (T5) took 4194305 steps ... keeps doing `transaction` system
+    // calls that take no virtual time" (src/workload/sqlite).
+    "sqlite_run/transaction-zero-time-livelock.sql",
+    // Also reported as that livelock in fork mode, but did not reproduce when run again alone
+    // with the same binary: not run until someone checks why.
+    "sqlite_run/transaction-zero-time-livelock-unconfirmed.sql",
 ];
 
 /// Wall time one input may take (the slowest seed takes well under a second in the test build).
