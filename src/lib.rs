@@ -22,6 +22,7 @@ pub mod dev;
 pub mod errno;
 pub mod fasttrack;
 pub mod fs;
+pub mod fuzzing;
 pub mod kernel;
 pub mod mm;
 pub mod report;

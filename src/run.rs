@@ -499,6 +499,7 @@ pub fn run_one_hooked(
             RunEnd::TimeLimit => "duration",
             RunEnd::AllTasksDone => "apps-done",
             RunEnd::Idle | RunEnd::Stopped => "idle",
+            RunEnd::EventLimit => "event-limit",
         }
         .to_string(),
         virtual_ns: sim.now(),

@@ -287,6 +287,9 @@ struct Core {
     /// Livelock detection: the bound, the instant of the current run of events and its count,
     /// and the livelock found (which ends the run).
     step_limit: Cell<u64>,
+    /// The bound on events processed ([`Simulation::set_event_limit`]; `u64::MAX`: none),
+    /// checked every [`PROGRESS_EVERY_EVENTS`] events.
+    event_limit: Cell<u64>,
     instant_ns: Cell<Nanos>,
     instant_events: Cell<u64>,
     livelock: RefCell<Option<Livelock>>,
@@ -343,6 +346,9 @@ pub enum RunEnd {
     Idle,
     /// A task called [`Sim::stop`].
     Stopped,
+    /// The run processed its bound of events ([`Simulation::set_event_limit`]): a normal end
+    /// for a caller that runs untrusted input under a budget ([`crate::fuzzing`]).
+    EventLimit,
 }
 
 /// One blocked task in a deadlock report.
@@ -469,6 +475,7 @@ impl Simulation {
             progress: RefCell::new(None),
             describers: RefCell::new(Vec::new()),
             step_limit: Cell::new(MAX_STEPS_AT_ONE_INSTANT),
+            event_limit: Cell::new(super::budget::current_event_limit()),
             instant_ns: Cell::new(0),
             instant_events: Cell::new(0),
             livelock: RefCell::new(None),
@@ -499,6 +506,14 @@ impl Simulation {
     pub fn set_sleep_short_cut(&self, on: bool) {
         self.sim.core.sleep_short_cut.set(on);
         self.sim.core.horizon.set(0);
+    }
+
+    /// Ends every later [`Sim::run_until`] with [`RunEnd::EventLimit`] once the simulation has
+    /// processed `events` events in all (checked every [`PROGRESS_EVERY_EVENTS`] events, so
+    /// the run may pass the bound by fewer than that many). None by default; a simulation
+    /// created inside [`super::budget::with_event_limit`] starts with that scope's bound.
+    pub fn set_event_limit(&self, events: u64) {
+        self.sim.core.event_limit.set(events);
     }
 
     /// Replaces [`MAX_STEPS_AT_ONE_INSTANT`] for this simulation (tests use a small bound).
@@ -1308,6 +1323,7 @@ impl Sim {
         let end = self.run_events(limit, end_when_tasks_done);
         self.core.run_limit.set(0);
         self.core.horizon.set(0);
+        super::budget::note_run_end(&end);
         end
     }
 
@@ -1390,6 +1406,9 @@ impl Sim {
             if processed.is_multiple_of(PROGRESS_EVERY_EVENTS) {
                 if let Some(hook) = self.core.progress.borrow_mut().as_mut() {
                     hook(self.now());
+                }
+                if processed >= self.core.event_limit.get() {
+                    return Ok(RunEnd::EventLimit);
                 }
             }
         }

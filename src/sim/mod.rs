@@ -20,6 +20,7 @@
 //! ```
 
 pub mod bench;
+pub mod budget;
 pub mod cpu;
 pub mod executor;
 pub mod idmap;

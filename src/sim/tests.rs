@@ -711,3 +711,39 @@ fn a_sleep_is_not_short_cut_past_the_run_limit_or_an_event_due_first() {
     // The callback at 150 runs before the second sleep's end at 200.
     assert_eq!(*done.borrow(), vec![100, 1_000_150, 200]);
 }
+
+/// A task that sleeps forever in 1 ns steps: without a bound, a run to `u64::MAX` would not end.
+fn endless_ticker(sim: &Simulation) {
+    let s = sim.handle();
+    sim.spawn("ticker", async move {
+        loop {
+            s.sleep(1).await;
+        }
+    });
+}
+
+#[test]
+fn the_event_limit_ends_a_run_as_a_normal_end() {
+    let sim = Simulation::new(1);
+    sim.set_event_limit(10_000);
+    endless_ticker(&sim);
+    assert_eq!(sim.run_until(u64::MAX, true), Ok(RunEnd::EventLimit));
+    // Checked every PROGRESS_EVERY_EVENTS events: the run stops within that many past the bound.
+    let events = sim.events_processed();
+    assert!((10_000..10_000 + executor::PROGRESS_EVERY_EVENTS).contains(&events));
+}
+
+#[test]
+fn a_budget_scope_bounds_the_simulations_made_inside_and_reports_it() {
+    let ((), report) = budget::with_event_limit(5_000, || {
+        let sim = Simulation::new(1);
+        endless_ticker(&sim);
+        assert_eq!(sim.run_until(u64::MAX, true), Ok(RunEnd::EventLimit));
+    });
+    assert!(report.event_limit_reached);
+    assert!(report.engine_error.is_none());
+    // Outside the scope, no bound.
+    let sim = Simulation::new(1);
+    endless_ticker(&sim);
+    assert_eq!(sim.run_until(1_000_000, true), Ok(RunEnd::TimeLimit));
+}

@@ -1,0 +1,2 @@
+CREATE TABLE t(v)
+INSERT INTO nosuchtable VALUES(1)
