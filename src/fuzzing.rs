@@ -303,7 +303,7 @@ pub fn replay_trace(data: &[u8]) -> Outcome {
         max_requests: Some(BUDGET.max_requests),
     };
     // A device replay needs no engine; the bound covers a simulation should one be built.
-    let (result, report) = with_event_limit(BUDGET.max_events, || run_command(&args));
+    let (result, report) = with_event_limit(BUDGET.max_events, || run_command(&args, &|_| {}));
     let _ = std::fs::remove_file(&path);
     judge(result, &report, false)
 }
