@@ -36,9 +36,10 @@ for target in "${targets[@]}"; do
         *) mode=() ;;
     esac
     # No sanitizer: the code is safe Rust (panics are what we look for), and ASan halves the
-    # rate. -max_len: inputs are small files; longer inputs only slow the search down.
+    # rate. -a: debug assertions and overflow checks on, as in the test build (an arithmetic
+    # overflow is a panic to find, not a wrapped number). -max_len: inputs are small files; longer inputs only slow the search down.
     start=$(date +%s)
-    nice -n 10 cargo +nightly fuzz run --sanitizer none "$target" "fuzz/corpus/$target" -- \
+    nice -n 10 cargo +nightly fuzz run --sanitizer none -a "$target" "fuzz/corpus/$target" -- \
         "${limits[@]}" "${mode[@]}" -max_len=4096 -print_final_stats=1 \
         -artifact_prefix="fuzz/artifacts/$target/" > "$log" 2>&1
     code=$?
