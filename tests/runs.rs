@@ -302,16 +302,18 @@ mode = "sync"
     assert!(row.contains("no time"), "{table}");
 }
 
+/// The built-in `fg-read-bg-write` (six variants, 3 s each) with seed 1: results to edit.
+fn fg_read_bg_write_seed_1() -> mobistack::report::results::ScenarioResults {
+    let options = RunOptions {
+        seeds: Some(vec![1]),
+        ..RunOptions::default()
+    };
+    run_scenario(&scenario::load("fg-read-bg-write").unwrap(), &options).unwrap()
+}
+
 #[test]
 fn an_app_that_stopped_early_and_a_warning_are_printed_under_the_table() {
-    let mut results = run_scenario(
-        &scenario::load("fg-read-bg-write").unwrap(),
-        &RunOptions {
-            seeds: Some(vec![1]),
-            ..RunOptions::default()
-        },
-    )
-    .unwrap();
+    let mut results = fg_read_bg_write_seed_1();
     let clean = mobistack::report::table::render(&results);
     assert!(!clean.contains("stopped early"), "{clean}");
     assert!(!clean.contains("warnings"), "{clean}");
@@ -353,14 +355,7 @@ fn an_app_that_stopped_early_and_a_warning_are_printed_under_the_table() {
 
 #[test]
 fn the_slowest_operation_puts_each_wait_on_its_own_line_and_no_heading_without_one() {
-    let mut results = run_scenario(
-        &scenario::load("fg-read-bg-write").unwrap(),
-        &RunOptions {
-            seeds: Some(vec![1]),
-            ..RunOptions::default()
-        },
-    )
-    .unwrap();
+    let mut results = fg_read_bg_write_seed_1();
     let table = mobistack::report::table::render(&results);
     assert!(table.contains("slowest operation of each app"), "{table}");
     // Ten long waits: one line each, not one line of all of them.
