@@ -309,8 +309,13 @@ enum Command {
         #[arg(long, default_value = "ms", value_name = "UNIT")]
         time_unit: String,
         /// Open loop: multiply the trace's times (0.5 replays twice as fast); positive and
-        /// finite; a replay spans at most 365 days of virtual time.
-        #[arg(long, default_value_t = 1.0, value_name = "X")]
+        /// finite; a replay spans at most 365 days of virtual time. Not with --queue-depth.
+        #[arg(
+            long,
+            default_value_t = 1.0,
+            value_name = "X",
+            conflicts_with = "queue_depth"
+        )]
         time_scale: f64,
         /// Closed loop at this many requests outstanding (timestamps ignored).
         #[arg(long, value_name = "N")]

@@ -1104,3 +1104,19 @@ fn fio_exits_2_for_a_bad_job_and_1_for_a_run_that_could_not_finish() {
     assert!(err.contains("ENOSPC"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn replay_refuses_a_time_scale_with_a_queue_depth_instead_of_ignoring_it() {
+    let trace = std::env::temp_dir().join(format!("mobistack-{}-ts.trace", std::process::id()));
+    std::fs::write(&trace, "0.0 0 100 8 1\n2.0 0 200 8 0\n").unwrap();
+    let path = trace.to_str().unwrap();
+    let (code, _, err) = mobistack(&["replay", path, "--time-scale", "2", "--queue-depth", "4"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--time-scale") && err.contains("--queue-depth"),
+        "{err}"
+    );
+    let (code, _, err) = mobistack(&["replay", path, "--queue-depth", "4"]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_file(&trace).ok();
+}

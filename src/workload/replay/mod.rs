@@ -141,6 +141,20 @@ impl ReplayConfig {
                 self.queue_depth
             ));
         }
+        // Each mode reads one of the two: the other, set to anything but its default, would be
+        // ignored without a word.
+        if self.mode == LoopMode::Closed && self.time_scale != default_scale() {
+            return Err(format!(
+                "replay `time_scale` = {} applies to mode = \"open\" only: a closed loop ignores the trace's times (set `queue_depth` instead)",
+                self.time_scale
+            ));
+        }
+        if self.mode == LoopMode::Open && self.queue_depth != default_depth() {
+            return Err(format!(
+                "replay `queue_depth` = {} applies to mode = \"closed\" only: an open loop issues each request at its time (set mode = \"closed\")",
+                self.queue_depth
+            ));
+        }
         let mut reader = self.open()?;
         let mut first_time = None;
         while let Some(record) = reader.next_record().map_err(|e| e.to_string())? {

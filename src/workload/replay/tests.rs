@@ -312,3 +312,37 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn a_field_the_loop_mode_does_not_read_is_an_error_not_ignored() {
+    let trace = temp_file("modes.trace", "0 0 0 8 1\n1 0 8 8 1\n");
+    let app = |fields: &str| {
+        format!(
+            "name = \"r\"\nduration = \"1s\"\n[[app]]\nname = \"c\"\n[app.workload.replay]\ntrace = \"{}\"\n{fields}",
+            trace.display()
+        )
+    };
+    for (fields, expected) in [
+        (
+            "mode = \"closed\"\ntime_scale = 2.0\n",
+            "`time_scale` = 2 applies to mode = \"open\" only",
+        ),
+        (
+            "queue_depth = 4\n",
+            "`queue_depth` = 4 applies to mode = \"closed\" only",
+        ),
+    ] {
+        let error = crate::scenario::parse("r.toml", &app(fields))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{fields}: {error}");
+    }
+    // Each mode with its own field, or the other at its default, is fine.
+    for fields in [
+        "mode = \"closed\"\nqueue_depth = 4\n",
+        "time_scale = 2.0\n",
+        "mode = \"closed\"\ntime_scale = 1.0\n",
+    ] {
+        crate::scenario::parse("r.toml", &app(fields)).unwrap();
+    }
+}
