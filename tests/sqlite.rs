@@ -242,6 +242,32 @@ fn a_statement_that_never_ends_costs_cpu_time_and_stops_at_the_runs_end() {
 }
 
 #[test]
+fn a_statement_that_never_ends_is_interrupted_when_the_timeline_stops_its_app() {
+    // The progress handler sees the app stopped and interrupts SQLite (SQLITE_INTERRUPT): the
+    // operation ends at the stop, which is not a failure, and the run ends when the app does.
+    let text = app_scenario(
+        "2s",
+        r#"statements = ["WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"]"#,
+    ) + "[[timeline]]\nat = \"200ms\"\nstop = \"app\"\n";
+    let s = scenario::parse("app.toml", &text).expect("parses");
+    let run = run_scenario(&s, &RunOptions::default())
+        .expect("runs")
+        .runs
+        .remove(0);
+    let app = &run.apps["app"];
+    let op = &app.ops["transaction"];
+    assert_eq!((op.count, op.unfinished), (1, 0), "{op:?}");
+    assert!(app.failure.is_none(), "{:?}", app.failure);
+    // Ended within a slice of the stop (1,000 VM steps at 60 ns), not at the run's 2 s.
+    assert!(
+        (195_000_000..300_000_000).contains(&op.max_ns),
+        "{}",
+        op.max_ns
+    );
+    assert!(run.virtual_ns < 1_000_000_000, "{}", run.virtual_ns);
+}
+
+#[test]
 fn a_statement_sqlite_refuses_stops_the_app_and_names_the_statement() {
     let run = run_app("5s", r#"statements = ["SELEKT * FROM nowhere"]"#);
     let message = failure(&run);
