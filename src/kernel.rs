@@ -1,4 +1,5 @@
-//! The kernel build a run models (`[stack.kernel]`): the tick rate `HZ`, from which every
+//! The kernel build a run models (`[stack.kernel]`): its Linux version ([`KernelVersion`]: which
+//! era's behaviour the layers follow where versions differ), the tick rate `HZ`, from which every
 //! jiffy-based constant of the block layer and the page cache is derived, as the kernel derives
 //! them at compile time; and the machine's CPU (`[stack.cpu]`): its cores and what the kernel
 //! paths that touch data cost on them ([`CpuConfig`]).
@@ -67,10 +68,89 @@ impl Hz {
     }
 }
 
+/// The Linux version whose behaviour a run models (`[stack.kernel] version`): the releases of
+/// the papers' phones (3.10) and of Android's kernels since (4.4 ... 6.6), and `mainline`.
+/// Ordered by release, so a behaviour introduced in version X is `self >= X`. Model code asks
+/// the predicates below, never the version itself: each predicate names the kernel commit that
+/// introduced the behaviour (docs/kernels.md lists them).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Deserialize, Serialize,
+)]
+pub enum KernelVersion {
+    /// Linux 3.10 (2013): the Galaxy S5, Nexus 5/6 and the papers' other phones. What the model
+    /// implements where no predicate says otherwise.
+    #[default]
+    #[serde(rename = "3.10")]
+    V3_10,
+    /// Linux 4.4 (Android's kernels of 2016-2017).
+    #[serde(rename = "4.4")]
+    V4_4,
+    /// Linux 4.19 (Android 10-11 phones).
+    #[serde(rename = "4.19")]
+    V4_19,
+    /// Linux 5.10 (GKI android12-5.10).
+    #[serde(rename = "5.10")]
+    V5_10,
+    /// Linux 6.1 (GKI android14-6.1).
+    #[serde(rename = "6.1")]
+    V6_1,
+    /// Linux 6.6 (GKI android15-6.6).
+    #[serde(rename = "6.6")]
+    V6_6,
+    /// The current mainline kernel.
+    #[serde(rename = "mainline")]
+    Mainline,
+}
+
+impl KernelVersion {
+    /// Every version, oldest first.
+    pub const ALL: [KernelVersion; 7] = [
+        KernelVersion::V3_10,
+        KernelVersion::V4_4,
+        KernelVersion::V4_19,
+        KernelVersion::V5_10,
+        KernelVersion::V6_1,
+        KernelVersion::V6_6,
+        KernelVersion::Mainline,
+    ];
+
+    /// The name `[stack.kernel] version` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelVersion::V3_10 => "3.10",
+            KernelVersion::V4_4 => "4.4",
+            KernelVersion::V4_19 => "4.19",
+            KernelVersion::V5_10 => "5.10",
+            KernelVersion::V6_1 => "6.1",
+            KernelVersion::V6_6 => "6.6",
+            KernelVersion::Mainline => "mainline",
+        }
+    }
+
+    /// `jbd2_journal_force_commit` commits only what exists: the running transaction if there
+    /// is one (`__jbd2_journal_force_commit`), else it waits for the committing one, and writes
+    /// nothing when the journal is idle. Linux 3.11, commit 9ff864462477 ("jbd2: optimize
+    /// jbd2_journal_force_commit", D. Monakhov). Before it (3.10), `jbd2_journal_force_commit`
+    /// starts a handle, marks it synchronous and stops it: on an idle journal that opens a
+    /// transaction, so an empty one is committed (a commit block with the journal's barrier).
+    pub fn has_force_commit_optimization(self) -> bool {
+        self > KernelVersion::V3_10
+    }
+}
+
+impl std::fmt::Display for KernelVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The `[stack.kernel]` table.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct KernelConfig {
+    /// The Linux version whose behaviour the model follows where versions differ
+    /// ([`KernelVersion`]). Default 3.10: the papers' phones, and what the model implements.
+    pub version: KernelVersion,
     /// `CONFIG_HZ`. Default 100: the `config HZ` default of arch/arm64/Kconfig and of
     /// arch/arm/Kconfig for platforms without a fixed rate in Linux 3.10 (the papers' phones
     /// ran 3.4-3.10). Samsung's ARM platforms forced 200 (`HZ_FIXED`, removed upstream in 2016:
@@ -85,7 +165,10 @@ pub const HZ_CHOICES: [u32; 7] = [100, 200, 250, 300, 500, 1000, 128];
 
 impl Default for KernelConfig {
     fn default() -> Self {
-        KernelConfig { hz: Hz(100) }
+        KernelConfig {
+            version: KernelVersion::default(),
+            hz: Hz(100),
+        }
     }
 }
 
@@ -251,7 +334,25 @@ mod tests {
     #[test]
     fn an_unusual_tick_rate_is_an_input_error() {
         assert!(KernelConfig::default().validate().is_ok());
-        let bad = KernelConfig { hz: Hz(0) };
+        let bad = KernelConfig {
+            hz: Hz(0),
+            ..Default::default()
+        };
         assert!(bad.validate().unwrap_err().contains("`hz` 0"));
+    }
+
+    #[test]
+    fn kernel_versions_parse_by_name_default_to_3_10_and_order_by_release() {
+        assert_eq!(KernelConfig::default().version, KernelVersion::V3_10);
+        for version in KernelVersion::ALL {
+            let table: KernelConfig =
+                toml::from_str(&format!("version = \"{}\"", version.name())).unwrap();
+            assert_eq!(table.version, version);
+        }
+        assert!(KernelVersion::ALL.windows(2).all(|w| w[0] < w[1]));
+        let err = toml::from_str::<KernelConfig>("version = \"5.4\"").unwrap_err();
+        assert!(err.to_string().contains("6.6"), "{err}");
+        assert!(!KernelVersion::V3_10.has_force_commit_optimization());
+        assert!(KernelVersion::V4_4.has_force_commit_optimization());
     }
 }

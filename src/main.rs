@@ -1540,6 +1540,11 @@ fn cmd_validate(name: &str, json: bool) -> ExitCode {
             "apps": scenario.apps.iter().map(|a| a.name.get_ref().clone()).collect::<Vec<_>>(),
             "variants": scenario.variants,
             "timeline": scenario.timeline,
+            "kernel_versions": scenario
+                .variants
+                .iter()
+                .map(|v| (v.name.clone(), v.stack.kernel.version.name()))
+                .collect::<std::collections::BTreeMap<_, _>>(),
         });
         outln!("{value}");
     } else {
@@ -1558,8 +1563,28 @@ fn cmd_validate(name: &str, json: bool) -> ExitCode {
                 .join(", "),
             scenario.seeds.len()
         );
+        outln!("  kernel version: {}", kernel_versions(&scenario));
     }
     ExitCode::SUCCESS
+}
+
+/// The effective `[stack.kernel] version` of a scenario: one version when every variant runs
+/// the same, else each variant's (`name 3.10, other 6.6`).
+fn kernel_versions(scenario: &mobistack::scenario::Scenario) -> String {
+    let versions: Vec<_> = scenario
+        .variants
+        .iter()
+        .map(|v| v.stack.kernel.version)
+        .collect();
+    if versions.windows(2).all(|w| w[0] == w[1]) {
+        return versions.first().copied().unwrap_or_default().to_string();
+    }
+    scenario
+        .variants
+        .iter()
+        .map(|v| format!("{} {}", v.name, v.stack.kernel.version))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn cmd_tune_subregions(device: &str, seed: u64, json: bool) -> ExitCode {

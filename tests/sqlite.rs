@@ -44,19 +44,25 @@ fn delete_mode_commits_the_journal_files_churn_and_fdatasync_persist_removes_it(
     assert!(per_txn(external, "sqlite.journal-commit@mmcblk1.writes") > 2.0);
     assert_eq!(per_txn(external, "sqlite.journal-commit.writes"), 0.0);
 
-    // fdatasync + PERSIST: no metadata change per transaction, so (almost) no commit.
+    // fdatasync + PERSIST: no journal file created or unlinked, so no allocation to commit; what
+    // is left is one commit per INSERT: the directory fsync of the reopened journal
+    // (ext4_sync_file -> ext4_force_commit -> jbd2_journal_force_commit) commits the running
+    // transaction, which holds the files' timestamps (file_update_time). The old model waited
+    // on the directory's own tid instead and committed (almost) nothing.
     let fixed = run(&[
         ("journal_mode = \"delete\"", "journal_mode = \"persist\""),
         ("sync_call = \"fsync\"", "sync_call = \"fdatasync\""),
     ]);
     let fixed_commits = per_txn(&fixed[0], "sqlite.journal-commit.writes");
     assert!(
-        fixed_commits < 0.2,
-        "fixed: {fixed_commits} commits per INSERT"
+        (0.9..1.2).contains(&fixed_commits) && fixed_commits < commits - 1.0,
+        "fixed: {fixed_commits} commits per INSERT (DELETE: {commits})"
     );
+    // Two commits fewer but one sync more (PERSIST zeroes and syncs the header): about a fifth
+    // shorter (3.10: 14.9 vs 18.6 ms).
     let mean = |r: &RunResult| r.apps["db"].ops["transaction"].mean_ns;
     assert!(
-        mean(&fixed[0]) < 0.8 * mean(internal),
+        mean(&fixed[0]) < 0.85 * mean(internal),
         "the fix shortens an INSERT: {} vs {} ns",
         mean(&fixed[0]),
         mean(internal)
@@ -163,7 +169,17 @@ fn reproduce_joj_quick_reports_the_fixes_direction_from_its_own_runs() {
     };
     // Polling removes the interrupt path: a little faster, never slower.
     assert!(inserts("(iii)") > inserts("stock"));
-    assert!(inserts("(i) fdatasync + PERSIST") > inserts("(i) fdatasync"));
+    // PERSIST drops the journal's create and unlink: fewer jbd2 commits per INSERT than DELETE
+    // (the directory fsync still commits the timestamps, ext4_force_commit).
+    let commits = |label: &str| {
+        table
+            .rows
+            .iter()
+            .find(|row| row.label.starts_with(label))
+            .and_then(|row| row.values[2])
+            .unwrap_or_else(|| panic!("row {label}"))
+    };
+    assert!(commits("(i) fdatasync + PERSIST") + 0.5 < commits("(i) fdatasync"));
 }
 
 #[test]

@@ -175,7 +175,7 @@ impl Stack {
         let vfs = storage_over(
             sim,
             vm,
-            config.kernel.hz,
+            &config.kernel,
             config.cpu.clone(),
             &config.fs,
             bdev,
@@ -510,9 +510,23 @@ pub fn storage_with_fs_on_layer(
     layer: BlockLayer,
     fs_size: u64,
 ) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
+    storage_with_kernel_on_layer(sim, vm, &kernel_with_hz(hz), cpu, fs, layer, fs_size)
+}
+
+/// Like [`storage_with_fs_on_layer`] with a whole kernel build (`[stack.kernel]`: its version
+/// and tick rate).
+pub fn storage_with_kernel_on_layer(
+    sim: &Sim,
+    vm: crate::mm::VmConfig,
+    kernel: &crate::kernel::KernelConfig,
+    cpu: crate::kernel::CpuConfig,
+    fs: &crate::fs::ext4::Ext4Config,
+    layer: BlockLayer,
+    fs_size: u64,
+) -> Result<Rc<crate::fs::vfs::Vfs>, String> {
     vm.validate()?;
     let bdev = crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)));
-    storage_over(sim, vm, hz, cpu, fs, bdev, None, fs_size, None)
+    storage_over(sim, vm, kernel, cpu, fs, bdev, None, fs_size, None)
 }
 
 /// Like [`storage`] with the kernel's tick rate `hz`.
@@ -532,7 +546,17 @@ pub fn storage_with_hz(
     let layer = BlockLayer::new(sim, queue);
     let bdev = crate::mm::bio::QueueSubmit::new(layer, Rc::new(Cell::new(1)));
     let fs = crate::fs::ext4::Ext4Config::simplefs();
-    storage_over(sim, vm, hz, cpu, &fs, bdev, None, fs_size, activity)
+    storage_over(
+        sim,
+        vm,
+        &kernel_with_hz(hz),
+        cpu,
+        &fs,
+        bdev,
+        None,
+        fs_size,
+        activity,
+    )
 }
 
 /// The storage layers under the VFS over an existing block layer (`mobistack fio`'s buffered
@@ -551,7 +575,25 @@ pub fn storage_on_layer(
     let cpu = crate::kernel::CpuConfig::default();
     let hz = crate::kernel::KernelConfig::default().hz;
     let fs = crate::fs::ext4::Ext4Config::simplefs();
-    storage_over(sim, vm, hz, cpu, &fs, bdev, None, fs_size, None)
+    storage_over(
+        sim,
+        vm,
+        &kernel_with_hz(hz),
+        cpu,
+        &fs,
+        bdev,
+        None,
+        fs_size,
+        None,
+    )
+}
+
+/// The default kernel build at tick rate `hz` (the helpers that take only `hz`).
+fn kernel_with_hz(hz: crate::kernel::Hz) -> crate::kernel::KernelConfig {
+    crate::kernel::KernelConfig {
+        hz,
+        ..Default::default()
+    }
 }
 
 /// The file system (`fs`: ext4 or simplefs), page cache and VFS over a block path.
@@ -559,7 +601,7 @@ pub fn storage_on_layer(
 fn storage_over(
     sim: &Sim,
     vm: crate::mm::VmConfig,
-    hz: crate::kernel::Hz,
+    kernel: &crate::kernel::KernelConfig,
     cpu: crate::kernel::CpuConfig,
     fs: &crate::fs::ext4::Ext4Config,
     bdev: Rc<dyn crate::mm::BlockSubmit>,
@@ -574,6 +616,7 @@ fn storage_over(
         ));
     }
     cpu.validate()?;
+    let hz = kernel.hz;
     let cached = vm.cached;
     let cores = Rc::new(crate::sim::cpu::Cpu::new(cpu.cores));
     let start_mm = |mapping: Rc<RefCell<dyn crate::mm::AddressSpaceOps>>| {
@@ -615,6 +658,7 @@ fn storage_over(
                 journal_device,
                 start_mm,
             )?;
+            ops.ext4.set_kernel_version(kernel.version);
             crate::fs::vfs::Vfs::new(sim, mm, ops, activity)
         }
     };

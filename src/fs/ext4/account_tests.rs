@@ -4,7 +4,7 @@
 use crate::dev::fixed::FixedLatencyDevice;
 use crate::fs::ext4::Ext4Config;
 use crate::fs::vfs::{Process, Vfs, O_APPEND, O_WRONLY};
-use crate::kernel::{CpuConfig, Hz};
+use crate::kernel::{CpuConfig, Hz, KernelConfig, KernelVersion};
 use crate::mm::bio::{IoAccountRow, IoCount, IoPurpose};
 use crate::mm::VmConfig;
 use crate::sim::{Sim, Simulation};
@@ -29,14 +29,23 @@ impl Rig {
     /// Over `device` (default: 100 us + 50 MB/s, eMMC 4.5 sequential write, REFERENCES.md, one
     /// slot).
     fn on(fs: Ext4Config, device: FixedLatencyDevice) -> Rig {
+        Rig::with_kernel(fs, device, KernelVersion::default())
+    }
+
+    /// Over `device`, following Linux `version` where versions differ.
+    fn with_kernel(fs: Ext4Config, device: FixedLatencyDevice, version: KernelVersion) -> Rig {
         let sim = Simulation::new(1);
         let device = Box::new(device);
         let queue = crate::block::fio::build_queue(device, "noop", true).expect("noop");
         let layer = crate::block::layer::BlockLayer::new(&sim.handle(), queue);
-        let vfs = crate::stack::storage_with_fs_on_layer(
+        let kernel = KernelConfig {
+            version,
+            hz: Hz(200),
+        };
+        let vfs = crate::stack::storage_with_kernel_on_layer(
             &sim.handle(),
             VmConfig::android(),
-            Hz(200),
+            &kernel,
             CpuConfig::zero_cost(),
             &fs,
             layer.clone(),
@@ -274,4 +283,78 @@ fn without_fua_the_commit_block_costs_a_second_flush() {
         without.sim.handle().now() >= with.sim.handle().now() + 100 * NS_PER_US,
         "the post-flush takes its own device time"
     );
+}
+
+/// The default device of [`Rig::new`].
+fn emmc() -> FixedLatencyDevice {
+    FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000)
+}
+
+/// An fsync of the root directory on a journal with nothing running (the file system was
+/// populated before the run; nothing else happens), under Linux `version`.
+fn idle_directory_fsync(version: KernelVersion) -> Rig {
+    let rig = Rig::with_kernel(Ext4Config::default(), emmc(), version);
+    rig.run(|sim, vfs, p| async move {
+        let dir = vfs.open(&sim, &p, "/", 0).await.unwrap();
+        vfs.fsync(&sim, &p, dir).await.unwrap();
+    });
+    rig
+}
+
+#[test]
+fn idle_directory_fsync_commits_an_empty_transaction_in_3_10_jbd2_journal_force_commit() {
+    // ext4_sync_file -> ext4_force_commit (a directory is data-journalled for
+    // ext4_should_journal_data) -> 3.10's jbd2_journal_force_commit: jbd2_journal_start opens a
+    // transaction, the synchronous jbd2_journal_stop commits it: no descriptor, no copies, one
+    // commit block with WRITE_FLUSH_FUA, and no flush of ext4_sync_file's own.
+    let rig = idle_directory_fsync(KernelVersion::V3_10);
+    let fsync = rig.of("fsync");
+    let expected: BTreeMap<_, _> = [(IoPurpose::JournalCommit, (1, 4096))].into();
+    assert_eq!(writes(&fsync), (expected, 1), "{fsync:?}");
+    assert_eq!(fsync[&IoPurpose::JournalCommit].fua, 1);
+    assert_eq!(
+        rig.vfs.mm.bdev.io_account().unwrap().rows().len(),
+        fsync.len()
+    );
+}
+
+#[test]
+fn idle_directory_fsync_writes_nothing_from_3_11_jbd2_journal_force_commit() {
+    // 3.11+ (9ff864462477, "jbd2: optimize jbd2_journal_force_commit"):
+    // __jbd2_journal_force_commit finds neither a running nor a committing transaction and
+    // returns: no commit block, no flush. 6.4+ reaches it through ext4_fsync_journal's
+    // !S_ISREG branch, the same call.
+    for version in [
+        KernelVersion::V4_4,
+        KernelVersion::V6_6,
+        KernelVersion::Mainline,
+    ] {
+        let rig = idle_directory_fsync(version);
+        let fsync = rig.of("fsync");
+        assert_eq!(writes(&fsync), (BTreeMap::new(), 0), "{version}: {fsync:?}");
+        assert!(rig.rows().is_empty(), "{version}: {:?}", rig.rows());
+    }
+}
+
+#[test]
+fn directory_fsync_commits_the_running_transaction_in_every_version() {
+    // With a running transaction (a rename's), 3.10's synchronous handle joins and commits it;
+    // 3.11+'s __jbd2_journal_force_commit starts its commit and waits: the same I/O, and no
+    // flush beyond the commit block's.
+    for version in [KernelVersion::V3_10, KernelVersion::V6_6] {
+        let rig = Rig::with_kernel(Ext4Config::default(), emmc(), version);
+        rig.vfs.populate(&rig.sim.handle(), "/a", 8192).unwrap();
+        rig.run(|sim, vfs, p| async move {
+            vfs.rename(&sim, &p, "/a", "/b").await.unwrap();
+            let dir = vfs.open(&sim, &p, "/", 0).await.unwrap();
+            vfs.fsync(&sim, &p, dir).await.unwrap();
+        });
+        let expected: BTreeMap<_, _> = [
+            (IoPurpose::JournalDescriptor, (1, 4096)),
+            (IoPurpose::JournalMetadata, (2, 2 * 4096)),
+            (IoPurpose::JournalCommit, (1, 4096)),
+        ]
+        .into();
+        assert_eq!(writes(&rig.of("fsync")), (expected, 1), "{version}");
+    }
 }

@@ -16,11 +16,28 @@
 //! `fdatasync` of a file whose size and block map did not change commits nothing: it only
 //! flushes the device cache (the JOJ paper's point on `fdatasync`).
 //!
+//! A directory (any non-regular inode) takes another path, in every version: 3.10's
+//! `ext4_sync_file` calls `ext4_force_commit` (then `goto out`: no `needs_barrier` flush) when
+//! `ext4_should_journal_data(inode)`, which `ext4_inode_journal_mode` makes true for every
+//! `!S_ISREG` inode; 6.4 dropped that branch (e360c6ed7274, "ext4: Drop special handling of
+//! journalled data from ext4_sync_file()") and put the same call back for non-regular inodes in
+//! `ext4_fsync_journal` (J. Kara, "ext4: Fix fsync for non-directories", May 2023: "Fastcommit
+//! does not really support fsync on directories or other special files. Force a full
+//! commit."), both in 6.4, so every released version forces a commit and sends no flush of its
+//! own. `ext4_force_commit` is `jbd2_journal_force_commit`, which changed in 3.11
+//! ([`crate::fs::jbd2::Journal::force_commit`]): 3.10 commits an empty transaction when the
+//! journal is idle, later versions write nothing then.
+//!
 //! Simplifications: see [`crate::fs::jbd2::Journal::trans_will_send_data_barrier`] (on an
 //! internal journal: "the transaction has not committed yet and barriers are on");
-//! `ext4_flush_unwritten_io` has nothing to do (no unwritten extents).
+//! `ext4_flush_unwritten_io` has nothing to do (no unwritten extents); the directory path is
+//! taken for directories only (the model has no symlinks or special files that can be
+//! fsynced); 3.10's synchronous-handle batching in `jbd2_journal_stop` (a sleep of up to the
+//! average commit time when another task was the last synchronous writer) is not modelled;
+//! fast commits (5.10+, off by default) are not modelled.
 
 use super::mount::Ext4;
+use crate::kernel::KernelVersion;
 use crate::mm::{Ino, Issuer};
 use crate::sim::Sim;
 
@@ -53,8 +70,23 @@ impl Ext4 {
         waited
     }
 
+    /// The Linux version whose behaviour the file system and its journal follow
+    /// (`[stack.kernel] version`).
+    pub fn kernel_version(&self) -> KernelVersion {
+        self.kernel.get()
+    }
+
+    /// Sets the Linux version to follow (the stack sets `[stack.kernel] version` after the
+    /// mount; default 3.10).
+    pub fn set_kernel_version(&self, version: KernelVersion) {
+        self.kernel.set(version);
+    }
+
     /// The journal part of `ext4_sync_file`. Returns whether it waited for a commit.
     pub async fn fsync(&self, sim: &Sim, issuer: Issuer, ino: Ino, datasync: bool) -> bool {
+        if self.alloc.borrow().is_dir(ino) {
+            return self.fsync_dir(sim).await;
+        }
         let tid = {
             let inodes = self.inodes.borrow();
             let info = inodes.get(&ino).cloned().unwrap_or_default();
@@ -70,6 +102,21 @@ impl Ext4 {
             stats.fsyncs_committed += 1;
         } else {
             stats.fsyncs_flush_only += 1;
+        }
+        waited
+    }
+
+    /// `ext4_sync_file` of a directory: `ext4_force_commit` -> `jbd2_journal_force_commit`
+    /// (3.10: the `ext4_should_journal_data` branch; 6.4+: `ext4_fsync_journal`'s `!S_ISREG`
+    /// branch), with no flush of its own. Returns whether it waited for a commit.
+    async fn fsync_dir(&self, sim: &Sim) -> bool {
+        let waited = self.journal.force_commit(sim, self.kernel.get()).await;
+        let mut stats = self.stats.borrow_mut();
+        if waited {
+            stats.fsyncs_committed += 1;
+            stats.dir_fsyncs_committed += 1;
+        } else {
+            stats.dir_fsyncs_idle += 1;
         }
         waited
     }

@@ -284,6 +284,10 @@ pub struct Ext4Stats {
     pub timestamp_updates: u64,
     pub fsyncs_committed: u64,
     pub fsyncs_flush_only: u64,
+    /// Directory fsyncs (`ext4_force_commit`) that waited for a commit (also counted in
+    /// `fsyncs_committed`), and those that found the journal idle (3.11+: nothing written).
+    pub dir_fsyncs_committed: u64,
+    pub dir_fsyncs_idle: u64,
     pub discards: u64,
     pub discarded_blocks: u64,
     pub orphan_adds: u64,
@@ -304,6 +308,9 @@ pub struct Ext4 {
     /// The file system's block device (discards, cache flushes).
     pub(crate) bdev: Rc<dyn BlockSubmit>,
     pub(crate) hz: Hz,
+    /// The Linux version whose behaviour the file system and its journal follow where versions
+    /// differ (`[stack.kernel] version`; default 3.10): [`Ext4::set_kernel_version`].
+    pub(crate) kernel: std::cell::Cell<crate::kernel::KernelVersion>,
     pub(crate) stats: RefCell<Ext4Stats>,
     /// Blocks reserved for delayed allocation, over every inode (`s_dirtyclusters_counter`).
     pub(crate) reserved_blocks: std::cell::Cell<u64>,
@@ -435,6 +442,7 @@ impl Ext4 {
             inodes: RefCell::new(BTreeMap::new()),
             bdev,
             hz,
+            kernel: std::cell::Cell::new(crate::kernel::KernelVersion::default()),
             stats: RefCell::new(Ext4Stats::default()),
             reserved_blocks: std::cell::Cell::new(0),
             meta_kinds: RefCell::new(BTreeMap::new()),

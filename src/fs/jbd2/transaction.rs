@@ -11,6 +11,7 @@
 //! nothing but the credits and the handle count.
 
 use super::{checkpoint, Journal, JournalHead, TState, Tid, Transaction};
+use crate::kernel::KernelVersion;
 use crate::mm::Ino;
 use crate::sim::{Blocker, Sim, TaskId, WaitReason};
 
@@ -452,20 +453,59 @@ impl Journal {
     /// `jbd2_complete_transaction` (3.10, used by `ext4_sync_file`): commits `tid` if it has
     /// not been, and waits for it. Returns whether anything had to be waited for.
     pub async fn complete_transaction(&self, sim: &Sim, tid: Tid) -> bool {
-        {
-            let mut state = self.state.borrow_mut();
-            if state.commit_sequence >= tid {
-                return false;
-            }
-            if let Some(running) = state.running.as_mut().filter(|t| t.tid == tid) {
-                if running.requested_ns.is_none() {
-                    running.requested_ns = Some(sim.now());
-                }
-            }
+        if self.state.borrow().commit_sequence >= tid {
+            return false;
         }
+        self.mark_requested(sim, tid);
         self.log_start_commit(sim, tid);
         self.log_wait_commit(sim, tid).await;
         true
+    }
+
+    /// `jbd2_journal_force_commit`: commits and waits as a directory fsync needs it
+    /// (`ext4_sync_file` -> `ext4_force_commit`), in the behaviour of `version`:
+    /// - before 3.11 (fs/jbd2/transaction.c, 3.10): `jbd2_journal_start(journal, 1)`,
+    ///   `handle->h_sync = 1`, `jbd2_journal_stop`: the start opens a transaction when none runs,
+    ///   the synchronous stop asks for its commit and waits, so an idle journal commits an
+    ///   empty transaction (a commit block, with the barrier's flush and FUA);
+    /// - from 3.11 ([`KernelVersion::has_force_commit_optimization`], fs/jbd2/journal.c
+    ///   `__jbd2_journal_force_commit`): the running transaction is committed if there is one,
+    ///   else the committing one is waited for, else nothing is written.
+    ///
+    /// Returns whether it waited for a commit.
+    pub async fn force_commit(&self, sim: &Sim, version: KernelVersion) -> bool {
+        if !version.has_force_commit_optimization() {
+            let mut handle = self.start(sim, 1).await;
+            Journal::set_sync(&mut handle);
+            self.mark_requested(sim, handle.tid);
+            self.stop(sim, handle).await;
+            return true;
+        }
+        let (tid, need_to_start) = {
+            let state = self.state.borrow();
+            match (&state.running, &state.committing) {
+                (Some(running), _) => (running.tid, state.commit_request < running.tid),
+                (None, Some(committing)) => (committing.tid, false),
+                (None, None) => return false,
+            }
+        };
+        if need_to_start {
+            self.mark_requested(sim, tid);
+            self.log_start_commit(sim, tid);
+        }
+        self.log_wait_commit(sim, tid).await;
+        true
+    }
+
+    /// Records when a waiter first asked for the running transaction `tid` (the commit's
+    /// `requested` mark: an fsync asked, not the timer).
+    fn mark_requested(&self, sim: &Sim, tid: Tid) {
+        let mut state = self.state.borrow_mut();
+        if let Some(running) = state.running.as_mut().filter(|t| t.tid == tid) {
+            if running.requested_ns.is_none() {
+                running.requested_ns = Some(sim.now());
+            }
+        }
     }
 
     /// `jbd2_trans_will_send_data_barrier` (3.10): whether the commit of `tid` will still flush
