@@ -413,8 +413,8 @@ impl<R: BufRead> TraceReader<R> {
                 {
                     Err(format!(
                         "a request of {nr_sectors} sectors ({} MiB) is larger than the {} MiB a replayed request may be (Linux splits requests at the queue's max_hw_sectors, a few MiB at most on UFS, eMMC and NVMe hosts); split the trace's requests",
-                        u64::from(nr_sectors) * 512 >> 20,
-                        MAX_REQUEST_SECTORS * 512 >> 20
+                        (u64::from(nr_sectors) * 512) >> 20,
+                        (MAX_REQUEST_SECTORS * 512) >> 20
                     ))
                 }
                 other => Ok(other),
