@@ -1,5 +1,8 @@
 //! The `mobistack` binary: exit codes, JSON output, error text.
 
+mod common;
+use common::mobistack;
+
 use std::process::Command;
 
 /// Removes the files a run wrote next to `base` (`base.VARIANT.SEED...`), whatever variants the
@@ -18,18 +21,6 @@ fn remove_outputs(base: &std::path::Path) {
             std::fs::remove_file(entry.path()).ok();
         }
     }
-}
-
-fn mobistack(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mobistack"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

@@ -1,18 +1,7 @@
 //! `mobistack filebench` from the command line: exit statuses and messages (issue 40).
 
-use std::process::Command;
-
-fn mobistack(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mobistack"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::mobistack;
 
 /// Writes `text` to a fresh script file and returns its path.
 fn script(name: &str, text: &str) -> String {

@@ -1,6 +1,9 @@
 //! `mobistack fio`: fio's own output formats (text, JSON, json+) and job semantics (trims,
 //! buffered I/O through the page cache, a required size).
 
+mod common;
+use common::mobistack;
+
 use mobistack::dev::fixed::FixedLatencyDevice;
 use mobistack::workload::fio::{run_fio_file, FioOptions};
 use serde_json::Value;
@@ -183,18 +186,6 @@ fn direct_0_runs_buffered_through_the_page_cache() {
     // fio's default is buffered.
     let default = run("[r]\nrw=read\nbs=4k\nsize=64k\n");
     assert!(!default.jobs[0].job.direct);
-}
-
-fn mobistack(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mobistack"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn job_file(name: &str, text: &str) -> std::path::PathBuf {
