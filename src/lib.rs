@@ -25,6 +25,7 @@ pub mod fs;
 pub mod fuzzing;
 pub mod kernel;
 pub mod mm;
+pub mod real;
 pub mod report;
 pub mod run;
 pub mod scenario;

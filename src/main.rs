@@ -346,6 +346,50 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a scenario on this machine's real kernel (needs root): ext4 from [stack.fs] on a
+    /// loop device, [stack.block] and [stack.vm] through sysfs and sysctl, the apps as threads
+    /// issuing the same system calls; block events from tracefs. Everything is restored after
+    /// the run, also on error or Ctrl-C. Results in the JSON of `run --out`. See
+    /// docs/validation.md for what is supported.
+    Real(RealArgs),
+    /// Run a scenario simulated and for real (N times) and compare, per app and operation,
+    /// p50 / p99 / max and per-transaction block writes and flushes, with a verdict per figure
+    /// against the stated tolerance bands.
+    CheckReal {
+        #[command(flatten)]
+        real: RealArgs,
+        /// Real repetitions.
+        #[arg(long, default_value_t = 3, value_name = "N")]
+        reps: usize,
+    },
+}
+
+/// The arguments of `mobistack real` (and `check-real`).
+#[derive(clap::Args)]
+struct RealArgs {
+    /// Scenario file, or built-in scenario name.
+    scenario: String,
+    /// Run only this variant (repeatable; default all).
+    #[arg(long = "variant", value_name = "NAME")]
+    variants: Vec<String>,
+    /// Use this block device (it is formatted: its contents are lost) instead of an image.
+    #[arg(long, value_name = "PATH", conflicts_with = "image")]
+    device: Option<std::path::PathBuf>,
+    /// Size of the image file on a loop device (default 4GiB; sparse).
+    #[arg(long, value_name = "SIZE")]
+    image: Option<String>,
+    /// Directory of the image file (default $MOBISTACK_REAL_DIR, else /tmp).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<std::path::PathBuf>,
+    /// Write the results as JSON to FILE (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
+    out: Option<std::path::PathBuf>,
+    /// Write the block events as blkparse text to FILE (FILE.<variant> with several).
+    #[arg(long, value_name = "FILE")]
+    blktrace: Option<std::path::PathBuf>,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -510,6 +554,8 @@ fn main() -> ExitCode {
             json,
         ),
         Command::Device(command) => cmd_device(command),
+        Command::Real(args) => cmd_real(args),
+        Command::CheckReal { real, reps } => cmd_check_real(real, reps),
         Command::Fio {
             jobfile,
             device,
@@ -1479,6 +1525,104 @@ fn compare_side(
             variant,
         },
     ))
+}
+
+/// The scenario and options of `real` / `check-real`, or the exit code of bad input.
+fn real_setup(
+    args: &RealArgs,
+) -> Result<(scenario::Scenario, mobistack::real::RealOptions), ExitCode> {
+    let scenario = scenario::load(&args.scenario).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(EXIT_BAD_INPUT)
+    })?;
+    let size = match args.image.as_deref().map(mobistack::units::parse_size) {
+        None => 4 << 30,
+        Some(Ok(size)) => size,
+        Some(Err(e)) => {
+            eprintln!("error: --image: {e}");
+            return Err(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    let mut options = mobistack::real::RealOptions::image(size);
+    if let Some(dir) = &args.dir {
+        options.target = mobistack::real::machine::Target::Image {
+            size,
+            dir: dir.clone(),
+        };
+    }
+    if let Some(device) = &args.device {
+        options.target = mobistack::real::machine::Target::Device(device.clone());
+    }
+    options.variants = args.variants.clone();
+    options.blktrace = args.blktrace.clone();
+    Ok((scenario, options))
+}
+
+fn cmd_real(args: RealArgs) -> ExitCode {
+    let (scenario, options) = match real_setup(&args) {
+        Ok(setup) => setup,
+        Err(code) => return code,
+    };
+    let results = match mobistack::real::run_real(&scenario, &options) {
+        Ok(results) => results,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+    };
+    let json = results.to_json();
+    match &args.out {
+        Some(path) if path.as_os_str() == "-" => out!("{json}"),
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, &json) {
+                eprintln!("error: cannot write {}: {e}", path.display());
+                return ExitCode::from(EXIT_RUN_FAILED);
+            }
+        }
+        None => {}
+    }
+    if args.json {
+        if args.out.as_deref() != Some(std::path::Path::new("-")) {
+            out!("{json}");
+        }
+    } else if args.out.as_deref() != Some(std::path::Path::new("-")) {
+        out!(
+            "{}",
+            table::render_with(&results, &table::TableOptions::default())
+        );
+    }
+    if results
+        .runs
+        .iter()
+        .any(|r| r.apps.values().any(|a| a.failure.is_some()))
+    {
+        return ExitCode::from(EXIT_APP_FAILED);
+    }
+    ExitCode::SUCCESS
+}
+
+fn cmd_check_real(args: RealArgs, reps: usize) -> ExitCode {
+    let (scenario, options) = match real_setup(&args) {
+        Ok(setup) => setup,
+        Err(code) => return code,
+    };
+    match mobistack::real::check::check_real(&scenario, &options, reps) {
+        Ok(checks) => {
+            if args.json {
+                outln!(
+                    "{}",
+                    serde_json::to_string_pretty(&checks).expect("the checks serialise")
+                );
+            } else {
+                out!("{}", mobistack::real::check::render(&checks));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_RUN_FAILED)
+        }
+    }
 }
 
 fn cmd_compare(base: &str, other: &str, json: bool) -> ExitCode {
