@@ -1,0 +1,264 @@
+//! Real mode on this machine's kernel (issue 42): `mobistack real` leaves the machine as it
+//! found it (sysctls, loop devices, mounts, trace instances) after a run that succeeds, one
+//! that fails midway (a mount the kernel refuses, after loop device, sysfs and mkfs), and one
+//! stopped by SIGINT; it refuses without root before changing anything.
+//!
+//! These tests need root, loop devices, mkfs.ext4 and tracefs (CI has them). Where they cannot
+//! run they fail with the reason: they never pass without having run. They run one at a time
+//! (real runs change machine-wide settings) and take about half a minute together.
+
+mod common;
+
+use common::mobistack;
+use std::process::Command;
+use std::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Fails with the reason when the machine cannot run real mode.
+fn require_real_machine() {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc_geteuid() };
+    assert_eq!(
+        uid, 0,
+        "real-mode tests need root (loop devices, mkfs, mount, sysctl, tracefs); uid is {uid}"
+    );
+    assert!(
+        std::path::Path::new("/dev/loop-control").exists(),
+        "real-mode tests need loop devices: no /dev/loop-control (modprobe loop)"
+    );
+    for tool in ["losetup", "mkfs.ext4", "mount"] {
+        let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+            .iter()
+            .any(|d| std::path::Path::new(d).join(tool).exists());
+        assert!(
+            found,
+            "real-mode tests need `{tool}` (apt-get install util-linux e2fsprogs)"
+        );
+    }
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+/// What a real run may change, as text: the vm sysctls, the loop devices and mounts of real
+/// runs, the trace instances, and whether tracefs is mounted.
+fn machine_state() -> String {
+    let mut state = String::new();
+    for name in [
+        "dirty_bytes",
+        "dirty_background_bytes",
+        "dirty_ratio",
+        "dirty_background_ratio",
+        "dirty_expire_centisecs",
+        "dirty_writeback_centisecs",
+    ] {
+        let value = std::fs::read_to_string(format!("/proc/sys/vm/{name}")).unwrap();
+        state.push_str(&format!("vm.{name} = {}", value));
+    }
+    let losetup = Command::new("losetup").arg("-a").output().unwrap();
+    for line in String::from_utf8_lossy(&losetup.stdout).lines() {
+        if line.contains("mobistack-real") {
+            state.push_str(&format!("loop: {line}\n"));
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    for line in mounts.lines() {
+        if line.contains("mobistack-real") || line.starts_with("nodev /sys/kernel/tracing") {
+            state.push_str(&format!("mount: {line}\n"));
+        }
+        if line.split_whitespace().nth(2) == Some("tracefs") {
+            state.push_str(&format!("tracefs: {line}\n"));
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir("/sys/kernel/tracing/instances") {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("mobistack") {
+                state.push_str(&format!("trace instance: {name}\n"));
+            }
+        }
+    }
+    state
+}
+
+/// A scenario file in a fresh temporary directory; returns its path.
+fn scenario(name: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("mobistack-real-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+const SMALL: &str = r#"
+name = "real-small"
+seeds = [1]
+duration = "20s"
+end = "apps-done"
+
+[stack.block]
+elevator = "mq-deadline"
+wbt_lat_usec = 4000
+
+[stack.fs]
+type = "ext4"
+discard = false
+commit = "5s"
+
+[stack.vm]
+ram = "4GiB"
+
+[[app]]
+name = "db"
+[app.workload.sqlite]
+database = "/data/db/t.db"
+journal_mode = "delete"
+setup = ["CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v TEXT)"]
+statements = ["INSERT INTO t (v) VALUES ('{value}')"]
+count = 20
+
+[[app]]
+name = "msg"
+nice = 10
+ioprio = "be:6"
+[app.workload.ops]
+count = 20
+steps = [
+  { op = "creat", path = "/data/msg/m{i}" },
+  { op = "write", size = "4KiB" },
+  { op = "fsync" },
+  { op = "close" },
+]
+
+[[app]]
+name = "dd"
+[app.workload.seq-write]
+path = "/data/big"
+size = "64MiB"
+io_size = "1MiB"
+
+[[variant]]
+name = "mq-deadline"
+
+[[variant]]
+name = "bfq-external"
+[variant.stack.block]
+elevator = "bfq"
+[variant.stack.fs]
+journal = "external"
+[variant.stack.fs.journal_device]
+profile = "emmc-5.0"
+capacity = "512MiB"
+"#;
+
+#[test]
+fn a_real_run_reports_results_and_restores_the_machine() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_real_machine();
+    let before = machine_state();
+    let path = scenario("small", SMALL);
+    let (status, stdout, stderr) = mobistack(&["real", &path, "--image", "512MiB", "--json"]);
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(machine_state(), before, "the machine was not restored");
+    let results: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(results["schema"], "mobistack.results");
+    let runs = results["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for run in runs {
+        let db = &run["apps"]["db"];
+        assert_eq!(db["ops"]["transaction"]["count"], 20, "{run}");
+        assert_eq!(db["counters"]["real.txn.count"], 20);
+        // Each DELETE-mode transaction syncs the journal and the database: at least one
+        // cache flush each (jbd2's commit block is REQ_PREFLUSH | REQ_FUA).
+        let flushes = db["counters"]["real.txn.flush_requests"].as_u64().unwrap();
+        assert!(flushes >= 20, "{flushes} flushes in 20 transactions: {run}");
+        assert_eq!(run["apps"]["msg"]["ops"]["fsync"]["count"], 20);
+        assert_eq!(run["apps"]["dd"]["counters"]["bytes"], 64 << 20);
+        assert_eq!(run["counters"]["real.trace.lost"], 0);
+    }
+}
+
+#[test]
+fn a_run_that_fails_midway_restores_the_machine() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_real_machine();
+    let before = machine_state();
+    // The loop device is attached, its queue set and the file system made before the mount,
+    // which the kernel refuses: "can't mount with journal_async_commit in data=ordered mode"
+    // (fs/ext4/super.c `ext4_check_opt_consistency`).
+    let text = SMALL.replace(
+        "commit = \"5s\"",
+        "commit = \"5s\"\njournal_async_commit = true",
+    );
+    let path = scenario("fails", &text);
+    let (status, _, stderr) = mobistack(&["real", &path, "--image", "512MiB"]);
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("mounting with"), "{stderr}");
+    assert_eq!(machine_state(), before, "the machine was not restored");
+}
+
+#[test]
+fn sigint_stops_the_run_and_restores_the_machine() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_real_machine();
+    let before = machine_state();
+    let text = SMALL
+        .replace("end = \"apps-done\"", "")
+        .replace("duration = \"20s\"", "duration = \"60s\"")
+        .replace("count = 20\nsteps", "think = \"10ms\"\nsteps");
+    let path = scenario("sigint", &text);
+    let child = Command::new(env!("CARGO_BIN_EXE_mobistack"))
+        .args([
+            "real",
+            &path,
+            "--image",
+            "512MiB",
+            "--variant",
+            "mq-deadline",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let changed = machine_state();
+    assert_ne!(
+        changed, before,
+        "the run had not set the machine up after 4 s"
+    );
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert_eq!(machine_state(), before, "the machine was not restored");
+}
+
+#[test]
+fn without_root_it_refuses_before_changing_anything() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_real_machine();
+    let before = machine_state();
+    let path = scenario("nonroot", SMALL);
+    std::fs::set_permissions(
+        std::path::Path::new(&path).parent().unwrap(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_mobistack"))
+        .args(["real", &path])
+        .output()
+        .expect("setpriv (util-linux) runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("needs root"), "{stderr}");
+    assert_eq!(machine_state(), before);
+}
