@@ -246,14 +246,21 @@ fn without_root_it_refuses_before_changing_anything() {
     require_real_machine();
     let before = machine_state();
     let path = scenario("nonroot", SMALL);
-    std::fs::set_permissions(
-        std::path::Path::new(&path).parent().unwrap(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    // The binary and the scenario where an unprivileged user can reach them (the checkout may
+    // be under a home directory only root can enter).
+    let dir = std::path::Path::new(&path).parent().unwrap();
+    let binary = dir.join("mobistack");
+    std::fs::copy(env!("CARGO_BIN_EXE_mobistack"), &binary).unwrap();
+    for (file, mode) in [
+        (dir, 0o755),
+        (binary.as_path(), 0o755),
+        (std::path::Path::new(&path), 0o644),
+    ] {
+        std::fs::set_permissions(file, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+    }
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_mobistack"))
+        .arg(&binary)
         .args(["real", &path])
         .output()
         .expect("setpriv (util-linux) runs");

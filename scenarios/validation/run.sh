@@ -2,11 +2,14 @@
 # Regenerates the table of docs/validation.md: runs `mobistack check-real` (3 real repetitions)
 # on every validation scenario and replaces the part of docs/validation.md between the
 # `<!-- last-run -->` markers with the machine, kernel, date and each scenario's comparison.
-# Needs root (real mode); builds the release binary first. About 5 minutes.
+# Needs root (real mode); builds the release binary first. About 10 minutes of real runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release --locked
-bin=target/release/mobistack
+# MOBISTACK_BIN: an already built binary to use instead of building the release one.
+bin=${MOBISTACK_BIN:-target/release/mobistack}
+if [ -z "${MOBISTACK_BIN:-}" ]; then
+    cargo build --release --locked
+fi
 out=$(mktemp)
 {
     echo "Machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(lsblk -dno NAME,MODEL "$(df --output=source /tmp | tail -1)" 2>/dev/null || echo 'disk unknown') under /tmp; kernel $(uname -r); $(date -u '+%Y-%m-%d %H:%M UTC')."

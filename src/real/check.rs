@@ -51,6 +51,10 @@ pub struct VariantCheck {
     pub repetitions: usize,
     pub bands: &'static str,
     pub figures: Vec<Figure>,
+    /// The real device's mean service time per request class (`block_rq_issue` to
+    /// `block_rq_complete`) over the repetitions, in ms: what the simulated device profile
+    /// should match before latencies can be judged.
+    pub real_device_ms: std::collections::BTreeMap<String, f64>,
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -222,7 +226,27 @@ pub fn compare(scenario: &str, sim: &RunResult, real: &[RunResult]) -> VariantCh
             });
         }
     }
+    let mut real_device_ms = std::collections::BTreeMap::new();
+    for class in ["write", "read", "flush"] {
+        let (mut n, mut total) = (0u64, 0u64);
+        for run in real {
+            n += run
+                .counters
+                .get(&format!("real.block.{class}_serviced"))
+                .copied()
+                .unwrap_or(0);
+            total += run
+                .counters
+                .get(&format!("real.block.{class}_device_ns"))
+                .copied()
+                .unwrap_or(0);
+        }
+        if n > 0 {
+            real_device_ms.insert(class.to_string(), total as f64 / n as f64 / 1e6);
+        }
+    }
     VariantCheck {
+        real_device_ms,
         scenario: scenario.to_string(),
         variant: sim.variant.clone(),
         kernel: kernel_release(),
@@ -278,6 +302,17 @@ pub fn render(checks: &[VariantCheck]) -> String {
             "{} / {}: simulated vs real (kernel {}, {} real runs)\n  tolerance: {}\n",
             check.scenario, check.variant, check.kernel, check.repetitions, check.bands
         ));
+        if !check.real_device_ms.is_empty() {
+            let means: Vec<String> = check
+                .real_device_ms
+                .iter()
+                .map(|(class, ms)| format!("{class} {ms:.2} ms"))
+                .collect();
+            out.push_str(&format!(
+                "  real device, mean time per request (issue to complete): {}\n",
+                means.join(", ")
+            ));
+        }
         out.push_str(&format!(
             "  {:<10} {:<22} {:>11} {:>11} {:>23}  {}\n",
             "app", "figure", "simulated", "real", "real spread", "verdict"

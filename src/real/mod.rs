@@ -393,6 +393,44 @@ pub fn txn_block_counts(events: &[BlockEvent], windows: &[(u64, u64)]) -> TxnBlo
     counts
 }
 
+/// Per request class (`write`, `read`, `flush`): how many requests were paired issue ->
+/// complete and their summed time on the device (from `block_rq_issue` to
+/// `block_rq_complete`). Data requests pair by device, sector and length, empty flushes in
+/// order per device; a FUA write's final completion after its post-flush (length 0, not a
+/// flush) pairs with nothing.
+pub fn device_service_times(events: &[BlockEvent]) -> BTreeMap<&'static str, (u64, u64)> {
+    use crate::block::blktrace::Action;
+    use std::collections::VecDeque;
+    let mut issued: BTreeMap<(u32, u32, u64, u32, bool), VecDeque<u64>> = BTreeMap::new();
+    let mut times: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
+    for event in events {
+        let flush = event.is_flush_request();
+        let class = if flush {
+            "flush"
+        } else if event.is_data_write() {
+            "write"
+        } else if event.rwbs.contains('R') && event.nr_sectors > 0 {
+            "read"
+        } else {
+            continue;
+        };
+        let sector = if flush { 0 } else { event.sector };
+        let key = (event.major, event.minor, sector, event.nr_sectors, flush);
+        match event.action {
+            Action::Issue => issued.entry(key).or_default().push_back(event.time_ns),
+            Action::Complete => {
+                if let Some(start) = issued.get_mut(&key).and_then(|q| q.pop_front()) {
+                    let slot = times.entry(class).or_insert((0, 0));
+                    slot.0 += 1;
+                    slot.1 += event.time_ns.saturating_sub(start);
+                }
+            }
+            _ => {}
+        }
+    }
+    times
+}
+
 /// The latency summary of `samples` (nanoseconds), as the simulation's recorder makes it.
 fn summarize(samples: &[&exec::OpSample]) -> OpSummary {
     let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
@@ -470,6 +508,11 @@ fn run_result(
                 add("real.block.read_requests", 1);
             }
         }
+    }
+    let service = device_service_times(events);
+    for (class, (count, total)) in &service {
+        add(&format!("real.block.{class}_serviced"), *count);
+        add(&format!("real.block.{class}_device_ns"), *total);
     }
     add("real.trace.events", events.len() as u64);
     add("real.trace.lost", lost);
@@ -591,6 +634,29 @@ mod tests {
                 flush_bios: 1,
             }
         );
+    }
+
+    #[test]
+    fn pairs_issues_with_completions_per_request_class() {
+        use crate::block::blktrace::Action::{Complete, Issue};
+        let mut write = event(100, Issue, "WSM", 8);
+        write.sector = 64;
+        let mut done = event(350, Complete, "WSM", 8);
+        done.sector = 64;
+        // The FUA write's final completion after its post-flush: length 0, pairs with nothing.
+        let mut tail = event(900, Complete, "WSM", 0);
+        tail.sector = 64;
+        let events = [
+            write,
+            event(200, Issue, "FF", 0),
+            done,
+            event(700, Complete, "FF", 0),
+            tail,
+        ];
+        let times = device_service_times(&events);
+        assert_eq!(times.get("write"), Some(&(1, 250)));
+        assert_eq!(times.get("flush"), Some(&(1, 500)));
+        assert_eq!(times.get("read"), None);
     }
 
     #[test]
