@@ -69,6 +69,9 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// A statistic of an operation's summary.
+type Statistic = fn(&crate::report::results::OpSummary) -> u64;
+
 /// The verdict of a latency within `factor` either way.
 fn ratio_verdict(simulated: f64, real: f64, factor: f64) -> String {
     if real <= 0.0 || simulated <= 0.0 {
@@ -159,7 +162,7 @@ pub fn compare(scenario: &str, sim: &RunResult, real: &[RunResult]) -> VariantCh
             if real_ops.is_empty() || summary.count == 0 {
                 continue;
             }
-            let metrics: [(&str, f64, fn(&crate::report::results::OpSummary) -> u64); 3] = [
+            let metrics: [(&str, f64, Statistic); 3] = [
                 ("p50", 2.0, |s| s.p50_ns),
                 ("p99", 3.0, |s| s.p99_ns),
                 ("max", 5.0, |s| s.max_ns),
