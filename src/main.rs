@@ -387,6 +387,9 @@ struct RealArgs {
     /// Write the block events as blkparse text to FILE (FILE.<variant> with several).
     #[arg(long, value_name = "FILE")]
     blktrace: Option<std::path::PathBuf>,
+    /// Write the results as tidy CSV files into directory DIR, as `run --csv` (`real` only).
+    #[arg(long, value_name = "DIR")]
+    csv: Option<std::path::PathBuf>,
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
@@ -1570,6 +1573,17 @@ fn cmd_real(args: RealArgs) -> ExitCode {
             return ExitCode::from(EXIT_RUN_FAILED);
         }
     };
+    if let Some(dir) = &args.csv {
+        let written = std::fs::create_dir_all(dir).and_then(|()| {
+            mobistack::report::csv::files(&results)
+                .into_iter()
+                .try_for_each(|(name, text)| std::fs::write(dir.join(name), text))
+        });
+        if let Err(e) = written {
+            eprintln!("error: --csv {}: {e}", dir.display());
+            return ExitCode::from(EXIT_RUN_FAILED);
+        }
+    }
     let json = results.to_json();
     match &args.out {
         Some(path) if path.as_os_str() == "-" => out!("{json}"),

@@ -160,9 +160,46 @@ fn a_real_run_reports_results_and_restores_the_machine() {
     require_real_machine();
     let before = machine_state();
     let path = scenario("small", SMALL);
-    let (status, stdout, stderr) = mobistack(&["real", &path, "--image", "512MiB", "--json"]);
+    let dir = std::path::Path::new(&path).parent().unwrap();
+    let out = dir.join("real.json").display().to_string();
+    let csv = dir.join("csv").display().to_string();
+    let blktrace = dir.join("real.blk").display().to_string();
+    let (status, stdout, stderr) = mobistack(&[
+        "real",
+        &path,
+        "--image",
+        "512MiB",
+        "--json",
+        "--out",
+        &out,
+        "--csv",
+        &csv,
+        "--blktrace",
+        &blktrace,
+    ]);
     assert_eq!(status, 0, "{stderr}");
     assert_eq!(machine_state(), before, "the machine was not restored");
+    // The results schema of simulated runs: `compare` and `report` read it unchanged.
+    let (status, table, stderr) = mobistack(&[
+        "compare",
+        &format!("{out}:mq-deadline"),
+        &format!("{out}:bfq-external"),
+    ]);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(table.contains("transaction"), "{table}");
+    let html = dir.join("real.html").display().to_string();
+    let (status, _, stderr) = mobistack(&["report", &out, "-o", &html]);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(std::fs::read_to_string(dir.join("csv/latency.csv"))
+        .unwrap()
+        .contains(",db,transaction,"));
+    // blkparse text per variant: the commit blocks' flushes are there.
+    let trace = std::fs::read_to_string(format!("{blktrace}.mq-deadline")).unwrap();
+    assert!(
+        trace.lines().any(|l| l.contains(" FWFSM ")),
+        "{}",
+        &trace[..trace.len().min(2000)]
+    );
     let results: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(results["schema"], "mobistack.results");
     let runs = results["runs"].as_array().unwrap();
