@@ -604,3 +604,22 @@ fn bfq_do_or_sched_stable_merge_merges_queues_created_within_180_ms_from_5_13() 
     assert_eq!(late.bfq.stats.queue_merges, 0, "{:?}", late.bfq.stats);
     assert_ne!(late.bfq.sync_queue_of(1), late.bfq.sync_queue_of(2));
 }
+
+#[test]
+fn an_in_service_queue_requeued_then_served_leaves_the_active_tree_on_deactivation() {
+    // __bfq_requeue_entity re-inserts an in-service entity into the active tree; served more,
+    // its finish time moves (__bfq_deactivate_entity: bfq_calc_finish from its service). The
+    // model's trees are keyed by finish time, so the entity must leave the tree before its
+    // finish moves (this panicked with "entity not active" in fg-vs-bg's Android variants when
+    // processes start together).
+    let mut bfq = Sim::new(100 * NS_PER_US, 0).bfq;
+    for i in 1..=3u64 {
+        Elevator::add_request(&mut bfq, 0, rq(i, IoOp::Read, 1000 + 8 * i, 8, 1));
+    }
+    assert!(Elevator::dispatch_request(&mut bfq, 0).is_some());
+    let q = bfq.in_service().expect("in service");
+    bfq.requeue_bfqq(q, false);
+    bfq.bfqq_served(q, 64);
+    bfq.del_bfqq_busy(q, false);
+    assert!(!bfq.queue(q).busy);
+}
