@@ -136,6 +136,30 @@ impl KernelVersion {
     pub fn has_force_commit_optimization(self) -> bool {
         self > KernelVersion::V3_10
     }
+
+    /// BFQ merges the queues of cooperating processes (`bfq_setup_cooperator`: a queue whose
+    /// new request lies within `BFQQ_CLOSE_THR` of another queue's next request) on every
+    /// device, flash with command queueing included. Linux 5.2, "block, bfq: do not merge queues
+    /// on flash storage with queueing" (P. Valente; 8cacc5ab3eac, the hash quoted from memory:
+    /// the title is in the 5.2 block pull, for-5.2/block-20190507), made `bfq_setup_cooperator`
+    /// return at once when `bfqd->nonrot_with_queueing`. BFQ itself entered mainline in 4.12
+    /// (aee69d78dec0 "block, bfq: introduce the BFQ-v0 I/O scheduler as an extra scheduler", with
+    /// 36eca8948323 "block, bfq: add Early Queue Merge (EQM)"); for 3.10 and 4.4, which have no
+    /// BFQ, this answers as for the first BFQ releases (4.12 to 5.1).
+    pub fn bfq_merges_cooperators_on_queueing_flash(self) -> bool {
+        self < KernelVersion::V5_10
+    }
+
+    /// BFQ stably merges a new sync queue with the last one created in its group when both were
+    /// created within `bfq_burst_interval` (180 ms) of each other with the same I/O priority
+    /// and class (`bfq_do_or_sched_stable_merge`): at once on flash with command queueing, else
+    /// after `bfq_late_stable_merging` (600 ms) unless idling boosts the queue's throughput.
+    /// Linux 5.13, 430a67f9d616 ("block, bfq: merge bursts of newly-created queues",
+    /// P. Valente); the 600 ms `bfq_activation_stable_merging` / `bfq_late_stable_merging` are
+    /// 5.14's 7812472f9730 ("block, bfq: boost throughput by extending queue-merging times").
+    pub fn has_bfq_stable_merge(self) -> bool {
+        self >= KernelVersion::V6_1
+    }
 }
 
 impl std::fmt::Display for KernelVersion {

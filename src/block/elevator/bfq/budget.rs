@@ -241,6 +241,10 @@ impl Bfq {
         self.waited_rq = None;
         self.recalc_budget(q, reason);
         // __bfq_bfqq_expire
+        // A shared queue gone seeky: its processes no longer cooperate.
+        if self.queues[q].coop && self.seeky(q) {
+            self.queues[q].split_coop = true;
+        }
         if self.queues[q].sort_list.is_empty()
             && !(reason == Expiration::Preempted && self.idling_needed_for_service_guarantees(q))
         {

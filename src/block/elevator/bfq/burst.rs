@@ -4,7 +4,9 @@
 //! workers, they are marked `in_large_burst` and denied weight raising (and lose it if they
 //! had it); a queue idle for 10 s after such a burst leaves it.
 //!
-//! Simplifications: queue splits (and their `split_time`) do not exist.
+//! A queue split off a shared one within the last 10 ms (`split_time`) is not a new queue
+//! for burst detection; a split puts a queue back in the burst list it was in when merged
+//! ([`super::merge`]).
 
 use super::queue::QueueId;
 use super::Bfq;

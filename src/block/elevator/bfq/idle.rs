@@ -48,6 +48,10 @@ impl Bfq {
     pub(super) fn idling_needed_for_service_guarantees(&self, q: QueueId) -> bool {
         let tot_busy = self.tot_busy_queues();
         let queue = &self.queues[q];
+        // No point in idling for a queue no process will send requests to.
+        if queue.process_refs == 0 {
+            return false;
+        }
         (queue.wr_coeff > 1
             && (self.wr_busy_queues < tot_busy || self.tot_rq_in_driver >= queue.dispatched + 4))
             || self.asymmetric_scenario(Some(q))
@@ -56,6 +60,10 @@ impl Bfq {
 
     /// `idling_boosts_thr_without_issues`.
     pub(super) fn idling_boosts_thr_without_issues(&self, q: QueueId) -> bool {
+        // No point in idling for a queue no process will send requests to.
+        if self.queues[q].process_refs == 0 {
+            return false;
+        }
         let hw_tag = self.hw_tag != 0;
         let rot_without_queueing = !self.nonrot && !hw_tag;
         let queue = &self.queues[q];
@@ -125,5 +133,6 @@ impl Bfq {
         self.hw_tag = i32::from(self.max_rq_in_driver > BFQ_HW_QUEUE_THRESHOLD);
         self.max_rq_in_driver = 0;
         self.hw_tag_samples = 0;
+        self.nonrot_with_queueing = self.nonrot && self.hw_tag == 1;
     }
 }

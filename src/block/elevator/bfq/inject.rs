@@ -18,7 +18,8 @@
 //! QASIO (not in the kernel): a queue with a boosted request is injected right after the
 //! process's own async queue (see the `bfq` module doc).
 //!
-//! Simplifications: waker information is never lost through queue merging (there is none).
+//! Simplifications: a waker merged into another queue stays the waker (`bfq_waker_bfqq` is
+//! applied only when a split gives a process a new queue, [`super::merge`]).
 
 use super::queue::QueueId;
 use super::Bfq;

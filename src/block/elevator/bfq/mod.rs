@@ -12,6 +12,7 @@
 //! | [`burst`] | large-burst detection | `bfq_handle_burst` |
 //! | [`inject`] | waker detection and I/O injection | `bfq_check_waker`, `bfq_choose_bfqq_for_injection` |
 //! | [`depth`] | tag depth limits for async I/O and sync writes | `bfq_limit_depth`, `bfq_update_depths` |
+//! | [`merge`] | queue merging: cooperators, stable merges, splits | `bfq_setup_cooperator`, `bfq_merge_bfqqs`, `bfq_do_or_sched_stable_merge`, `bfq_split_bfqq` |
 //!
 //! This file holds `struct bfq_data`, the request paths (`bfq_insert_request`,
 //! `bfq_add_request`, `bfq_remove_request`, `bfq_dispatch_request`, `bfq_select_queue`,
@@ -61,6 +62,7 @@ mod burst;
 mod depth;
 mod idle;
 mod inject;
+mod merge;
 pub mod queue;
 #[cfg(test)]
 mod tests;
@@ -69,7 +71,7 @@ mod wr;
 
 use super::{Elevator, QueueTraits, RqStore};
 use crate::block::request::{Bio, MergeKind, Request, RequestId};
-use crate::kernel::Hz;
+use crate::kernel::{Hz, KernelVersion};
 use crate::task::{Blkcg, CgroupId};
 use crate::units::{Nanos, NS_PER_SEC};
 use budget::Expiration;
@@ -98,6 +100,9 @@ pub struct BfqTunables {
     pub strict_guarantees: bool,
     /// `low_latency = 1`.
     pub low_latency: bool,
+    /// The Linux version whose BFQ runs (`[stack.kernel] version`): queue merging differs by
+    /// era ([`merge`]).
+    pub kernel: KernelVersion,
 }
 
 impl BfqTunables {
@@ -112,6 +117,7 @@ impl BfqTunables {
             max_budget: 0,
             strict_guarantees: false,
             low_latency: true,
+            kernel: KernelVersion::default(),
         }
     }
 }
@@ -134,6 +140,13 @@ pub struct BfqStats {
     pub injected_other: u64,
     /// QASIO: boosted requests dispatched from a queue other than the one in service.
     pub qasio_served_out_of_turn: u64,
+    /// Processes redirected to another queue (`bfq_merge_bfqqs`).
+    pub queue_merges: u64,
+    /// Of the merges, those scheduled by the stable merge (`bfq_setup_stable_merge`,
+    /// `bfq_do_early_stable_merge`).
+    pub stable_merges: u64,
+    /// Processes split off a shared queue (`bfq_split_bfqq`).
+    pub queue_splits: u64,
 }
 
 /// `struct bfq_data`.
@@ -166,6 +179,12 @@ pub struct Bfq {
     max_rq_in_driver: u32,
     /// -1 unknown, 0 no, 1 yes (`bfqd->hw_tag`).
     hw_tag: i32,
+    /// `nonrot_with_queueing`: non-rotational and `hw_tag` not disproved (assumed at init).
+    nonrot_with_queueing: bool,
+    /// `in_serv_last_pos`: the end of the in-service queue's last dispatched request.
+    in_serv_last_pos: u64,
+    /// `last_bfqq_created` of each group (`bfq_do_or_sched_stable_merge`).
+    last_bfqq_created: BTreeMap<GroupId, QueueId>,
     hw_tag_samples: u32,
     budgets_assigned: u32,
     bfq_max_budget: u64,
@@ -236,6 +255,9 @@ impl Bfq {
             tot_rq_in_driver: 0,
             max_rq_in_driver: 0,
             hw_tag: -1,
+            nonrot_with_queueing: traits.nonrot,
+            in_serv_last_pos: 0,
+            last_bfqq_created: BTreeMap::new(),
             hw_tag_samples: 0,
             budgets_assigned: 0,
             bfq_max_budget: budget::BFQ_DEFAULT_MAX_BUDGET,
@@ -344,43 +366,21 @@ impl Bfq {
         g
     }
 
-    /// `bfq_init_rq`: the queue of a request being inserted, created if needed.
+    /// `bfq_init_rq`: the queue of a request being inserted, created (or split off a shared
+    /// queue) if needed.
     fn init_rq(&mut self, rq: &Request) -> QueueId {
         let g = self.group_for(rq.blkcg);
         let pid = rq.task.pid;
-        let sync = rq.is_sync();
-        let bic = self.bics.entry(pid).or_default().clone();
-        let mut bic = bic;
-        // bfq_check_ioprio_change
-        let ioprio = (rq.ioc_ioprio, rq.nice);
-        if bic.ioprio != Some(ioprio) {
-            bic.ioprio = Some(ioprio);
-            bic.async_queue = None;
-            if let Some(q) = bic.sync {
-                self.set_next_ioprio_data(q, rq.ioc_ioprio, rq.nice);
-            }
+        self.bics.entry(pid).or_default();
+        self.check_ioprio_change(pid, rq);
+        self.bic_update_cgroup(pid, g);
+        let q = self.get_bfqq_handle_split(pid, g, rq, rq.is_sync());
+        if let Some(bic) = self.bics.get_mut(&pid) {
+            bic.requests += 1;
         }
-        // bfq_bic_update_cgroup
-        if bic.group != Some(g) {
-            bic.group = Some(g);
-            bic.sync = None;
-            bic.async_queue = None;
+        if self.queues[q].new_bfqq.is_none() && self.queues[q].process_refs == 1 {
+            self.queues[q].bic = Some(pid);
         }
-        let existing = if sync { bic.sync } else { bic.async_queue };
-        let q = match existing {
-            Some(q) => q,
-            None => {
-                let q = self.get_queue(g, rq, sync);
-                if sync {
-                    bic.sync = Some(q);
-                } else {
-                    bic.async_queue = Some(q);
-                }
-                q
-            }
-        };
-        bic.requests += 1;
-        self.bics.insert(pid, bic);
         let burst_running = self.burst_size > 0 || self.tot_busy_queues() == 0;
         if self.queues[q].just_created && burst_running {
             self.handle_burst(q);
@@ -388,9 +388,59 @@ impl Bfq {
         q
     }
 
+    /// `bfq_check_ioprio_change`: a new `ioc->ioprio` gives the process a new async queue and
+    /// its sync queue new priority data.
+    fn check_ioprio_change(&mut self, pid: u32, rq: &Request) {
+        let ioprio = (rq.ioc_ioprio, rq.nice);
+        let bic = self.bics.get_mut(&pid).expect("bic of the process");
+        if bic.ioprio == Some(ioprio) {
+            return;
+        }
+        bic.ioprio = Some(ioprio);
+        let (old_async, sync) = (bic.async_queue.take(), bic.sync);
+        if let Some(old) = old_async {
+            self.release_process_ref(old);
+        }
+        if let Some(q) = sync {
+            self.set_next_ioprio_data(q, rq.ioc_ioprio, rq.nice);
+        }
+    }
+
+    /// `bfq_bic_update_cgroup` (before 6.3): a process in a new group leaves its queues.
+    fn bic_update_cgroup(&mut self, pid: u32, g: GroupId) {
+        let bic = self.bics.get_mut(&pid).expect("bic of the process");
+        if bic.group == Some(g) {
+            return;
+        }
+        bic.group = Some(g);
+        let old = [bic.sync.take(), bic.async_queue.take()];
+        for q in old.into_iter().flatten() {
+            if self.queues[q].bic == Some(pid) {
+                self.queues[q].bic = None;
+            }
+            self.release_process_ref(q);
+        }
+    }
+
     /// `__bfq_insert_request`.
     fn insert_request(&mut self, mut rq: Request) {
-        let q = self.init_rq(&rq);
+        let mut q = self.init_rq(&rq);
+        let pid = rq.task.pid;
+        if self.may_cooperate(q, pid) {
+            if let Some(new) = self.setup_cooperator(q, rq.sector, pid) {
+                if self.bics.get(&pid).and_then(|bic| bic.sync) == Some(q) {
+                    let mut cur = q;
+                    for _ in 0..self.queues.len() {
+                        if cur == new {
+                            break;
+                        }
+                        cur = self.merge_bfqqs(pid, cur);
+                    }
+                }
+                self.queues[q].just_created = false;
+                q = new;
+            }
+        }
         self.rq_queue.insert(rq.id, q);
         self.update_io_thinktime(q);
         self.update_has_short_ttime(q);
@@ -544,6 +594,7 @@ impl Bfq {
             self.set_budget_timeout(q);
         }
         self.in_service_queue = q;
+        self.in_serv_last_pos = 0;
         q
     }
 
@@ -605,6 +656,9 @@ impl Bfq {
         }
         self.queues[q].dispatched += 1;
         self.update_peak_rate(id);
+        if self.in_service_queue == Some(q) {
+            self.in_serv_last_pos = self.last_position;
+        }
         self.remove_request(id);
         if self.in_service_queue == Some(q) {
             self.update_wr_data(q);
@@ -676,6 +730,35 @@ impl Bfq {
         (0..self.queues.len()).find(|&q| !self.queues[q].qasio.is_empty())
     }
 
+    /// `bfq_allow_bio_merge`'s early queue merge: when the sync bio of a process could merge
+    /// into a queued request, `bfq_setup_cooperator` may redirect the process (its queue `q`)
+    /// to a cooperator first; the bio then merges only into a request of the queue it goes to.
+    fn allow_bio_merge_cooperator(&mut self, bio: &Bio, max_sectors: u32, q: QueueId) -> QueueId {
+        let candidate = std::cell::Cell::new(false);
+        // A lookup that merges nothing: is there a request the bio could merge into?
+        let _ = self.store.merge(bio, max_sectors, true, |rq| {
+            if rq.is_sync() {
+                candidate.set(true);
+            }
+            false
+        });
+        if !candidate.get() {
+            return q;
+        }
+        let pid = bio.task.pid;
+        let Some(new) = self.setup_cooperator(q, bio.sector, pid) else {
+            return q;
+        };
+        let mut cur = q;
+        for _ in 0..self.queues.len() {
+            if cur == new {
+                break;
+            }
+            cur = self.merge_bfqqs(pid, cur);
+        }
+        cur
+    }
+
     /// `bfq_idle_slice_timer_body`.
     fn idle_slice_timer(&mut self) {
         let Some(q) = self.in_service_queue else {
@@ -709,13 +792,16 @@ impl Elevator for Bfq {
     ) -> Option<(RequestId, MergeKind)> {
         self.now = now;
         let bic = self.bics.get(&bio.task.pid)?;
-        let target = if bio.is_sync() {
+        let mut target = if bio.is_sync() {
             bic.sync
         } else {
             bic.async_queue
         }?;
-        let rq_queue = &self.rq_queue;
         let sync = bio.is_sync();
+        if sync && self.may_cooperate(target, bio.task.pid) {
+            target = self.allow_bio_merge_cooperator(bio, max_sectors, target);
+        }
+        let rq_queue = &self.rq_queue;
         let (id, kind, old_sector) = self.store.merge(bio, max_sectors, true, |rq| {
             rq_queue.get(&rq.id) == Some(&target) && (!sync || rq.is_sync())
         })?;

@@ -8,8 +8,7 @@
 //! - A process's io_context is its pid (threads do not share one); queues are never freed.
 //! - When a process's cgroup changes, its next requests go to a new sync queue in the new
 //!   group and the old one drains (the pre-6.3 `bfq_bic_update_cgroup`; 6.3+ moves the queue).
-//! - No queue merging (`bfq_setup_cooperator`, stable merges): cooperating processes keep
-//!   their own queues.
+//! - Queue merging (`bfq_setup_cooperator`, the stable merge, splits) is [`super::merge`]'s.
 //! - No `REQ_META` pending count (`meta_pending` no longer steers selection in mainline).
 
 use super::wf2q::{Entity, EntityId, GroupId};
@@ -124,6 +123,20 @@ pub struct BfqQueue {
     /// QASIO §5.3 (not in the kernel): the queue's boosted requests, in boost order, dispatched
     /// before its others (`bfq_dispatch_rq_from_bfqq`).
     pub qasio: VecDeque<RequestId>,
+    // Queue merging ([`super::merge`]).
+    /// `bfqq_process_refs`: the processes whose io_context points, or is scheduled to point,
+    /// to the queue (an async queue also counts its group's reference).
+    pub process_refs: u32,
+    /// `bfqq->bic`: the process owning the queue alone; `None` once shared or merged away.
+    pub bic: Option<u32>,
+    /// `bfqq->new_bfqq`: the queue this one's processes are redirected to.
+    pub new_bfqq: Option<QueueId>,
+    /// `BFQQF_coop`: shared by cooperating processes.
+    pub coop: bool,
+    /// `BFQQF_split_coop`: shared and seeky at an expiration: to be split.
+    pub split_coop: bool,
+    /// `bfqq->ioprio`: the priority level (compared by the stable merge).
+    pub ioprio: u8,
 }
 
 /// `struct bfq_io_cq`: what BFQ keeps per process.
@@ -136,6 +149,14 @@ pub struct Bic {
     /// The `ioc->ioprio` and nice seen last (`bic->ioprio`).
     pub ioprio: Option<(IoPrio, i8)>,
     pub group: Option<GroupId>,
+    /// `bic->stable_merge_bfqq`: a delayed stable merge scheduled for this process's sync
+    /// queue (`bfq_do_or_sched_stable_merge`).
+    pub stable_merge_bfqq: Option<QueueId>,
+    /// `bic->stably_merged`: the process's queue was stably merged and is never split.
+    pub stably_merged: bool,
+    /// `bic->saved_*`: the state of the process's own queue when it was merged, restored on a
+    /// split (`bfq_bfqq_save_state`, `bfq_bfqq_resume_state`).
+    pub saved: super::merge::SavedState,
 }
 
 impl Bfq {
@@ -145,13 +166,21 @@ impl Bfq {
     pub(super) fn set_next_ioprio_data(&mut self, q: QueueId, ioprio: IoPrio, nice: i8) {
         let prio = ioprio.for_task(nice);
         self.queues[q].new_ioprio_class_idx = class_idx(prio.class);
+        self.queues[q].ioprio = prio.level;
         let e = self.queues[q].entity;
         self.entities[e].new_weight = ioprio_to_weight(prio.level);
         self.entities[e].prio_changed = true;
     }
 
-    /// `bfq_get_queue` + `bfq_init_bfqq` + `bfq_init_entity`.
-    pub(super) fn get_queue(&mut self, g: GroupId, rq: &Request, sync: bool) -> QueueId {
+    /// `bfq_get_queue` + `bfq_init_bfqq` + `bfq_init_entity`, with a process reference; a new
+    /// sync queue of process `pid` may be stably merged at once (`respawn`: not after a split).
+    pub(super) fn get_queue(
+        &mut self,
+        g: GroupId,
+        rq: &Request,
+        sync: bool,
+        respawn: bool,
+    ) -> QueueId {
         let slot = {
             let prio = rq.ioc_ioprio;
             match prio.class {
@@ -162,6 +191,7 @@ impl Bfq {
         };
         if !sync {
             if let Some(&q) = self.groups[g].async_queues.get(&slot) {
+                self.queues[q].process_refs += 1;
                 return q;
             }
         }
@@ -235,11 +265,21 @@ impl Bfq {
             waker_detection_started: 0,
             woken: Vec::new(),
             qasio: VecDeque::new(),
+            // The process's reference, and an async queue's group reference.
+            process_refs: if sync { 1 } else { 2 },
+            bic: None,
+            new_bfqq: None,
+            coop: false,
+            split_coop: false,
+            ioprio: prio.level,
         });
         if !sync {
             self.groups[g].async_queues.insert(slot, q);
         }
         self.stats.queues_created += 1;
+        if sync && !respawn && self.t.kernel.has_bfq_stable_merge() {
+            return self.do_or_sched_stable_merge(q, rq.task.pid);
+        }
         q
     }
 

@@ -48,6 +48,26 @@ impl Sim {
         }
     }
 
+    /// A simulation whose BFQ is that of Linux `kernel`.
+    fn for_kernel(
+        base_ns: Nanos,
+        per_sector_ns: Nanos,
+        kernel: crate::kernel::KernelVersion,
+    ) -> Sim {
+        let mut sim = Sim::new(base_ns, per_sector_ns);
+        let mut tunables = BfqTunables::defaults(Hz(1000));
+        tunables.kernel = kernel;
+        sim.bfq = Bfq::new(
+            QueueTraits {
+                nonrot: true,
+                queue_depth: 32,
+            },
+            Hz(1000),
+            tunables,
+        );
+        sim
+    }
+
     fn submit(&mut self, at: Nanos, rq: Request) {
         self.seq += 1;
         self.submissions.insert((at, self.seq), rq);
@@ -403,4 +423,203 @@ fn an_async_queue_in_service_yields_to_a_qasio_of_another_queue() {
     assert_eq!(Elevator::dispatch_request(&mut bfq, 0).unwrap().id, other);
     assert_eq!(bfq.in_service(), Some(in_service), "served out of turn");
     assert_eq!(bfq.stats.qasio_served_out_of_turn, 1);
+}
+
+use crate::kernel::KernelVersion;
+
+/// Two threads of one app read one file region in interleaved 128 KiB chunks (pid 1 the even
+/// chunks, pid 2 the odd ones), each keeping two reads outstanding (a readahead window) and
+/// issuing the next at each completion: the classic cooperating readers. The device serves one
+/// command at a time (an eMMC without command queueing, as the 3.10 phones had). `class2` is
+/// the second thread's I/O class. Returns the simulation after `duration`.
+fn interleaved_readers(kernel: KernelVersion, class2: IoPrioClass, duration: Nanos) -> Sim {
+    let mut sim = Sim::for_kernel(50 * NS_PER_US, NS_PER_US, kernel);
+    sim.depth = 1;
+    let chunk = 256u64;
+    let base = 1_000_000u64;
+    let read = move |id: u64, k: u64, pid: u32| {
+        let mut r = rq(id, IoOp::Read, base + k * chunk, chunk as u32, pid);
+        if pid == 2 {
+            r.ioc_ioprio = IoPrio::new(class2, 4);
+            r.ioprio = r.ioc_ioprio;
+        }
+        r
+    };
+    sim.submit(0, read(1, 0, 1));
+    sim.submit(0, read(2, 2, 1));
+    sim.submit(10 * NS_PER_US, read(3, 1, 2));
+    sim.submit(10 * NS_PER_US, read(4, 3, 2));
+    let mut next_chunk = [0u64, 4, 5];
+    let mut next_id = 10;
+    sim.run(duration, &mut |done, now| {
+        let pid = done.task.pid;
+        let k = next_chunk[pid as usize];
+        next_chunk[pid as usize] += 2;
+        next_id += 1;
+        vec![(now, read(next_id, k, pid))]
+    });
+    sim
+}
+
+/// Dispatches (in completion order: the device is FIFO) that do not start where the previous
+/// one ended.
+fn seeks(sim: &Sim) -> usize {
+    sim.completed
+        .windows(2)
+        .filter(|pair| pair[1].1.sector != pair[0].1.end_sector())
+        .count()
+}
+
+#[test]
+fn bfq_setup_cooperator_merges_interleaved_readers_into_one_sequential_stream_on_4_19() {
+    // Linux 4.19: the second reader's second request lies within BFQQ_CLOSE_THR of the end of
+    // the in-service queue's last dispatch (in_serv_last_pos); both queues are new (not
+    // bfq_too_late_for_merging), sync, same class, not seeky: bfq_setup_cooperator schedules
+    // the merge and bfq_merge_bfqqs redirects the process. The shared queue holds both
+    // threads' chunks and serves them in sector order: one sequential stream.
+    let sim = interleaved_readers(KernelVersion::V4_19, IoPrioClass::Be, 200 * NS_PER_MS);
+    let (q1, q2) = (
+        sim.bfq.sync_queue_of(1).unwrap(),
+        sim.bfq.sync_queue_of(2).unwrap(),
+    );
+    assert_eq!(q1, q2, "one shared queue: {:?}", sim.bfq.stats);
+    assert!(sim.bfq.queue(q1).coop);
+    assert_eq!(
+        (sim.bfq.stats.queue_merges, sim.bfq.stats.stable_merges),
+        (1, 0),
+        "4.19 has no stable merge"
+    );
+    assert!(sim.completed.len() > 500, "{}", sim.completed.len());
+    assert_eq!(seeks(&sim), 0, "one sequential stream");
+    // The same readers when the queues may not be merged (the second thread in the RT class:
+    // bfq_may_be_close_cooperator): two queues served in turn, the stream seeks.
+    let apart = interleaved_readers(KernelVersion::V4_19, IoPrioClass::Rt, 200 * NS_PER_MS);
+    assert_eq!(apart.bfq.stats.queue_merges, 0);
+    assert!(seeks(&apart) > 300, "{} seeks", seeks(&apart));
+}
+
+#[test]
+fn bfq_setup_cooperator_leaves_cooperators_alone_on_flash_with_queueing_from_5_2() {
+    // 5.10: "block, bfq: do not merge queues on flash storage with queueing" (5.2).
+    // nonrot_with_queueing starts true on a non-rotational device and bfq_update_hw_tag never
+    // disproves it here (the in-service queue has fewer than BFQ_HW_QUEUE_THRESHOLD requests
+    // queued and dispatched), so bfq_setup_cooperator returns at once; 5.10 has no stable
+    // merge either.
+    let sim = interleaved_readers(KernelVersion::V5_10, IoPrioClass::Be, 200 * NS_PER_MS);
+    assert_eq!(sim.bfq.stats.queue_merges, 0, "{:?}", sim.bfq.stats);
+    assert_ne!(sim.bfq.sync_queue_of(1), sim.bfq.sync_queue_of(2));
+    assert!(seeks(&sim) > 300, "{} seeks", seeks(&sim));
+}
+
+#[test]
+fn bfq_split_bfqq_splits_a_shared_queue_that_turns_seeky() {
+    // 4.19: the cooperating readers of the test above are merged; at 100 ms both switch to
+    // random 4 KiB reads over 4 GiB. The shared queue becomes BFQQ_SEEKY, is marked
+    // split_coop at its next expiration (__bfq_bfqq_expire), and the next request of each
+    // process gives it a queue of its own again (bfq_get_bfqq_handle_split, bfq_split_bfqq;
+    // the last process keeps the shared queue, no longer coop).
+    let mut sim = Sim::for_kernel(50 * NS_PER_US, NS_PER_US, KernelVersion::V4_19);
+    sim.depth = 1;
+    let (chunk, base) = (256u64, 1_000_000u64);
+    for (id, k, pid, at) in [(1, 0, 1, 0), (2, 2, 1, 0), (3, 1, 2, 10), (4, 3, 2, 10)] {
+        sim.submit(
+            at * NS_PER_US,
+            rq(id, IoOp::Read, base + k * chunk, chunk as u32, pid),
+        );
+    }
+    let mut next_chunk = [0u64, 4, 5];
+    let mut next_id = 10u64;
+    let mut random = 12345u64;
+    let switch_at = 100 * NS_PER_MS;
+    let mut react = |done: &Request, now: Nanos| {
+        let pid = done.task.pid;
+        next_id += 1;
+        if now < switch_at {
+            let k = next_chunk[pid as usize];
+            next_chunk[pid as usize] += 2;
+            return vec![(
+                now,
+                rq(next_id, IoOp::Read, base + k * chunk, chunk as u32, pid),
+            )];
+        }
+        random = random
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let sector = (random >> 20) % (8 << 20) / 8 * 8;
+        vec![(now, rq(next_id, IoOp::Read, sector, 8, pid))]
+    };
+    sim.run(switch_at, &mut react);
+    let shared = sim.bfq.sync_queue_of(1).unwrap();
+    assert_eq!(sim.bfq.sync_queue_of(2), Some(shared), "merged first");
+    assert_eq!(sim.bfq.stats.queue_splits, 0);
+    sim.run(switch_at + 200 * NS_PER_MS, &mut react);
+    let (q1, q2) = (
+        sim.bfq.sync_queue_of(1).unwrap(),
+        sim.bfq.sync_queue_of(2).unwrap(),
+    );
+    assert_ne!(q1, q2, "split: {:?}", sim.bfq.stats);
+    assert!(sim.bfq.stats.queue_splits >= 2, "{:?}", sim.bfq.stats);
+    assert!(!sim.bfq.queue(q1).coop && !sim.bfq.queue(q2).coop);
+    assert!(
+        q1 == shared || q2 == shared,
+        "the last process keeps the shared queue"
+    );
+}
+
+/// Two processes of the same class and priority whose first sync reads arrive `gap` apart,
+/// far from each other on the device (no cooperators), on a device with command queueing.
+fn two_new_processes(kernel: KernelVersion, gap: Nanos) -> Sim {
+    let mut sim = Sim::for_kernel(100 * NS_PER_US, 0, kernel);
+    let mut next_id = 0;
+    sim.submit(0, rq(1, IoOp::Read, 1_000_000, 8, 1));
+    sim.submit(gap, rq(2, IoOp::Read, 900_000_000, 8, 2));
+    let mut random = 99u64;
+    sim.run(gap + 100 * NS_PER_MS, &mut |done, now| {
+        next_id += 1;
+        random = random.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let offset = (random >> 24) % 100_000 * 8;
+        let base = if done.task.pid == 1 { 0 } else { 800_000_000 };
+        vec![(
+            now + NS_PER_MS,
+            rq(100 + next_id, IoOp::Read, base + offset, 8, done.task.pid),
+        )]
+    });
+    sim
+}
+
+#[test]
+fn bfq_do_or_sched_stable_merge_merges_queues_created_within_180_ms_from_5_13() {
+    // Same ioprio and class, same group, created 50 ms apart: on 6.6 (430a67f9d616, 5.13) the
+    // second queue is merged with the first at its creation (bfq_do_early_stable_merge: flash
+    // with queueing), for good (stably_merged: never split); 4.19 has no stable merge and the
+    // processes are no cooperators (their I/O is far apart).
+    let modern = two_new_processes(KernelVersion::V6_6, 50 * NS_PER_MS);
+    assert_eq!(modern.bfq.stats.stable_merges, 1, "{:?}", modern.bfq.stats);
+    assert_eq!(modern.bfq.sync_queue_of(1), modern.bfq.sync_queue_of(2));
+    let old = two_new_processes(KernelVersion::V4_19, 50 * NS_PER_MS);
+    assert_eq!(old.bfq.stats.queue_merges, 0, "{:?}", old.bfq.stats);
+    assert_ne!(old.bfq.sync_queue_of(1), old.bfq.sync_queue_of(2));
+    // 300 ms apart: beyond bfq_burst_interval, no stable merge on 6.6 either.
+    let late = two_new_processes(KernelVersion::V6_6, 300 * NS_PER_MS);
+    assert_eq!(late.bfq.stats.queue_merges, 0, "{:?}", late.bfq.stats);
+    assert_ne!(late.bfq.sync_queue_of(1), late.bfq.sync_queue_of(2));
+}
+
+#[test]
+fn an_in_service_queue_requeued_then_served_leaves_the_active_tree_on_deactivation() {
+    // __bfq_requeue_entity re-inserts an in-service entity into the active tree; served more,
+    // its finish time moves (__bfq_deactivate_entity: bfq_calc_finish from its service). The
+    // model's trees are keyed by finish time, so the entity must leave the tree before its
+    // finish moves (this panicked with "entity not active" in fg-vs-bg's Android variants when
+    // processes start together).
+    let mut bfq = Sim::new(100 * NS_PER_US, 0).bfq;
+    for i in 1..=3u64 {
+        Elevator::add_request(&mut bfq, 0, rq(i, IoOp::Read, 1000 + 8 * i, 8, 1));
+    }
+    assert!(Elevator::dispatch_request(&mut bfq, 0).is_some());
+    let q = bfq.in_service().expect("in service");
+    bfq.requeue_bfqq(q, false);
+    bfq.bfqq_served(q, 64);
+    bfq.del_bfqq_busy(q, false);
+    assert!(!bfq.queue(q).busy);
 }

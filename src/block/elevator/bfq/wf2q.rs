@@ -399,12 +399,13 @@ impl Bfq {
     fn requeue_entity(&mut self, e: EntityId) {
         let g = self.entities[e].parent;
         if self.groups[g].sd.in_service == Some(e) {
-            let service = self.entities[e].service;
-            self.calc_finish(e, service);
-            self.entities[e].start = self.entities[e].finish;
+            // Extracted before its finish time moves (the tree is keyed by it).
             if self.entities[e].tree == Tree::Active {
                 self.active_extract(e);
             }
+            let service = self.entities[e].service;
+            self.calc_finish(e, service);
+            self.entities[e].start = self.entities[e].finish;
         } else {
             self.active_extract(e);
         }
@@ -441,15 +442,18 @@ impl Bfq {
         }
         let (g, class) = (self.entities[e].parent, self.class_idx(e));
         let is_in_service = self.groups[g].sd.in_service == Some(e);
-        if is_in_service {
-            let service = self.entities[e].service;
-            self.calc_finish(e, service);
-            self.groups[g].sd.in_service = None;
-        }
+        // Out of its tree before its finish time moves: the trees are keyed by finish time (the
+        // kernel's rb-tree erase needs no key). An in-service entity is on the active tree
+        // after a requeue while in service.
         match self.entities[e].tree {
             Tree::Active => self.active_extract(e),
             Tree::Idle if !is_in_service => self.idle_extract(e),
             _ => {}
+        }
+        if is_in_service {
+            let service = self.entities[e].service;
+            self.calc_finish(e, service);
+            self.groups[g].sd.in_service = None;
         }
         if !ins_into_idle_tree || self.entities[e].finish <= self.st(g, class).vtime {
             self.forget_entity(e);
