@@ -160,6 +160,18 @@ impl KernelVersion {
     pub fn has_bfq_stable_merge(self) -> bool {
         self >= KernelVersion::V6_1
     }
+
+    /// `global_dirtyable_memory` takes the reserve (`dirty_balance_reserve`, later
+    /// `totalreserve_pages`) off the free pages only and adds the file LRU after, so a page
+    /// cache that fills memory stays dirtyable, and no longer subtracts `min_free_kbytes`.
+    /// Linux 3.14, commit a804552b9a15 ("mm/page-writeback.c: fix dirty_balance_reserve
+    /// subtraction from dirtyable memory", J. Weiner); the `min_free_kbytes` subtraction
+    /// (75f7ad8e043d, 3.9) is gone by 4.4 (J. Weiner's revert: the reserve already holds the
+    /// watermarks it sets). 3.10 subtracts the reserve and `min_free_kbytes` from free + file
+    /// pages together.
+    pub fn dirtyable_reserve_from_free_pages(self) -> bool {
+        self > KernelVersion::V3_10
+    }
 }
 
 impl std::fmt::Display for KernelVersion {

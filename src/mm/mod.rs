@@ -35,12 +35,13 @@ pub mod filemap;
 pub mod radix;
 pub mod vmscan;
 pub mod writeback;
+pub mod zones;
 
 #[cfg(test)]
 mod tests;
 
 use crate::errno::Errno;
-use crate::kernel::{CpuConfig, Hz};
+use crate::kernel::{CpuConfig, Hz, KernelVersion};
 use crate::sim::cpu::Cpu;
 use crate::sim::sync::{Mutex, WaitQueue};
 use crate::sim::{Blocker, Sim, TaskId, WaitReason, WakeToken};
@@ -265,6 +266,18 @@ pub struct VmConfig {
     /// Memory that the page cache cannot use (kernel, apps' anonymous memory). Default 0.
     #[serde(with = "serde_units::size")]
     pub reserved: u64,
+    /// Lowmem (`ZONE_NORMAL`) of a 32-bit kernel: RAM above it is highmem (`ZONE_HIGHMEM`),
+    /// which the dirty limits leave out unless `highmem_is_dirtyable` ([`zones`]). A 32-bit
+    /// ARM kernel with `CONFIG_VMSPLIT_3G` and the default 240 MiB vmalloc area has 760 MiB
+    /// (`vmalloc_min`, arch/arm/mm/mmu.c; [`zones::ARM_VMSPLIT_3G_LOWMEM`]); a `vmalloc=` on
+    /// the kernel command line moves it. Default 0: no highmem (a 64-bit kernel), as is a
+    /// value of `ram` or more (all RAM below the split).
+    #[serde(with = "serde_units::size")]
+    pub lowmem: u64,
+    /// `vm.highmem_is_dirtyable` (`vm_highmem_is_dirtyable`, mm/page-writeback.c): whether
+    /// highmem counts in the dirtyable memory the dirty ratios apply to. Default false, the
+    /// kernel's (0).
+    pub highmem_is_dirtyable: bool,
     /// `dirty_expire_centisecs`: 3000 = 30 s (mm/page-writeback.c); Android of the QASIO era
     /// 200 = 2 s (QASIO §6).
     #[serde(with = "serde_units::duration")]
@@ -323,6 +336,8 @@ impl Default for VmConfig {
         VmConfig {
             ram: 2 << 30,
             reserved: 0,
+            lowmem: 0,
+            highmem_is_dirtyable: false,
             dirty_expire: 30 * NS_PER_SEC,
             dirty_writeback_interval: 5 * NS_PER_SEC,
             dirty_background_ratio: 10,
@@ -355,6 +370,12 @@ impl VmConfig {
         if self.ram < 16 << 20 {
             return Err(format!("vm `ram` must be at least 16MiB, not {}", self.ram));
         }
+        if self.lowmem != 0 && self.lowmem < 16 << 20 {
+            return Err(format!(
+                "vm `lowmem` must be at least 16MiB (or 0: no highmem), not {} bytes",
+                self.lowmem
+            ));
+        }
         if self.reserved + (8 << 20) > self.ram {
             return Err("vm `reserved` must leave at least 8MiB of `ram` to the page cache".into());
         }
@@ -386,6 +407,11 @@ impl VmConfig {
     /// Pages the page cache may use.
     pub fn managed_pages(&self) -> u64 {
         (self.ram - self.reserved) / PAGE_SIZE
+    }
+
+    /// Whether the kernel has a highmem zone: `lowmem` set and below `ram`.
+    pub fn has_highmem(&self) -> bool {
+        self.lowmem != 0 && self.lowmem / PAGE_SIZE < self.ram / PAGE_SIZE
     }
 }
 
@@ -652,6 +678,11 @@ pub struct Mm {
     /// `[stack.fasttrack] page_owner = "last"`: a read or write makes its app the page's owner.
     pub(crate) owner_is_last_toucher: Cell<bool>,
     pub(crate) watermarks: vmscan::Watermarks,
+    /// The zones the watermarks and the dirty limits are computed over (`[stack.vm] lowmem`).
+    pub zones: zones::Zones,
+    /// The Linux version whose behaviour the page cache follows where versions differ
+    /// (`[stack.kernel] version`; default 3.10): [`Mm::set_kernel_version`].
+    kernel_version: Cell<KernelVersion>,
     /// The machine's cores, on which copies and allocations spend time.
     pub cpu: Rc<Cpu>,
     /// What those cost (`[stack.cpu]`).
@@ -687,7 +718,8 @@ impl Mm {
         config.validate().expect("a validated VM configuration");
         cpu_costs.validate().expect("a validated CPU configuration");
         let managed = config.managed_pages();
-        let watermarks = vmscan::Watermarks::new(&config);
+        let zones = zones::Zones::new(&config);
+        let watermarks = zones.allocator_watermarks();
         let policy = vmscan::policy_for(config.reclaim_policy);
         let mm = Rc::new_cyclic(|me| Mm {
             me: me.clone(),
@@ -731,6 +763,8 @@ impl Mm {
             fasttrack_pa: Cell::new(false),
             owner_is_last_toucher: Cell::new(false),
             watermarks,
+            zones,
+            kernel_version: Cell::new(KernelVersion::default()),
             config,
             cpu,
             cpu_costs,

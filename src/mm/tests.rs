@@ -1213,6 +1213,43 @@ fn dirtyable_memory_leaves_out_the_reserves_and_follows_memory_use() {
     assert_eq!(mm.dirtyable_memory(), expected - 100);
 }
 
+#[test]
+fn linux_3_10_global_dirty_limits_of_a_32_bit_phone_follow_lowmem() {
+    // global_dirty_limits over global_dirtyable_memory (3.10.9, vm_highmem_is_dirtyable = 0)
+    // on a 2 GiB 32-bit ARM phone with 760 MiB of lowmem (CONFIG_VMSPLIT_3G, 240 MiB vmalloc):
+    // highmem is left out, so the Android thresholds (5 % / 20 %) are of lowmem less its
+    // reserves, not of RAM.
+    let config = VmConfig {
+        ram: 2 << 30,
+        lowmem: 760 << 20,
+        ..VmConfig::android()
+    };
+    let rig = Rig::new(config.clone(), NS_PER_MS, 0);
+    let mm = rig.mm().clone();
+    let lowmem_pages = (760 << 20) / PAGE_SIZE;
+    // Lowmem less its dirty_balance_reserve (highmem / 32 + its high watermark) and
+    // min_free_kbytes (882 pages), plus 1.
+    let dirtyable = lowmem_pages - (329_728 / 32 + 1323) - 882 + 1;
+    assert_eq!(mm.dirtyable_memory(), dirtyable);
+    assert_eq!(
+        mm.dirty_limits(),
+        (dirtyable * 5 / 100, dirtyable * 20 / 100)
+    );
+    assert!(
+        mm.dirty_limits().1 < lowmem_pages / 5,
+        "below 20 % of lowmem"
+    );
+    // With vm.highmem_is_dirtyable = 1 the thresholds are of all RAM again.
+    let all = VmConfig {
+        highmem_is_dirtyable: true,
+        ..config
+    };
+    let rig = Rig::new(all.clone(), NS_PER_MS, 0);
+    let whole = all.managed_pages() - rig.mm().dirty_balance_reserve() - 882 + 1;
+    assert_eq!(rig.mm().dirtyable_memory(), whole);
+    assert_eq!(rig.mm().dirty_limits().1, whole * 20 / 100);
+}
+
 /// A writer of `size` bytes in 1 MiB writes to `/path`; returns the bytes it wrote, updated
 /// as it goes.
 fn spawn_streaming_writer(rig: &Rig, name: &str, uid: u32, size: u64) -> Rc<Cell<u64>> {

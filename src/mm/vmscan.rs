@@ -47,17 +47,19 @@
 //! foreground allocation waits behind a background task's dirty-page eviction. kswapd is the
 //! kernel's in both models.
 //!
-//! Watermarks (`__setup_per_zone_wmarks`): min = `min_free_kbytes` (sqrt(16 x KiB of RAM),
-//! clamped to 128 KiB..64 MiB), low = min x 5/4, high = min x 3/2.
+//! Watermarks (`__setup_per_zone_wmarks`): min = `min_free_kbytes` (sqrt(16 x KiB of lowmem),
+//! clamped to 128 KiB..64 MiB), low = min x 5/4, high = min x 3/2; with highmem
+//! (`[stack.vm] lowmem`), the sum of both zones' (`src/mm/zones.rs`).
 //!
 //! CPU time: each page reclaim scans (isolated from either list) costs `[stack.cpu]
 //! page_reclaim` on the reclaiming task's core, accounted as `direct_reclaim` for an
 //! allocating task (a stall) and as `on_cpu` for kswapd.
 //!
-//! Simplifications: one zone (no lowmem reserve, so `dirty_balance_reserve` is the high
-//! watermark), no swap (file pages only: `get_scan_count` is `SCAN_FILE`), no compaction,
-//! no slab shrinking, no mapped pages (`page_referenced` finds no page-table references); the
-//! allocating contexts are `GFP_KERNEL`-like (`__GFP_IO | __GFP_FS`; ext4's `AOP_FLAG_NOFS`
+//! Simplifications: one zone for allocation and reclaim (with highmem, its watermarks are the
+//! zones' summed and the lowmem reserve only enters the dirty limits, `src/mm/zones.rs`), no
+//! swap (file pages only: `get_scan_count` is `SCAN_FILE`), no compaction, no slab shrinking,
+//! no mapped pages (`page_referenced` finds no page-table references); the allocating contexts
+//! are `GFP_KERNEL`-like (`__GFP_IO | __GFP_FS`; ext4's `AOP_FLAG_NOFS`
 //! arrives with ext4); the congestion state is the request list's total count against the
 //! kernel's thresholds (3.10 keeps one per direction), and blk-mq queues are never congested;
 //! kswapd's `pageout` of several pages of one inode builds one bio (the kernel's plug merges
@@ -66,7 +68,7 @@
 
 use super::{pg, Issuer, Lru, Mm, PageCacheLock, PageId, ReclaimPolicyKind, VmConfig};
 use crate::sim::{Blocker, Sim, WaitReason};
-use crate::units::{Nanos, PAGE_SIZE};
+use crate::units::Nanos;
 
 /// `SWAP_CLUSTER_MAX` (include/linux/swap.h): pages isolated and reclaimed per batch.
 pub const SWAP_CLUSTER_MAX: usize = 32;
@@ -88,23 +90,9 @@ pub struct Watermarks {
 }
 
 impl Watermarks {
+    /// The allocator's watermarks for `config` ([`super::zones::Zones::allocator_watermarks`]).
     pub fn new(config: &VmConfig) -> Watermarks {
-        let min_kib = if config.min_free > 0 {
-            config.min_free / 1024
-        } else {
-            // init_per_zone_wmark_min: int_sqrt(lowmem_kbytes * 16), clamped to [128, 65536].
-            let lowmem_kib = config.managed_pages() * PAGE_SIZE / 1024;
-            ((lowmem_kib * 16) as f64)
-                .sqrt()
-                .floor()
-                .clamp(128.0, 65536.0) as u64
-        };
-        let min = (min_kib * 1024 / PAGE_SIZE).max(1);
-        Watermarks {
-            min,
-            low: min + min / 4,
-            high: min + min / 2,
-        }
+        super::zones::Zones::new(config).allocator_watermarks()
     }
 }
 

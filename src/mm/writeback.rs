@@ -3,8 +3,10 @@
 //!
 //! - Dirty limits (`global_dirty_limits`): background and hard thresholds from the ratios (or
 //!   bytes) of dirtyable memory (`global_dirtyable_memory` of 3.10.9: free + file LRU pages -
-//!   `dirty_balance_reserve` (the high watermark) - `min_free_kbytes`, so it follows memory
-//!   use); a background threshold at or above the hard one is halved, as in the kernel. The
+//!   `dirty_balance_reserve` (the high watermarks and lowmem reserve) - highmem's dirtyable
+//!   pages on a 32-bit kernel unless `highmem_is_dirtyable` - `min_free_kbytes`, so it follows
+//!   memory use; from 3.14 the reserve comes off the free pages only: `src/mm/zones.rs`); a
+//!   background threshold at or above the hard one is halved, as in the kernel. The
 //!   hard limit of the control line is `hard_dirty_limit`: `global_dirty_limit` follows the
 //!   threshold up at once and down by 1/32 of the gap per 200 ms (`update_dirty_limit`).
 //! - `balance_dirty_pages`, in jiffies of the run's `[stack.kernel] hz`: a writer calls
@@ -567,15 +569,31 @@ impl Mm {
         self.fs.borrow_mut().map_extent(ino, index)
     }
 
-    /// `dirty_balance_reserve` (`calculate_totalreserve_pages`): of one zone with no lower
-    /// zones, its high watermark. Neither it nor `min_free_kbytes` is dirtyable.
+    /// `dirty_balance_reserve` (`calculate_totalreserve_pages`; `totalreserve_pages` from 4.5):
+    /// per zone, its largest lowmem reserve plus its high watermark ([`super::zones`]); of one
+    /// zone with no higher zone, its high watermark. Not dirtyable.
     pub fn dirty_balance_reserve(&self) -> u64 {
-        self.watermarks.high.min(self.config.managed_pages())
+        self.zones.totalreserve()
     }
 
-    /// `global_dirtyable_memory` of 3.10.9: free pages plus reclaimable (file LRU) pages, minus
-    /// `dirty_balance_reserve`, minus `min_free_kbytes`, plus 1. It follows memory use: pages
-    /// off the LRU (isolated by reclaim, being added) are not counted.
+    /// The Linux version the page cache follows where versions differ (default 3.10).
+    pub fn kernel_version(&self) -> crate::kernel::KernelVersion {
+        self.kernel_version.get()
+    }
+
+    /// Sets the Linux version (`[stack.kernel] version`) before the run starts; the global
+    /// dirty limit starts again at that version's threshold (`writeback_set_ratelimit` at
+    /// boot).
+    pub fn set_kernel_version(&self, version: crate::kernel::KernelVersion) {
+        self.kernel_version.set(version);
+        self.global_dirty_limit.set(self.dirty_limits().1);
+    }
+
+    /// `global_dirtyable_memory` ([`super::zones::Zones::global_dirtyable_memory`]): 3.10.9's
+    /// free pages plus reclaimable (file LRU) pages, minus `dirty_balance_reserve`, minus
+    /// highmem's share unless `highmem_is_dirtyable`, minus `min_free_kbytes`, plus 1; later
+    /// versions take the reserve off the free pages only. It follows memory use: pages off
+    /// the LRU (isolated by reclaim, being added) are not counted.
     pub fn dirtyable_memory(&self) -> u64 {
         let (free, lru) = {
             let state = self.state.borrow();
@@ -583,10 +601,12 @@ impl Mm {
                 + state.lru[super::Lru::Active as usize].len;
             (state.nr_free, lru)
         };
-        let mut x = free + lru;
-        x -= x.min(self.dirty_balance_reserve());
-        x -= x.min(self.watermarks.min);
-        x + 1
+        self.zones.global_dirtyable_memory(
+            free,
+            lru,
+            self.config.highmem_is_dirtyable,
+            self.kernel_version.get(),
+        )
     }
 
     /// `global_dirty_limits`: (background threshold, dirty threshold) in pages.

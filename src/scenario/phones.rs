@@ -2,11 +2,11 @@
 //! storage, RAM, cores, kernel tick, I/O scheduler and Android's writeback settings) before the
 //! scenario's own `[stack.*]` values, which override any of them.
 //!
-//! The papers' phones (FastTrack §5: Nexus 5, Nexus 6, Galaxy S6, Pixel; QASIO's Galaxy S5 has
-//! its own built-in scenarios). Every value's source is beside it; "asm:" marks an assumption.
+//! The papers' phones (FastTrack §5: Nexus 5, Nexus 6, Galaxy S6, Pixel; QASIO §6: Galaxy S5;
+//! MobiFS §7.1: Galaxy Premier). Every value's source is beside it; "asm:" marks an assumption.
 
 /// (name, the preset's stack tables as TOML).
-pub const PHONES: [(&str, &str); 5] = [
+pub const PHONES: [(&str, &str); 6] = [
     (
         "nexus-5",
         r#"
@@ -100,6 +100,31 @@ hz = 300                        # asm: msm 3.18 ("marlin") defconfig, CONFIG_HZ_
 elevator = "cfq"                # FastTrack §5: the phones' kernels ship CFQ
 "#,
     ),
+    (
+        "galaxy-s5",
+        r#"
+[device]
+profile = "emmc-5.0"            # QASIO §6: Galaxy S5 (SM-G900H, Exynos 5422), 16 GB eMMC; the QASIO scenarios' profile
+capacity = "16GiB"              # QASIO §6: 16 GB
+[vm]
+ram = "2GiB"                    # QASIO §6: 2 GB DRAM
+lowmem = "760MiB"               # exynos5422-k3g_00_defconfig (LineageOS/android_kernel_samsung_k3gxx): 32-bit ARM, CONFIG_HIGHMEM=y, CONFIG_VMSPLIT_3G; the default 240 MiB vmalloc area (asm: no vmalloc= on the bootloader's command line, not checked)
+dirty_expire = "2s"             # Android's init.rc: dirty_expire_centisecs 200 (QASIO §6)
+dirty_background_ratio = 5      # Android's init.rc: dirty_background_ratio 5 (QASIO §6)
+[cpu]
+cores = 4                       # Exynos 5422: the big cluster's 4 Cortex-A15 cores (QASIO §6)
+[kernel]
+version = "3.10"                # exynos5422-k3g_00_defconfig: "Linux/arm 3.10.9 Kernel Configuration"
+hz = 200                        # exynos5422-k3g_00_defconfig: CONFIG_HZ=200 (Samsung's HZ_FIXED)
+[block]
+elevator = "cfq"                # exynos5422-k3g_00_defconfig: CONFIG_DEFAULT_IOSCHED="cfq"
+[fs]
+type = "ext4"                   # fstab.universal5422 (LineageOS/android_device_samsung_k3gxx): /data ext4
+discard = true                  # /data: noatime,nosuid,nodev,discard,noauto_da_alloc,journal_async_commit,errors=panic
+auto_da_alloc = false           # /data: noauto_da_alloc
+journal_async_commit = true     # /data: journal_async_commit
+"#,
+    ),
 ];
 
 /// The stack tables of phone `name`.
@@ -154,6 +179,17 @@ mod tests {
         assert_eq!(s.variants[0].stack.device.profile, "emmc-5.1");
         assert_eq!(s.variants[1].stack.device.profile, "ufs-2.0");
         assert_eq!(s.variants[1].stack.vm.ram, 3 << 30);
+    }
+
+    #[test]
+    fn the_galaxy_s5_is_a_32_bit_3_10_phone_with_samsungs_data_mount_options() {
+        let table = preset("galaxy-s5").unwrap();
+        let stack: super::super::StackConfig = toml::Value::Table(table).try_into().unwrap();
+        assert_eq!(stack.vm.lowmem, crate::mm::zones::ARM_VMSPLIT_3G_LOWMEM);
+        assert!(stack.vm.has_highmem() && !stack.vm.highmem_is_dirtyable);
+        assert_eq!(stack.kernel.version, crate::kernel::KernelVersion::V3_10);
+        assert_eq!(stack.kernel.hz.0, 200);
+        assert!(stack.fs.discard && stack.fs.journal_async_commit && !stack.fs.auto_da_alloc);
     }
 
     #[test]

@@ -662,6 +662,7 @@ fn storage_over(
             crate::fs::vfs::Vfs::new(sim, mm, ops, activity)
         }
     };
+    vfs.mm.set_kernel_version(kernel.version);
     if cached > 0 {
         vfs.prefill_cached(sim, cached)
             .map_err(|errno| format!("vm `cached`: the file of cached pages: {errno:?}"))?;
