@@ -62,7 +62,10 @@ impl Ext4 {
         issuer: Issuer,
         tid: super::Tid,
     ) -> bool {
-        let needs_barrier = self.config.barrier && !self.journal.trans_will_send_data_barrier(tid);
+        let needs_barrier = self.config.barrier
+            && !self
+                .journal
+                .trans_will_send_data_barrier(tid, self.kernel.get());
         let waited = self.journal.complete_transaction(sim, tid).await;
         if needs_barrier {
             self.issue_flush(sim, issuer).await;
