@@ -167,7 +167,7 @@ fn account(runs: &Runs, variant: &str) -> Account {
             .iter()
             .filter(|(k, _)| k.starts_with("sqlite.flushes@"))
             .map(|(_, v)| *v as f64)
-            .sum::<f64>()
+            .fold(0.0, |a, b| a + b)
             / n,
         writes: writes(&|_| true),
         // The warm-up before the measured transactions made none of these calls.
