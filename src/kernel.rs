@@ -172,6 +172,60 @@ impl KernelVersion {
     pub fn dirtyable_reserve_from_free_pages(self) -> bool {
         self > KernelVersion::V3_10
     }
+
+    /// ext4's delayed-allocation writeback files the inode on the running transaction's
+    /// ordered-data list when it allocates new blocks (`ext4_map_blocks`: `EXT4_MAP_NEW` ->
+    /// `ext4_jbd2_inode_add_write` / `_add_wait` -> `jbd2_journal_file_inode`, which also sets
+    /// `t_need_data_flush`): the commit waits for that data and, with an external journal,
+    /// flushes the file system's device before its commit block. Linux 4.7, commit
+    /// 06bd3c36a733 ("ext4: fix data exposure after a crash", J. Kara). Linux 3.9 to 4.6 (3.10
+    /// and 4.4 here) file nothing there: f3b59291a69d ("ext4: remove calls to
+    /// ext4_jbd2_file_inode() from delalloc write path", 3.9) took the filing out of
+    /// `mpage_da_map_and_submit`.
+    pub fn files_new_delalloc_blocks_as_ordered_data(self) -> bool {
+        self >= KernelVersion::V4_19
+    }
+
+    /// `jbd2_trans_will_send_data_barrier`, answering yes for a transaction that has not
+    /// started committing, marks it `t_need_data_flush`, so that its commit flushes the file
+    /// system's device even on an external journal where nothing filed ordered data (before,
+    /// `ext4_sync_file` skipped its own flush on that yes and the commit sent none: fsync
+    /// could return with the data in the device's cache). Commit aac45075f6d7 ("jbd2: add a
+    /// missing data flush during file and fs synchronization", Zhang Yi; posted December
+    /// 2024, merged for 6.15, backported to 6.14.y; `Fixes: bbd2be369107`). Modelled for
+    /// `mainline` only: 6.6's own code (6.6.0) does not have it.
+    pub fn will_send_data_barrier_marks_data_flush(self) -> bool {
+        self >= KernelVersion::Mainline
+    }
+
+    /// ext4 refuses to mount with `journal_async_commit` in `data=ordered` mode ("can't mount
+    /// with journal_async_commit in data=ordered mode"): the commit's one flush comes after
+    /// the commit block, so a transaction could replay with its ordered data still in the
+    /// device's cache. Linux 3.19, commit d4f761074353 ("ext4: forbid journal_async_commit in
+    /// data=ordered mode", J. Kara). 3.10 mounts it (the Galaxy S5's /data did).
+    pub fn forbids_async_commit_with_ordered_data(self) -> bool {
+        self >= KernelVersion::V4_4
+    }
+
+    /// ext4's writeback stops its (non-synchronous) jbd2 handle before it submits an extent's
+    /// last bio (`ext4_writepages`: `mpage_map_and_submit_extent`, `ext4_journal_stop`, then
+    /// `ext4_io_submit`), so a flusher asleep in the block layer on that bio holds no handle a
+    /// commit must wait for. Linux 3.11, commit 4e7ea81db534 ("ext4: restructure writeback
+    /// path", J. Kara); 646caa9c8e19 ("ext4: fix deadlock during page writeback", 4.7) keeps a
+    /// synchronous handle until after the submit (writeback handles are never synchronous
+    /// here). 3.10's `ext4_da_writepages` -> `mpage_da_map_and_submit` submits every bio of
+    /// the batch inside its handle.
+    pub fn stops_writeback_handle_before_final_submit(self) -> bool {
+        self >= KernelVersion::V4_4
+    }
+
+    /// ext4's writeback starts no jbd2 handle for pages that need no block mapping (their
+    /// blocks allocated already): it writes them first with `do_map = 0`. Linux 5.8, commit
+    /// 6b8ed62008a4 ("ext4: avoid unnecessary transaction starts during writeback", J. Kara).
+    /// Before it every writeback batch started a handle.
+    pub fn writes_mapped_pages_without_handle(self) -> bool {
+        self >= KernelVersion::V5_10
+    }
 }
 
 impl std::fmt::Display for KernelVersion {

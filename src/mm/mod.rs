@@ -180,6 +180,12 @@ pub trait FsHooks {
     ) -> bio::LocalBoxFuture<'a, Result<FsToken, Errno>>;
     /// Stops the batch's handle.
     fn writepages_end<'a>(&'a self, sim: &'a Sim, token: FsToken) -> bio::LocalBoxFuture<'a, ()>;
+    /// Whether [`FsHooks::writepages_end`] comes before the batch's last bio is submitted
+    /// (ext4 from Linux 3.11: `ext4_journal_stop` before the final `ext4_io_submit`) rather
+    /// than after every bio (3.10). Default: after.
+    fn stops_writepages_handle_before_final_submit(&self) -> bool {
+        false
+    }
     /// Whether file data is journaled (ext4 `data=journal`): then a written page is not marked
     /// dirty; [`FsHooks::journal_page`] hands its block to the journal instead.
     fn journals_data(&self) -> bool {

@@ -1163,9 +1163,10 @@ impl Mm {
         };
         // ext4_da_writepages: a handle per batch of up to an 8 MiB extent's pages
         // (mpage_add_bh_to_extent's cap), blocks allocated for the batch's delayed pages
-        // (mpage_da_map_and_submit), the batch submitted, then the handle stopped. Without a
-        // file system (the block device's mapping) the same batches go straight to
-        // write_cache_pages' loop.
+        // (mpage_da_map_and_submit), the batch submitted, then the handle stopped (3.10; from
+        // 3.11 the handle stops before the last bio is submitted, and from 5.8 a batch with
+        // nothing to map starts none: the file system's hooks say). Without a file system
+        // (the block device's mapping) the same batches go straight to write_cache_pages' loop.
         loop {
             let left = if mode == SyncMode::None {
                 nr_to_write.saturating_sub(written)
@@ -1195,20 +1196,31 @@ impl Mm {
                 }
                 None => None,
             };
-            self.write_index_list(
-                sim,
-                ino,
-                &batch,
-                mode,
-                nr_to_write,
-                &mut written,
-                cyclic,
-                issuer,
-                sync,
-            )
-            .await;
+            // Linux 3.11+ (`ext4_writepages`) stops the handle before the batch's last bio is
+            // submitted; 3.10's `mpage_da_map_and_submit` submits every bio inside it.
+            let stop_first = token.is_some()
+                && hooks
+                    .as_ref()
+                    .is_some_and(|h| h.stops_writepages_handle_before_final_submit());
+            let last = self
+                .write_index_list(
+                    sim,
+                    ino,
+                    &batch,
+                    mode,
+                    nr_to_write,
+                    &mut written,
+                    cyclic,
+                    issuer,
+                    sync,
+                    stop_first,
+                )
+                .await;
             if let (Some(hooks), Some(token)) = (&hooks, token) {
                 hooks.writepages_end(sim, token).await;
+            }
+            if let Some(run) = last {
+                self.submit_run(sim, run, issuer, sync).await;
             }
         }
         written
@@ -1366,7 +1378,10 @@ impl Mm {
     }
 
     /// `write_cache_pages`' loop over `indexes`: locks each dirty page, moves it to writeback
-    /// and builds bios of consecutive blocks. Counts pages into `written`.
+    /// and builds bios of consecutive blocks. Counts pages into `written`. With `keep_last`,
+    /// the last bio built is returned unsubmitted (the pages under writeback) for the caller
+    /// to submit (ext4's final `ext4_io_submit` after its handle stops); otherwise it is
+    /// submitted and `None` returned.
     #[allow(clippy::too_many_arguments)]
     async fn write_index_list(
         &self,
@@ -1379,7 +1394,8 @@ impl Mm {
         cyclic: bool,
         issuer: Issuer,
         sync: bool,
-    ) {
+        keep_last: bool,
+    ) -> Option<BioRun> {
         // The bio being built.
         let mut current: Option<BioRun> = None;
         // The block device's mapping (metadata buffers) and simplefs go through
@@ -1485,9 +1501,13 @@ impl Mm {
             }
         }
         store_index(&mut pending_index);
+        if keep_last {
+            return current;
+        }
         if let Some(run) = current {
             self.submit_run(sim, run, issuer, sync).await;
         }
+        None
     }
 
     /// jbd2's `journal_submit_inode_data_buffers` in ordered mode: `generic_writepages` with
@@ -1518,6 +1538,7 @@ impl Mm {
             false,
             issuer,
             true,
+            false,
         )
         .await;
     }

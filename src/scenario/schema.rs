@@ -168,7 +168,12 @@ impl StackConfig {
             ("kernel", self.kernel.validate()),
             ("cpu", self.cpu.validate()),
             ("vm", vm),
-            ("fs", self.fs.validate()),
+            (
+                "fs",
+                self.fs
+                    .validate()
+                    .and_then(|()| self.fs.check_kernel(self.kernel.version)),
+            ),
             ("qasio", self.qasio.validate()),
             ("mobifs", self.mobifs_check()),
             ("user", self.user.as_ref().map_or(Ok(()), |u| u.validate())),

@@ -140,7 +140,7 @@ fn ordered_data_then_commit(skip_data_wait: bool) -> (RunEnd, Option<String>) {
     // commit owes its data to the device first.
     let config = Ext4Config {
         journal_async_commit: true,
-        ordered_delalloc: true,
+        ordered_delalloc: Some(true),
         ..Ext4Config::default()
     };
     let rig = Rig::new(config);
@@ -176,7 +176,7 @@ fn check_c_a_commit_block_before_its_ordered_data_is_a_violation() {
 /// The inodes the commit of a delayed-allocation write-back's transaction filed.
 fn filed_by_writeback(ordered_delalloc: bool) -> (Vec<u64>, u64) {
     let config = Ext4Config {
-        ordered_delalloc,
+        ordered_delalloc: Some(ordered_delalloc),
         ..Ext4Config::default()
     };
     let rig = Rig::new(config);

@@ -21,10 +21,10 @@
 //! `ext4_should_journal_data(inode)`, which `ext4_inode_journal_mode` makes true for every
 //! `!S_ISREG` inode; 6.4 dropped that branch (e360c6ed7274, "ext4: Drop special handling of
 //! journalled data from ext4_sync_file()") and put the same call back for non-regular inodes in
-//! `ext4_fsync_journal` (J. Kara, "ext4: Fix fsync for non-directories", May 2023: "Fastcommit
-//! does not really support fsync on directories or other special files. Force a full
-//! commit."), both in 6.4, so every released version forces a commit and sends no flush of its
-//! own. `ext4_force_commit` is `jbd2_journal_force_commit`, which changed in 3.11
+//! `ext4_fsync_journal` (1077b2d53ef5, "ext4: Fix fsync for non-directories", J. Kara,
+//! 6.4-rc5: "Fastcommit does not really support fsync on directories or other special files.
+//! Force a full commit."), both in 6.4, so every released version forces a commit and sends no
+//! flush of its own. `ext4_force_commit` is `jbd2_journal_force_commit`, which changed in 3.11
 //! ([`crate::fs::jbd2::Journal::force_commit`]): 3.10 commits an empty transaction when the
 //! journal is idle, later versions write nothing then.
 //!
@@ -62,7 +62,10 @@ impl Ext4 {
         issuer: Issuer,
         tid: super::Tid,
     ) -> bool {
-        let needs_barrier = self.config.barrier && !self.journal.trans_will_send_data_barrier(tid);
+        let needs_barrier = self.config.barrier
+            && !self
+                .journal
+                .trans_will_send_data_barrier(tid, self.kernel.get());
         let waited = self.journal.complete_transaction(sim, tid).await;
         if needs_barrier {
             self.issue_flush(sim, issuer).await;

@@ -307,6 +307,15 @@ impl FsHooks for Ext4Hooks {
     ) -> LocalBoxFuture<'a, Result<FsToken, Errno>> {
         Box::pin(async move {
             self.issuers.record(issuer);
+            if unmapped.is_empty()
+                && self
+                    .ext4
+                    .kernel_version()
+                    .writes_mapped_pages_without_handle()
+            {
+                // Linux 5.8+ (6b8ed62008a4): pages that need no mapping go out without a handle.
+                return Ok(Box::new(None::<Handle>) as FsToken);
+            }
             let blocks: u64 = unmapped.iter().map(|&(_, n)| n).sum();
             let mut handle = self
                 .ext4
@@ -325,8 +334,14 @@ impl FsHooks for Ext4Hooks {
                     }
                 }
             }
-            Ok(Box::new(handle) as FsToken)
+            Ok(Box::new(Some(handle)) as FsToken)
         })
+    }
+
+    fn stops_writepages_handle_before_final_submit(&self) -> bool {
+        self.ext4
+            .kernel_version()
+            .stops_writeback_handle_before_final_submit()
     }
 
     fn journals_data(&self) -> bool {
@@ -354,8 +369,12 @@ impl FsHooks for Ext4Hooks {
 
     fn writepages_end<'a>(&'a self, sim: &'a Sim, token: FsToken) -> LocalBoxFuture<'a, ()> {
         Box::pin(async move {
-            let handle = *token.downcast::<Handle>().expect("a writepages token");
-            self.ext4.journal.stop(sim, handle).await;
+            let handle = *token
+                .downcast::<Option<Handle>>()
+                .expect("a writepages token");
+            if let Some(handle) = handle {
+                self.ext4.journal.stop(sim, handle).await;
+            }
         })
     }
 }

@@ -302,8 +302,11 @@ impl Ext4 {
         if disksize_grows || !allocation.touched.is_empty() {
             handle = self.mark_inode_dirty(sim, handle, ino, true).await;
         }
-        // Linux 3.9-4.6 (the papers' 3.10) file nothing here: `ordered_delalloc`.
-        if self.config.data == super::mount::DataMode::Ordered && self.config.ordered_delalloc {
+        // ext4_map_blocks files new blocks from Linux 4.7 (06bd3c36a733); 3.9-4.6, the papers'
+        // 3.10 included, file nothing here: `ordered_delalloc`.
+        if self.config.data == super::mount::DataMode::Ordered
+            && self.config.ordered_delalloc(self.kernel.get())
+        {
             self.journal.file_inode(&handle, ino);
             if self.ordered_data_tracked.get() {
                 // Invariant c: these pages' data must reach the device before the commit.

@@ -26,6 +26,8 @@ pub mod check;
 mod check_tests;
 pub mod crash;
 pub mod dir;
+#[cfg(test)]
+mod era_tests;
 pub mod extents;
 pub mod fsync;
 pub mod glue;

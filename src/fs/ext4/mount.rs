@@ -17,7 +17,7 @@ use super::layout::{JournalPlacement, MkfsOptions};
 use super::{MetaKind, Touched};
 use crate::dev::{IoFlags, IoOp};
 use crate::fs::jbd2::{Handle, Journal, JournalConfig, Tid, JBD2_PID};
-use crate::kernel::Hz;
+use crate::kernel::{Hz, KernelVersion};
 use crate::mm::bio::{BioRequest, IoPurpose, LocalBoxFuture};
 use crate::mm::{BlockSubmit, Ino, Issuer};
 use crate::sim::sync::Completion;
@@ -109,14 +109,18 @@ pub struct Ext4Config {
     /// writing its delayed-allocation data.
     pub auto_da_alloc: bool,
     /// Whether delayed-allocation writeback files the inode on the running transaction's
-    /// ordered-data list when it allocates (`ext4_jbd2_file_inode`), so the commit waits for
-    /// that writeback (`journal_finish_inode_data_buffers`). Default off, as Linux 3.9 to 4.6
-    /// and the Galaxy S5's 3.10.9 (commit f3b59291a69d "ext4: remove calls to
+    /// ordered-data list when it allocates (`ext4_jbd2_file_inode`, which also sets the
+    /// transaction's `t_need_data_flush`), so the commit waits for that writeback
+    /// (`journal_finish_inode_data_buffers`) and, with an external journal, flushes the file
+    /// system's device before its commit block. Not a mount option of ext4: a kernel-version
+    /// switch. Unset (default), the version's behaviour
+    /// ([`crate::kernel::KernelVersion::files_new_delalloc_blocks_as_ordered_data`]): off in
+    /// Linux 3.9 to 4.6, the papers' 3.10 and 4.4 (f3b59291a69d "ext4: remove calls to
     /// ext4_jbd2_file_inode() from delalloc write path": `mpage_da_map_and_submit` files
-    /// nothing); on is Linux up to 3.8 and from 4.7 (06bd3c36a733 "ext4: fix data exposure
-    /// after a crash" files it in `ext4_map_blocks` for new blocks). Not a mount option of
-    /// ext4: a kernel-version switch.
-    pub ordered_delalloc: bool,
+    /// nothing), on from 4.7 (06bd3c36a733 "ext4: fix data exposure after a crash" files new
+    /// blocks in `ext4_map_blocks`). `true` or `false` sets it whatever the version (`true` is
+    /// also Linux up to 3.8). Read it with [`Ext4Config::ordered_delalloc`].
+    pub ordered_delalloc: Option<bool>,
     /// F2FS's mount options (`type = "f2fs"` only): `fsync_mode`, `background_gc`,
     /// `inline_data`, `inline_dentry`, `mode`, `active_logs`, `checkpoint_interval`,
     /// `f2fs_preset` ([`crate::fs::f2fs::F2fsOptions`]). `discard` and `barrier` above apply
@@ -147,7 +151,7 @@ impl Default for Ext4Config {
             journal_ioprio: 3,
             delalloc: true,
             auto_da_alloc: true,
-            ordered_delalloc: false,
+            ordered_delalloc: None,
             fsync_mode: None,
             background_gc: None,
             inline_data: None,
@@ -167,6 +171,29 @@ impl Ext4Config {
             kind: FsKind::Simplefs,
             ..Ext4Config::default()
         }
+    }
+
+    /// Whether delayed-allocation writeback files new blocks as ordered data under Linux
+    /// `version`: the `ordered_delalloc` override if set, else the version's behaviour
+    /// ([`crate::kernel::KernelVersion::files_new_delalloc_blocks_as_ordered_data`]).
+    pub fn ordered_delalloc(&self, version: KernelVersion) -> bool {
+        self.ordered_delalloc
+            .unwrap_or_else(|| version.files_new_delalloc_blocks_as_ordered_data())
+    }
+
+    /// What ext4 under Linux `version` refuses at mount: `journal_async_commit` with
+    /// `data=ordered` from 3.19 ([`KernelVersion::forbids_async_commit_with_ordered_data`]).
+    pub fn check_kernel(&self, version: KernelVersion) -> Result<(), String> {
+        if self.kind == FsKind::Ext4
+            && self.journal_async_commit
+            && self.data == DataMode::Ordered
+            && version.forbids_async_commit_with_ordered_data()
+        {
+            return Err(format!(
+                "`journal_async_commit` with `data` = \"ordered\": Linux {version} refuses the mount (\"can't mount with journal_async_commit in data=ordered mode\", since 3.19: d4f761074353); use [stack.kernel] version = \"3.10\", or `data` = \"writeback\" or \"journal\""
+            ));
+        }
+        Ok(())
     }
 
     /// The F2FS options set in `[stack.fs]`.

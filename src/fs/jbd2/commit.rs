@@ -11,9 +11,14 @@
 //! 3. `T_COMMIT`: descriptor blocks and copies of the metadata buffers are written to the log
 //!    (`WRITE_SYNC`, plugged; the buffers are `BJ_Shadow` meanwhile); then the journal waits for
 //!    the data (`journal_finish_inode_data_buffers`: every page under writeback, the flusher's
-//!    asynchronous writes included) and for the log blocks; then the commit block:
-//!    `WRITE_FLUSH_FUA` with barriers (a cache flush, then the block with FUA), a plain
-//!    `WRITE_SYNC` without; `journal_async_commit` does not wait for the log blocks first.
+//!    asynchronous writes included); with an external journal and `t_need_data_flush` it
+//!    flushes the file system's device (`T_COMMIT_DFLUSH`); it waits for the log blocks; then
+//!    the commit block (`journal_submit_commit_record`): `WRITE_FLUSH_FUA` with barriers (a
+//!    cache flush, then the block with FUA), a plain `WRITE_SYNC` without. With
+//!    `journal_async_commit` (`JBD2_FEATURE_INCOMPAT_ASYNC_COMMIT`, 3.10 and mainline alike)
+//!    the commit block is a plain `WRITE_SYNC` submitted before the wait for the log blocks
+//!    (inside their plug), and once it completes one `blkdev_issue_flush` of the journal's
+//!    device follows when barriers are on.
 //! 4. The metadata buffers are refiled for checkpoint (`__jbd2_journal_insert_checkpoint`,
 //!    `__jbd2_journal_refile_buffer`): each becomes dirty in the block device's page cache and
 //!    writeback writes it home as asynchronous I/O. A buffer frozen for the next transaction
@@ -24,7 +29,11 @@
 //!
 //! Simplifications: the log wraps as a ring of `blocks` blocks with no gaps; the journal
 //! superblock is written only when the tail moves; log blocks of one commit are one plugged
-//! batch (the block layer merges the consecutive ones).
+//! batch (the block layer merges the consecutive ones); `journal_async_commit`'s commit block
+//! joins that plug only when the transaction filed no inode and needs no data flush (the
+//! kernel's plug is flushed only if the task sleeps in between, which waiting for filed data
+//! may or may not do); no checksums are computed (`journal_async_commit` implies
+//! `journal_checksum` in ext4; the record only says which blocks the commit covered).
 
 use super::{Journal, LogBlock, TState, Tid, JBD2_PID, TAGS_PER_DESCRIPTOR};
 use crate::dev::{IoFlags, IoOp};
@@ -51,7 +60,8 @@ pub struct CommitRecord {
     pub inodes: Vec<u64>,
     /// A waiter asked for it (fsync), rather than the timer or a full transaction.
     pub requested: bool,
-    /// The commit block went with a preceding flush and FUA.
+    /// The commit block went with a preceding flush and FUA (`WRITE_FLUSH_FUA`: barriers on,
+    /// no `journal_async_commit`).
     pub barrier: bool,
 }
 
@@ -148,6 +158,35 @@ impl Journal {
             .submit_bio(sim, bio, Box::new(move |s, _| signal.complete(s, ())))
             .await;
         done
+    }
+
+    /// `journal_submit_commit_record`: the commit block, `WRITE_FLUSH_FUA` (a cache flush,
+    /// then the block with FUA) when barriers are on and `journal_async_commit` is off, else a
+    /// plain `WRITE_SYNC` (3.10 and mainline alike: `JBD2_FEATURE_INCOMPAT_ASYNC_COMMIT` drops
+    /// the flush and the FUA; the flush comes after the block, in
+    /// [`Journal::commit_transaction`]). Returns its completion.
+    async fn submit_commit_block(&self, sim: &Sim, tid: Tid, issuer: Issuer) -> Completion<()> {
+        let flags = IoFlags {
+            sync: true,
+            noidle: true,
+            ..IoFlags::default()
+        };
+        let flags = if self.config.barrier && !self.config.async_commit {
+            IoFlags {
+                fua: true,
+                preflush: true,
+                ..flags
+            }
+        } else {
+            flags
+        };
+        self.check_commit_block_submit(sim, tid);
+        if let Some(hook) = self.crash_hook.borrow().as_ref() {
+            let block = self.config.log_block(self.state.borrow().head);
+            hook.commit_block(tid, block, sim.now());
+        }
+        self.write_log_block(sim, LogBlock::Commit, flags, issuer)
+            .await
     }
 
     /// Waits for the log copies; each buffer leaves `BJ_Shadow` once its copy is written, and
@@ -281,74 +320,68 @@ impl Journal {
                     .await,
             );
         }
-        self.log_device.finish_plug(issuer.pid);
-        phases.log_submit = lap(sim);
-        // journal_finish_inode_data_buffers: the ordered data must be on disk.
-        #[cfg(test)]
-        let skip_data_wait = self.faults.skip_data_wait.get();
-        #[cfg(not(test))]
-        let skip_data_wait = false;
-        if !skip_data_wait {
-            for &ino in &inodes {
-                self.data.wait(sim, ino).await;
-            }
-        }
-        phases.data_wait = lap(sim);
         // An external journal: the file system's device is flushed before the commit record
-        // when the transaction filed ordered data (3.10: `t_need_data_flush &&
-        // j_fs_dev != j_dev && JBD2_BARRIER` -> `blkdev_issue_flush(j_fs_dev)`); the commit
-        // block's own flush reaches only the journal's device.
+        // when the transaction needs it (`t_need_data_flush && j_fs_dev != j_dev &&
+        // JBD2_BARRIER` -> `blkdev_issue_flush(j_fs_dev)`); the commit block's own flush
+        // reaches only the journal's device.
         let need_data_flush = self
             .state
             .borrow()
             .committing
             .as_ref()
             .is_some_and(|t| t.need_data_flush);
-        if let Some(fs_device) = self.fs_device.get().filter(|_| self.config.barrier) {
-            if need_data_flush {
+        let data_flush_device = self
+            .fs_device
+            .get()
+            .filter(|_| self.config.barrier && need_data_flush);
+        // journal_async_commit submits the commit block before `blk_finish_plug`, so it joins
+        // the log blocks' plug unless the task slept in between (waiting for ordered data, or
+        // for the data device's flush: `schedule` flushes the plug). The model takes "no
+        // inode filed and no data flush" for "did not sleep".
+        let commit_in_plug =
+            self.config.async_commit && inodes.is_empty() && data_flush_device.is_none();
+        let mut commit = None;
+        if commit_in_plug {
+            self.state.borrow_mut().data_flushed = Some(tid);
+            commit = Some(self.submit_commit_block(sim, tid, issuer).await);
+        }
+        self.log_device.finish_plug(issuer.pid);
+        phases.log_submit = lap(sim);
+        if !commit_in_plug {
+            // journal_finish_inode_data_buffers: the ordered data must be on disk.
+            #[cfg(test)]
+            let skip_data_wait = self.faults.skip_data_wait.get();
+            #[cfg(not(test))]
+            let skip_data_wait = false;
+            if !skip_data_wait {
+                for &ino in &inodes {
+                    self.data.wait(sim, ino).await;
+                }
+            }
+            phases.data_wait = lap(sim);
+            if let Some(fs_device) = data_flush_device {
                 crate::mm::bio::blkdev_issue_flush(&**fs_device, sim, issuer).await;
             }
+            self.state.borrow_mut().data_flushed = Some(tid);
+            if self.config.async_commit {
+                commit = Some(self.submit_commit_block(sim, tid, issuer).await);
+            }
         }
-        self.state.borrow_mut().data_flushed = Some(tid);
         let log_blocks = log_writes.len() as u64 + 1;
-        let commit_flags = if self.config.barrier {
-            IoFlags {
-                sync: true,
-                noidle: true,
-                fua: true,
-                preflush: true,
-                ..IoFlags::default()
-            }
-        } else {
-            log_flags
+        self.wait_log_writes(sim, tid, &log_writes, &buffers).await;
+        let commit = match commit {
+            Some(commit) => commit,
+            None => self.submit_commit_block(sim, tid, issuer).await,
         };
-        let note_commit_block = |sim: &Sim| {
-            if let Some(hook) = &crash_hook {
-                let block = self.config.log_block(self.state.borrow().head);
-                hook.commit_block(tid, block, sim.now());
-            }
-        };
-        if self.config.async_commit {
-            // journal_async_commit: the commit block goes out with the log blocks.
-            self.check_commit_block_submit(sim, tid);
-            note_commit_block(sim);
-            let commit = self
-                .write_log_block(sim, LogBlock::Commit, commit_flags, issuer)
-                .await;
-            self.wait_log_writes(sim, tid, &log_writes, &buffers).await;
-            commit
-                .wait(sim, WaitReason::BlockIo, Blocker::Transaction(tid))
-                .await;
-        } else {
-            self.wait_log_writes(sim, tid, &log_writes, &buffers).await;
-            self.check_commit_block_submit(sim, tid);
-            note_commit_block(sim);
-            let commit = self
-                .write_log_block(sim, LogBlock::Commit, commit_flags, issuer)
-                .await;
-            commit
-                .wait(sim, WaitReason::BlockIo, Blocker::Transaction(tid))
-                .await;
+        commit
+            .wait(sim, WaitReason::BlockIo, Blocker::Transaction(tid))
+            .await;
+        if self.config.async_commit && self.config.barrier {
+            // The commit block went without a barrier: one cache flush of the journal's
+            // device after it makes the log and the commit block durable together (the
+            // commit block's checksum, JBD2_FEATURE_COMPAT_CHECKSUM, lets recovery reject a
+            // commit block that reached the media before its log blocks).
+            crate::mm::bio::blkdev_issue_flush(&*self.log_device, sim, issuer).await;
         }
         self.check_commit_block_done(sim, tid);
         // The tail may move now that the commit record is out.
@@ -427,7 +460,7 @@ impl Journal {
                 descriptor_blocks: descriptors,
                 inodes: inodes.clone(),
                 requested,
-                barrier: self.config.barrier,
+                barrier: self.config.barrier && !self.config.async_commit,
             };
             if state.records.len() == super::MAX_COMMIT_RECORDS {
                 state.records.pop_front();

@@ -30,7 +30,7 @@
 //!
 //! Simplifications: no revoke records and no `jbd2_journal_forget` (a freed metadata block stays
 //! on its checkpoint list until written home); no `journal_async_commit` checksumming (the
-//! option only drops the wait for the log before the commit block); no journal superblock
+//! option changes the commit block's flags and ordering, [`commit`]); no journal superblock
 //! updates except when the tail moves after a checkpoint; no recovery (the records are kept
 //! so replay could be written: each commit knows its log blocks and home blocks); descriptor
 //! blocks hold [`TAGS_PER_DESCRIPTOR`] tags; one handle per task at a time (no nesting);
@@ -97,8 +97,10 @@ pub struct JournalConfig {
     /// `barrier` (default on): flush the device cache before the commit block and write it
     /// with FUA (`WRITE_FLUSH_FUA`); without it the commit block is a plain `WRITE_SYNC`.
     pub barrier: bool,
-    /// `journal_async_commit`: the commit block is written without waiting for the log blocks
-    /// (checksums make that safe in the kernel; here it only changes the ordering).
+    /// `journal_async_commit` (`JBD2_FEATURE_INCOMPAT_ASYNC_COMMIT`): the commit block is a
+    /// plain `WRITE_SYNC` submitted without waiting for the log blocks, and one cache flush of
+    /// the journal's device follows it when `barrier` is on (checksums make that safe in the
+    /// kernel; none are computed here).
     pub async_commit: bool,
 }
 
@@ -279,8 +281,9 @@ pub(crate) struct Transaction {
     pub inodes: BTreeSet<Ino>,
     /// A commit was asked for by someone waiting (fsync), not by the timer.
     pub requested_ns: Option<Nanos>,
-    /// `t_need_data_flush`: it filed an inode's ordered data (`jbd2_journal_file_inode`), so
-    /// with an external journal the file system's device is flushed before its commit block.
+    /// `t_need_data_flush`: it filed an inode's ordered data (`jbd2_journal_file_inode`), or
+    /// (mainline) `jbd2_trans_will_send_data_barrier` promised a flush for it, so with an
+    /// external journal the file system's device is flushed before its commit block.
     pub need_data_flush: bool,
     /// The cause of the first `jbd2_log_start_commit` for it, if made in a system call: the
     /// commit's I/O is charged to it in the account by purpose.

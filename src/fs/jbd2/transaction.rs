@@ -508,27 +508,40 @@ impl Journal {
         }
     }
 
-    /// `jbd2_trans_will_send_data_barrier` (3.10): whether the commit of `tid` will still flush
-    /// the file system's device, so that `ext4_sync_file` need not. No when barriers are off or
-    /// `tid` has committed; yes while it runs (3.10 answers yes even when an external journal's
-    /// commit will not flush the data device because nothing filed ordered data: fixed only in
-    /// Linux 6.12, which sets `t_need_data_flush` then); while it commits, on its own device yes
-    /// (simplified: 3.10 says no once the commit record is being written, `T_COMMIT_JFLUSH`),
-    /// with an external journal yes if it filed ordered data and has not flushed the data device
-    /// yet (`T_COMMIT_DFLUSH`).
-    pub fn trans_will_send_data_barrier(&self, tid: Tid) -> bool {
+    /// `jbd2_trans_will_send_data_barrier` (fs/jbd2/journal.c): whether the commit of `tid`
+    /// will still flush the file system's device, so that `ext4_sync_file` need not. No when
+    /// barriers are off or `tid` has committed; while it commits, on its own device yes
+    /// (simplified: Linux says no once the commit record is being written, `T_COMMIT_JFLUSH`),
+    /// with an external journal yes if it has `t_need_data_flush` and has not flushed the data
+    /// device yet (`T_COMMIT_DFLUSH`); while it runs, yes, and in the behaviour of `version`:
+    /// - before Linux 6.15 (3.10 ... 6.6) nothing more: with an external journal the commit
+    ///   flushes the data device only if something filed ordered data, so a yes for a
+    ///   transaction that filed nothing leaves the data unflushed (the 3.10 hole);
+    /// - from aac45075f6d7 ([`KernelVersion::will_send_data_barrier_marks_data_flush`],
+    ///   `mainline`) the running transaction is marked `t_need_data_flush`, and a `tid` that is
+    ///   neither committed, committing nor running gets no (the kernel's `WARN_ON_ONCE`).
+    pub fn trans_will_send_data_barrier(&self, tid: Tid, version: KernelVersion) -> bool {
         if !self.config.barrier {
             return false;
         }
-        let state = self.state.borrow();
+        let external = self.is_external();
+        let mut state = self.state.borrow_mut();
         if state.commit_sequence >= tid {
             return false;
         }
-        match state.committing.as_ref().filter(|t| t.tid == tid) {
-            Some(committing) if self.is_external() => {
-                committing.need_data_flush && state.data_flushed != Some(tid)
+        let data_flushed = state.data_flushed;
+        if let Some(committing) = state.committing.as_ref().filter(|t| t.tid == tid) {
+            return !external || (committing.need_data_flush && data_flushed != Some(tid));
+        }
+        if !version.will_send_data_barrier_marks_data_flush() {
+            return true;
+        }
+        match state.running.as_mut().filter(|t| t.tid == tid) {
+            Some(running) => {
+                running.need_data_flush = true;
+                true
             }
-            _ => true,
+            None => false,
         }
     }
 

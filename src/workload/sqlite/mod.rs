@@ -34,7 +34,8 @@
 //!
 //! Per-transaction account: for every measured transaction the app's block I/O (the account
 //! by purpose, and SQLite's files told apart: `database`, `journal`, `wal`) is summed into
-//! counters `sqlite.<what>.writes` / `.write_bytes` and `sqlite.flushes`, `sqlite.fua`, with
+//! counters `sqlite.<what>.writes` / `.write_bytes` and `sqlite.flushes` (of them
+//! `sqlite.flushes@<device>` on an external journal's device), `sqlite.fua`, with
 //! `sqlite.transactions` to divide by; SQLite's own calls are counted as `sqlite.call.<name>`.
 
 pub mod speedtest;
@@ -231,9 +232,14 @@ impl TransactionAccount {
         ctx.add_counter("sqlite.transactions", 1);
         let mut flushes = 0;
         let mut fua = 0;
+        // Flushes asked of a device other than the file system's (an external journal's).
+        let mut flushes_elsewhere: std::collections::BTreeMap<&str, u64> = Default::default();
         for (key, count) in &delta.by_purpose {
             flushes += count.flushes;
             fua += count.fua;
+            if let Some((_, device)) = key.split_once('@') {
+                *flushes_elsewhere.entry(device).or_default() += count.flushes;
+            }
             if key == "data" || key.starts_with("data@") {
                 continue; // told apart by file below
             }
@@ -263,6 +269,9 @@ impl TransactionAccount {
             ctx.add_counter("sqlite.other-data.writes", data_writes - labelled);
         }
         ctx.add_counter("sqlite.flushes", flushes);
+        for (device, n) in flushes_elsewhere {
+            ctx.add_counter(&format!("sqlite.flushes@{device}"), n);
+        }
         ctx.add_counter("sqlite.fua", fua);
     }
 }
