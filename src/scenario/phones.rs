@@ -6,7 +6,7 @@
 //! its own built-in scenarios). Every value's source is beside it; "asm:" marks an assumption.
 
 /// (name, the preset's stack tables as TOML).
-pub const PHONES: [(&str, &str); 5] = [
+pub const PHONES: [(&str, &str); 7] = [
     (
         "nexus-5",
         r#"
@@ -20,9 +20,10 @@ dirty_background_ratio = 5      # Android's init.rc: dirty_background_ratio 5
 [cpu]
 cores = 4                       # Snapdragon 800: 4 Krait 400 cores
 [kernel]
-hz = 100                        # asm: msm8974 ("hammerhead") defconfig, CONFIG_HZ_100 as msm kernels of the time
+version = "3.4"                 # hammerhead: AOSP kernel/msm android-msm-hammerhead-3.4
+hz = 100                        # hammerhead_defconfig (kernel/msm) sets no CONFIG_HZ: arch/arm/Kconfig's default 100
 [block]
-elevator = "cfq"                # FastTrack §5: the phones' kernels ship CFQ
+elevator = "cfq"                # hammerhead_defconfig sets no IOSCHED: CONFIG_DEFAULT_IOSCHED "cfq"; FastTrack §5
 "#,
     ),
     (
@@ -31,6 +32,7 @@ elevator = "cfq"                # FastTrack §5: the phones' kernels ship CFQ
 [device]
 profile = "emmc-5.1"            # FastTrack §5: Nexus 6, eMMC (5.1 class)
 capacity = "32GiB"              # Nexus 6: 32 or 64 GB
+queue_depth = 1                 # shamu's 3.10 mmc driver has no command queueing (drivers/mmc/card/block.c: flags CMD23, REL_WR, PACKED_CMD, no CMD_QUEUE); mainline: 1e8e55b67030 "mmc: block: Add CQE support" (4.15)
 [vm]
 ram = "3GiB"                    # FastTrack §5: Nexus 6, 3 GB
 dirty_expire = "2s"             # Android's init.rc: dirty_expire_centisecs 200
@@ -38,7 +40,8 @@ dirty_background_ratio = 5      # Android's init.rc: dirty_background_ratio 5
 [cpu]
 cores = 4                       # Snapdragon 805: 4 Krait 450 cores
 [kernel]
-hz = 100                        # asm: msm ("shamu") defconfig, CONFIG_HZ_100
+version = "3.10"                # shamu: AOSP kernel/msm android-msm-shamu-3.10
+hz = 100                        # asm: msm ("shamu") defconfig, CONFIG_HZ_100 (not checked)
 [block]
 elevator = "cfq"                # FastTrack §5: the phones' kernels ship CFQ
 "#,
@@ -56,6 +59,7 @@ dirty_background_ratio = 5      # Android's init.rc: dirty_background_ratio 5
 [cpu]
 cores = 4                       # Exynos 7420: the big cluster's 4 Cortex-A57 cores
 [kernel]
+version = "3.10"                # Galaxy S6 (SM-G920F): Samsung's exynos7420 3.10.61 kernel (asm: not checked here)
 hz = 200                        # asm: Samsung's exynos7420 defconfig (not checked)
 [block]
 elevator = "cfq"                # FastTrack §5: the phones' kernels ship CFQ
@@ -74,6 +78,7 @@ dirty_background_ratio = 5      # Android's init.rc: dirty_background_ratio 5
 [cpu]
 cores = 2                       # MobiFS §7.1: dual-core 1.5 GHz
 [kernel]
+version = "3.0"                 # asm: Android 4.1's Samsung kernels (OMAP4470) were 3.0 (not checked)
 hz = 100                        # asm: Exynos/Android 4.1 kernels of 2012 (3.0), CONFIG_HZ_100
 [block]
 elevator = "cfq"                # asm: Android 4.1's 3.0 kernels ship CFQ
@@ -95,9 +100,69 @@ dirty_background_ratio = 5      # Android's init.rc: dirty_background_ratio 5
 [cpu]
 cores = 4                       # Snapdragon 821: 2 + 2 Kryo cores
 [kernel]
-hz = 300                        # asm: msm 3.18 ("marlin") defconfig, CONFIG_HZ_300
+version = "3.18"                # marlin: AOSP kernel/msm android-msm-marlin-3.18
+hz = 300                        # marlin_defconfig (kernel/msm): CONFIG_HZ_300=y
 [block]
 elevator = "cfq"                # FastTrack §5: the phones' kernels ship CFQ
+"#,
+    ),
+    (
+        "pixel-8",
+        r#"
+io_policy = "android"           # Android's task profiles (system/core/libprocessgroup/profiles/task_profiles.json)
+[device]
+profile = "ufs-3.1"             # Pixel 8 (Tensor G3): UFS 3.1
+capacity = "128GiB"             # Pixel 8: 128 or 256 GB
+[vm]
+ram = "8GiB"                    # Pixel 8: 8 GB
+dirty_expire = "2s"             # Android's init.rc: dirty_expire_centisecs 200
+dirty_background_ratio = 5      # Android's init.rc: dirty_background_ratio 5
+[cpu]
+cores = 9                       # Tensor G3: 1 Cortex-X3 + 4 A715 + 4 A510
+syscall = "350ns"               # asm: a 2023 flagship core costs about the calibration machine's (CpuConfig::desktop, docs/cpu.md)
+copy_bandwidth = "3.7GB/s"      # asm: as above
+page_alloc = "1700ns"           # asm: as above
+page_reclaim = "600ns"          # asm: as above
+[kernel]
+version = "5.15"                # Pixel 8 launched on GKI android14-5.15 (android-gs-shusky-5.15)
+config = "android"              # arch/arm64/configs/gki_defconfig of android13/14-5.15: no CONFIG_BLK_WBT
+hz = 250                        # gki_defconfig sets no CONFIG_HZ: kernel/Kconfig.hz's default HZ_250
+[block]
+elevator = "bfq"                # device/google/zuma conf/init.zuma.rc: "write /sys/block/sda/queue/scheduler bfq"
+nr_requests = 128               # init.zuma.rc on sys.boot_completed: "write /sys/block/sda/queue/nr_requests 128"
+[block.bfq]
+slice_idle = 0                  # init.zuma.rc: "write /sys/block/sda/queue/iosched/slice_idle 0"
+[fs]
+type = "f2fs"                   # device/google/zuma conf/fstab.zuma.in: /data is f2fs
+f2fs_preset = "android"         # fstab.zuma.in: discard, fsync_mode=nobarrier (atgc, compression, checkpoint_merge: not modelled)
+"#,
+    ),
+    (
+        "galaxy-s24",
+        r#"
+io_policy = "android"           # Android's task profiles (system/core/libprocessgroup/profiles/task_profiles.json)
+[device]
+profile = "ufs-3.1"             # Galaxy S24 128 GB: UFS 3.1 (the 256/512 GB models: UFS 4.0, not modelled)
+capacity = "128GiB"             # the 128 GB model
+[vm]
+ram = "8GiB"                    # Galaxy S24: 8 GB
+dirty_expire = "2s"             # Android's init.rc: dirty_expire_centisecs 200
+dirty_background_ratio = 5      # Android's init.rc: dirty_background_ratio 5
+[cpu]
+cores = 10                      # Exynos 2400: 1 Cortex-X4 + 2 + 3 A720 + 4 A520
+syscall = "350ns"               # asm: a 2024 flagship core costs about the calibration machine's (CpuConfig::desktop, docs/cpu.md)
+copy_bandwidth = "3.7GB/s"      # asm: as above
+page_alloc = "1700ns"           # asm: as above
+page_reclaim = "600ns"          # asm: as above
+[kernel]
+version = "6.1"                 # Galaxy S24 launched on GKI android14-6.1
+config = "android"              # arch/arm64/configs/gki_defconfig of android14-6.1: no CONFIG_BLK_WBT
+hz = 250                        # gki_defconfig sets no CONFIG_HZ: kernel/Kconfig.hz's default HZ_250
+[block]
+elevator = "mq-deadline"        # asm: Samsung ships its own SSG scheduler (block/ssg-iosched.c, derived from mq-deadline; not modelled): mq-deadline stands in
+[fs]
+type = "f2fs"                   # asm: Samsung formats /data as F2FS since the Galaxy S10 era (not checked against the S24's fstab)
+f2fs_preset = "android"         # asm: Android's F2FS options (discard, fsync_mode=nobarrier), as the Pixels' fstab
 "#,
     ),
 ];
