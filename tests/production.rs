@@ -1,4 +1,4 @@
-//! The built-in `production/fg-vs-bg` scenario: it parses with its 22 variants, and, run short,
+//! The built-in `production/fg-vs-bg` scenario: it parses with its 23 variants, and, run short,
 //! points the right way: writeback throttling in front of mq-deadline cuts the foreground
 //! reader's latency behind a buffered background writer that floods the device queue.
 
@@ -28,6 +28,7 @@ fn fg_vs_bg_parses_with_every_scheduler_on_both_devices() {
         "mq-deadline",
         "mq-deadline+wbt",
         "mq-deadline+android",
+        "bfq",
         "bfq+android",
         "kyber",
         "none",
@@ -35,7 +36,7 @@ fn fg_vs_bg_parses_with_every_scheduler_on_both_devices() {
         let name = format!("gki-{scheduler}");
         assert!(names.contains(&name.as_str()), "{name} in {names:?}");
     }
-    assert_eq!(names.len(), 22);
+    assert_eq!(names.len(), 23);
     // Today's schedulers on the 3.10 stack say they mix eras; the GKI ones and CFQ do not.
     for variant in &s.variants {
         let mixed = !scenario::eras::mixed_eras(&variant.stack).is_empty();

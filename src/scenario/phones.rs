@@ -199,6 +199,44 @@ mod tests {
         assert!(preset("nexus-9").unwrap_err().contains("nexus-6"));
     }
 
+    /// Every preset names the kernel its phone shipped with; the Nexus 6's 3.10 mmc driver has
+    /// no command queueing, so its CMDQ-capable eMMC 5.1 takes one command at a time.
+    #[test]
+    fn every_phone_carries_its_kernel_and_the_nexus_6_has_no_command_queue() {
+        use crate::kernel::KernelVersion as V;
+        let stack = |name: &str| -> super::super::StackConfig {
+            toml::Value::Table(preset(name).unwrap())
+                .try_into()
+                .unwrap()
+        };
+        for (name, version) in [
+            ("nexus-5", V::V3_4),
+            ("nexus-6", V::V3_10),
+            ("galaxy-s6", V::V3_10),
+            ("galaxy-premier", V::V3_0),
+            ("pixel", V::V3_18),
+            ("pixel-8", V::V5_15),
+            ("galaxy-s24", V::V6_1),
+        ] {
+            assert!(
+                preset(name).unwrap()["kernel"].get("version").is_some(),
+                "{name}"
+            );
+            let stack = stack(name);
+            assert_eq!(stack.kernel.version, version, "{name}");
+            stack.block.check_era(&stack.kernel).unwrap();
+        }
+        assert_eq!(stack("nexus-6").device.resolve().unwrap().queue_depth, 1);
+        let pixel_8 = stack("pixel-8");
+        assert_eq!(pixel_8.block.elevator, "bfq");
+        assert_eq!(
+            pixel_8.block.wbt_min_lat_nsec(&pixel_8.kernel, true),
+            None,
+            "GKI: no CONFIG_BLK_WBT_MQ, and BFQ"
+        );
+        assert_eq!(pixel_8.fs.kind, crate::fs::ext4::FsKind::F2fs);
+    }
+
     const APP: &str = "[[app]]\nname = \"a\"\n[app.workload.toy-io]\ninterval = \"20ms\"\n";
 
     #[test]
@@ -219,6 +257,17 @@ mod tests {
         assert_eq!(s.variants[0].stack.device.profile, "emmc-5.1");
         assert_eq!(s.variants[1].stack.device.profile, "ufs-2.0");
         assert_eq!(s.variants[1].stack.vm.ram, 3 << 30);
+    }
+
+    #[test]
+    fn an_unknown_phone_of_a_variant_is_an_error_at_the_variants_line() {
+        let source = format!(
+            "name = \"p\"\nduration = \"1s\"\n[stack]\nphone = \"nexus-6\"\n{APP}[[variant]]\nname = \"v\"\n[variant.stack]\nphone = \"iphone\"\n"
+        );
+        let error = super::super::parse("p.toml", &source)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("p.toml:12"), "{error}");
     }
 
     #[test]

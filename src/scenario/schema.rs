@@ -698,12 +698,13 @@ impl Scenario {
             }
             let provenance = super::eras::Provenance::of(&merged);
             let merged = with_phone(merged).map_err(|m| {
-                error(
-                    spans
-                        .value_span(&[key("stack"), key("phone")])
-                        .unwrap_or(entry.name.span()),
-                    m,
-                )
+                // The variant's own phone if it names one, else the base stack's.
+                let own = [key("variant"), Seg::Index(i), key("stack"), key("phone")];
+                let span = spans
+                    .value_span(&own)
+                    .or_else(|| spans.value_span(&[key("stack"), key("phone")]))
+                    .unwrap_or(entry.name.span());
+                error(span, m)
             })?;
             let stack: StackConfig =
                 toml::Value::Table(merged)
