@@ -77,11 +77,20 @@ impl Hz {
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Deserialize, Serialize,
 )]
 pub enum KernelVersion {
+    /// Linux 3.0 (2011): the Galaxy Premier I9260 of MobiFS (Android 4.1).
+    #[serde(rename = "3.0")]
+    V3_0,
+    /// Linux 3.4 (2012): the Nexus 5 ("hammerhead", msm 3.4).
+    #[serde(rename = "3.4")]
+    V3_4,
     /// Linux 3.10 (2013): the Galaxy S5, Nexus 5/6 and the papers' other phones. What the model
     /// implements where no predicate says otherwise.
     #[default]
     #[serde(rename = "3.10")]
     V3_10,
+    /// Linux 3.18 (2014): the Pixel ("marlin", msm 3.18).
+    #[serde(rename = "3.18")]
+    V3_18,
     /// Linux 4.4 (Android's kernels of 2016-2017).
     #[serde(rename = "4.4")]
     V4_4,
@@ -91,6 +100,9 @@ pub enum KernelVersion {
     /// Linux 5.10 (GKI android12-5.10).
     #[serde(rename = "5.10")]
     V5_10,
+    /// Linux 5.15 (GKI android13-5.15 / android14-5.15: the Pixel 8).
+    #[serde(rename = "5.15")]
+    V5_15,
     /// Linux 6.1 (GKI android14-6.1).
     #[serde(rename = "6.1")]
     V6_1,
@@ -104,11 +116,15 @@ pub enum KernelVersion {
 
 impl KernelVersion {
     /// Every version, oldest first.
-    pub const ALL: [KernelVersion; 7] = [
+    pub const ALL: [KernelVersion; 11] = [
+        KernelVersion::V3_0,
+        KernelVersion::V3_4,
         KernelVersion::V3_10,
+        KernelVersion::V3_18,
         KernelVersion::V4_4,
         KernelVersion::V4_19,
         KernelVersion::V5_10,
+        KernelVersion::V5_15,
         KernelVersion::V6_1,
         KernelVersion::V6_6,
         KernelVersion::Mainline,
@@ -117,10 +133,14 @@ impl KernelVersion {
     /// The name `[stack.kernel] version` takes.
     pub fn name(self) -> &'static str {
         match self {
+            KernelVersion::V3_0 => "3.0",
+            KernelVersion::V3_4 => "3.4",
             KernelVersion::V3_10 => "3.10",
+            KernelVersion::V3_18 => "3.18",
             KernelVersion::V4_4 => "4.4",
             KernelVersion::V4_19 => "4.19",
             KernelVersion::V5_10 => "5.10",
+            KernelVersion::V5_15 => "5.15",
             KernelVersion::V6_1 => "6.1",
             KernelVersion::V6_6 => "6.6",
             KernelVersion::Mainline => "mainline",
@@ -158,7 +178,7 @@ impl KernelVersion {
     /// P. Valente); the 600 ms `bfq_activation_stable_merging` / `bfq_late_stable_merging` are
     /// 5.14's 7812472f9730 ("block, bfq: boost throughput by extending queue-merging times").
     pub fn has_bfq_stable_merge(self) -> bool {
-        self >= KernelVersion::V6_1
+        self >= KernelVersion::V5_15
     }
 
     /// `global_dirtyable_memory` takes the reserve (`dirty_balance_reserve`, later
@@ -183,7 +203,8 @@ impl KernelVersion {
     /// ext4_jbd2_file_inode() from delalloc write path", 3.9) took the filing out of
     /// `mpage_da_map_and_submit`.
     pub fn files_new_delalloc_blocks_as_ordered_data(self) -> bool {
-        self >= KernelVersion::V4_19
+        // Up to 3.8 (3.0 and 3.4 here) `mpage_da_map_and_submit` filed the inode itself.
+        self < KernelVersion::V3_10 || self >= KernelVersion::V4_19
     }
 
     /// `jbd2_trans_will_send_data_barrier`, answering yes for a transaction that has not
@@ -216,7 +237,7 @@ impl KernelVersion {
     /// here). 3.10's `ext4_da_writepages` -> `mpage_da_map_and_submit` submits every bio of
     /// the batch inside its handle.
     pub fn stops_writeback_handle_before_final_submit(self) -> bool {
-        self >= KernelVersion::V4_4
+        self > KernelVersion::V3_10
     }
 
     /// ext4's writeback starts no jbd2 handle for pages that need no block mapping (their
@@ -226,11 +247,87 @@ impl KernelVersion {
     pub fn writes_mapped_pages_without_handle(self) -> bool {
         self >= KernelVersion::V5_10
     }
+
+    /// The legacy (single-queue) request queue and its elevators `noop`, `deadline` and `cfq`
+    /// (block/blk-core.c `__get_request`, block/cfq-iosched.c). Removed in 5.0: f382fb0bcef4
+    /// ("block: remove legacy IO schedulers", J. Axboe) and "block: remove the legacy request
+    /// path" in the same merge window; 4.19 is the last release in the list that has them.
+    pub fn has_legacy_request_queue(self) -> bool {
+        self <= KernelVersion::V4_19
+    }
+
+    /// blk-mq I/O scheduling: the `mq-deadline` elevator and `none` as a choice in
+    /// `queue/scheduler`. Linux 4.11: bd166ef183c2 ("blk-mq-sched: add framework for MQ capable
+    /// IO schedulers") and 945ffb60c11d ("mq-deadline: add blk-mq adaptation of the deadline
+    /// IO scheduler"), J. Axboe.
+    pub fn has_blk_mq_scheduling(self) -> bool {
+        // The first version of the list from 4.11 on (4.4 predates it).
+        self >= KernelVersion::V4_19
+    }
+
+    /// The `bfq` and `kyber` blk-mq elevators. Linux 4.12: aee69d78dec0 ("block, bfq:
+    /// introduce the BFQ-v0 I/O scheduler as an extra scheduler", P. Valente) and 00e043936e9a
+    /// ("blk-mq: introduce Kyber multiqueue I/O scheduler", O. Sandoval).
+    pub fn has_bfq_and_kyber(self) -> bool {
+        self >= KernelVersion::V4_19
+    }
+
+    /// Writeback throttling (block/blk-wbt.c, `CONFIG_BLK_WBT`, `CONFIG_BLK_WBT_MQ` for blk-mq
+    /// queues). Linux 4.10: e34cbd307477 ("blk-wbt: add general throttling mechanism") and
+    /// 87760e5eef35 ("block: hook up writeback throttling"), J. Axboe. Whether a queue has it
+    /// on also depends on the kernel's config ([`KernelBuildConfig::enables_wbt_by_default`]).
+    pub fn has_wbt(self) -> bool {
+        self >= KernelVersion::V4_19
+    }
 }
 
 impl std::fmt::Display for KernelVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// Whose `.config` the kernel was built with (`[stack.kernel] config`): what a version's code
+/// does by default where a Kconfig option decides (today: whether blk-mq queues start with
+/// writeback throttling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelBuildConfig {
+    /// A phone's: Android's GKI defconfig (arch/arm64/configs/gki_defconfig of android12-5.10,
+    /// android13/14-5.15, android14-6.1, android15-6.6) or, before GKI, the vendor's defconfig.
+    /// None of them turns wbt on for blk-mq queues: 5.10, 5.15 and 6.1 leave `CONFIG_BLK_WBT`
+    /// unset (its Kconfig entry has no default), 6.6 sets `CONFIG_BLK_WBT=y` with
+    /// `# CONFIG_BLK_WBT_MQ is not set` (wbt built, `queue/wbt_lat_usec` writable, off until
+    /// written). Pre-GKI vendor configs: asm: not enabled (their kernels ran the legacy queue).
+    Android,
+    /// A desktop distribution's (Fedora, Debian, Ubuntu: `CONFIG_BLK_WBT=y`,
+    /// `CONFIG_BLK_WBT_MQ=y`, asm: as their published configs of the 5.x/6.x kernels): wbt on
+    /// for every blk-mq queue but BFQ's (`wbt_enable_default`).
+    Distro,
+}
+
+impl KernelBuildConfig {
+    /// The name `[stack.kernel] config` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelBuildConfig::Android => "android",
+            KernelBuildConfig::Distro => "distro",
+        }
+    }
+
+    /// The config a version is built with when the scenario does not say: `mainline` runs on
+    /// no phone, so a desktop distribution's; every other version is a phone kernel's.
+    pub fn default_for(version: KernelVersion) -> KernelBuildConfig {
+        if version == KernelVersion::Mainline {
+            KernelBuildConfig::Distro
+        } else {
+            KernelBuildConfig::Android
+        }
+    }
+
+    /// `CONFIG_BLK_WBT_MQ` (`wbt_enable_default` turns wbt on for a blk-mq queue only with it).
+    pub fn enables_wbt_by_default(self) -> bool {
+        self == KernelBuildConfig::Distro
     }
 }
 
@@ -241,6 +338,10 @@ pub struct KernelConfig {
     /// The Linux version whose behaviour the model follows where versions differ
     /// ([`KernelVersion`]). Default 3.10: the papers' phones, and what the model implements.
     pub version: KernelVersion,
+    /// The kernel's `.config` ([`KernelBuildConfig`]); default: a phone's (`android`) for every
+    /// version but `mainline` (`distro`). See [`KernelConfig::build_config_for`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<KernelBuildConfig>,
     /// `CONFIG_HZ`. Default 100: the `config HZ` default of arch/arm64/Kconfig and of
     /// arch/arm/Kconfig for platforms without a fixed rate in Linux 3.10 (the papers' phones
     /// ran 3.4-3.10). Samsung's ARM platforms forced 200 (`HZ_FIXED`, removed upstream in 2016:
@@ -257,12 +358,21 @@ impl Default for KernelConfig {
     fn default() -> Self {
         KernelConfig {
             version: KernelVersion::default(),
+            config: None,
             hz: Hz(100),
         }
     }
 }
 
 impl KernelConfig {
+    /// The `.config` the code of `version` runs with: `config` if the scenario gives one, else
+    /// [`KernelBuildConfig::default_for`] `version` (a layer of another era than the kernel's,
+    /// `[stack.block] version`, gets that era's default).
+    pub fn build_config_for(&self, version: KernelVersion) -> KernelBuildConfig {
+        self.config
+            .unwrap_or_else(|| KernelBuildConfig::default_for(version))
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if !HZ_CHOICES.contains(&self.hz.0) {
             return Err(format!(

@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mobistack::report::table;
 use mobistack::run::{self, RunOptions};
-use mobistack::scenario;
+use mobistack::scenario::{self, eras};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -1703,6 +1703,17 @@ fn cmd_validate(name: &str, json: bool) -> ExitCode {
                 .iter()
                 .map(|v| (v.name.clone(), v.stack.kernel.version.name()))
                 .collect::<std::collections::BTreeMap<_, _>>(),
+            "era_switches": scenario
+                .variants
+                .iter()
+                .map(|v| (v.name.clone(), eras::era_switches(&v.stack, &v.provenance)))
+                .collect::<std::collections::BTreeMap<_, _>>(),
+            "mixed_eras": scenario
+                .variants
+                .iter()
+                .map(|v| (v.name.clone(), eras::mixed_eras(&v.stack)))
+                .filter(|(_, mixed)| !mixed.is_empty())
+                .collect::<std::collections::BTreeMap<_, _>>(),
         });
         outln!("{value}");
     } else {
@@ -1722,8 +1733,65 @@ fn cmd_validate(name: &str, json: bool) -> ExitCode {
             scenario.seeds.len()
         );
         outln!("  kernel version: {}", kernel_versions(&scenario));
+        out!("{}", era_switch_tables(&scenario));
     }
     ExitCode::SUCCESS
+}
+
+/// The era switches of each variant ([`eras::era_switches`]): one table per group of variants
+/// whose switches are the same, then how each variant mixes eras.
+fn era_switch_tables(scenario: &mobistack::scenario::Scenario) -> String {
+    let mut groups: Vec<(Vec<&str>, Vec<eras::EraSwitch>)> = Vec::new();
+    for variant in &scenario.variants {
+        let rows = eras::era_switches(&variant.stack, &variant.provenance);
+        match groups.iter_mut().find(|(_, other)| *other == rows) {
+            Some((names, _)) => names.push(&variant.name),
+            None => groups.push((vec![&variant.name], rows)),
+        }
+    }
+    let mut out = String::new();
+    for (names, rows) in &groups {
+        out.push_str(&format!("  era switches ({}):\n", names.join(", ")));
+        let mut table = vec![["layer", "switch", "value", "set by"].map(String::from)];
+        table.extend(rows.iter().map(|row| {
+            [
+                row.layer.to_string(),
+                row.switch.to_string(),
+                row.value.clone(),
+                row.set_by.clone(),
+            ]
+        }));
+        let widths: Vec<usize> = (0..3)
+            .map(|c| {
+                table
+                    .iter()
+                    .map(|r| r[c].chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        for row in &table {
+            out.push_str(&format!(
+                "    {:w0$}  {:w1$}  {:w2$}  {}\n",
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2]
+            ));
+        }
+    }
+    for variant in &scenario.variants {
+        for mixed in eras::mixed_eras(&variant.stack) {
+            out.push_str(&format!(
+                "  warning: variant `{}` mixes eras: {mixed}\n",
+                variant.name
+            ));
+        }
+    }
+    out
 }
 
 /// The effective `[stack.kernel] version` of a scenario: one version when every variant runs

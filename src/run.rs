@@ -509,6 +509,7 @@ pub fn run_one_hooked(
         kernel_io_by_purpose,
         device: stack.device_stats(),
         series,
+        mixed_eras: crate::scenario::eras::mixed_eras(&variant.stack),
         blktrace: stack.blktrace(),
         timeline,
     })

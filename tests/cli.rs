@@ -235,6 +235,64 @@ fn list_and_validate_describe_the_builtins() {
     assert!(out.contains("2 variant(s) (fifo, fg-first)"), "{out}");
 }
 
+/// `validate` prints each era switch with what set it, and says which variants mix eras; the
+/// JSON has both per variant (issue 41).
+#[test]
+fn validate_prints_the_era_switches_and_what_set_each() {
+    let (code, out, err) = mobistack(&["validate", "scenarios/production/fg-vs-bg.toml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("era switches (gki-mq-deadline, gki-mq-deadline+android):"),
+        "{out}"
+    );
+    let wbt_off = out
+        .lines()
+        .any(|l| l.contains("wbt") && l.contains("off") && l.contains("config android"));
+    assert!(wbt_off, "{out}");
+    assert!(
+        out.contains("warning: variant `ufs-bfq` mixes eras: the block layer of Linux mainline"),
+        "{out}"
+    );
+    assert!(!out.contains("variant `gki-none` mixes eras"), "{out}");
+    let (code, out, _) = mobistack(&["validate", "scenarios/production/fg-vs-bg.toml", "--json"]);
+    assert_eq!(code, 0);
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = value["era_switches"]["gki-mq-deadline"].as_array().unwrap();
+    let version = rows
+        .iter()
+        .find(|r| r["layer"] == "kernel" && r["switch"] == "version")
+        .unwrap();
+    assert_eq!(
+        (version["value"].as_str(), version["set_by"].as_str()),
+        (Some("6.1"), Some("scenario"))
+    );
+    assert!(value["mixed_eras"].get("ufs-cfq").is_none());
+    assert!(value["mixed_eras"]["ufs-kyber"][0]
+        .as_str()
+        .unwrap()
+        .contains("mainline"));
+    // A run of a stack that mixes eras says so in its table and its results.
+    let path = scenario_file(
+        "mixed-eras",
+        "name = \"mixed\"\nduration = \"100ms\"\n[stack.block]\nelevator = \"bfq\"\nversion = \"mainline\"\n[[app]]\nname = \"a\"\n[app.workload.toy-io]\ninterval = \"20ms\"\n",
+    );
+    let file = path.to_str().unwrap();
+    let (code, out, err) = mobistack(&["run", file]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("warning: mixes eras: the block layer of Linux mainline (`[stack.block] version`) over Linux 3.10"),
+        "{out}"
+    );
+    let (code, out, _) = mobistack(&["run", file, "--json"]);
+    assert_eq!(code, 0);
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(value["runs"][0]["mixed_eras"][0]
+        .as_str()
+        .unwrap()
+        .contains("over Linux 3.10"));
+    let _ = std::fs::remove_file(&path);
+}
+
 #[test]
 fn device_commands_list_bench_and_fit() {
     let (code, out, _) = mobistack(&["device", "list", "--json"]);

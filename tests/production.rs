@@ -1,4 +1,4 @@
-//! The built-in `production/fg-vs-bg` scenario: it parses with its 16 variants, and, run short,
+//! The built-in `production/fg-vs-bg` scenario: it parses with its 23 variants, and, run short,
 //! points the right way: writeback throttling in front of mq-deadline cuts the foreground
 //! reader's latency behind a buffered background writer that floods the device queue.
 
@@ -24,7 +24,32 @@ fn fg_vs_bg_parses_with_every_scheduler_on_both_devices() {
             assert!(names.contains(&name.as_str()), "{name} in {names:?}");
         }
     }
-    assert_eq!(names.len(), 16);
+    for scheduler in [
+        "mq-deadline",
+        "mq-deadline+wbt",
+        "mq-deadline+android",
+        "bfq",
+        "bfq+android",
+        "kyber",
+        "none",
+    ] {
+        let name = format!("gki-{scheduler}");
+        assert!(names.contains(&name.as_str()), "{name} in {names:?}");
+    }
+    assert_eq!(names.len(), 23);
+    // Today's schedulers on the 3.10 stack say they mix eras; the GKI ones and CFQ do not.
+    for variant in &s.variants {
+        let mixed = !scenario::eras::mixed_eras(&variant.stack).is_empty();
+        let today = !variant.name.starts_with("gki-") && !variant.name.ends_with("-cfq");
+        assert_eq!(mixed, today, "{}", variant.name);
+    }
+    // wbt_enable_default: off under Android's GKI config, on under a desktop's.
+    let wbt = |name: &str| {
+        let v = s.variants.iter().find(|v| v.name == name).unwrap();
+        v.stack.block.wbt_min_lat_nsec(&v.stack.kernel, true)
+    };
+    assert_eq!(wbt("gki-mq-deadline"), None);
+    assert_eq!(wbt("ufs-mq-deadline+wbt"), Some(2_000_000));
     assert!(scenario::builtin::find("production/fg-vs-bg").is_some());
 }
 

@@ -1057,7 +1057,7 @@ pub fn build_queue(
         blktrace: trace,
         ..super::BlockConfig::default()
     };
-    RequestQueue::from_config(device, &config, crate::kernel::KernelConfig::default().hz)
+    RequestQueue::from_config(device, &config, &crate::kernel::KernelConfig::default())
 }
 
 /// A job from `option = value` pairs (a scenario's `[app.workload.fio]` table), with fio's

@@ -15,7 +15,7 @@ pub mod request;
 pub mod tags;
 pub mod wbt;
 
-use crate::kernel::Hz;
+use crate::kernel::{Hz, KernelConfig, KernelVersion};
 use serde::{Deserialize, Serialize};
 
 /// The scenario's `[stack.block]` table: the elevator, `nr_requests` and the elevators'
@@ -35,10 +35,18 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BlockConfig {
-    /// I/O scheduler: `noop`, `deadline`, `cfq` or `mq-deadline`. Default `cfq`: the scheduler of
-    /// the Android kernels the papers measured (3.4-3.10; QASIO §2, FastTrack §2).
+    /// I/O scheduler: `noop`, `deadline`, `cfq` (Linux up to 4.19), `mq-deadline`, `none`,
+    /// `bfq`, `kyber` (4.11 / 4.12 and later), or seed 003's `subregion`. A scenario that names
+    /// none gets its block layer's era's default ([`BlockConfig::default_elevator`]: `cfq`
+    /// up to 4.19, the scheduler of the Android kernels the papers measured, 3.4-3.10; QASIO
+    /// §2, FastTrack §2; `mq-deadline` from 5.0). Built in code, the default is `cfq`.
     #[serde(default = "default_elevator")]
     pub elevator: String,
+    /// The Linux version whose block layer runs, when it is not `[stack.kernel] version`'s:
+    /// a stack of mixed eras (e.g. today's blk-mq elevators over the papers' 3.10 page cache
+    /// and ext4), which the results say. Default: the kernel's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<KernelVersion>,
     /// Record a blktrace of the queue (`mobistack run --blktrace FILE` sets it). Default false.
     #[serde(default)]
     pub blktrace: bool,
@@ -70,9 +78,11 @@ pub struct BlockConfig {
     /// The subregion scheduler's tunables (seed 003 §5.1).
     #[serde(default)]
     pub subregion: SubregionConfig,
-    /// Writeback throttling (block/blk-wbt.c) in front of the elevator. Default: on for blk-mq
-    /// queues (`mq-deadline`, `kyber`, `none`), off under `bfq` (`bfq_init_queue` disables it)
-    /// and for the legacy 3.10 elevators, which predate it (4.10).
+    /// Writeback throttling (block/blk-wbt.c) in front of the elevator: an override of the
+    /// era's default ([`BlockConfig::wbt_default`]): on for blk-mq queues (`mq-deadline`,
+    /// `kyber`, `none`) of a version that has wbt (4.10) built with `CONFIG_BLK_WBT_MQ` (a
+    /// desktop distribution's config, not Android's: `[stack.kernel] config`); off under `bfq`
+    /// (`bfq_init_queue` disables it) and for the legacy elevators.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wbt: Option<bool>,
     /// `queue/wbt_lat_usec`: wbt's read latency target in microseconds; default 2000
@@ -445,6 +455,57 @@ impl Default for BlockConfig {
             subregion: SubregionConfig::default(),
             wbt: None,
             wbt_lat_usec: None,
+            version: None,
+        }
+    }
+}
+
+/// Which Linux version's block layer a stack runs ([`BlockConfig::era`]) and what chose it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockEra {
+    pub version: KernelVersion,
+    pub source: BlockEraSource,
+}
+
+/// What chose a stack's block-layer version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockEraSource {
+    /// `[stack.kernel] version`: the block layer of the kernel's own era.
+    Kernel,
+    /// `[stack.block] version`.
+    Scenario,
+    /// A stack built in code (not parsed from a scenario, which would be refused) names an
+    /// elevator its kernel version does not have: the block layer is `mainline`'s, the code the
+    /// blk-mq elevators model.
+    Elevator,
+}
+
+/// Why wbt is on or off by default ([`BlockConfig::wbt_default`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WbtDefault {
+    /// On: a blk-mq queue of a version with wbt, built with `CONFIG_BLK_WBT_MQ`
+    /// (`wbt_enable_default`).
+    On,
+    /// Off: a legacy request queue (the model's wbt throttles blk-mq queues; the legacy
+    /// queue's `CONFIG_BLK_WBT_SQ` defaulted to n).
+    LegacyQueue,
+    /// Off: the block layer's version predates wbt (4.10).
+    NotInVersion,
+    /// Off: `bfq_init_queue` disables it (`wbt_disable_default`).
+    Bfq,
+    /// Off: the kernel's config does not set `CONFIG_BLK_WBT_MQ` (Android's).
+    Config,
+}
+
+impl WbtDefault {
+    /// In words, for `mobistack validate`.
+    pub fn explain(self) -> &'static str {
+        match self {
+            WbtDefault::On => "CONFIG_BLK_WBT_MQ=y: wbt_enable_default",
+            WbtDefault::LegacyQueue => "legacy request queue",
+            WbtDefault::NotInVersion => "the block layer's version predates wbt (4.10)",
+            WbtDefault::Bfq => "bfq_init_queue disables it",
+            WbtDefault::Config => "the kernel config does not set CONFIG_BLK_WBT_MQ",
         }
     }
 }
@@ -453,10 +514,109 @@ impl Default for BlockConfig {
 pub const BLK_MQ_ELEVATORS: [&str; 4] = ["mq-deadline", "bfq", "kyber", "none"];
 
 impl BlockConfig {
-    /// wbt's read target in ns if wbt is on for this configuration (`blk_mq`: whether the
-    /// queue is a blk-mq one).
-    pub fn wbt_min_lat_nsec(&self, blk_mq: bool) -> Option<u64> {
-        let on = self.wbt.unwrap_or(blk_mq && self.elevator != "bfq");
+    /// The elevator Linux `version` gives a queue when nobody writes `queue/scheduler`: CFQ
+    /// while the legacy request queue exists (`CONFIG_DEFAULT_IOSCHED` defaults to cfq,
+    /// block/Kconfig.iosched), then mq-deadline (`elevator_get_default` for a single hardware
+    /// queue, block/elevator.c). Phones' init scripts may choose another (the phone presets:
+    /// e.g. the Pixels' BFQ, device/google/zuma conf/init.zuma.rc).
+    pub fn default_elevator(version: KernelVersion) -> &'static str {
+        if version.has_legacy_request_queue() {
+            "cfq"
+        } else {
+            "mq-deadline"
+        }
+    }
+
+    /// The Linux version whose block layer runs under `kernel` ([`BlockEra`]).
+    pub fn era(&self, kernel: &KernelConfig) -> BlockEra {
+        if let Some(version) = self.version {
+            return BlockEra {
+                version,
+                source: BlockEraSource::Scenario,
+            };
+        }
+        if elevator::version_has(kernel.version, &self.elevator) {
+            BlockEra {
+                version: kernel.version,
+                source: BlockEraSource::Kernel,
+            }
+        } else {
+            BlockEra {
+                version: KernelVersion::Mainline,
+                source: BlockEraSource::Elevator,
+            }
+        }
+    }
+
+    /// Whether wbt is on when `[stack.block] wbt` does not say, and why.
+    pub fn wbt_default(&self, kernel: &KernelConfig) -> WbtDefault {
+        let era = self.era(kernel).version;
+        if !BLK_MQ_ELEVATORS.contains(&self.elevator.as_str()) {
+            WbtDefault::LegacyQueue
+        } else if !era.has_wbt() {
+            WbtDefault::NotInVersion
+        } else if self.elevator == "bfq" {
+            WbtDefault::Bfq
+        } else if !kernel.build_config_for(era).enables_wbt_by_default() {
+            WbtDefault::Config
+        } else {
+            WbtDefault::On
+        }
+    }
+
+    /// Whether the block layer of this stack is of another era than its kernel, in words
+    /// ("the block layer of Linux mainline (`[stack.block] version`) over Linux 3.10").
+    pub fn mixed_era(&self, kernel: &KernelConfig) -> Option<String> {
+        let era = self.era(kernel);
+        if era.version == kernel.version {
+            return None;
+        }
+        let why = match era.source {
+            BlockEraSource::Scenario => "`[stack.block] version`".to_string(),
+            _ => format!(
+                "elevator `{}`, which Linux {} does not have",
+                self.elevator, kernel.version
+            ),
+        };
+        Some(format!(
+            "the block layer of Linux {} ({why}) over Linux {}",
+            era.version, kernel.version
+        ))
+    }
+
+    /// What a scenario file may not ask of its kernel's era: an elevator or wbt its block
+    /// layer's version does not have. (Stacks built in code are not refused: they run the
+    /// blk-mq elevators' mainline block layer, [`BlockEraSource::Elevator`].)
+    pub fn check_era(&self, kernel: &KernelConfig) -> Result<(), String> {
+        let version = self.version.unwrap_or(kernel.version);
+        if !elevator::version_has(version, &self.elevator) {
+            let since = elevator::versions_with(&self.elevator).map_or(String::new(), |v| {
+                format!(
+                    "; `{}` is in Linux {v} of the versions modelled",
+                    self.elevator
+                )
+            });
+            return Err(format!(
+                "`elevator` `{}` is not in Linux {version} (its elevators: {}){since}: set [stack.kernel] version to one that has it, or [stack.block] version to run that version's block layer over this kernel (a stack of mixed eras, which the results report)",
+                self.elevator,
+                elevator::elevators_of(version).join(", ")
+            ));
+        }
+        if self.wbt == Some(true) && !version.has_wbt() {
+            return Err(format!(
+                "`wbt` = true: Linux {version} has no writeback throttling (4.10, e34cbd307477 \"blk-wbt: add general throttling mechanism\")"
+            ));
+        }
+        Ok(())
+    }
+
+    /// wbt's read target in ns if wbt is on for this configuration under `kernel` (`blk_mq`:
+    /// whether the queue is a blk-mq one): `[stack.block] wbt`, else
+    /// [`BlockConfig::wbt_default`].
+    pub fn wbt_min_lat_nsec(&self, kernel: &KernelConfig, blk_mq: bool) -> Option<u64> {
+        let on = self
+            .wbt
+            .unwrap_or(blk_mq && self.wbt_default(kernel) == WbtDefault::On);
         match self.wbt_lat_usec {
             Some(0) => None,
             _ if !on => None,
@@ -587,7 +747,12 @@ mod tests {
 
     #[test]
     fn wbt_is_on_for_blk_mq_queues_but_bfq_and_off_for_legacy_elevators() {
-        let on = |text: &str| parse(text).unwrap().wbt_min_lat_nsec(true);
+        // A desktop kernel (CONFIG_BLK_WBT_MQ=y): wbt_enable_default.
+        let desktop = KernelConfig {
+            version: KernelVersion::Mainline,
+            ..KernelConfig::default()
+        };
+        let on = |text: &str| parse(text).unwrap().wbt_min_lat_nsec(&desktop, true);
         assert_eq!(on("elevator = \"mq-deadline\"\n"), Some(2_000_000));
         assert_eq!(on("elevator = \"kyber\"\n"), Some(2_000_000));
         assert_eq!(on("elevator = \"none\"\nwbt = false\n"), None);
@@ -596,12 +761,92 @@ mod tests {
             on("elevator = \"mq-deadline\"\nwbt_lat_usec = 5000\n"),
             Some(5_000_000)
         );
+        assert_eq!(on("elevator = \"bfq\"\n"), None, "bfq_init_queue");
         let legacy = parse("elevator = \"cfq\"\n").unwrap();
-        assert_eq!(legacy.wbt_min_lat_nsec(false), None);
+        assert_eq!(
+            legacy.wbt_min_lat_nsec(&KernelConfig::default(), false),
+            None
+        );
         let error = parse("elevator = \"cfq\"\nwbt = true\n").unwrap_err();
         assert!(
             error.contains("`wbt` = true") && error.contains("cfq"),
             "{error}"
+        );
+    }
+
+    /// `wbt_enable_default` (block/blk-wbt.c) turns wbt on for a blk-mq queue only with
+    /// `CONFIG_BLK_WBT_MQ`, which Android's GKI defconfigs (android12-5.10 .. android15-6.6)
+    /// do not set; 3.10 has no wbt (4.10). Before the era switch the model turned it on for
+    /// every blk-mq queue but BFQ's, whatever the kernel.
+    #[test]
+    fn wbt_default_follows_the_version_and_the_kernel_config() {
+        let mq = parse("elevator = \"mq-deadline\"\n").unwrap();
+        let kernel = |version, config| KernelConfig {
+            version,
+            config,
+            ..KernelConfig::default()
+        };
+        let gki = kernel(KernelVersion::V6_6, None);
+        assert_eq!(mq.wbt_default(&gki), WbtDefault::Config);
+        assert_eq!(mq.wbt_min_lat_nsec(&gki, true), None, "GKI 6.6: off");
+        let distro = kernel(
+            KernelVersion::V6_6,
+            Some(crate::kernel::KernelBuildConfig::Distro),
+        );
+        assert_eq!(mq.wbt_min_lat_nsec(&distro, true), Some(2_000_000));
+        let old = kernel(
+            KernelVersion::V4_4,
+            Some(crate::kernel::KernelBuildConfig::Distro),
+        );
+        let mut mq_on_4_4 = mq.clone();
+        mq_on_4_4.version = Some(KernelVersion::V4_4);
+        assert_eq!(mq_on_4_4.wbt_default(&old), WbtDefault::NotInVersion);
+        // A stack built in code that names mq-deadline over 3.10 runs mainline's block layer
+        // (a desktop's config): as before the era switch.
+        let paper = KernelConfig::default();
+        assert_eq!(mq.era(&paper).source, BlockEraSource::Elevator);
+        assert_eq!(mq.wbt_min_lat_nsec(&paper, true), Some(2_000_000));
+        assert!(mq.mixed_era(&paper).unwrap().contains("over Linux 3.10"));
+        assert!(mq
+            .check_era(&paper)
+            .unwrap_err()
+            .contains("`elevator` `mq-deadline`"));
+    }
+
+    #[test]
+    fn the_legacy_elevators_end_at_4_19_and_the_blk_mq_ones_start_at_4_11_and_4_12() {
+        use elevator::{elevators_of, version_has, versions_with};
+        assert_eq!(
+            elevators_of(KernelVersion::V3_10),
+            ["noop", "deadline", "cfq"]
+        );
+        assert_eq!(
+            elevators_of(KernelVersion::V4_19),
+            [
+                "noop",
+                "deadline",
+                "cfq",
+                "mq-deadline",
+                "kyber",
+                "bfq",
+                "none"
+            ]
+        );
+        assert!(
+            !version_has(KernelVersion::V5_10, "cfq"),
+            "f382fb0bcef4 (5.0)"
+        );
+        assert!(
+            version_has(KernelVersion::V5_10, "subregion"),
+            "a paper's, in no kernel"
+        );
+        assert_eq!(versions_with("bfq").unwrap(), "4.19 and later");
+        assert_eq!(versions_with("cfq").unwrap(), "3.0 to 4.19");
+        assert_eq!(versions_with("anticipatory"), None);
+        assert_eq!(BlockConfig::default_elevator(KernelVersion::V4_19), "cfq");
+        assert_eq!(
+            BlockConfig::default_elevator(KernelVersion::V5_10),
+            "mq-deadline"
         );
     }
 

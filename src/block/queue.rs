@@ -535,20 +535,24 @@ impl RequestQueue {
         self.hz = hz;
     }
 
-    /// The request queue `[stack.block]` asks for over `device` at tick rate `hz`: the elevator
+    /// The request queue `[stack.block]` asks for over `device` under `kernel` (its tick rate,
+    /// and the era and config that decide wbt's default): the elevator
     /// with its tunables, `nr_requests` (or the kernel default for the elevator), and a blktrace
     /// when asked for. Errors name an invalid field.
     pub fn from_config(
         device: Box<dyn BlockDevice>,
         config: &super::BlockConfig,
-        hz: Hz,
+        kernel: &crate::kernel::KernelConfig,
     ) -> Result<RequestQueue, String> {
+        let hz = kernel.hz;
         config.validate()?;
         let traits = super::elevator::QueueTraits {
             nonrot: true,
             queue_depth: device.queue_depth(),
         };
-        let elevator = super::elevator::build_elevator(&config.elevator, traits, hz, config)?;
+        let version = config.era(kernel).version;
+        let elevator =
+            super::elevator::build_elevator(&config.elevator, traits, hz, config, version)?;
         let alloc = match (
             AllocModel::default_for(&config.elevator, tag_set_depth(traits.queue_depth)),
             config.nr_requests,
@@ -573,7 +577,7 @@ impl RequestQueue {
         let mut queue = RequestQueue::new(elevator, device, alloc);
         queue.set_hz(hz);
         queue.unbounded = config.request_list == super::RequestList::Unbounded;
-        if let Some(min_lat_nsec) = config.wbt_min_lat_nsec(queue.is_blk_mq()) {
+        if let Some(min_lat_nsec) = config.wbt_min_lat_nsec(kernel, queue.is_blk_mq()) {
             queue.enable_wbt(super::wbt::Wbt::new(
                 wbt_depth as u32,
                 min_lat_nsec,

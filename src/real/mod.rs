@@ -537,6 +537,8 @@ fn run_result(
         },
         blktrace: None,
         timeline: None,
+        // One kernel, the machine's: a real run never mixes eras.
+        mixed_eras: Vec::new(),
     }
 }
 

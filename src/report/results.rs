@@ -251,6 +251,10 @@ pub struct RunResult {
     pub device: serde_json::Value,
     /// Throughput over time: bytes moved in each period of the run.
     pub series: Series,
+    /// How the run's stack mixes eras (a layer running another Linux version's code than
+    /// `[stack.kernel] version`, `crate::scenario::eras::mixed_eras`); absent when it does not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mixed_eras: Vec<String>,
     /// The block layer's trace, when asked for (`--blktrace`); written as blkparse text, not
     /// part of the JSON.
     #[serde(skip)]

@@ -226,6 +226,9 @@ pub fn render_with(results: &ScenarioResults, options: &TableOptions) -> String 
                 String::new()
             }
         );
+        for mixed in &run.mixed_eras {
+            let _ = writeln!(out, "    warning: mixes eras: {mixed}");
+        }
     }
     let mut header: Vec<String> = ["variant", "seed", "app", "op", "count"]
         .iter()

@@ -31,6 +31,11 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "production/fg-vs-bg-phones",
+        source: include_str!("../../scenarios/production/fg-vs-bg-phones.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "deadlock",
         source: include_str!("../../scenarios/deadlock.toml"),
         quick: true,

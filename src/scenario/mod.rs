@@ -29,6 +29,7 @@
 //! their meaning. See `docs/scenarios.md` for every field.
 
 pub mod builtin;
+pub mod eras;
 pub mod locate;
 pub mod phones;
 mod schema;

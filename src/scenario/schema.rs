@@ -182,6 +182,15 @@ impl StackConfig {
 }
 
 impl StackConfig {
+    /// What a scenario may not ask of its kernel's era, table by table (the block layer's
+    /// elevator and wbt: [`crate::block::BlockConfig::check_era`]). Checked when a scenario is
+    /// parsed, not by [`StackConfig::validate`]: stacks built in code (`mobistack fio
+    /// --elevator`, the reproductions' variants) may mix eras, and their results say so
+    /// ([`super::eras::mixed_eras`]).
+    pub fn check_eras(&self) -> [(&'static str, Result<(), String>); 1] {
+        [("block", self.block.check_era(&self.kernel))]
+    }
+
     /// Checks that every app's `cgroup` exists in this stack's cgroups.
     pub fn check_app_cgroups(&self, apps: &[AppConfig]) -> Result<(), String> {
         let tasks = crate::task::TaskTable::new();
@@ -360,6 +369,10 @@ pub struct Variant {
     pub name: String,
     pub description: String,
     pub stack: StackConfig,
+    /// Which of the stack's fields the scenario and the phone preset set (the rest are the
+    /// era's or the model's defaults): what `mobistack validate` reports for each era switch.
+    #[serde(skip)]
+    pub provenance: super::eras::Provenance,
 }
 
 /// A validated scenario, ready to run.
@@ -398,9 +411,9 @@ fn with_phone(stack: toml::Table) -> Result<toml::Table, String> {
         Some(name) => {
             let mut preset = super::phones::preset(name)?;
             merge_tables(&mut preset, &stack);
-            Ok(preset)
+            Ok(super::eras::with_era_defaults(preset))
         }
-        None => Ok(stack),
+        None => Ok(super::eras::with_era_defaults(stack)),
     }
 }
 
@@ -688,13 +701,15 @@ impl Scenario {
             {
                 merge_tables(&mut merged, over);
             }
+            let provenance = super::eras::Provenance::of(&merged);
             let merged = with_phone(merged).map_err(|m| {
-                error(
-                    spans
-                        .value_span(&[key("stack"), key("phone")])
-                        .unwrap_or(entry.name.span()),
-                    m,
-                )
+                // The variant's own phone if it names one, else the base stack's.
+                let own = [key("variant"), Seg::Index(i), key("stack"), key("phone")];
+                let span = spans
+                    .value_span(&own)
+                    .or_else(|| spans.value_span(&[key("stack"), key("phone")]))
+                    .unwrap_or(entry.name.span());
+                error(span, m)
             })?;
             let stack: StackConfig =
                 toml::Value::Table(merged)
@@ -708,7 +723,7 @@ impl Scenario {
                             ),
                         )
                     })?;
-            for (table, result) in stack.check_tables() {
+            for (table, result) in stack.check_tables().into_iter().chain(stack.check_eras()) {
                 if let Err(message) = result {
                     let own = vec![key("variant"), Seg::Index(i), key("stack"), key(table)];
                     let base = vec![key("stack"), key(table)];
@@ -728,21 +743,20 @@ impl Scenario {
                 name: name.clone(),
                 description: entry.description.clone(),
                 stack,
+                provenance,
             });
         }
         if variants.is_empty() {
-            let mut base = document.stack.clone();
-            if base.phone.is_some() {
-                let phone_span = spans
-                    .value_span(&[key("stack"), key("phone")])
-                    .unwrap_or(0..0);
-                let merged =
-                    with_phone(base_stack.clone()).map_err(|m| error(phone_span.clone(), m))?;
-                base = toml::Value::Table(merged)
-                    .try_into()
-                    .map_err(|e: toml::de::Error| error(phone_span, e.message().to_string()))?;
-            }
-            for (table, result) in base.check_tables() {
+            let phone_span = spans
+                .value_span(&[key("stack"), key("phone")])
+                .unwrap_or(0..0);
+            let provenance = super::eras::Provenance::of(&base_stack);
+            let merged =
+                with_phone(base_stack.clone()).map_err(|m| error(phone_span.clone(), m))?;
+            let base: StackConfig = toml::Value::Table(merged)
+                .try_into()
+                .map_err(|e: toml::de::Error| error(phone_span, e.message().to_string()))?;
+            for (table, result) in base.check_tables().into_iter().chain(base.check_eras()) {
                 if let Err(message) = result {
                     let path = vec![key("stack"), key(table)];
                     let fallback = spans.value_span(&path).unwrap_or(0..0);
@@ -760,6 +774,7 @@ impl Scenario {
                 name: "base".into(),
                 description: String::new(),
                 stack: base,
+                provenance,
             });
         }
         if variants.len() * seeds.len() > MAX_RUNS {

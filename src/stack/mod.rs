@@ -67,7 +67,7 @@ impl Stack {
         let block = if with_block {
             let device = crate::dev::build_device(&config.device, sim.seed())?;
             let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-            let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
+            let mut queue = RequestQueue::from_config(device, &config.block, &config.kernel)?;
             queue.set_task_table(tasks.clone());
             queue.set_qasio(config.qasio.clone());
             queue.set_fasttrack(config.fasttrack);
@@ -110,7 +110,7 @@ impl Stack {
         tasks.configure_cgroups(config.io_policy, &config.cgroup, Some(activity.clone()))?;
         let device = crate::dev::build_device(&config.device, sim.seed())?;
         let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-        let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
+        let mut queue = RequestQueue::from_config(device, &config.block, &config.kernel)?;
         queue.set_task_table(tasks.clone());
         queue.set_qasio(config.qasio.clone());
         queue.set_fasttrack(config.fasttrack);
@@ -132,7 +132,7 @@ impl Stack {
                 let fs_numbers = block.layer.with_queue(|q| q.device().device_numbers());
                 let (major, minor) = second_device_numbers(fs_numbers, device.device_numbers());
                 let capacity_bytes = device.capacity_sectors() * SECTOR_SIZE;
-                let mut queue = RequestQueue::from_config(device, &config.block, config.kernel.hz)?;
+                let mut queue = RequestQueue::from_config(device, &config.block, &config.kernel)?;
                 queue.number_requests_from(JOURNAL_DEVICE_FIRST_REQUEST);
                 queue.set_task_table(tasks.clone());
                 queue.set_qasio(config.qasio.clone());

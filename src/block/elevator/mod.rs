@@ -132,6 +132,47 @@ pub const ELEVATOR_NAMES: [&str; 7] = [
     "subregion",
 ];
 
+/// Whether Linux `version` has elevator `name` ([`crate::kernel::KernelVersion`]'s
+/// predicates): the legacy `noop`, `deadline`, `cfq` up to 4.19; `mq-deadline` and `none`
+/// from 4.11; `bfq` and `kyber` from 4.12; seed 003's `subregion` (a paper's scheduler, in no
+/// kernel) with any version. False for a name that is no elevator.
+pub fn version_has(version: crate::kernel::KernelVersion, name: &str) -> bool {
+    match name {
+        "noop" | "deadline" | "cfq" => version.has_legacy_request_queue(),
+        "mq-deadline" | "none" => version.has_blk_mq_scheduling(),
+        "bfq" | "kyber" => version.has_bfq_and_kyber(),
+        "subregion" => true,
+        _ => false,
+    }
+}
+
+/// The elevators Linux `version` has, in [`ELEVATOR_NAMES`]' order (`none` last; seed 003's
+/// `subregion`, in no kernel, left out).
+pub fn elevators_of(version: crate::kernel::KernelVersion) -> Vec<&'static str> {
+    ELEVATOR_NAMES
+        .iter()
+        .chain(&["none"])
+        .copied()
+        .filter(|&name| name != "subregion" && version_has(version, name))
+        .collect()
+}
+
+/// The versions modelled that have elevator `name`, in words: "4.19 and later", "3.0 to
+/// 4.19"; `None` for a name no version has.
+pub fn versions_with(name: &str) -> Option<String> {
+    use crate::kernel::KernelVersion;
+    let with: Vec<KernelVersion> = KernelVersion::ALL
+        .into_iter()
+        .filter(|&version| version_has(version, name))
+        .collect();
+    let (first, last) = (*with.first()?, *with.last()?);
+    Some(if last == KernelVersion::Mainline {
+        format!("{first} and later")
+    } else {
+        format!("{first} to {last}")
+    })
+}
+
 /// What an elevator needs to know about the device (CFQ: `blk_queue_nonrot`, queue depth).
 #[derive(Debug, Clone, Copy)]
 pub struct QueueTraits {
@@ -145,16 +186,20 @@ pub struct QueueTraits {
 /// (`[stack.kernel]`'s default HZ).
 pub fn new_elevator(name: &str, traits: QueueTraits) -> Result<Box<dyn Elevator>, String> {
     let hz = crate::kernel::KernelConfig::default().hz;
-    build_elevator(name, traits, hz, &super::BlockConfig::default())
+    let config = super::BlockConfig::default();
+    let version = config.era(&crate::kernel::KernelConfig::default()).version;
+    build_elevator(name, traits, hz, &config, version)
 }
 
 /// Builds the elevator `name` at tick rate `hz` with the tunables of `config` (its
-/// `[stack.block.<elevator>]` table; the kernel defaults where a value is not given).
+/// `[stack.block.<elevator>]` table; the kernel defaults where a value is not given), as the
+/// block layer of Linux `version` has it (BFQ's queue merging differs by version).
 pub fn build_elevator(
     name: &str,
     traits: QueueTraits,
     hz: Hz,
     config: &super::BlockConfig,
+    version: crate::kernel::KernelVersion,
 ) -> Result<Box<dyn Elevator>, String> {
     match name {
         "noop" | "none" => Ok(Box::new(noop::Noop::new())),
@@ -172,7 +217,14 @@ pub fn build_elevator(
             config.mq_deadline.tunables(hz),
         ))),
         "kyber" => Ok(Box::new(kyber::Kyber::new(hz, config.kyber.tunables()))),
-        "bfq" => Ok(Box::new(bfq::Bfq::new(traits, hz, config.bfq.tunables(hz)))),
+        "bfq" => Ok(Box::new(bfq::Bfq::new(
+            traits,
+            hz,
+            bfq::BfqTunables {
+                kernel: version,
+                ..config.bfq.tunables(hz)
+            },
+        ))),
         "subregion" => Ok(Box::new(subregion::Subregion::new(
             config.subregion.tunables(),
         ))),

@@ -41,6 +41,7 @@ impl Rig {
         let kernel = KernelConfig {
             version,
             hz: Hz(200),
+            ..Default::default()
         };
         let vfs = crate::stack::storage_with_kernel_on_layer(
             &sim.handle(),

@@ -43,6 +43,10 @@ fn filebench_scenario(personality: &str, elevators: &[&str]) -> String {
         source.push_str(&format!(
             "[[variant]]\nname = \"{elevator}\"\n[variant.stack.block]\nelevator = \"{elevator}\"\n"
         ));
+        // Today's schedulers: a mainline block layer over the 3.10 stack (docs/kernels.md).
+        if crate::block::BLK_MQ_ELEVATORS.contains(elevator) {
+            source.push_str("version = \"mainline\"\n");
+        }
     }
     source
 }
