@@ -193,13 +193,14 @@ impl Rig {
     fn new(fs: Ext4Config, version: KernelVersion, block: crate::block::BlockConfig) -> Rig {
         let sim = Simulation::new(1);
         let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
-        let queue =
-            crate::block::queue::RequestQueue::from_config(device, &block, Hz(200)).expect("queue");
-        let layer = crate::block::layer::BlockLayer::new(&sim.handle(), queue);
         let kernel = KernelConfig {
             version,
             hz: Hz(200),
+            ..KernelConfig::default()
         };
+        let queue =
+            crate::block::queue::RequestQueue::from_config(device, &block, &kernel).expect("queue");
+        let layer = crate::block::layer::BlockLayer::new(&sim.handle(), queue);
         let vfs = crate::stack::storage_with_kernel_on_layer(
             &sim.handle(),
             VmConfig::android(),
