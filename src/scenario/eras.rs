@@ -217,13 +217,83 @@ pub fn era_switches(stack: &StackConfig, provenance: &Provenance) -> Vec<EraSwit
         .into(),
         format!("era {version} (9ff864462477, 3.11)"),
     ));
+    rows.extend(fs_and_mm_switches(stack, provenance));
+    rows
+}
+
+/// The era switches of ext4/jbd2 and the page cache: `ordered_delalloc` (an override of
+/// [`KernelVersion::files_new_delalloc_blocks_as_ordered_data`]), the writeback handle, the
+/// dirtyable memory's reserve and a 32-bit phone's lowmem.
+fn fs_and_mm_switches(stack: &StackConfig, provenance: &Provenance) -> Vec<EraSwitch> {
+    let version = stack.kernel.version;
+    let mut rows = Vec::new();
+    let mut row = |layer, switch, value: String, set_by: String| {
+        rows.push(EraSwitch {
+            layer,
+            switch,
+            value,
+            set_by,
+        })
+    };
+    row(
+        "fs",
+        "ordered_delalloc (delalloc blocks filed as ordered data)",
+        stack.fs.ordered_delalloc(version).to_string(),
+        provenance.set_by("fs.ordered_delalloc", || {
+            format!("era {version} (on up to 3.8: f3b59291a69d; again from 4.7: 06bd3c36a733)")
+        }),
+    );
+    row(
+        "fs",
+        "ext4 writeback's handle at the final submit",
+        if version.stops_writeback_handle_before_final_submit() {
+            "stopped before it"
+        } else {
+            "held across it"
+        }
+        .into(),
+        format!("era {version} (4e7ea81db534, 3.11)"),
+    );
+    row(
+        "mm",
+        "dirtyable memory's reserve",
+        if version.dirtyable_reserve_from_free_pages() {
+            "off free pages only"
+        } else {
+            "off free + file pages, and min_free_kbytes"
+        }
+        .into(),
+        format!("era {version} (a804552b9a15, 3.14)"),
+    );
+    if stack.vm.has_highmem() {
+        row(
+            "mm",
+            "dirtyable memory",
+            if stack.vm.highmem_is_dirtyable {
+                "all of RAM (highmem_is_dirtyable)".into()
+            } else {
+                format!("lowmem only ({} MiB)", stack.vm.lowmem >> 20)
+            },
+            provenance.set_by("vm.lowmem", || "scenario".into()),
+        );
+    }
     rows
 }
 
 /// How `stack` mixes eras, one line per layer that runs another version's code than
 /// `[stack.kernel] version`; empty when it does not.
 pub fn mixed_eras(stack: &StackConfig) -> Vec<String> {
-    stack.block.mixed_era(&stack.kernel).into_iter().collect()
+    let version = stack.kernel.version;
+    let mut lines: Vec<String> = stack.block.mixed_era(&stack.kernel).into_iter().collect();
+    if let Some(set) = stack.fs.ordered_delalloc {
+        if set != version.files_new_delalloc_blocks_as_ordered_data() {
+            lines.push(format!(
+                "ext4's delayed allocation {} its blocks as ordered data (`[stack.fs] ordered_delalloc = {set}`), which Linux {version} does not",
+                if set { "files" } else { "does not file" }
+            ));
+        }
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -327,5 +397,30 @@ mod tests {
             parse("[stack]\nphone = \"nexus-5\"\n[stack.kernel]\nversion = \"3.10\"\n").unwrap();
         let rows = era_switches(&s.variants[0].stack, &s.variants[0].provenance);
         assert_eq!(value(&rows, "kernel", "version").set_by, "scenario");
+    }
+
+    #[test]
+    fn ordered_delalloc_follows_the_era_and_an_override_that_departs_from_it_is_a_mixed_era() {
+        const SWITCH: &str = "ordered_delalloc (delalloc blocks filed as ordered data)";
+        for (version, filed) in [("3.4", "true"), ("3.10", "false"), ("6.6", "true")] {
+            let s = parse(&format!("[stack.kernel]\nversion = \"{version}\"\n")).unwrap();
+            let v = &s.variants[0];
+            let rows = era_switches(&v.stack, &v.provenance);
+            assert_eq!(value(&rows, "fs", SWITCH).value, filed, "{version}");
+            assert!(
+                value(&rows, "fs", SWITCH).set_by.starts_with("era"),
+                "{version}"
+            );
+            assert!(mixed_eras(&v.stack).is_empty(), "{version}");
+        }
+        let s = parse("[stack.kernel]\nversion = \"6.6\"\n[stack.fs]\nordered_delalloc = false\n")
+            .unwrap();
+        let v = &s.variants[0];
+        let rows = era_switches(&v.stack, &v.provenance);
+        assert_eq!(value(&rows, "fs", SWITCH).value, "false");
+        assert_eq!(value(&rows, "fs", SWITCH).set_by, "scenario");
+        let mixed = mixed_eras(&v.stack);
+        assert_eq!(mixed.len(), 1, "{mixed:?}");
+        assert!(mixed[0].contains("Linux 6.6"), "{mixed:?}");
     }
 }
