@@ -14,7 +14,7 @@
 
 use crate::scenario::{AppConfig, WorkloadConfig};
 use crate::workload::file::{FsyncWriteConfig, SeqWriteConfig, WriteMode};
-use crate::workload::ops::{OpenFlag, OpsConfig, Step};
+use crate::workload::ops::{OpenFlag, OpsConfig, Step, Transfer};
 use crate::workload::sqlite::SqliteConfig;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -602,20 +602,15 @@ fn transfer(
     step: &Step,
     buffer: &mut Vec<u8>,
 ) -> Result<(), Failed> {
-    let (size, total, offset, write) = match step {
-        Step::Write {
-            size,
-            total,
-            offset,
-        } => (*size, *total, *offset, true),
-        Step::Read {
-            size,
-            total,
-            offset,
-        } => (*size, *total, *offset, false),
-        _ => return Ok(()),
+    let Some(Transfer {
+        size,
+        total,
+        offset,
+        write,
+    }) = step.transfer()
+    else {
+        return Ok(());
     };
-    let total = total.unwrap_or(size);
     buffer.resize(size as usize, 0);
     let mut moved = 0u64;
     while moved < total && !ctx.stopped() {
@@ -640,12 +635,6 @@ fn transfer(
         moved += done as u64;
     }
     Ok(())
-}
-
-/// `{value}` of the simulation's `sqlite` statements (src/workload/sqlite `value`).
-fn sql_value(size: usize, iteration: u64) -> String {
-    let seed = format!("v{iteration}-");
-    seed.chars().cycle().take(size).collect()
 }
 
 /// Runs every statement of `sql`, stepping through any rows.
@@ -698,15 +687,7 @@ fn sqlite(ctx: &mut Ctx, config: &SqliteConfig) -> Result<(), Failed> {
         if config.think > 0 && iteration > 0 && !ctx.sleep(config.think) {
             break;
         }
-        let payload = sql_value(config.value_size, iteration);
-        let body: Vec<String> = config
-            .statements
-            .iter()
-            .map(|s| {
-                s.replace("{i}", &iteration.to_string())
-                    .replace("{value}", &payload)
-            })
-            .collect();
+        let body = config.statements_of(iteration);
         let batches = if config.transaction {
             vec![format!("BEGIN;\n{};\nCOMMIT;", body.join(";\n"))]
         } else {

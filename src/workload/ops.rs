@@ -75,6 +75,17 @@ pub enum Advice {
     Dontneed,
 }
 
+/// What a `write` or `read` step moves ([`Step::transfer`]): `size`-sized calls until `total`
+/// bytes, at the file position or from `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transfer {
+    pub size: u64,
+    /// `total`, or one call's `size` when not given.
+    pub total: u64,
+    pub offset: Option<u64>,
+    pub write: bool,
+}
+
 /// One system call of the loop body.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
@@ -158,6 +169,29 @@ pub enum Step {
 }
 
 impl Step {
+    /// The data a `write` or `read` step moves; `None` for the other steps.
+    pub fn transfer(&self) -> Option<Transfer> {
+        let (size, total, offset, write) = match self {
+            Step::Write {
+                size,
+                total,
+                offset,
+            } => (*size, *total, *offset, true),
+            Step::Read {
+                size,
+                total,
+                offset,
+            } => (*size, *total, *offset, false),
+            _ => return None,
+        };
+        Some(Transfer {
+            size,
+            total: total.unwrap_or(size),
+            offset,
+            write,
+        })
+    }
+
     /// The operation name in the results.
     pub fn name(&self) -> &'static str {
         match self {
@@ -336,21 +370,16 @@ async fn transfer(
     step: &Step,
     buffer: &mut Vec<u8>,
 ) -> bool {
-    let (size, total, offset, write) = match step {
-        Step::Write {
-            size,
-            total,
-            offset,
-        } => (*size, *total, *offset, true),
-        Step::Read {
-            size,
-            total,
-            offset,
-        } => (*size, *total, *offset, false),
-        _ => unreachable!("transfer of a step that moves no data"),
+    let Some(Transfer {
+        size,
+        total,
+        offset,
+        write,
+    }) = step.transfer()
+    else {
+        unreachable!("transfer of a step that moves no data")
     };
     let sim = &ctx.sim;
-    let total = total.unwrap_or(size);
     buffer.resize(size as usize, 0);
     let mut moved = 0u64;
     while moved < total && !ctx.is_stopped() {

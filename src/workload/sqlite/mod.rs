@@ -419,6 +419,21 @@ fn value(size: usize, iteration: u64) -> String {
     seed.chars().cycle().take(size).collect()
 }
 
+impl SqliteConfig {
+    /// Iteration `iteration`'s `statements`, with `{i}` the iteration and `{value}` its payload
+    /// of `value_size` bytes (the simulated app's and real mode's, `crate::real`).
+    pub fn statements_of(&self, iteration: u64) -> Vec<String> {
+        let payload = value(self.value_size, iteration);
+        self.statements
+            .iter()
+            .map(|s| {
+                s.replace("{i}", &iteration.to_string())
+                    .replace("{value}", &payload)
+            })
+            .collect()
+    }
+}
+
 async fn statements(
     ctx: &AppContext,
     db: &Database,
@@ -430,15 +445,7 @@ async fn statements(
         if config.think > 0 && iteration > 0 {
             ctx.sim.sleep(config.think).await;
         }
-        let payload = value(config.value_size, iteration);
-        let body: Vec<String> = config
-            .statements
-            .iter()
-            .map(|s| {
-                s.replace("{i}", &iteration.to_string())
-                    .replace("{value}", &payload)
-            })
-            .collect();
+        let body = config.statements_of(iteration);
         if config.transaction {
             let sql = format!("BEGIN;\n{};\nCOMMIT;", body.join(";\n"));
             if let Err(error) = measured(ctx, db, account, "transaction", &sql).await {
