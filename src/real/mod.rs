@@ -433,44 +433,9 @@ pub fn device_service_times(events: &[BlockEvent]) -> BTreeMap<&'static str, (u6
 
 /// The latency summary of `samples` (nanoseconds), as the simulation's recorder makes it.
 fn summarize(samples: &[&exec::OpSample]) -> OpSummary {
-    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
-        .expect("valid histogram bounds");
-    let mut sum = 0u128;
-    let mut max = 0u64;
-    for s in samples {
-        h.saturating_record(s.latency_ns.clamp(1, 3_600_000_000_000));
-        sum += u128::from(s.latency_ns);
-        max = max.max(s.latency_ns);
-    }
-    let n = samples.len() as u64;
-    let quantile = |q: f64| h.value_at_quantile(q).min(max);
-    let unfinished = samples.iter().filter(|s| s.unfinished).count() as u64;
-    OpSummary {
-        count: n - unfinished,
-        unfinished,
-        mean_ns: if n == 0 {
-            0.0
-        } else {
-            (sum as f64 / n as f64).round()
-        },
-        min_ns: if n == 0 { 0 } else { h.min() },
-        p50_ns: quantile(0.5),
-        p90_ns: quantile(0.9),
-        p99_ns: quantile(0.99),
-        p99_9_ns: quantile(0.999),
-        p99_99_ns: quantile(0.9999),
-        max_ns: max,
-        histogram: h
-            .iter_recorded()
-            .map(|v| {
-                [
-                    h.highest_equivalent(v.value_iterated_to()),
-                    v.count_at_value(),
-                ]
-            })
-            .collect(),
-        ..OpSummary::default()
-    }
+    crate::report::recorder::summarize_latencies(
+        samples.iter().map(|s| (s.latency_ns, s.unfinished)),
+    )
 }
 
 /// The run in the results schema. Times are from the run's start; `virtual_ns` is the wall

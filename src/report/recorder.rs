@@ -344,6 +344,20 @@ impl Recorder {
     }
 }
 
+/// The latency summary of operations measured outside the simulation (real mode's, as
+/// `(latency, unfinished)` pairs): the same histogram and statistics as a simulated run's,
+/// with no waits recorded.
+pub fn summarize_latencies(latencies: impl IntoIterator<Item = (Nanos, bool)>) -> OpSummary {
+    let mut record = OpRecord::new();
+    for (latency, unfinished) in latencies {
+        record.record(latency, &BlockedTimes::default());
+        if unfinished {
+            record.unfinished += 1;
+        }
+    }
+    summarize(&record)
+}
+
 fn summarize(record: &OpRecord) -> OpSummary {
     let h = &record.histogram;
     // Recorded values: the finished operations and the unfinished ones at their time so far.
