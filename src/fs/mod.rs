@@ -22,6 +22,28 @@ pub mod mobifs;
 pub mod simplefs;
 pub mod vfs;
 
+/// Test support shared by the file systems' tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::fs::vfs::{Process, Vfs};
+    use crate::sim::{Sim, Simulation};
+    use std::future::Future;
+    use std::rc::Rc;
+
+    /// Runs `body` as task `app` of a new process of `uid` on `vfs` until the simulation has
+    /// nothing left to do; panics on a deadlock.
+    pub(crate) fn run_app<F, Fut>(sim: &Simulation, vfs: &Rc<Vfs>, uid: u32, body: F)
+    where
+        F: FnOnce(Sim, Rc<Vfs>, Process) -> Fut + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let (s, vfs) = (sim.handle(), vfs.clone());
+        let process = vfs.new_process(uid, "app");
+        sim.spawn("app", async move { body(s, vfs, process).await });
+        sim.run_until(u64::MAX, true).expect("no deadlock");
+    }
+}
+
 pub use crate::errno::Errno;
 pub use crate::mm::bio::LocalBoxFuture;
 pub use crate::mm::{AddressSpaceOps, Ino, Issuer};

@@ -99,11 +99,7 @@ impl External {
         F: FnOnce(Sim, Rc<Vfs>, Process) -> Fut + 'static,
         Fut: Future<Output = ()> + 'static,
     {
-        let (s, vfs) = (self.sim.handle(), self.vfs.clone());
-        let process = vfs.new_process(UID, "app");
-        self.sim
-            .spawn("app", async move { body(s, vfs, process).await });
-        self.sim.run_until(u64::MAX, true).expect("no deadlock");
+        crate::fs::test_support::run_app(&self.sim, &self.vfs, UID, body);
     }
 
     /// Cache flushes `syscall` asked of the file system's device and of the journal's.

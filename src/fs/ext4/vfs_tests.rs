@@ -49,11 +49,7 @@ impl Rig {
         F: FnOnce(Sim, Rc<Vfs>, Process) -> Fut + 'static,
         Fut: Future<Output = ()> + 'static,
     {
-        let (s, vfs) = (self.sim.handle(), self.vfs.clone());
-        let process = vfs.new_process(10_000, "app");
-        self.sim
-            .spawn("app", async move { body(s, vfs, process).await });
-        self.sim.run_until(u64::MAX, true).expect("no deadlock");
+        crate::fs::test_support::run_app(&self.sim, &self.vfs, 10_000, body);
     }
 
     fn counters(&self) -> BTreeMap<String, u64> {

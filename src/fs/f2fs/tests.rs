@@ -55,11 +55,7 @@ impl Rig {
         F: FnOnce(Sim, Rc<Vfs>, Process) -> Fut + 'static,
         Fut: Future<Output = ()> + 'static,
     {
-        let (s, vfs) = (self.sim.handle(), self.vfs.clone());
-        let process = vfs.new_process(UID, "app");
-        self.sim
-            .spawn("app", async move { body(s, vfs, process).await });
-        self.sim.run_until(u64::MAX, true).expect("no deadlock");
+        crate::fs::test_support::run_app(&self.sim, &self.vfs, UID, body);
         assert_eq!(
             self.vfs.end_of_run_violation(&self.sim.handle()),
             None,
