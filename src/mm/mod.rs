@@ -571,6 +571,9 @@ pub struct MmStats {
     pub pageout_direct: u64,
     /// Dirty pages written by kswapd.
     pub pageout_kswapd: u64,
+    /// Dirty pages a direct reclaimer found and left to the flusher (`PG_reclaim` set, page
+    /// kept): 3.10's "Only kswapd can writeback filesystem pages".
+    pub direct_reclaim_dirty_kept: u64,
     pub kswapd_runs: u64,
     pub throttle_pauses: u64,
     pub throttle_ns: u64,

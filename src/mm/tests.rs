@@ -447,6 +447,43 @@ fn periodic_writeback_yields_to_queued_work() {
 }
 
 #[test]
+fn background_writeback_over_many_inodes_stops_near_the_background_threshold() {
+    // writeback_sb_inodes (fs/fs-writeback.c, 3.10) returns to wb_writeback once it wrote
+    // something and HZ/10 has passed ("time_is_before_jiffies(start_time + HZ / 10UL)"), and
+    // wb_writeback ends background work when over_bground_thresh no longer holds. 400 files of
+    // 256 KiB (100 MiB) dirtied at once over a 32 MiB background threshold on a 20 MB/s
+    // device: the flusher sleeps in get_request while the request list is full, so time passes
+    // during a pass, and background work ends under the threshold with much still dirty (a
+    // pass overshoots by what a batcher submits at once, BLK_BATCH_REQ requests, plus HZ/10 of
+    // the device), instead of writing every queued inode in one pass. Kills the mutant that
+    // removes the HZ/10 return.
+    let config = VmConfig {
+        ram: 512 << 20,
+        dirty_bytes: 256 << 20,
+        dirty_background_bytes: 32 << 20,
+        dirty_expire: 3600 * NS_PER_SEC,
+        ..VmConfig::default()
+    };
+    let rig = Rig::new(config, 100 * NS_PER_US, 20_000_000);
+    rig.spawn("app", 10_000, |sim, vfs, p| async move {
+        for i in 0..400 {
+            write_file(&sim, &vfs, &p, &format!("/f{i}"), 256 << 10).await;
+        }
+    });
+    rig.run_until(20 * NS_PER_SEC);
+    let stats = rig.mm().stats();
+    // What background work left behind stays on b_io, and the next kupdate run writes it
+    // whatever its age (wb_writeback calls queue_io only when b_io is empty, as 3.10 does).
+    assert_eq!(rig.mm().page_counts().2, 0, "all written in the end");
+    let left = (25_600 - stats.flusher_background_pages) * PAGE_SIZE;
+    assert!(
+        (8 << 20..32 << 20).contains(&left),
+        "background work left {} KiB: it stops under its threshold ({stats:?})",
+        left >> 10
+    );
+}
+
+#[test]
 fn dirty_throttling_holds_dirty_memory_under_the_limit_during_an_8gb_write() {
     // QASIO's background write: 8 GiB in 1 MiB writes on 2 GiB of RAM, to a 50 MB/s device
     // (eMMC 4.5 sequential write, REFERENCES.md). Dirty + writeback pages must stay under the
@@ -773,6 +810,44 @@ fn linux_3_10_direct_reclaim_leaves_dirty_pages_to_the_flusher() {
     // page's writeback.
     assert!(writer.get(WaitReason::DirectReclaim) > 0, "{writer:?}");
     assert_eq!(writer.get(WaitReason::PageWriteback), 0, "{writer:?}");
+}
+
+#[test]
+fn linux_3_10_direct_reclaim_keeps_unreferenced_dirty_pages_when_the_flusher_falls_behind() {
+    // shrink_page_list (mm/vmscan.c, 3.10): "Only kswapd can writeback filesystem pages", so a
+    // direct reclaimer that meets a dirty page (even one scanned before, no longer referenced)
+    // marks it PG_reclaim and leaves it to the flusher. A device of 2 MB/s keeps the flusher
+    // far behind a writer filling 16 MiB of RAM, so direct reclaim meets unreferenced dirty
+    // pages again and again; none is written from the allocating task.
+    // Kills the mutant that lets direct reclaim call pageout (`reclaimer == Direct ||` dropped).
+    let config = VmConfig {
+        ram: 16 << 20,
+        dirty_bytes: 64 << 20,
+        dirty_background_bytes: 64 << 20,
+        dirty_expire: 3600 * NS_PER_SEC,
+        ..VmConfig::default()
+    };
+    let rig = Rig::with_cpu(config, CpuConfig::default(), NS_PER_MS, 2_000_000);
+    let writer_blocked = Rc::new(Cell::new(BlockedTimes::default()));
+    let out = writer_blocked.clone();
+    rig.spawn("writer", 10_000, |sim, vfs, p| async move {
+        let before = my_blocked(&sim);
+        write_file(&sim, &vfs, &p, "/big", 24 << 20).await;
+        out.set(blocked_since(&sim, &before));
+    });
+    rig.run_to_end();
+    let stats = rig.mm().stats();
+    assert!(stats.direct_reclaims > 0, "{stats:?}");
+    assert!(
+        stats.direct_reclaim_dirty_kept > 0,
+        "direct reclaim met dirty pages: {stats:?}"
+    );
+    assert_eq!(stats.pageout_direct, 0, "{stats:?}");
+    assert_eq!(
+        writer_blocked.get().get(WaitReason::PageWriteback),
+        0,
+        "the writer never waits on a page it wrote from reclaim"
+    );
 }
 
 #[test]

@@ -388,8 +388,17 @@ impl Mm {
         issuer: Issuer,
     ) -> ShrinkResult {
         let (inactive, active) = self.lru_sizes();
-        let mut nr_inactive = inactive >> priority;
-        let mut nr_active = active >> priority;
+        // get_scan_count (3.5+, 90126375d89a "mm/vmscan: push lruvec pointer into
+        // get_scan_count()"): "Global kswapd is for zone balancing and it needs to scan a
+        // minimum amount": for kswapd on a zone given up on, a list whose target shifts to
+        // nothing is scanned SWAP_CLUSTER_MAX pages.
+        let force_scan = reclaimer == Reclaimer::Kswapd && self.state().zone.all_unreclaimable;
+        let target = |size: u64| match size >> priority {
+            0 if force_scan => SWAP_CLUSTER_MAX as u64,
+            scan => scan,
+        };
+        let mut nr_inactive = target(inactive);
+        let mut nr_active = target(active);
         let nr_to_reclaim = match reclaimer {
             Reclaimer::Direct => SWAP_CLUSTER_MAX as u64,
             Reclaimer::Kswapd => u64::MAX,
@@ -563,6 +572,9 @@ impl Mm {
                 if reclaimer == Reclaimer::Direct || priority >= DEF_PRIORITY - 2 {
                     // Only kswapd writes file pages, and only under pressure: reclaim it
                     // immediately once the flusher has written it.
+                    if reclaimer == Reclaimer::Direct {
+                        self.state().stats.direct_reclaim_dirty_kept += 1;
+                    }
                     self.set_flags(id, pg::RECLAIM, 0);
                     self.unlock_page(sim, id);
                     self.putback(id);
@@ -593,8 +605,16 @@ impl Mm {
             }
         }
         if !to_pageout.is_empty() {
-            // pageout: asynchronous, the pages stay with PG_reclaim until written.
-            self.state().stats.pageout_kswapd += to_pageout.len() as u64;
+            // pageout: asynchronous, the pages stay with PG_reclaim until written. Counted by
+            // who calls it, so that a direct reclaimer reaching `pageout` shows.
+            {
+                let mut state = self.state();
+                let written = to_pageout.len() as u64;
+                match reclaimer {
+                    Reclaimer::Kswapd => state.stats.pageout_kswapd += written,
+                    Reclaimer::Direct => state.stats.pageout_direct += written,
+                }
+            }
             self.pageout(sim, &to_pageout, issuer).await;
             for &id in &to_pageout {
                 self.putback(id);
@@ -713,7 +733,11 @@ impl Mm {
 
     /// `balance_pgdat` of the one zone: reclaim from `DEF_PRIORITY` down until free pages
     /// are above the high watermark; a pass that freed `SWAP_CLUSTER_MAX` pages starts over
-    /// at `DEF_PRIORITY`.
+    /// at `DEF_PRIORITY`. A zone marked `all_unreclaimable` is still scanned once at
+    /// `DEF_PRIORITY` per run (3.10 skips it only `if (zone->all_unreclaimable &&
+    /// sc.priority != DEF_PRIORITY)`): without that poll, pages the flusher has cleaned since
+    /// are never freed, and tasks throttled on `pfmemalloc_wait` ping-pong with kswapd at one
+    /// instant.
     async fn balance_pgdat(&self, sim: &Sim, issuer: Issuer) {
         let gap = self.watermarks.low.min(
             self.config
@@ -725,7 +749,17 @@ impl Mm {
             let mut reclaimed = 0u64;
             let mut balanced = false;
             for priority in (0..=DEF_PRIORITY).rev() {
-                if self.pgdat_balanced() {
+                // The highmem->dma pass for the zone that needs scanning: a zone given up on
+                // (`all_unreclaimable`) is skipped only below DEF_PRIORITY, so each kswapd
+                // run still polls it once at DEF_PRIORITY ("Mark the zone as dead and from
+                // now on, only perform a short scan. Basically we're polling the zone for when
+                // the problem goes away", balance_pgdat, 3.10); a zone at its high watermark
+                // (`zone_balanced`) needs none.
+                let dead = self.state().zone.all_unreclaimable;
+                if (dead && priority != DEF_PRIORITY) || self.watermark_ok(self.watermarks.high) {
+                    if !dead {
+                        self.state().zone.congested = false;
+                    }
                     balanced = true;
                     break;
                 }

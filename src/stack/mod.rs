@@ -300,6 +300,7 @@ impl Stack {
                 ("direct_reclaims", mm.direct_reclaims),
                 ("pageout_direct", mm.pageout_direct),
                 ("pageout_kswapd", mm.pageout_kswapd),
+                ("direct_reclaim_dirty_kept", mm.direct_reclaim_dirty_kept),
                 ("throttle_pauses", mm.throttle_pauses),
                 ("throttle_ns", mm.throttle_ns),
                 ("write_stable_waits", mm.write_stable_waits),

@@ -212,6 +212,53 @@ fn without_barriers_fsync_asks_for_no_flush_and_a_timer_commit_is_the_journal_th
 }
 
 #[test]
+fn fsync_data_writes_carry_req_noidle_and_background_writeback_does_not() {
+    // include/linux/fs.h (3.10): WB_SYNC_ALL writeback writes with WRITE_SYNC =
+    // REQ_SYNC | REQ_NOIDLE (so CFQ does not idle after an fsync's last write); the flusher's
+    // WB_SYNC_NONE writeback with plain WRITE. Kills the mutant that drops REQ_NOIDLE in
+    // writeback's bio (`noidle: sync` -> `noidle: false`), which every other test survived.
+    let rig = Rig::new(Ext4Config::default());
+    rig.run(|sim, vfs, p| async move {
+        let fd = vfs.creat(&sim, &p, "/synced").await.unwrap();
+        vfs.write(&sim, &p, fd, &[1u8; 16384]).await.unwrap();
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        let bg = vfs.creat(&sim, &p, "/background").await.unwrap();
+        vfs.write(&sim, &p, bg, &[2u8; 16384]).await.unwrap();
+        // Past dirty_expire (Android: 2 s, VmConfig::android) and a kupdate period.
+        sim.sleep(10 * crate::units::NS_PER_SEC).await;
+    });
+    let trace = rig
+        .layer
+        .with_queue(|q| q.trace().cloned())
+        .expect("traced");
+    let data_writes: Vec<(String, crate::dev::IoFlags)> = trace
+        .events()
+        .iter()
+        .filter(|e| {
+            e.action == crate::block::blktrace::Action::Queue
+                && e.op == crate::dev::IoOp::Write
+                && !e.comm.starts_with("jbd2")
+        })
+        .map(|e| (e.comm.clone(), e.flags))
+        .collect();
+    let from = |prefix: &'static str| {
+        data_writes
+            .iter()
+            .filter(move |(c, _)| c.starts_with(prefix))
+    };
+    assert!(from("app").count() > 0, "{data_writes:?}");
+    assert!(
+        from("app").all(|(_, f)| f.sync && f.noidle),
+        "fsync's data writes are WRITE_SYNC: {data_writes:?}"
+    );
+    assert!(from("flush").count() > 0, "{data_writes:?}");
+    assert!(
+        from("flush").all(|(_, f)| !f.sync && !f.noidle),
+        "the flusher's writes are plain WRITE: {data_writes:?}"
+    );
+}
+
+#[test]
 fn blktrace_marks_metadata_reads_m_and_journal_writes_as_3_10_does() {
     let rig = Rig::new(Ext4Config::default());
     rig.run(|sim, vfs, p| async move {
