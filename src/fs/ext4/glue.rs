@@ -374,7 +374,8 @@ impl FsHooks for Ext4Hooks {
         // ext4_end_bio: an io_end with unwritten blocks goes to the conversion work, which
         // ends the pages' writeback (ext4_finish_bio) after converting them.
         let mm = mm.clone();
-        let finish: Box<dyn FnOnce(&Sim)> = Box::new(move |sim| mm.end_writeback_span(sim, span));
+        let finish: super::page_io::EndWriteback =
+            Box::new(move |sim| mm.end_writeback_span(sim, span));
         self.ext4.end_bio(sim, span, finish).is_none()
     }
 

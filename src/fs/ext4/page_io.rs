@@ -38,13 +38,16 @@ use std::rc::Rc;
 /// task carries.
 pub const RSV_CONVERSION_COMM: &str = "ext4-rsv-conversion";
 
+/// What ends a completed bio's pages' writeback (`ext4_finish_bio`).
+pub(crate) type EndWriteback = Box<dyn FnOnce(&Sim)>;
+
 /// A completed bio whose unwritten blocks await conversion (`ext4_io_end_t` with
 /// `EXT4_IO_END_UNWRITTEN`): its range, and what ends its pages' writeback.
 pub(crate) struct PendingConversion {
     ino: Ino,
     lblk: u64,
     len: u64,
-    finish: Box<dyn FnOnce(&Sim)>,
+    finish: EndWriteback,
 }
 
 impl Ext4 {
@@ -63,8 +66,8 @@ impl Ext4 {
         self: &Rc<Self>,
         sim: &Sim,
         span: PageSpan,
-        finish: Box<dyn FnOnce(&Sim)>,
-    ) -> Option<Box<dyn FnOnce(&Sim)>> {
+        finish: EndWriteback,
+    ) -> Option<EndWriteback> {
         let (lblk, len) = (span.index, u64::from(span.count));
         let pending = self.alloc.borrow().has_unwritten(span.ino, lblk, len);
         if !pending {
