@@ -499,6 +499,12 @@ fn ext4_map_blocks_files_no_unwritten_blocks_so_a_6_6_commit_does_not_wait_for_b
     assert_eq!(old.data_wait_ns, 0, "{old:?}");
     assert_eq!(old.conversions, 0, "{old:?}");
     assert!(!old.bg_fdatasync_committed, "{old:?}");
+    // dioread_nolock set on 3.10 (the option exists since 2.6.34): the same conversion, in an
+    // ordinary handle (no reserved handles before 3.11, 8f7d89f36829).
+    let old_nolock = bg_writeback_under_a_commit(KernelVersion::V3_10, Some(true));
+    assert_eq!(old_nolock.data_wait_ns, 0, "{old_nolock:?}");
+    assert_eq!(old_nolock.converted_blocks, 2048, "{old_nolock:?}");
+    assert!(old_nolock.bg_fdatasync_committed, "{old_nolock:?}");
 }
 
 #[test]
