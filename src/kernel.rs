@@ -279,6 +279,30 @@ impl KernelVersion {
     pub fn has_wbt(self) -> bool {
         self >= KernelVersion::V4_19
     }
+
+    /// ext4 mounts with `dioread_nolock` unless told `dioread_lock`: buffered writeback of
+    /// delayed blocks allocates them as unwritten extents (`ext4_writepages` ->
+    /// `mpage_map_and_submit_extent` -> `ext4_map_blocks(EXT4_GET_BLOCKS_IO_CREATE_EXT)`), which
+    /// `ext4_map_blocks` does not file as ordered data (`!(map->m_flags & EXT4_MAP_UNWRITTEN)`),
+    /// and converts them after the data I/O completes (`ext4_end_io_rsv_work`). Linux 5.6, commit
+    /// 244adf6426ee ("ext4: make dioread_nolock the default", R. Harjani). Before it the option
+    /// existed (since 2.6.34) but was off.
+    pub fn mounts_dioread_nolock_by_default(self) -> bool {
+        self >= KernelVersion::V5_10
+    }
+
+    /// The conversion of unwritten extents after a writeback bio completes runs in a jbd2
+    /// handle reserved when the writeback started (`ext4_writepages`:
+    /// `ext4_journal_start_with_reserve`; the work `ext4_end_io_rsv_work` starts it with
+    /// `ext4_journal_start_reserved`), which joins the running transaction even while it is
+    /// locked for commit (`start_this_handle` skips `add_transaction_credits` for `h_reserved`).
+    /// Linux 3.11, commits 8f7d89f36829 ("jbd2: transaction reservation support") and
+    /// 6b523df4fb5a ("ext4: use transaction reservation for extent conversion in
+    /// ext4_end_io"), J. Kara. 3.10's `ext4_end_io_work` -> `ext4_convert_unwritten_extents`
+    /// starts an ordinary handle, which waits for a locked transaction.
+    pub fn has_reserved_conversion_handles(self) -> bool {
+        self > KernelVersion::V3_10
+    }
 }
 
 impl std::fmt::Display for KernelVersion {

@@ -227,6 +227,13 @@ pub trait FsHooks {
     fn writeback_bump_pages(&self) -> u64 {
         0
     }
+    /// The completion of a writeback bio of file pages `span`: whether the file system ends
+    /// the pages' writeback itself, later, by calling [`Mm::end_writeback_span`] on `mm` (ext4
+    /// writing into unwritten extents: `ext4_end_bio` leaves `ext4_finish_bio` to the
+    /// conversion work, `ext4_end_io_rsv_work`). Default: no, the page cache ends it now.
+    fn defers_end_writeback(&self, _sim: &Sim, _span: bio::PageSpan, _mm: &Rc<Mm>) -> bool {
+        false
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

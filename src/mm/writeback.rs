@@ -881,7 +881,7 @@ impl Mm {
     }
 
     /// `end_page_writeback` for the pages of a completed write bio.
-    pub(crate) fn end_writeback_span(&self, sim: &Sim, span: PageSpan) {
+    pub fn end_writeback_span(&self, sim: &Sim, span: PageSpan) {
         let mut redirtied = false;
         let end = span.index + u64::from(span.count);
         {
@@ -1037,7 +1037,16 @@ impl Mm {
             .submit_bio(
                 sim,
                 bio,
-                Box::new(move |sim, _id| mm.end_writeback_span(sim, span)),
+                Box::new(move |sim, _id| {
+                    // The file system may end the pages' writeback after work of its own.
+                    let deferred = span.ino != super::BDEV_INO
+                        && mm
+                            .fs_hooks()
+                            .is_some_and(|hooks| hooks.defers_end_writeback(sim, span, &mm));
+                    if !deferred {
+                        mm.end_writeback_span(sim, span);
+                    }
+                }),
             )
             .await;
         // Link the pages to their request (it cannot have completed yet: completions run

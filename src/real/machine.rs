@@ -687,5 +687,11 @@ pub fn mount_options(fs: &crate::fs::ext4::Ext4Config) -> String {
     if fs.journal_async_commit {
         options.push("journal_async_commit".into());
     }
+    // Only when the scenario sets it: unset is the running kernel's default (on from 5.6).
+    match fs.dioread_nolock {
+        Some(true) => options.push("dioread_nolock".into()),
+        Some(false) => options.push("dioread_lock".into()),
+        None => {}
+    }
     options.join(",")
 }

@@ -12,7 +12,8 @@
 //!   file (`--image SIZE`, in `--dir`, default /tmp) or on a device given (`--device PATH`,
 //!   formatted): journal size, external journal (a second loop device, `mke2fs -O
 //!   journal_dev`), mount options `data=`, `commit=`, `discard`, `barrier`,
-//!   `journal_async_commit`, `delalloc`, `auto_da_alloc`, `journal_ioprio`;
+//!   `journal_async_commit`, `delalloc`, `auto_da_alloc`, `journal_ioprio`, `dioread_nolock`
+//!   (when set: `dioread_nolock` / `dioread_lock`);
 //! - `[stack.block]` through the device's queue in sysfs: `elevator` (`noop` = `none`,
 //!   `deadline` = `mq-deadline`; `cfq` is refused: blk-mq kernels lack it), `nr_requests`,
 //!   `wbt` / `wbt_lat_usec`; `[stack.vm] read_ahead` as `read_ahead_kb`;
@@ -563,6 +564,23 @@ fn write_blkparse(path: &std::path::Path, events: &[BlockEvent]) -> Result<(), S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dioread_nolock_reaches_the_real_mount_only_when_the_scenario_sets_it() {
+        use crate::fs::ext4::Ext4Config;
+        let unset = machine::mount_options(&Ext4Config::default());
+        assert!(!unset.contains("dioread"), "{unset}");
+        let on = Ext4Config {
+            dioread_nolock: Some(true),
+            ..Ext4Config::default()
+        };
+        assert!(machine::mount_options(&on).ends_with(",dioread_nolock"));
+        let off = Ext4Config {
+            dioread_nolock: Some(false),
+            ..Ext4Config::default()
+        };
+        assert!(machine::mount_options(&off).ends_with(",dioread_lock"));
+    }
 
     fn event(t: u64, action: crate::block::blktrace::Action, rwbs: &str, n: u32) -> BlockEvent {
         BlockEvent {

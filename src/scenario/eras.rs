@@ -222,7 +222,8 @@ pub fn era_switches(stack: &StackConfig, provenance: &Provenance) -> Vec<EraSwit
 }
 
 /// The era switches of ext4/jbd2 and the page cache: `ordered_delalloc` (an override of
-/// [`KernelVersion::files_new_delalloc_blocks_as_ordered_data`]), the writeback handle, the
+/// [`KernelVersion::files_new_delalloc_blocks_as_ordered_data`]), `dioread_nolock` (of
+/// [`KernelVersion::mounts_dioread_nolock_by_default`]), the writeback handle, the
 /// dirtyable memory's reserve and a 32-bit phone's lowmem.
 fn fs_and_mm_switches(stack: &StackConfig, provenance: &Provenance) -> Vec<EraSwitch> {
     let version = stack.kernel.version;
@@ -241,6 +242,14 @@ fn fs_and_mm_switches(stack: &StackConfig, provenance: &Provenance) -> Vec<EraSw
         stack.fs.ordered_delalloc(version).to_string(),
         provenance.set_by("fs.ordered_delalloc", || {
             format!("era {version} (on up to 3.8: f3b59291a69d; again from 4.7: 06bd3c36a733)")
+        }),
+    );
+    row(
+        "fs",
+        "dioread_nolock (writeback into unwritten extents)",
+        stack.fs.dioread_nolock(version).to_string(),
+        provenance.set_by("fs.dioread_nolock", || {
+            format!("era {version} (on from 5.6: 244adf6426ee)")
         }),
     );
     row(
@@ -290,6 +299,14 @@ pub fn mixed_eras(stack: &StackConfig) -> Vec<String> {
             lines.push(format!(
                 "ext4's delayed allocation {} its blocks as ordered data (`[stack.fs] ordered_delalloc = {set}`), which Linux {version} does not",
                 if set { "files" } else { "does not file" }
+            ));
+        }
+    }
+    if let Some(set) = stack.fs.dioread_nolock {
+        if set != version.mounts_dioread_nolock_by_default() {
+            lines.push(format!(
+                "ext4 mounts with {} (`[stack.fs] dioread_nolock = {set}`), which Linux {version} does not by default",
+                if set { "dioread_nolock" } else { "dioread_lock" }
             ));
         }
     }
@@ -422,5 +439,26 @@ mod tests {
         let mixed = mixed_eras(&v.stack);
         assert_eq!(mixed.len(), 1, "{mixed:?}");
         assert!(mixed[0].contains("Linux 6.6"), "{mixed:?}");
+    }
+
+    #[test]
+    fn dioread_nolock_is_on_from_5_6_and_an_override_that_departs_from_it_is_a_mixed_era() {
+        const SWITCH: &str = "dioread_nolock (writeback into unwritten extents)";
+        for (version, on) in [("3.10", "false"), ("4.19", "false"), ("5.10", "true")] {
+            let s = parse(&format!("[stack.kernel]\nversion = \"{version}\"\n")).unwrap();
+            let v = &s.variants[0];
+            let rows = era_switches(&v.stack, &v.provenance);
+            assert_eq!(value(&rows, "fs", SWITCH).value, on, "{version}");
+            assert!(mixed_eras(&v.stack).is_empty(), "{version}");
+        }
+        let s = parse("[stack.kernel]\nversion = \"6.6\"\n[stack.fs]\ndioread_nolock = false\n")
+            .unwrap();
+        let v = &s.variants[0];
+        let rows = era_switches(&v.stack, &v.provenance);
+        assert_eq!(value(&rows, "fs", SWITCH).value, "false");
+        assert_eq!(value(&rows, "fs", SWITCH).set_by, "scenario");
+        let mixed = mixed_eras(&v.stack);
+        assert_eq!(mixed.len(), 1, "{mixed:?}");
+        assert!(mixed[0].contains("dioread_lock"), "{mixed:?}");
     }
 }

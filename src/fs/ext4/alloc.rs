@@ -62,6 +62,9 @@ pub struct DataAlloc {
     /// The running transaction (a tree block given back by a merge is held until it
     /// commits).
     pub tid: Tid,
+    /// Map the new blocks as unwritten extents (`EXT4_GET_BLOCKS_IO_CREATE_EXT`, writeback
+    /// under `dioread_nolock`).
+    pub unwritten: bool,
 }
 
 /// What an allocation mapped: `(lblk, pblk, len)` extents in logical order, and the blocks
@@ -424,7 +427,7 @@ impl Ext4Alloc {
         touched.merge(&a.touched);
         touched.add(a.pblk, MetaKind::Directory);
         // Directory growth has no transaction id here: a merged-up leaf goes back at once.
-        let tree_touched = self.insert_extent(dir, lblk, a.pblk, 1, None)?;
+        let tree_touched = self.insert_extent(dir, Extent::written(lblk, 1, a.pblk), None)?;
         touched.merge(&tree_touched);
         Ok(touched)
     }
@@ -432,13 +435,52 @@ impl Ext4Alloc {
     /// Maps `lblk..lblk + len` -> `pblk..` in `ino`'s tree, allocating tree blocks from mballoc
     /// (`ext4_ext_new_meta_block`); the tree blocks, their bitmaps and descriptors, and the
     /// inode are dirtied.
-    fn insert_extent(
+    fn insert_extent(&mut self, ino: Ino, new: Extent, tid: Option<Tid>) -> Result<Touched, Errno> {
+        self.change_tree(ino, tid, true, |tree, alloc| tree.insert_extent(new, alloc))
+    }
+
+    /// Whether `[lblk, lblk + len)` of `ino` holds blocks of an unwritten extent.
+    pub fn has_unwritten(&self, ino: Ino, lblk: u64, len: u64) -> bool {
+        self.inodes
+            .get(&ino)
+            .is_some_and(|inode| !inode.tree.unwritten_runs(lblk, len).is_empty())
+    }
+
+    /// `ext4_convert_unwritten_extents_endio` for `[lblk, lblk + len)` of `ino`
+    /// ([`super::extents::ExtentTree::convert_to_written`]), in transaction `tid`: the tree
+    /// nodes changed (a split may allocate a leaf, with its bitmap and descriptor) and the
+    /// inode. Nothing when the range holds no unwritten extent.
+    pub fn convert_unwritten(
         &mut self,
         ino: Ino,
         lblk: u64,
-        pblk: u64,
         len: u64,
+        tid: Tid,
+    ) -> Result<Touched, Errno> {
+        let Some(inode) = self.inodes.get(&ino) else {
+            // Evicted meanwhile: nothing to convert.
+            return Ok(Touched::new());
+        };
+        if inode.tree.unwritten_runs(lblk, len).is_empty() {
+            return Ok(Touched::new());
+        }
+        self.change_tree(ino, Some(tid), false, |tree, alloc| {
+            tree.convert_to_written(lblk, len, alloc)
+        })
+    }
+
+    /// Applies `change` to `ino`'s tree with mballoc as the tree's block allocator; the tree
+    /// blocks, their bitmaps and descriptors, and the inode (when `blocks_changed`, for
+    /// `i_blocks`; else when the root changed) are dirtied.
+    fn change_tree(
+        &mut self,
+        ino: Ino,
         tid: Option<Tid>,
+        blocks_changed: bool,
+        change: impl FnOnce(
+            &mut super::extents::ExtentTree,
+            &mut super::extents::AllocMeta<'_>,
+        ) -> Result<super::extents::TreeChange, Errno>,
     ) -> Result<Touched, Errno> {
         let inode_goal = self.inode_goal(ino, 0);
         let mut touched = Touched::new();
@@ -452,7 +494,7 @@ impl Ext4Alloc {
             meta_touched.merge(&a.touched);
             Ok(a.pblk)
         };
-        let change = inode.tree.insert(lblk, pblk, len, &mut alloc)?;
+        let change = change(&mut inode.tree, &mut alloc)?;
         touched.merge(&meta_touched);
         let inode_block = self.layout.inode_block(ino);
         for block in change.dirtied {
@@ -462,8 +504,10 @@ impl Ext4Alloc {
                 TreeBlock::Index(b) => touched.add(b, MetaKind::ExtentIndex),
             }
         }
-        // i_blocks changed.
-        touched.add(inode_block, MetaKind::InodeTable);
+        if blocks_changed {
+            // i_blocks changed.
+            touched.add(inode_block, MetaKind::InodeTable);
+        }
         for block in change.freed {
             // ext4_ext_try_to_merge_up: EXT4_FREE_BLOCKS_METADATA, held until `tid` commits.
             let freed = self.mb.free(block, 1, tid);
@@ -552,7 +596,7 @@ impl Ext4Alloc {
             let tree = &self.inodes[&req.ino].tree;
             if let Some((pblk, run)) = tree.map(lblk) {
                 let len = run.min(end - lblk);
-                out.extents.push(Extent { lblk, len, pblk });
+                out.extents.push(Extent::written(lblk, len, pblk));
                 lblk += len;
                 continue;
             }
@@ -580,13 +624,15 @@ impl Ext4Alloc {
                 Err(_) => break,
             };
             out.touched.merge(&a.touched);
-            let t = self.insert_extent(req.ino, lblk, a.pblk, a.len, Some(req.tid))?;
-            out.touched.merge(&t);
-            out.extents.push(Extent {
+            let new = Extent {
                 lblk,
                 len: a.len,
                 pblk: a.pblk,
-            });
+                unwritten: req.unwritten,
+            };
+            let t = self.insert_extent(req.ino, new, Some(req.tid))?;
+            out.touched.merge(&t);
+            out.extents.push(new);
             lblk += a.len;
         }
         // Coalesce the returned pieces.
@@ -757,6 +803,7 @@ impl AddressSpaceOps for Ext4Alloc {
             pid: 0,
             cpu: 0,
             tid: 0,
+            unwritten: false,
         })?;
         Ok(Some(a.extents[0].pblk))
     }
@@ -836,6 +883,7 @@ mod tests {
             pid,
             cpu: 0,
             tid,
+            unwritten: false,
         }
     }
 
@@ -1057,7 +1105,7 @@ mod tests {
                             let ino = files[file % files.len()];
                             let req = DataAlloc {
                                 ino, lblk, len, i_size: (lblk + len) * 4096,
-                                open_for_write: open, pid: 1, cpu, tid,
+                                open_for_write: open, pid: 1, cpu, tid, unwritten: false,
                             };
                             if let Ok(a) = fs.allocate_blocks(&req) {
                                 for e in &a.extents {

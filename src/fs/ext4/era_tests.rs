@@ -13,7 +13,7 @@ use crate::scenario::StackConfig;
 use crate::sim::{Sim, Simulation};
 use crate::stack::Stack;
 use crate::task::ForegroundState;
-use crate::units::{NS_PER_MS, NS_PER_US};
+use crate::units::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 use std::future::Future;
 use std::rc::Rc;
 
@@ -63,6 +63,11 @@ struct External {
 
 impl External {
     fn new(version: KernelVersion) -> External {
+        External::with_fs(version, "")
+    }
+
+    /// [`External::new`] with `fs` added to its `[fs]` table.
+    fn with_fs(version: KernelVersion, fs: &str) -> External {
         let config: StackConfig = toml::from_str(&format!(
             r#"
             [device]
@@ -75,6 +80,7 @@ impl External {
             [fs]
             discard = false
             journal = "external"
+            {fs}
             [fs.journal_device]
             profile = "emmc-4.5"
             capacity = "512MiB"
@@ -120,7 +126,12 @@ impl External {
 /// `creat` + 4 KiB `write` + `fsync` on an external journal: (flushes of the file system's
 /// device, flushes of the journal's) by the fsync.
 fn new_file_fsync_flushes(version: KernelVersion) -> (u64, u64) {
-    let rig = External::new(version);
+    new_file_fsync_flushes_with(version, "")
+}
+
+/// [`new_file_fsync_flushes`] with `fs` added to `[fs]`.
+fn new_file_fsync_flushes_with(version: KernelVersion, fs: &str) -> (u64, u64) {
+    let rig = External::with_fs(version, fs);
     rig.run(|sim, vfs, p| async move {
         let fd = vfs.creat(&sim, &p, "/f").await.unwrap();
         vfs.write(&sim, &p, fd, &[1u8; 4096]).await.unwrap();
@@ -140,13 +151,16 @@ fn jbd2_journal_commit_transaction_flushes_the_data_device_for_new_delalloc_bloc
     assert_eq!(new_file_fsync_flushes(KernelVersion::V4_4), (0, 1));
     // 4.7+ (06bd3c36a733): ext4_map_blocks files the new block, so the commit flushes the
     // data device before its commit block.
-    for version in [
-        KernelVersion::V4_19,
-        KernelVersion::V6_6,
-        KernelVersion::Mainline,
-    ] {
-        assert_eq!(new_file_fsync_flushes(version), (1, 1), "{version}");
-    }
+    assert_eq!(new_file_fsync_flushes(KernelVersion::V4_19), (1, 1));
+    assert_eq!(
+        new_file_fsync_flushes_with(KernelVersion::V6_6, "dioread_nolock = false"),
+        (1, 1)
+    );
+    // 5.6+ mounts with dioread_nolock (244adf6426ee): the block is unwritten, ext4_map_blocks
+    // files nothing (EXT4_MAP_UNWRITTEN), t_need_data_flush stays 0 and 6.6 sends no flush to
+    // the data device: the missing flush aac45075f6d7 (6.15) adds, modelled for mainline.
+    assert_eq!(new_file_fsync_flushes(KernelVersion::V6_6), (0, 1));
+    assert_eq!(new_file_fsync_flushes(KernelVersion::Mainline), (1, 1));
 }
 
 /// A file written and made durable, then its page overwritten in place (no new block; the
@@ -393,4 +407,125 @@ fn ext4_writepages_stops_its_handle_before_the_final_submit_from_3_11() {
             "{version}'s commit waited {new} ns for handles (3.10: {old})"
         );
     }
+}
+
+// --- dioread_nolock: writeback into unwritten extents ------------------------------------------
+
+/// What [`bg_writeback_under_a_commit`] saw.
+#[derive(Debug)]
+struct NolockRun {
+    /// `journal_finish_inode_data_buffers`' wait, over every commit.
+    data_wait_ns: u64,
+    /// `ext4-rsv-conversion` completions handled, and their blocks.
+    conversions: u64,
+    converted_blocks: u64,
+    /// Whether the background file's `fdatasync` after its writeback committed a transaction
+    /// (the conversion's) rather than only flushing.
+    bg_fdatasync_committed: bool,
+}
+
+/// A background task writes 8 MiB to /bg and starts its writeback (`filemap_flush`, as the
+/// flusher: ~168 ms on this device); 1 ms later an app creates /f and fsyncs it, committing the
+/// transaction in which /bg's blocks were allocated. After /bg's data is on disk, the
+/// background task `fdatasync`s /bg.
+fn bg_writeback_under_a_commit(version: KernelVersion, dioread_nolock: Option<bool>) -> NolockRun {
+    let fs = Ext4Config {
+        dioread_nolock,
+        discard: false,
+        ..Ext4Config::default()
+    };
+    let rig = Rig::new(fs, version, Rig::noop());
+    let bg_committed = Rc::new(std::cell::Cell::new(false));
+    let committed = bg_committed.clone();
+    let bg = task(move |sim, vfs, p| async move {
+        let fd = vfs.open(&sim, &p, "/bg", O_CREAT | O_WRONLY).await.unwrap();
+        vfs.write(&sim, &p, fd, &vec![3u8; 8 << 20]).await.unwrap();
+        let issuer = Issuer {
+            task: sim.current_task(),
+            pid: 2000,
+            uid: 0,
+            foreground: false,
+        };
+        let ino = vfs.ino_of("/bg").unwrap();
+        vfs.mm.filemap_flush(&sim, ino, issuer).await;
+        sim.sleep(NS_PER_SEC).await;
+        let before = fs_counter(&vfs, "ext4.fsyncs_committed");
+        vfs.fdatasync(&sim, &p, fd).await.unwrap();
+        committed.set(fs_counter(&vfs, "ext4.fsyncs_committed") > before);
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    let app = task(|sim, vfs, p| async move {
+        sim.sleep(NS_PER_MS).await;
+        let fd = vfs.creat(&sim, &p, "/f").await.unwrap();
+        vfs.fsync(&sim, &p, fd).await.unwrap();
+        vfs.close(&sim, &p, fd).await.unwrap();
+    });
+    rig.run(vec![("bg", bg), ("app", app)]);
+    NolockRun {
+        data_wait_ns: fs_counter(&rig.vfs, "jbd2.commit_ns.data_wait"),
+        conversions: fs_counter(&rig.vfs, "ext4.unwritten_conversions"),
+        converted_blocks: fs_counter(&rig.vfs, "ext4.converted_blocks"),
+        bg_fdatasync_committed: bg_committed.get(),
+    }
+}
+
+fn fs_counter(vfs: &Vfs, name: &str) -> u64 {
+    vfs.fs_counters()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map_or(0, |(_, v)| v)
+}
+
+#[test]
+fn ext4_map_blocks_files_no_unwritten_blocks_so_a_6_6_commit_does_not_wait_for_background_data() {
+    // 6.6 (dioread_nolock by default, 244adf6426ee): ext4_writepages allocates unwritten
+    // extents, ext4_map_blocks files nothing (EXT4_MAP_UNWRITTEN), and the app's commit writes
+    // its log without waiting for /bg's 8 MiB.
+    let nolock = bg_writeback_under_a_commit(KernelVersion::V6_6, None);
+    assert_eq!(nolock.data_wait_ns, 0, "{nolock:?}");
+    // ext4_end_io_rsv_work converted every block after its bio completed, in a transaction
+    // after the app's: /bg's fdatasync commits it (i_datasync_tid moved there).
+    assert!(nolock.conversions > 0, "{nolock:?}");
+    assert_eq!(nolock.converted_blocks, 2048, "{nolock:?}");
+    assert!(nolock.bg_fdatasync_committed, "{nolock:?}");
+    // dioread_lock on 6.6: the blocks are written extents filed as ordered data (06bd3c36a733),
+    // and the commit waits for /bg's data; /bg's fdatasync then has nothing to commit.
+    let lock = bg_writeback_under_a_commit(KernelVersion::V6_6, Some(false));
+    assert!(lock.data_wait_ns > 100 * NS_PER_MS, "{lock:?}");
+    assert_eq!(lock.conversions, 0, "{lock:?}");
+    assert!(!lock.bg_fdatasync_committed, "{lock:?}");
+    // 3.10: no dioread_nolock, nothing filed either (f3b59291a69d): no wait, no conversion.
+    let old = bg_writeback_under_a_commit(KernelVersion::V3_10, None);
+    assert_eq!(old.data_wait_ns, 0, "{old:?}");
+    assert_eq!(old.conversions, 0, "{old:?}");
+    assert!(!old.bg_fdatasync_committed, "{old:?}");
+    // dioread_nolock set on 3.10 (the option exists since 2.6.34): the same conversion, in an
+    // ordinary handle (no reserved handles before 3.11, 8f7d89f36829).
+    let old_nolock = bg_writeback_under_a_commit(KernelVersion::V3_10, Some(true));
+    assert_eq!(old_nolock.data_wait_ns, 0, "{old_nolock:?}");
+    assert_eq!(old_nolock.converted_blocks, 2048, "{old_nolock:?}");
+    assert!(old_nolock.bg_fdatasync_committed, "{old_nolock:?}");
+}
+
+#[test]
+fn ext4_sync_file_waits_for_the_conversion_of_the_files_unwritten_extents_on_6_6() {
+    // file_write_and_wait_range waits for the pages' writeback, which ext4_end_bio leaves to
+    // the conversion work (ext4_release_io_end -> ext4_finish_bio); the conversion moved
+    // i_datasync_tid to its transaction, which ext4_sync_file commits.
+    let rig = Rig::new(Ext4Config::default(), KernelVersion::V6_6, Rig::noop());
+    rig.run(vec![(
+        "app",
+        task(|sim, vfs, p| async move {
+            let fd = vfs.creat(&sim, &p, "/f").await.unwrap();
+            vfs.write(&sim, &p, fd, &vec![1u8; 1 << 20]).await.unwrap();
+            vfs.fsync(&sim, &p, fd).await.unwrap();
+            assert_eq!(fs_counter(&vfs, "ext4.converted_blocks"), 256);
+            // The conversion's transaction committed with the fsync: a second fdatasync finds
+            // i_datasync_tid committed and only flushes.
+            let flush_only = fs_counter(&vfs, "ext4.fsyncs_flush_only");
+            vfs.fdatasync(&sim, &p, fd).await.unwrap();
+            assert_eq!(fs_counter(&vfs, "ext4.fsyncs_flush_only"), flush_only + 1);
+            vfs.close(&sim, &p, fd).await.unwrap();
+        }),
+    )]);
 }

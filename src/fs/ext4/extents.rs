@@ -10,9 +10,18 @@
 //! revoke). Every change reports which tree nodes it dirtied: the inode (root) or leaf / index
 //! blocks by number.
 //!
+//! Unwritten extents (`EXT4_EXT_MARK_UNWRIT`, `ext4_ext_is_unwritten`) are what writeback
+//! allocates under `dioread_nolock` ([`super::page_io`]): an extent records its state, merges only
+//! with extents of the same state (`ext4_can_extents_be_merged`; `EXT_UNWRITTEN_MAX_LEN` for
+//! unwritten ones), and [`ExtentTree::convert_to_written`] converts a range after its data
+//! reached the disk (`ext4_convert_unwritten_extents_endio`: `ext4_split_convert_extents`,
+//! `ext4_ext_mark_initialized`, `ext4_ext_try_to_merge`).
+//!
 //! Simplifications:
-//! - Only initialized extents: no unwritten (preallocated, `fallocate`) extents, so no extent
-//!   splitting for conversion, no `EXT_UNINIT_MAX_LEN`.
+//! - No `fallocate`; the conversion splits without `ext4_ext_convert_to_initialized`'s
+//!   shortcuts (moving blocks into the initialized left neighbour in place, zeroing out short
+//!   extents, `EXT4_EXT_ZERO_LEN`): pieces are set in place or inserted as
+//!   `ext4_ext_insert_extent` does, then merged.
 //! - Removal is `ext4_ext_remove_space(inode, from, EXT_MAX_BLOCKS - 1)` only (truncate), not
 //!   punching holes; the path walk is recursive, visiting the same nodes right to left.
 //! - No `ext4_ext_precache`, no checksums; the extent status tree is one cached extent or hole
@@ -23,6 +32,9 @@ use std::collections::BTreeMap;
 
 /// `EXT_INIT_MAX_LEN`: the longest initialized extent, 2^15 blocks (128 MiB).
 pub const EXT_INIT_MAX_LEN: u64 = 1 << 15;
+/// `EXT_UNWRITTEN_MAX_LEN`: the longest unwritten extent, 2^15 - 1 blocks (the length's top bit
+/// marks the state).
+pub const EXT_UNWRITTEN_MAX_LEN: u64 = EXT_INIT_MAX_LEN - 1;
 /// Entries in the inode's `i_block` (60 bytes): (60 - 12-byte header) / 12 = 4
 /// (`ext4_ext_space_root`).
 pub const ROOT_ENTRIES: usize = 4;
@@ -36,11 +48,33 @@ pub struct Extent {
     pub lblk: u64,
     pub len: u64,
     pub pblk: u64,
+    /// Unwritten (`ext4_ext_is_unwritten`): allocated, its data not yet known to be on disk;
+    /// reads return zeros.
+    pub unwritten: bool,
 }
 
 impl Extent {
+    /// A written (initialized) extent.
+    pub fn written(lblk: u64, len: u64, pblk: u64) -> Extent {
+        Extent {
+            lblk,
+            len,
+            pblk,
+            unwritten: false,
+        }
+    }
+
     fn end(&self) -> u64 {
         self.lblk + self.len
+    }
+
+    /// `EXT_INIT_MAX_LEN` or `EXT_UNWRITTEN_MAX_LEN`.
+    fn max_len(&self) -> u64 {
+        if self.unwritten {
+            EXT_UNWRITTEN_MAX_LEN
+        } else {
+            EXT_INIT_MAX_LEN
+        }
     }
 }
 
@@ -126,6 +160,8 @@ pub(super) struct CachedRange {
     pub(super) start: u64,
     pub(super) end: u64,
     pub(super) pblk: Option<u64>,
+    /// A mapped range of an unwritten extent.
+    pub(super) unwritten: bool,
 }
 
 impl CachedRange {
@@ -157,9 +193,13 @@ impl Default for ExtentTree {
     }
 }
 
-/// `ext4_can_extents_be_merged`: `a` then `b`, contiguous on both sides, not too long.
+/// `ext4_can_extents_be_merged`: `a` then `b`, of the same state, contiguous on both sides,
+/// not too long.
 fn can_merge(a: &Extent, b: &Extent) -> bool {
-    a.end() == b.lblk && a.pblk + a.len == b.pblk && a.len + b.len <= EXT_INIT_MAX_LEN
+    a.unwritten == b.unwritten
+        && a.end() == b.lblk
+        && a.pblk + a.len == b.pblk
+        && a.len + b.len <= a.max_len()
 }
 
 /// `ext4_ext_binsearch` / `ext4_ext_binsearch_idx`: the last entry starting at or before
@@ -290,6 +330,7 @@ impl ExtentTree {
                             start: lblk,
                             end: upper,
                             pblk: None,
+                            unwritten: false,
                         };
                     };
                     if lblk < ex.lblk {
@@ -297,6 +338,7 @@ impl ExtentTree {
                             start: lblk,
                             end: ex.lblk,
                             pblk: None,
+                            unwritten: false,
                         };
                     }
                     if lblk < ex.end() {
@@ -304,6 +346,7 @@ impl ExtentTree {
                             start: ex.lblk,
                             end: ex.end(),
                             pblk: Some(ex.pblk),
+                            unwritten: ex.unwritten,
                         };
                     }
                     let end = entries.get(pos + 1).map_or(upper, |next| next.lblk);
@@ -311,6 +354,7 @@ impl ExtentTree {
                         start: ex.end(),
                         end,
                         pblk: None,
+                        unwritten: false,
                     };
                 }
             }
@@ -407,14 +451,24 @@ impl ExtentTree {
         len: u64,
         alloc: &mut AllocMeta<'_>,
     ) -> Result<TreeChange, Errno> {
-        assert!(len > 0, "empty extent");
+        self.insert_extent(Extent::written(lblk, len, pblk), alloc)
+    }
+
+    /// [`Self::insert`] of `new` in its state (written or unwritten:
+    /// `EXT4_GET_BLOCKS_UNWRIT_EXT` marks the extent before `ext4_ext_insert_extent`).
+    pub fn insert_extent(
+        &mut self,
+        new: Extent,
+        alloc: &mut AllocMeta<'_>,
+    ) -> Result<TreeChange, Errno> {
+        assert!(new.len > 0, "empty extent");
         self.cached.set(None);
         let mut change = TreeChange::default();
-        let mut remaining = Extent { lblk, len, pblk };
-        // An extent longer than EXT_INIT_MAX_LEN is inserted in pieces.
+        let mut remaining = new;
+        // An extent longer than its state's most is inserted in pieces.
         while remaining.len > 0 {
             let piece = Extent {
-                len: remaining.len.min(EXT_INIT_MAX_LEN),
+                len: remaining.len.min(remaining.max_len()),
                 ..remaining
             };
             self.insert_one(piece, alloc, &mut change)?;
@@ -495,6 +549,95 @@ impl ExtentTree {
         entries.insert(at, new);
         step.pos = at;
         self.after_insert(&mut path, change);
+        Ok(())
+    }
+
+    /// The unwritten runs within `[lblk, lblk + len)`, as `(lblk, len)` in logical order.
+    pub fn unwritten_runs(&self, lblk: u64, len: u64) -> Vec<(u64, u64)> {
+        let end = lblk + len;
+        let mut runs = Vec::new();
+        let mut at = lblk;
+        while at < end {
+            let range = self.map_range(at);
+            let stop = range.end.min(end);
+            if range.pblk.is_some() && range.unwritten {
+                runs.push((at, stop - at));
+            }
+            at = stop;
+        }
+        runs
+    }
+
+    /// `ext4_convert_unwritten_extents_endio` over `[lblk, lblk + len)` (what
+    /// `ext4_map_blocks(EXT4_GET_BLOCKS_IO_CONVERT_EXT)` does for the range of a completed
+    /// write): each unwritten extent in it is split at the range's edges
+    /// (`ext4_split_convert_extents`), the part inside marked initialized
+    /// (`ext4_ext_mark_initialized`) and merged with its neighbours (`ext4_ext_try_to_merge`).
+    /// Written blocks and holes are left alone. A split that needs a new leaf takes it through
+    /// `alloc`, as an insert does.
+    pub fn convert_to_written(
+        &mut self,
+        lblk: u64,
+        len: u64,
+        alloc: &mut AllocMeta<'_>,
+    ) -> Result<TreeChange, Errno> {
+        let mut change = TreeChange::default();
+        for (start, run) in self.unwritten_runs(lblk, len) {
+            // A run is one extent's part (map_range stops at each extent's end).
+            let mut at = start;
+            while at < start + run {
+                let range = self.map_range(at);
+                let stop = range.end.min(start + run);
+                self.convert_one(at, stop, alloc, &mut change)?;
+                at = stop;
+            }
+        }
+        self.cached.set(None);
+        Ok(change)
+    }
+
+    /// Converts `[start, stop)`, inside one unwritten extent: the extent's entry keeps its left
+    /// unwritten part if it has one (else becomes the written part, merged in place), and the
+    /// other parts are inserted.
+    fn convert_one(
+        &mut self,
+        start: u64,
+        stop: u64,
+        alloc: &mut AllocMeta<'_>,
+        change: &mut TreeChange,
+    ) -> Result<(), Errno> {
+        self.cached.set(None);
+        let mut path = self.find_path(start);
+        let step = *path.last().expect("path");
+        let Node::Leaf(entries) = self.node_mut(step.node) else {
+            unreachable!("path ends in a leaf")
+        };
+        let ex = entries[step.pos];
+        debug_assert!(ex.unwritten && ex.lblk <= start && stop <= ex.end());
+        let written = Extent {
+            lblk: start,
+            len: stop - start,
+            pblk: ex.pblk + (start - ex.lblk),
+            unwritten: false,
+        };
+        let right = Extent {
+            lblk: stop,
+            len: ex.end() - stop,
+            pblk: ex.pblk + (stop - ex.lblk),
+            unwritten: true,
+        };
+        if start > ex.lblk {
+            entries[step.pos].len = start - ex.lblk;
+            change.dirty(self.tree_block(step.node));
+            self.insert_one(written, alloc, change)?;
+        } else {
+            entries[step.pos] = written;
+            self.after_insert(&mut path, change);
+        }
+        if right.len > 0 {
+            self.cached.set(None);
+            self.insert_one(right, alloc, change)?;
+        }
         Ok(())
     }
 
@@ -816,16 +959,8 @@ mod tests {
         assert_eq!(
             t.extents(),
             vec![
-                Extent {
-                    lblk: 0,
-                    len: 32768,
-                    pblk: 5000
-                },
-                Extent {
-                    lblk: 32768,
-                    len: 40_000 - 32768,
-                    pblk: 5000 + 32768
-                }
+                Extent::written(0, 32768, 5000),
+                Extent::written(32768, 40_000 - 32768, 5000 + 32768)
             ]
         );
         assert_eq!(t.map(40_000 - 1), Some((5000 + 39_999, 1)));
@@ -907,6 +1042,64 @@ mod tests {
         assert_eq!(r.change.dirtied, vec![TreeBlock::Inode]);
         assert_eq!(t.map(19), Some((119, 1)));
         assert_eq!(t.map(20), None);
+    }
+
+    fn unwritten(lblk: u64, len: u64, pblk: u64) -> Extent {
+        Extent {
+            unwritten: true,
+            ..Extent::written(lblk, len, pblk)
+        }
+    }
+
+    #[test]
+    fn unwritten_extents_merge_apart_from_written_ones_and_convert_by_splitting_then_merging() {
+        // ext4_can_extents_be_merged: only extents of one state merge.
+        let mut t = ExtentTree::new();
+        let mut next = 10_000;
+        t.insert(0, 100, 10, &mut bump(&mut next)).unwrap();
+        t.insert_extent(unwritten(10, 20, 110), &mut bump(&mut next))
+            .unwrap();
+        t.insert_extent(unwritten(30, 10, 130), &mut bump(&mut next))
+            .unwrap();
+        assert_eq!(
+            t.extents(),
+            vec![Extent::written(0, 10, 100), unwritten(10, 30, 110)]
+        );
+        assert_eq!(t.unwritten_runs(0, 100), vec![(10, 30)]);
+        // ext4_convert_unwritten_extents_endio of the middle: split in three.
+        let change = t.convert_to_written(20, 10, &mut bump(&mut next)).unwrap();
+        assert_eq!(change.dirtied, vec![TreeBlock::Inode]);
+        assert_eq!(
+            t.extents(),
+            vec![
+                Extent::written(0, 10, 100),
+                unwritten(10, 10, 110),
+                Extent::written(20, 10, 120),
+                unwritten(30, 10, 130)
+            ]
+        );
+        // The rest converts and ext4_ext_try_to_merge folds it back into one extent.
+        t.convert_to_written(0, 40, &mut bump(&mut next)).unwrap();
+        assert_eq!(t.extents(), vec![Extent::written(0, 40, 100)]);
+        assert!(t.unwritten_runs(0, 40).is_empty());
+    }
+
+    #[test]
+    fn converting_in_a_full_root_splits_into_a_leaf() {
+        // Four unwritten extents fill the inode; converting the middle of one needs two more
+        // entries: ext4_ext_insert_extent moves the tree into a leaf.
+        let mut t = ExtentTree::new();
+        let mut next = 10_000;
+        for i in 0..4 {
+            t.insert_extent(unwritten(i * 100, 50, 1000 * (i + 1)), &mut bump(&mut next))
+                .unwrap();
+        }
+        let change = t.convert_to_written(110, 10, &mut bump(&mut next)).unwrap();
+        assert_eq!(change.allocated, vec![10_001], "the new leaf");
+        assert_eq!(t.depth(), 1);
+        assert_eq!(t.extents().len(), 6);
+        assert_eq!(t.map(115), Some((2015, 5)));
+        assert_eq!(t.unwritten_runs(100, 50), vec![(100, 10), (120, 30)]);
     }
 
     #[test]

@@ -367,6 +367,18 @@ impl FsHooks for Ext4Hooks {
         })
     }
 
+    fn defers_end_writeback(&self, sim: &Sim, span: crate::mm::bio::PageSpan, mm: &Rc<Mm>) -> bool {
+        if !self.ext4.writes_back_into_unwritten_extents() {
+            return false;
+        }
+        // ext4_end_bio: an io_end with unwritten blocks goes to the conversion work, which
+        // ends the pages' writeback (ext4_finish_bio) after converting them.
+        let mm = mm.clone();
+        let finish: super::page_io::EndWriteback =
+            Box::new(move |sim| mm.end_writeback_span(sim, span));
+        self.ext4.end_bio(sim, span, finish).is_none()
+    }
+
     fn writepages_end<'a>(&'a self, sim: &'a Sim, token: FsToken) -> LocalBoxFuture<'a, ()> {
         Box::pin(async move {
             let handle = *token
@@ -523,6 +535,7 @@ impl FileSystemOps for Ext4Ops {
                 pid: 0,
                 cpu: 0,
                 tid: 0,
+                unwritten: false,
             };
             let allocation = self.ext4.alloc.borrow_mut().allocate_blocks(&request)?;
             // allocate_blocks returns what it got when the disk fills: a file preallocated at
@@ -680,6 +693,14 @@ impl FileSystemOps for Ext4Ops {
         .into_iter()
         .map(|(name, value)| (format!("ext4.{name}"), value))
         .collect();
+        if fs.unwritten_conversions > 0 {
+            // Only runs that wrote back into unwritten extents (dioread_nolock) show these.
+            out.push((
+                "ext4.unwritten_conversions".into(),
+                fs.unwritten_conversions,
+            ));
+            out.push(("ext4.converted_blocks".into(), fs.converted_blocks));
+        }
         if fs.vct_commits > 0 {
             // Only runs with MobiFS's checkpointer show its counters.
             out.push(("ext4.vct_commits".into(), fs.vct_commits));

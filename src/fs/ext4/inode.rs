@@ -21,6 +21,9 @@
 //! otherwise. A speed-up of the simulator, not a kernel mechanism: results are identical
 //! (`vfs_tests::the_write_fast_paths_change_nothing_but_the_work_done`).
 //!
+//! Under `dioread_nolock` (5.6+ by default) writeback allocates unwritten extents, files no
+//! ordered data for them, and [`super::page_io`] converts them when their data I/O completes.
+//!
 //! Simplifications: one allocation handle per call from writeback (3.10 maps up to a chunk per
 //! handle, `EXT4_MAX_TRANS_DATA`); delayed-allocation reservations are counted in pages (no
 //! metadata reservation, no ENOSPC at write time); `i_disksize` moves to the end of each
@@ -272,6 +275,8 @@ impl Ext4 {
             pid: issuer.pid,
             cpu: 0,
             tid: handle.tid,
+            // dioread_nolock: EXT4_GET_BLOCKS_IO_CREATE_EXT (mpage_map_one_extent).
+            unwritten: self.writes_back_into_unwritten_extents(),
         };
         let allocated = self.alloc_mut(sim, |alloc| alloc.allocate_blocks(&request));
         let allocation = match allocated {
@@ -303,9 +308,12 @@ impl Ext4 {
             handle = self.mark_inode_dirty(sim, handle, ino, true).await;
         }
         // ext4_map_blocks files new blocks from Linux 4.7 (06bd3c36a733); 3.9-4.6, the papers'
-        // 3.10 included, file nothing here: `ordered_delalloc`.
+        // 3.10 included, file nothing here: `ordered_delalloc`. It never files unwritten ones
+        // (`!(map->m_flags & EXT4_MAP_UNWRITTEN)`): under dioread_nolock the commit does not
+        // wait for this data.
         if self.config.data == super::mount::DataMode::Ordered
             && self.config.ordered_delalloc(self.kernel.get())
+            && !request.unwritten
         {
             self.journal.file_inode(&handle, ino);
             if self.ordered_data_tracked.get() {

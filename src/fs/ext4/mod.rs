@@ -39,6 +39,7 @@ pub mod mount;
 pub mod namei;
 #[cfg(test)]
 mod ops_tests;
+pub mod page_io;
 pub mod vct;
 #[cfg(test)]
 mod vfs_tests;

@@ -121,6 +121,16 @@ pub struct Ext4Config {
     /// blocks in `ext4_map_blocks`). `true` or `false` sets it whatever the version (`true` is
     /// also Linux up to 3.8). Read it with [`Ext4Config::ordered_delalloc`].
     pub ordered_delalloc: Option<bool>,
+    /// `dioread_nolock` (`true`) or `dioread_lock` (`false`): buffered writeback allocates
+    /// delayed blocks as unwritten extents, files nothing as ordered data for them, and
+    /// converts them to written after the data I/O completes, in the `ext4-rsv-conversion`
+    /// work ([`super::page_io`]): a commit no longer waits for that data. Unset (default), the
+    /// version's behaviour ([`crate::kernel::KernelVersion::mounts_dioread_nolock_by_default`]):
+    /// off up to 5.5, on from 5.6 (244adf6426ee "ext4: make dioread_nolock the default"). It
+    /// has no effect with `data = "journal"` or `delalloc = false` (`ext4_should_dioread_nolock`;
+    /// the `delalloc` condition is c8980e1980cc, 5.6). Read it with
+    /// [`Ext4Config::dioread_nolock`].
+    pub dioread_nolock: Option<bool>,
     /// F2FS's mount options (`type = "f2fs"` only): `fsync_mode`, `background_gc`,
     /// `inline_data`, `inline_dentry`, `mode`, `active_logs`, `checkpoint_interval`,
     /// `f2fs_preset` ([`crate::fs::f2fs::F2fsOptions`]). `discard` and `barrier` above apply
@@ -152,6 +162,7 @@ impl Default for Ext4Config {
             delalloc: true,
             auto_da_alloc: true,
             ordered_delalloc: None,
+            dioread_nolock: None,
             fsync_mode: None,
             background_gc: None,
             inline_data: None,
@@ -179,6 +190,25 @@ impl Ext4Config {
     pub fn ordered_delalloc(&self, version: KernelVersion) -> bool {
         self.ordered_delalloc
             .unwrap_or_else(|| version.files_new_delalloc_blocks_as_ordered_data())
+    }
+
+    /// Whether `dioread_nolock` is set under Linux `version`: the `dioread_nolock` override if
+    /// set, else the version's default
+    /// ([`crate::kernel::KernelVersion::mounts_dioread_nolock_by_default`]).
+    pub fn dioread_nolock(&self, version: KernelVersion) -> bool {
+        self.dioread_nolock
+            .unwrap_or_else(|| version.mounts_dioread_nolock_by_default())
+    }
+
+    /// `ext4_should_dioread_nolock` for a regular file under Linux `version`: the option set,
+    /// and neither `data=journal` nor `nodelalloc` (c8980e1980cc, "ext4: disable dioread_nolock
+    /// whenever delayed allocation is disabled", 5.6; applied to every version here). Then
+    /// writeback allocates unwritten extents.
+    pub fn writes_back_into_unwritten_extents(&self, version: KernelVersion) -> bool {
+        self.kind == FsKind::Ext4
+            && self.dioread_nolock(version)
+            && self.data != DataMode::Journal
+            && self.delalloc
     }
 
     /// What ext4 under Linux `version` refuses at mount: `journal_async_commit` with
@@ -324,6 +354,10 @@ pub struct Ext4Stats {
     pub vct_commits: u64,
     /// VCTs whose handle had to restart in a second transaction (not atomic).
     pub vct_split: u64,
+    /// `dioread_nolock`: completed writeback bios whose unwritten extents the
+    /// `ext4-rsv-conversion` work converted, and the blocks they wrote.
+    pub unwritten_conversions: u64,
+    pub converted_blocks: u64,
 }
 
 /// A mounted ext4.
@@ -355,6 +389,12 @@ pub struct Ext4 {
     /// The last (inode, inode-table block) [`Ext4::inode_block`] answered (the layout never
     /// changes; inode 0 does not exist).
     last_inode_block: std::cell::Cell<(Ino, u64)>,
+    /// Completed writeback into unwritten extents awaiting conversion ([`super::page_io`]).
+    pub(crate) conversions: RefCell<std::collections::VecDeque<super::page_io::PendingConversion>>,
+    /// Wakes the `ext4-rsv-conversion` worker.
+    pub(crate) conversion_wake: crate::sim::sync::WaitQueue,
+    /// The worker's task, spawned at the first conversion.
+    pub(crate) conversion_worker: std::cell::Cell<Option<crate::sim::TaskId>>,
 }
 
 /// Largest discard bio: `blkdev_issue_discard` splits at the queue's `max_discard_sectors`
@@ -477,6 +517,9 @@ impl Ext4 {
             ordered_data_tracked: std::cell::Cell::new(false),
             crash: RefCell::new(None),
             last_inode_block: std::cell::Cell::new((0, 0)),
+            conversions: RefCell::new(std::collections::VecDeque::new()),
+            conversion_wake: crate::sim::sync::WaitQueue::new(),
+            conversion_worker: std::cell::Cell::new(None),
         });
         let checking = ext4.journal.checks_enabled();
         ext4.alloc.borrow_mut().record_events(checking);
