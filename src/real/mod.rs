@@ -42,6 +42,7 @@
 
 pub mod check;
 pub mod exec;
+pub mod fit;
 pub mod machine;
 pub mod trace;
 
@@ -312,6 +313,7 @@ fn run_apps(
 ) -> (Vec<exec::AppRun>, u64, u64, &'static str) {
     let stop = AtomicBool::new(false);
     let t0 = exec::now_ns();
+    let seed = scenario.seeds.first().copied().unwrap_or(1);
     let mut end = "duration";
     let apps = std::thread::scope(|scope| {
         let handles: Vec<_> = scenario
@@ -321,7 +323,7 @@ fn run_apps(
             .map(|(i, app)| {
                 let uid = app.uid.unwrap_or(10_000 + i as u32);
                 let stop = &stop;
-                scope.spawn(move || exec::run_app(app, uid, t0, root, stop))
+                scope.spawn(move || exec::run_app(app, uid, seed, t0, root, stop))
             })
             .collect();
         loop {
