@@ -412,20 +412,32 @@ enum DeviceCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Fit a profile to four measured numbers and print it as a scenario `[stack.device]` table.
+    /// Fit a profile to four measured numbers and print it as a scenario `[stack.device]` table;
+    /// with --measure, measure this machine's loop device (as `real` makes it) and fit to that.
     Fit {
         /// Sequential read bandwidth, e.g. 250MB/s.
-        #[arg(long, value_name = "BW")]
-        seq_read: String,
+        #[arg(long, value_name = "BW", required_unless_present = "measure")]
+        seq_read: Option<String>,
         /// Sequential write bandwidth, e.g. 125MB/s.
-        #[arg(long, value_name = "BW")]
-        seq_write: String,
+        #[arg(long, value_name = "BW", required_unless_present = "measure")]
+        seq_write: Option<String>,
         /// Random 4 KiB read IOPS, e.g. 11000.
-        #[arg(long, value_name = "IOPS")]
-        rand_read: String,
+        #[arg(long, value_name = "IOPS", required_unless_present = "measure")]
+        rand_read: Option<String>,
         /// Random 4 KiB write IOPS, e.g. 13000.
-        #[arg(long, value_name = "IOPS")]
-        rand_write: String,
+        #[arg(long, value_name = "IOPS", required_unless_present = "measure")]
+        rand_write: Option<String>,
+        /// Measure a loop device with direct I/O over an image on this machine's disk (needs
+        /// root; about half a minute): sequential 512 KiB at depth 32, random 4 KiB at depth 1
+        /// and 32, cache flushes; fit the random figures at depth 1 and take the flush.
+        #[arg(long, conflicts_with_all = ["seq_read", "seq_write", "rand_read", "rand_write"])]
+        measure: bool,
+        /// With --measure: the image's size (default 2GiB).
+        #[arg(long, value_name = "SIZE", requires = "measure")]
+        image: Option<String>,
+        /// With --measure: the image's directory (default $MOBISTACK_REAL_DIR, else /tmp).
+        #[arg(long, value_name = "DIR", requires = "measure")]
+        dir: Option<std::path::PathBuf>,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -761,12 +773,23 @@ fn cmd_device(command: DeviceCommand) -> ExitCode {
             json,
         ),
         DeviceCommand::Fit {
+            measure: true,
+            image,
+            dir,
+            json,
+            ..
+        } => cmd_device_fit_measure(image.as_deref(), dir, json),
+        DeviceCommand::Fit {
             seq_read,
             seq_write,
             rand_read,
             rand_write,
             json,
+            ..
         } => {
+            // clap requires the four without --measure.
+            let [seq_read, seq_write, rand_read, rand_write] =
+                [seq_read, seq_write, rand_read, rand_write].map(Option::unwrap_or_default);
             let fitted = with_spinner("device fit", || {
                 bench::fit_command(&seq_read, &seq_write, &rand_read, &rand_write)
             });
@@ -789,6 +812,38 @@ fn cmd_device(command: DeviceCommand) -> ExitCode {
             with_spinner("device latencies", bench::flush_discard_report),
             json,
         ),
+    }
+}
+
+/// `mobistack device fit --measure`: this machine's loop device, measured and fitted.
+fn cmd_device_fit_measure(
+    image: Option<&str>,
+    dir: Option<std::path::PathBuf>,
+    json: bool,
+) -> ExitCode {
+    let mut options = mobistack::real::fit::MeasureOptions::default();
+    if let Some(text) = image {
+        match mobistack::units::parse_size(text) {
+            Ok(size) if size >= 64 << 20 => options.size = size,
+            Ok(_) => {
+                eprintln!("error: --image {text}: at least 64MiB");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+            Err(e) => {
+                eprintln!("error: --image: {e}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        }
+    }
+    if let Some(dir) = dir {
+        options.dir = dir;
+    }
+    match mobistack::real::fit::fit_command(&options) {
+        Ok(report) => print_report(Ok(report), json),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_RUN_FAILED)
+        }
     }
 }
 

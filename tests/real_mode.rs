@@ -317,3 +317,79 @@ fn without_root_it_refuses_before_changing_anything() {
     assert!(stderr.contains("needs root"), "{stderr}");
     assert_eq!(machine_state(), before);
 }
+
+/// fio jobs (O_DIRECT random reads at depth 4 through libaio's submitters, a buffered
+/// sequential write) and a `file-read` app run in real mode (before: "not supported in real
+/// mode yet: fio"), each I/O an operation as the simulation records it, and the machine is put
+/// back.
+#[test]
+fn fio_jobs_and_file_reads_run_for_real() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_real_machine();
+    let before = machine_state();
+    let path = scenario(
+        "fio",
+        r#"
+name = "real-fio"
+seeds = [1]
+duration = "30s"
+end = "apps-done"
+
+[stack.kernel]
+version = "6.6"
+
+[stack.block]
+elevator = "none"
+
+[stack.fs]
+type = "ext4"
+discard = false
+
+[stack.vm]
+ram = "4GiB"
+
+[[app]]
+name = "rand"
+[app.workload.fio]
+direct = 1
+rw = "randread"
+bs = "4k"
+size = "16m"
+ioengine = "libaio"
+iodepth = 4
+
+[[app]]
+name = "seqw"
+[app.workload.fio]
+rw = "write"
+bs = "64k"
+size = "8m"
+
+[[app]]
+name = "gallery"
+[app.workload.file-read]
+path = "/data/media/g.db"
+file_size = "8MiB"
+io_size = "4KiB"
+pattern = "random"
+count = 50
+"#,
+    );
+    let (status, stdout, stderr) = mobistack(&["real", &path, "--image", "512MiB", "--json"]);
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(machine_state(), before, "the machine was not restored");
+    let results: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let run = &results["runs"][0];
+    let apps = &run["apps"];
+    // Not time-based: a job issues `size` / `bs` I/Os (src/block/fio.rs `next_io`).
+    assert_eq!(apps["rand"]["ops"]["read"]["count"], 4096, "{run}");
+    assert_eq!(apps["rand"]["counters"]["bytes"], 16 << 20);
+    assert_eq!(apps["seqw"]["ops"]["write"]["count"], 128, "{run}");
+    assert_eq!(apps["gallery"]["ops"]["read"]["count"], 50, "{run}");
+    assert!(apps["gallery"]["ops"]["open"].is_object(), "{run}");
+    // O_DIRECT reads bypass the page cache: each is a read request on the device.
+    let reads = run["counters"]["real.block.read_requests"]
+        .as_u64()
+        .unwrap();
+    assert!(reads >= 4096, "{reads} read requests: {run}");
+}

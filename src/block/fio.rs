@@ -907,11 +907,7 @@ impl JobState {
         target: Rc<dyn JobTarget>,
         hooks: impl Fn(u32) -> Rc<dyn IoHooks>,
     ) -> Vec<crate::sim::JoinHandle<()>> {
-        {
-            let mut stats = self.stats.borrow_mut();
-            stats.start_ns = sim.now();
-            stats.end_ns = sim.now();
-        }
+        self.begin(sim.now());
         (0..self.job.effective_iodepth())
             .map(|slot| {
                 let task = submitter(sim.clone(), self.clone(), target.clone(), hooks(slot));
@@ -920,8 +916,30 @@ impl JobState {
             .collect()
     }
 
-    /// The next I/O to issue, or `None` when the job is done.
-    fn next_io(&self, now: Nanos) -> Option<(IoOp, u64)> {
+    /// Marks the job as started at `now` (its runtime, rate and sample windows count from
+    /// here). [`JobState::spawn`] calls it; real mode (src/real/exec.rs) calls it for its
+    /// threads.
+    pub fn begin(&self, now: Nanos) {
+        let mut stats = self.stats.borrow_mut();
+        stats.start_ns = now;
+        stats.end_ns = now;
+    }
+
+    /// With `rate`: when the next I/O is due, the time at which the bytes issued so far have
+    /// been "paid for" (issue no faster than `rate`); `None` without a rate.
+    pub fn rate_due(&self) -> Option<Nanos> {
+        let rate = self.job.rate?;
+        let start = self.stats.borrow().start_ns;
+        Some(
+            start
+                + (u128::from(self.issued_bytes.get()) * u128::from(NS_PER_SEC) / u128::from(rate))
+                    as Nanos,
+        )
+    }
+
+    /// The next I/O to issue at `now` (its direction and offset in the device or file), or
+    /// `None` when the job is done.
+    pub fn next_io(&self, now: Nanos) -> Option<(IoOp, u64)> {
         let job = &self.job;
         if self.error.borrow().is_some() {
             return None;
@@ -958,8 +976,8 @@ impl JobState {
         Some((op, self.region_start + block * job.bs))
     }
 
-    /// Accounts one completed I/O.
-    fn completed(&self, op: IoOp, started: Nanos, times: IoTimes) {
+    /// Accounts one completed I/O that started at `started`.
+    pub fn completed(&self, op: IoOp, started: Nanos, times: IoTimes) {
         let mut stats = self.stats.borrow_mut();
         let window = ((times.completed_ns - stats.start_ns) / SAMPLE_WINDOW_NS) as usize;
         let bs = self.job.bs;
@@ -999,13 +1017,7 @@ async fn submitter(
         return;
     }
     loop {
-        if let Some(rate) = job.rate {
-            // Issue no faster than `rate`: the next I/O is due when the bytes issued so far have
-            // been "paid for".
-            let start = state.stats.borrow().start_ns;
-            let due = start
-                + (u128::from(state.issued_bytes.get()) * u128::from(NS_PER_SEC) / u128::from(rate))
-                    as Nanos;
+        if let Some(due) = state.rate_due() {
             if due > sim.now() {
                 sim.sleep(due - sim.now()).await;
             }

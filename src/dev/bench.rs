@@ -480,16 +480,28 @@ pub fn fit_profile(
     size: BenchSize,
     rounds: usize,
 ) -> Result<DeviceProfile, String> {
+    let depth = vendor_queue_depth(base);
+    fit_profile_at(base, targets, size, rounds, |_| depth)
+}
+
+/// [`fit_profile`] with each pattern's target measured at queue depth `depth(pattern)` (real
+/// mode's `device fit --measure` fits the random patterns at depth 1, src/real/fit.rs).
+pub fn fit_profile_at(
+    base: &DeviceProfile,
+    targets: &Published,
+    size: BenchSize,
+    rounds: usize,
+    depth: impl Fn(Pattern) -> usize,
+) -> Result<DeviceProfile, String> {
     let mut profile = base.clone();
     profile.published = targets.clone();
-    let depth = vendor_queue_depth(&profile);
     for _ in 0..rounds {
         let mut worst: f64 = 0.0;
         for pattern in Pattern::ALL {
             let Some(target) = pattern.published(targets) else {
                 continue;
             };
-            let measured = figure(pattern, &run(&profile, pattern, depth, size)?);
+            let measured = figure(pattern, &run(&profile, pattern, depth(pattern), size)?);
             worst = worst.max((measured / target - 1.0).abs());
             let ratio = (measured / target).clamp(0.5, 2.0);
             match pattern {
@@ -590,17 +602,23 @@ pub fn unreached_targets(report: &Value) -> Vec<String> {
     out
 }
 
-/// `mobistack device fit`: picks the closest built-in template (by host bus and queueing) and
-/// fits it to the four numbers. Returns the profile as a TOML `[stack.device.custom]` block and JSON.
-pub fn fit_report(targets: &Published) -> Result<(String, Value), String> {
+/// The built-in template closest to `targets` by host bus: `ufs-3.1` above 1000 MB/s of
+/// sequential reads, `ufs-2.1` above 330 MB/s, else `emmc-5.1`.
+pub fn fit_template(targets: &Published) -> &'static str {
     let seq_read = targets.seq_read_mbps.unwrap_or(0.0);
-    let template = if seq_read > 1000.0 {
+    if seq_read > 1000.0 {
         "ufs-3.1"
     } else if seq_read > 330.0 {
         "ufs-2.1"
     } else {
         "emmc-5.1"
-    };
+    }
+}
+
+/// `mobistack device fit`: picks the closest built-in template (by host bus and queueing) and
+/// fits it to the four numbers. Returns the profile as a TOML `[stack.device.custom]` block and JSON.
+pub fn fit_report(targets: &Published) -> Result<(String, Value), String> {
+    let template = fit_template(targets);
     let mut base = builtin_profile(template)?;
     base.name = "fitted".to_string();
     base.description = format!("fitted to user measurements from the {template} template");

@@ -4,9 +4,8 @@
 //! tolerance bands [`BANDS`] states.
 //!
 //! The simulated side runs the scenario as written (its `[stack.device]`; the validation
-//! scenarios use a profile fitted to this class of machine's virtio disk, with `fua = false`
-//! as a loop device has no FUA). Fitting a profile to this machine's disk by `device fit` from
-//! a short fio measurement, cached, is not done yet.
+//! scenarios use the profile `device fit --measure` fitted to this machine's loop device,
+//! src/real/fit.rs, pasted into them, with `fua = false` as a loop device has no FUA).
 //!
 //! Per-transaction figures are defined alike on both sides: writes are write bios with data
 //! (the simulation's account `writes`; real: `block_bio_queue` events with data inside the

@@ -9,11 +9,30 @@
 //! as in the simulation.
 //!
 //! Supported workloads: `seq-write` (without `install_to`), `fsync-write`, `ops`, `sqlite` with
-//! `statements` (through rusqlite's SQLite with the normal `unix` VFS, the scenario's pragmas).
-//! Paths are the scenario's, under the mount point.
+//! `statements` (through rusqlite's SQLite with the normal `unix` VFS, the scenario's pragmas),
+//! `file-read`, `fio` (not `rw=trim`/`randtrim`). Paths are the scenario's, under the mount
+//! point. The workloads' own choices come from their own code: `fio`'s I/Os from its
+//! [`JobState`] (src/block/fio.rs `next_io`, `rate_due`), `file-read`'s and `fsync-write`'s
+//! offsets from `FileReadConfig::next_read` / `FsyncWriteConfig::next_write`, each with the
+//! simulation's generator stream of the scenario's first seed ([`Rng::named`]), so a real run
+//! reads and writes the very offsets of the simulated run with that seed.
+//!
+//! `fio`: each of `numjobs` clones is a file (`FioJob::file_path`, laid out before the run
+//! like the simulation's buffered target: written, synced, dropped from the cache), opened
+//! with `O_DIRECT` when `direct=1`; each of the engine's `iodepth` slots
+//! (`FioJob::effective_iodepth`) is a thread doing `pread` / `pwrite` of `bs` bytes, as the
+//! simulation models an asynchronous engine's depth by that many submitters. One difference:
+//! the simulation sends `direct=1` I/O to the raw device at the region's offsets, real mode to
+//! the job's file on the mounted file system (writing the raw device under a mounted ext4
+//! would destroy it), so ext4's block mapping (and an overwrite's timestamp update) is in the
+//! real path.
 
+use crate::block::fio::{FioJob, JobState, RwMode};
+use crate::dev::IoOp;
 use crate::scenario::{AppConfig, WorkloadConfig};
-use crate::workload::file::{FsyncWriteConfig, SeqWriteConfig, WriteMode};
+use crate::sim::Rng;
+use crate::workload::file::{FileReadConfig, FsyncWriteConfig, SeqWriteConfig, WriteMode};
+use crate::workload::fio::FioWorkloadConfig;
 use crate::workload::ops::{OpenFlag, OpsConfig, Step, Transfer};
 use crate::workload::sqlite::SqliteConfig;
 use std::collections::BTreeMap;
@@ -65,13 +84,21 @@ pub fn check_supported(app: &AppConfig) -> Result<(), String> {
     let kind = match &app.workload {
         WorkloadConfig::SeqWrite(c) if c.install_to.is_none() => return Ok(()),
         WorkloadConfig::SeqWrite(_) => "seq-write with install_to",
-        WorkloadConfig::FsyncWrite(_) | WorkloadConfig::Ops(_) => return Ok(()),
+        WorkloadConfig::FsyncWrite(_) | WorkloadConfig::Ops(_) | WorkloadConfig::FileRead(_) => {
+            return Ok(())
+        }
         WorkloadConfig::Sqlite(c) if !c.statements.is_empty() => return Ok(()),
+        WorkloadConfig::Fio(c) => {
+            let job = c.job(name).map_err(|e| format!("app `{name}`: {e}"))?;
+            if matches!(job.rw, RwMode::Trim | RwMode::RandTrim) {
+                "fio with rw=trim or randtrim (a trim needs the raw device)"
+            } else {
+                return Ok(());
+            }
+        }
         WorkloadConfig::Sqlite(_) => "sqlite with benchmark or log (only statements)",
         WorkloadConfig::ToyIo(_) => "toy-io",
         WorkloadConfig::ToyLocks(_) => "toy-locks",
-        WorkloadConfig::Fio(_) => "fio",
-        WorkloadConfig::FileRead(_) => "file-read",
         WorkloadConfig::Video(_) => "video",
         WorkloadConfig::Filebench(_) => "filebench",
         WorkloadConfig::Replay(_) => "replay",
@@ -85,6 +112,9 @@ pub fn check_supported(app: &AppConfig) -> Result<(), String> {
 /// synced, dropped from the page cache: on disk, nothing cached, as the simulation's
 /// `populate`). Runs before the trace starts.
 pub fn prepare(apps: &[AppConfig], root: &Path) -> Result<(), String> {
+    // A file several apps preset is laid out once, by the first (the simulation's `populate`
+    // leaves an existing file as it is: EEXIST).
+    let mut laid_out = std::collections::BTreeSet::new();
     for app in apps {
         let mut paths: Vec<String> = Vec::new();
         let mut presets: Vec<(String, u64)> = Vec::new();
@@ -104,6 +134,16 @@ pub fn prepare(apps: &[AppConfig], root: &Path) -> Result<(), String> {
                 }
             }
             WorkloadConfig::Sqlite(c) => paths.push(c.database.clone()),
+            WorkloadConfig::FileRead(c) => {
+                paths.push(c.path.clone());
+                presets.push((c.path.clone(), c.file_size));
+            }
+            WorkloadConfig::Fio(c) => {
+                for (path, bytes) in fio_files(c, app.name.get_ref())? {
+                    paths.push(path.clone());
+                    presets.push((path, bytes));
+                }
+            }
             _ => {}
         }
         for path in &paths {
@@ -113,12 +153,47 @@ pub fn prepare(apps: &[AppConfig], root: &Path) -> Result<(), String> {
             }
         }
         for (path, size) in presets {
-            populate(&under(root, &path), size)?;
+            if laid_out.insert(path.clone()) {
+                populate(&under(root, &path), size)?;
+            }
         }
     }
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
     Ok(())
+}
+
+/// The jobs' clones of a `fio` app: each one's job (named as the simulation names it) and its
+/// file and size (the end of its region).
+fn fio_clones(config: &FioWorkloadConfig, app: &str) -> Result<Vec<(FioJob, u32)>, String> {
+    let job = config.job(app).map_err(|e| format!("app `{app}`: {e}"))?;
+    Ok((0..job.numjobs)
+        .map(|clone| {
+            let name = if job.numjobs > 1 {
+                format!("{app}.{clone}")
+            } else {
+                app.to_string()
+            };
+            (
+                FioJob {
+                    name,
+                    ..job.clone()
+                },
+                clone,
+            )
+        })
+        .collect())
+}
+
+/// The files a `fio` app's clones work on, with their sizes (`offset` + `size`).
+fn fio_files(config: &FioWorkloadConfig, app: &str) -> Result<Vec<(String, u64)>, String> {
+    Ok(fio_clones(config, app)?
+        .into_iter()
+        .map(|(job, clone)| {
+            let bytes = job.offset + job.size.unwrap_or(0);
+            (job.file_path(clone), bytes)
+        })
+        .collect())
 }
 
 fn populate(path: &Path, size: u64) -> Result<(), String> {
@@ -171,10 +246,12 @@ fn step_paths(step: &Step) -> Vec<&str> {
     }
 }
 
-/// How an app's thread runs: its record, the mount point, the stop flag.
+/// How an app's thread runs: its record, the mount point, the stop flag, the seed of the
+/// workloads' generators.
 struct Ctx<'a> {
     root: &'a Path,
     stop: &'a AtomicBool,
+    seed: u64,
     run: AppRun,
 }
 
@@ -182,6 +259,39 @@ struct Ctx<'a> {
 struct Failed;
 
 impl Ctx<'_> {
+    /// A context for another thread of the same app: an empty record of the same app.
+    fn thread(&self) -> Ctx<'_> {
+        Ctx {
+            root: self.root,
+            stop: self.stop,
+            seed: self.seed,
+            run: AppRun {
+                name: self.run.name.clone(),
+                uid: self.run.uid,
+                ..AppRun::default()
+            },
+        }
+    }
+
+    /// Adds what another thread of the app recorded.
+    fn absorb(&mut self, run: AppRun) {
+        self.run.samples.extend(run.samples);
+        for (counter, n) in run.counters {
+            self.add(&counter, n);
+        }
+        self.run.transactions.extend(run.transactions);
+        self.run.transactions.sort_unstable();
+        if self.run.failure.is_none() {
+            self.run.failure = run.failure;
+        }
+        self.run.warnings.extend(run.warnings);
+    }
+
+    /// The simulation's generator stream `name` of the scenario's first seed.
+    fn rng(&self, stream: &str) -> Rng {
+        Rng::named(self.seed, stream)
+    }
+
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
@@ -298,11 +408,20 @@ fn set_priorities(app: &AppConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs app `app` from `t0` (+ its start) until its workload ends or `stop` is set.
-pub fn run_app(app: &AppConfig, uid: u32, t0: u64, root: &Path, stop: &AtomicBool) -> AppRun {
+/// Runs app `app` from `t0` (+ its start) until its workload ends or `stop` is set; `seed` is
+/// the scenario's first seed (the workloads' generators).
+pub fn run_app(
+    app: &AppConfig,
+    uid: u32,
+    seed: u64,
+    t0: u64,
+    root: &Path,
+    stop: &AtomicBool,
+) -> AppRun {
     let mut ctx = Ctx {
         root,
         stop,
+        seed,
         run: AppRun {
             name: app.name.get_ref().clone(),
             uid,
@@ -322,6 +441,8 @@ pub fn run_app(app: &AppConfig, uid: u32, t0: u64, root: &Path, stop: &AtomicBoo
         WorkloadConfig::FsyncWrite(c) => fsync_write(&mut ctx, c),
         WorkloadConfig::Ops(c) => ops(&mut ctx, c),
         WorkloadConfig::Sqlite(c) => sqlite(&mut ctx, c),
+        WorkloadConfig::FileRead(c) => file_read(&mut ctx, c),
+        WorkloadConfig::Fio(c) => fio(&mut ctx, c),
         _ => Ok(()), // refused by check_supported before the run
     };
     ctx.run
@@ -350,6 +471,11 @@ impl AlignedBuffer {
         // SAFETY: the blocks are `len.div_ceil(4096) * 4096` initialised bytes, `len` of them
         // viewed; `Block` is plain bytes with no padding.
         unsafe { std::slice::from_raw_parts(self.blocks.as_ptr().cast::<u8>(), self.len) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `bytes`, exclusively borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.blocks.as_mut_ptr().cast::<u8>(), self.len) }
     }
 }
 
@@ -395,15 +521,6 @@ fn seq_write(ctx: &mut Ctx, config: &SeqWriteConfig) -> Result<(), Failed> {
     })
 }
 
-/// A small xorshift for `fsync-write`'s random offsets (the simulation draws from its seeded
-/// generator; the offsets differ, their distribution does not).
-fn next_random(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
-
 /// `fsync-write`: src/workload/file.rs `fsync_write`.
 fn fsync_write(ctx: &mut Ctx, config: &FsyncWriteConfig) -> Result<(), Failed> {
     let path = ctx.path(&config.path);
@@ -416,18 +533,13 @@ fn fsync_write(ctx: &mut Ctx, config: &FsyncWriteConfig) -> Result<(), Failed> {
             .open(&path)
     })?;
     let buffer = vec![0u8; config.io_size as usize];
-    let slots = config.region / config.io_size;
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(ctx.run.uid);
+    let mut rng = ctx.rng(&format!("fsync-write/{}", ctx.run.name));
     let (mut done, mut end) = (0u64, 0u64);
     while !ctx.stopped() && config.count.is_none_or(|c| done < c) {
         if config.think > 0 && !ctx.sleep(config.think) {
             break;
         }
-        let at = if slots == 0 {
-            end
-        } else {
-            next_random(&mut rng) % slots * config.io_size
-        };
+        let at = config.next_write(end, &mut rng);
         let start = now_ns();
         ctx.timed("write", || file.write_all_at(&buffer, at))?;
         end = end.max(at + config.io_size);
@@ -445,6 +557,185 @@ fn fsync_write(ctx: &mut Ctx, config: &FsyncWriteConfig) -> Result<(), Failed> {
         drop(file);
         Ok(())
     })
+}
+
+/// `file-read`: src/workload/file.rs `file_read`.
+fn file_read(ctx: &mut Ctx, config: &FileReadConfig) -> Result<(), Failed> {
+    let path = ctx.path(&config.path);
+    let mut options = OpenOptions::new();
+    options.read(true);
+    if config.direct {
+        options.custom_flags(libc::O_DIRECT);
+    }
+    let file = ctx.timed("open", || options.open(&path))?;
+    let mut rng = ctx.rng(&format!("file-read/{}", ctx.run.name));
+    let mut buffer = AlignedBuffer::new(config.io_size as usize);
+    let (mut done, mut offset) = (0u64, 0u64);
+    while !ctx.stopped() && config.count.is_none_or(|c| done < c) {
+        let Some(at) = config.next_read(offset, &mut rng) else {
+            break;
+        };
+        if config.think > 0 && !ctx.sleep(config.think) {
+            break;
+        }
+        let head = buffer.bytes_mut();
+        let n = ctx.timed("read", || file.read_at(head, at))? as u64;
+        ctx.add("bytes", n);
+        offset = at + n.max(1);
+        done += 1;
+    }
+    // The simulated app's close is not an operation of its results (`note`, not `syscall`).
+    drop(file);
+    Ok(())
+}
+
+/// `fio`: src/workload/fio.rs `start` (one job per app, `numjobs` clones, each with
+/// `effective_iodepth` submitters), every clone on its own file (module doc).
+fn fio(ctx: &mut Ctx, config: &FioWorkloadConfig) -> Result<(), Failed> {
+    let clones = match fio_clones(config, &ctx.run.name) {
+        Ok(clones) => clones,
+        Err(message) => {
+            ctx.run.failure = Some((now_ns(), message));
+            return Err(Failed);
+        }
+    };
+    let runs: Vec<AppRun> = std::thread::scope(|scope| {
+        let parent = &*ctx;
+        let handles: Vec<_> = clones
+            .into_iter()
+            .map(|(job, clone)| scope.spawn(move || fio_clone(parent, job, clone)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a fio thread does not panic"))
+            .collect()
+    });
+    for run in runs {
+        ctx.absorb(run);
+    }
+    Ok(())
+}
+
+/// One clone of a fio job: its file opened as fio opens it, and one thread per slot of its
+/// engine's depth sharing the job's state.
+fn fio_clone(parent: &Ctx, job: FioJob, clone: u32) -> Vec<AppRun> {
+    let mut ctx = parent.thread();
+    let path = ctx.path(&job.file_path(clone));
+    let writes = !matches!(job.rw, RwMode::Read | RwMode::RandRead);
+    let mut options = OpenOptions::new();
+    options.read(true).write(writes);
+    if job.direct {
+        options.custom_flags(libc::O_DIRECT);
+    }
+    // Not an operation: the simulated job opens its file in `prepare`, untimed.
+    let file = match options.open(&path) {
+        Ok(file) => file,
+        Err(e) => {
+            let name = errno_name(e.raw_os_error().unwrap_or(0));
+            ctx.add(&format!("errno.{name}"), 1);
+            ctx.run.failure = Some((now_ns(), format!("open {}: {e}", path.display())));
+            return vec![ctx.run];
+        }
+    };
+    let rng = ctx.rng(&format!("fio/{}", job.name));
+    let depth = job.effective_iodepth();
+    let ioprio = job.ioprio;
+    let state = match JobState::new(job, 0, ctx.run.uid, &ctx.run.name, u64::MAX, rng) {
+        Ok(state) => std::sync::Mutex::new(state),
+        Err(message) => {
+            ctx.run.failure = Some((now_ns(), message));
+            return vec![ctx.run];
+        }
+    };
+    state.lock().expect("not poisoned").begin(now_ns());
+    let failed = AtomicBool::new(false);
+    let mut runs: Vec<AppRun> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..depth)
+            .map(|_| {
+                let (ctx, state, file, failed) = (ctx.thread(), &state, &file, &failed);
+                scope.spawn(move || fio_submitter(ctx, state, file, ioprio, failed))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a fio thread does not panic"))
+            .collect()
+    });
+    drop(file);
+    runs.push(ctx.run);
+    runs
+}
+
+/// One submitter of a fio job clone: the job's next I/O (paced by its `rate`) until it is
+/// done, the run stops or another submitter failed (fio stops a job on its first error).
+fn fio_submitter(
+    mut ctx: Ctx,
+    state: &std::sync::Mutex<JobState>,
+    file: &File,
+    ioprio: crate::task::IoPrio,
+    failed: &AtomicBool,
+) -> AppRun {
+    if let Err(message) = set_job_ioprio(ioprio) {
+        ctx.run.failure = Some((now_ns(), message));
+        failed.store(true, Ordering::Relaxed);
+        return ctx.run;
+    }
+    let bs = state.lock().expect("not poisoned").job.bs;
+    let mut buffer = AlignedBuffer::new(bs as usize);
+    while !ctx.stopped() && !failed.load(Ordering::Relaxed) {
+        let due = state.lock().expect("not poisoned").rate_due();
+        if let Some(due) = due {
+            if !ctx.sleep(due.saturating_sub(now_ns())) {
+                break;
+            }
+        }
+        let next = state.lock().expect("not poisoned").next_io(now_ns());
+        let Some((op, offset)) = next else {
+            break;
+        };
+        let result = match op {
+            IoOp::Read => {
+                let head = buffer.bytes_mut();
+                ctx.timed("read", || file.read_at(head, offset))
+            }
+            _ => {
+                let data = buffer.bytes();
+                ctx.timed("write", || file.write_at(data, offset))
+            }
+        };
+        match result {
+            Ok(n) => ctx.add("bytes", n as u64),
+            Err(Failed) => {
+                failed.store(true, Ordering::Relaxed);
+                break;
+            }
+        }
+    }
+    ctx.run
+}
+
+/// A fio job's `prio` / `prioclass` on the calling thread (`ioprio_set`, as fio sets it per
+/// job); nothing for class NONE (the app's own priority, inherited by the thread, applies).
+fn set_job_ioprio(ioprio: crate::task::IoPrio) -> Result<(), String> {
+    use crate::task::IoPrioClass;
+    let class = match ioprio.class {
+        IoPrioClass::None => return Ok(()),
+        IoPrioClass::Rt => 1,
+        IoPrioClass::Be => 2,
+        IoPrioClass::Idle => 3,
+    };
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    let value = (class << 13) | i32::from(ioprio.level);
+    // SAFETY: ioprio_set(IOPRIO_WHO_PROCESS = 1, tid, value).
+    if unsafe { libc::syscall(libc::SYS_ioprio_set, 1, tid, value) } != 0 {
+        return Err(format!(
+            "fio ioprio_set(class {class}, level {}): {}",
+            ioprio.level,
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 fn open_options(flags: &[OpenFlag]) -> OpenOptions {

@@ -419,6 +419,40 @@ impl Machine {
         Ok(machine)
     }
 
+    /// A bare loop device with direct I/O over an image of `size` bytes in `dir`, its queue
+    /// under `none` (what `device fit --measure` probes, src/real/fit.rs). Needs root and
+    /// loop devices; undone like a run's set-up.
+    pub fn bare_loop(dir: &Path, size: u64, tag: &str) -> Result<Machine, RealError> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(RealError::new(
+                "measuring a loop device needs root (losetup): run it with sudo",
+            ));
+        }
+        if find_program("losetup").is_none() || !Path::new("/dev/loop-control").exists() {
+            return Err(RealError::new(
+                "no loop devices: `losetup` (util-linux) and /dev/loop-control are needed",
+            ));
+        }
+        let free = free_bytes(dir)?;
+        if free < size + (1 << 30) {
+            return Err(RealError::new(format!(
+                "{} has {} MiB free; the image needs {} MiB and 1 GiB to spare",
+                dir.display(),
+                free >> 20,
+                size >> 20
+            )));
+        }
+        let mut machine = Machine::new();
+        let work = dir.join(format!("mobistack-real-{tag}"));
+        machine.make_dir(&work)?;
+        let dev = machine.attach_image(&work.join("probe.img"), size)?;
+        // The loop device is this run's own and is detached at the end: no undo.
+        write_value(&dev.queue_attr("scheduler"), "none").map_err(RealError::new)?;
+        machine.devices.push(dev);
+        Ok(machine)
+    }
+
     fn make_dir(&mut self, dir: &Path) -> Result<(), RealError> {
         std::fs::create_dir(dir)
             .map_err(|e| RealError::new(format!("mkdir {}: {e}", dir.display())))?;

@@ -21,20 +21,22 @@
 //!   RAM and ratios (or its byte values), `dirty_expire_centisecs`,
 //!   `dirty_writeback_centisecs`;
 //! - apps' `start`, `nice` and `ioprio`; workloads `seq-write` (no `install_to`),
-//!   `fsync-write`, `ops`, `sqlite` with `statements`;
+//!   `fsync-write`, `ops`, `sqlite` with `statements`, `file-read`, `fio` (not trims), their
+//!   I/Os and offsets from the workloads' own code and generator streams ([`exec`]);
 //! - block events (`block_bio_queue`, `block_rq_insert`, `block_rq_issue`,
 //!   `block_rq_complete`) of the run's devices, per-transaction block writes and flushes,
 //!   blkparse text (`--blktrace`).
 //!
 //! Not supported yet (refused with a message naming it, before anything is changed): the
-//! workloads `fio`, `file-read`, `video`, `filebench`, `replay`, `toy-*`, `sqlite` with
-//! `benchmark` or `log`, `seq-write` with `install_to`; timelines; F2FS and simplefs;
+//! workloads `video`, `filebench`, `replay`, `toy-*`, `sqlite` with `benchmark` or `log`,
+//! `seq-write` with `install_to`, `fio` trims; timelines; F2FS and simplefs;
 //! MobiFS, QASIO, FastTrack; cgroups and `io_policy`; the user model. Not applied: the page
 //! cache bounded by a memory cgroup to the scenario's RAM (the machine's whole memory caches;
 //! only the dirty limits follow the scenario), `[stack.cpu]` and `[stack.kernel]` (the
 //! machine's own), `[stack.device]` (the device is the loop device over this machine's disk),
-//! the scheduler tunables beyond those listed, SQLite's `sync_call` (the bundled library's
-//! choice) and `fsync-write`'s exact random offsets (same distribution, another generator).
+//! the scheduler tunables beyond those listed and SQLite's `sync_call` (the bundled library's
+//! choice). `device fit --measure` ([`fit`]) measures the loop device and fits a profile for
+//! the simulated side.
 //!
 //! Safety of the machine: [`machine::Machine`] undoes every change in reverse order on
 //! success, on error, on panic and on SIGINT/SIGTERM (a handler sets [`stop_flag`], which the
@@ -43,6 +45,7 @@
 
 pub mod check;
 pub mod exec;
+pub mod fit;
 pub mod machine;
 pub mod trace;
 
@@ -313,6 +316,7 @@ fn run_apps(
 ) -> (Vec<exec::AppRun>, u64, u64, &'static str) {
     let stop = AtomicBool::new(false);
     let t0 = exec::now_ns();
+    let seed = scenario.seeds.first().copied().unwrap_or(1);
     let mut end = "duration";
     let apps = std::thread::scope(|scope| {
         let handles: Vec<_> = scenario
@@ -322,7 +326,7 @@ fn run_apps(
             .map(|(i, app)| {
                 let uid = app.uid.unwrap_or(10_000 + i as u32);
                 let stop = &stop;
-                scope.spawn(move || exec::run_app(app, uid, t0, root, stop))
+                scope.spawn(move || exec::run_app(app, uid, seed, t0, root, stop))
             })
             .collect();
         loop {

@@ -197,6 +197,19 @@ pub struct FileReadConfig {
 }
 
 impl FileReadConfig {
+    /// The offset of the next read, the previous one having ended at `offset` (0 at first):
+    /// `offset` itself when sequential (`None` at the end of the file), else a uniform random
+    /// `io_size`-aligned offset drawn from `rng`. Shared by the simulated app and real mode.
+    pub fn next_read(&self, offset: u64, rng: &mut crate::sim::Rng) -> Option<u64> {
+        match self.pattern {
+            ReadPattern::Sequential => (offset < self.file_size).then_some(offset),
+            ReadPattern::Random => {
+                let slots = (self.file_size / self.io_size).max(1);
+                Some(rng.below(slots) * self.io_size)
+            }
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         check_path("file-read", &self.path)?;
         check_io("file-read", self.io_size)?;
@@ -279,6 +292,16 @@ pub struct FsyncWriteConfig {
 }
 
 impl FsyncWriteConfig {
+    /// The offset of the next write, the writes so far having ended at `end`: a uniform random
+    /// `io_size`-aligned slot of `region` drawn from `rng`, or `end` (appending) without a
+    /// region. Shared by the simulated app and real mode.
+    pub fn next_write(&self, end: u64, rng: &mut crate::sim::Rng) -> u64 {
+        match self.region / self.io_size {
+            0 => end,
+            slots => rng.below(slots) * self.io_size,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         check_path("fsync-write", &self.path)?;
         check_io("fsync-write", self.io_size)
@@ -462,20 +485,15 @@ pub async fn file_read(ctx: AppContext, config: FileReadConfig) {
     };
     let mut rng = sim.rng(&format!("file-read/{}", ctx.name));
     let mut buffer = vec![0u8; config.io_size as usize];
-    let slots = (config.file_size / config.io_size).max(1);
     let mut done = 0u64;
     let mut offset = 0u64;
     while !ctx.is_stopped() && config.count.is_none_or(|c| done < c) {
-        if config.pattern == ReadPattern::Sequential && offset >= config.file_size {
+        let Some(at) = config.next_read(offset, &mut rng) else {
             break;
-        }
+        };
         if config.think > 0 {
             sim.sleep(config.think).await;
         }
-        let at = match config.pattern {
-            ReadPattern::Sequential => offset,
-            ReadPattern::Random => rng.below(slots) * config.io_size,
-        };
         let read = vfs.pread(&sim, &process, fd, &mut buffer, at);
         let Some(n) = syscall(&ctx, "read", read).await else {
             break;
@@ -553,18 +571,13 @@ pub async fn fsync_write(ctx: AppContext, config: FsyncWriteConfig) {
     };
     let mut rng = sim.rng(&format!("fsync-write/{}", ctx.name));
     let buffer = vec![0u8; config.io_size as usize];
-    let slots = config.region / config.io_size;
     let mut done = 0u64;
     let mut end = 0u64;
     while !ctx.is_stopped() && config.count.is_none_or(|c| done < c) {
         if config.think > 0 {
             sim.sleep(config.think).await;
         }
-        let at = if slots == 0 {
-            end
-        } else {
-            rng.below(slots) * config.io_size
-        };
+        let at = config.next_write(end, &mut rng);
         let write = vfs.pwrite(&sim, &process, fd, &buffer, at);
         if syscall(&ctx, "write", write).await.is_none() {
             break;
