@@ -1174,6 +1174,41 @@ mod tests {
         );
     }
 
+    /// M1 scaled down (20 iterations beside a 64 MiB background write) run under `seed`: the
+    /// foreground's fsync mean and the background's throughput.
+    fn small_m1(seed: Option<u64>) -> (f64, f64) {
+        let source = crate::scenario::source("qasio/m1")
+            .unwrap()
+            .replacen("count = 500", "count = 20", 1)
+            .replacen("size = \"8GiB\"", "size = \"64MiB\"", 1);
+        let s = crate::scenario::parse("m1-small.toml", &source).unwrap();
+        let options = ReproduceOptions {
+            seed,
+            ..Default::default()
+        };
+        let s = builtin_variant(&s, "none");
+        let runs = run_all(&s, &options).unwrap();
+        let run = runs.get("none");
+        (op_ms(run, "m1", "fsync", false), mb_per_s(run, "bgwrite"))
+    }
+
+    /// `s` with only its variant `name`.
+    fn builtin_variant(s: &scenario::Scenario, name: &str) -> scenario::Scenario {
+        let mut s = s.clone();
+        s.variants.retain(|v| v.name == name);
+        s
+    }
+
+    #[test]
+    fn seeds_change_the_workload_s_figures_and_the_default_is_the_scenario_s_own_run() {
+        let own = small_m1(None);
+        assert_eq!(own, small_m1(None), "deterministic");
+        let (one, two) = (small_m1(Some(1)), small_m1(Some(2)));
+        assert_ne!(one, two, "seeds 1 and 2 ran the same workload");
+        assert_ne!(one, own);
+        assert_eq!(one, small_m1(Some(1)), "a seed is deterministic");
+    }
+
     #[test]
     fn seeds_parse_as_a_count_or_a_list_and_bad_ones_are_errors() {
         assert_eq!(parse_seeds("3").unwrap(), vec![1, 2, 3]);
