@@ -6,7 +6,7 @@
 //! the subregion scheduler and its bandwidth reservation. `--quick`: CFQ and the subregion
 //! scheduler only, 1080p only.
 
-use super::{run_all, Headline, ReproduceOptions, Reproduction, Table, TableRow};
+use super::{run_all, Headline, ReproduceOptions, Reproduction, Statistic, Table, TableRow};
 use crate::scenario;
 
 /// Table 7.1: (personality, the thesis's gain of its scheduler over CFQ in ops/s, %).
@@ -55,12 +55,12 @@ fn filebench_scenario(personality: &str, elevators: &[&str]) -> String {
 fn run_filebench(
     personality: &str,
     elevators: &[&str],
-    threads: usize,
+    options: &ReproduceOptions,
 ) -> Result<Vec<f64>, String> {
     let source = filebench_scenario(personality, elevators);
     let s = scenario::parse(&format!("context-aware-{personality}.toml"), &source)
         .map_err(|e| e.to_string())?;
-    let runs = run_all(&s, threads)?;
+    let runs = run_all(&s, options)?;
     Ok(elevators
         .iter()
         .map(|elevator| {
@@ -73,14 +73,14 @@ fn run_filebench(
 }
 
 /// The video player's rows: (variant, late frames, frames, frame p50 ms, p99 ms, max ms).
-fn run_video(bitrate: &str, threads: usize) -> Result<Vec<(String, [f64; 5])>, String> {
+fn run_video(bitrate: &str, options: &ReproduceOptions) -> Result<Vec<(String, [f64; 5])>, String> {
     let source = scenario::builtin::find("context-aware/video-ioread")
         .ok_or("no context-aware/video-ioread")?
         .source
         .replace("bitrate = \"1MB/s\"", &format!("bitrate = \"{bitrate}\""));
     let s = scenario::parse("video-ioread.toml", &source).map_err(|e| e.to_string())?;
     let names: Vec<String> = s.variants.iter().map(|v| v.name.clone()).collect();
-    let runs = run_all(&s, threads)?;
+    let runs = run_all(&s, options)?;
     Ok(names
         .into_iter()
         .map(|name| {
@@ -114,14 +114,15 @@ pub(super) fn context_aware(
             "filebench {personality} ({})",
             elevators.join(", ")
         ));
-        let ops = run_filebench(personality, elevators, options.threads)?;
-        headlines.push(Headline {
-            what: format!("{personality} ops/s, CFQ -> subregion scheduler (SATA SSD)"),
-            source: "Table 7.1",
-            unit: "ops/s",
-            paper: (100.0, 100.0 + gain),
-            simulated: (ops[0], ops[1]),
-        });
+        let ops = run_filebench(personality, elevators, options)?;
+        headlines.push(Headline::relative(
+            format!("{personality} ops/s, CFQ -> subregion scheduler (SATA SSD)"),
+            "Table 7.1",
+            "ops/s",
+            Statistic::Throughput,
+            100.0 + gain,
+            (ops[0], ops[1]),
+        ));
         rows.push(TableRow {
             label: personality.to_string(),
             values: ops.iter().map(|&v| Some(v)).collect(),
@@ -141,7 +142,7 @@ pub(super) fn context_aware(
     };
     for (label, bitrate) in bitrates {
         progress(&format!("video {label} under IOREAD"));
-        let rows = run_video(bitrate, options.threads)?
+        let rows = run_video(bitrate, options)?
             .into_iter()
             .map(|(name, values)| TableRow {
                 label: name,
@@ -159,12 +160,12 @@ pub(super) fn context_aware(
             rows,
         });
     }
-    Ok(Reproduction {
-        paper: "context-aware".into(),
-        quick: options.quick,
+    Ok(Reproduction::new(
+        "context-aware",
+        options.quick,
         headlines,
         tables,
-    })
+    ))
 }
 
 #[cfg(test)]

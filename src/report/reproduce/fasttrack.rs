@@ -7,7 +7,7 @@
 //! app's operation that the user waits for: a Gallery launch or a Game load (one `iteration`),
 //! a Camera switch (its `fsync`). `--quick`: the Nexus 6 only.
 
-use super::{run_all, Headline, ReproduceOptions, Reproduction, Runs, Table, TableRow};
+use super::{run_all, Headline, ReproduceOptions, Reproduction, Runs, Statistic, Table, TableRow};
 use crate::scenario;
 
 /// The FG x BG scenarios: (built-in name, label, foreground app, its measured operation).
@@ -105,7 +105,7 @@ fn run_combo(
     profile: &str,
     queue_depth: Option<usize>,
     lock: crate::mm::PageCacheLock,
-    threads: usize,
+    options: &ReproduceOptions,
 ) -> Result<Cell, String> {
     let base = scenario::load(name).map_err(|e| e.to_string())?;
     let retarget = |mut s: scenario::Scenario| {
@@ -124,7 +124,7 @@ fn run_combo(
     alone.variants.retain(|v| v.name == "fg+bg");
     alone.variants[0].name = "fg-only".into();
     let alone = retarget(alone);
-    let (together, alone) = (run_all(&together, threads)?, run_all(&alone, threads)?);
+    let (together, alone) = (run_all(&together, options)?, run_all(&alone, options)?);
     let mean_ms = |runs: &Runs, variant: &str| {
         runs.get(variant).apps[app]
             .ops
@@ -173,7 +173,7 @@ fn run_fig12(
     app: &str,
     op: &str,
     lock: crate::mm::PageCacheLock,
-    threads: usize,
+    options: &ReproduceOptions,
 ) -> Result<Vec<f64>, String> {
     let mut s = scenario::load(name).map_err(|e| e.to_string())?;
     let find = |s: &scenario::Scenario, name: &str| {
@@ -200,7 +200,7 @@ fn run_fig12(
             v.stack.vm.page_cache_lock = lock;
         }
     }
-    let (together, solo) = (run_all(&s, threads)?, run_all(&solo, threads)?);
+    let (together, solo) = (run_all(&s, options)?, run_all(&solo, options)?);
     let mut values: Vec<f64> = FIG12_VERSIONS
         .iter()
         .map(|&version| {
@@ -233,12 +233,11 @@ const LAYER_VERSIONS: [(&str, &str, bool); 3] = [
 /// Camera's switch (`fsync`) under Update on the N6 (`linux` locking), split by layer from the
 /// recorded timeline, with C_fg (FastTrack §2.3): one row per [`LAYER_VERSIONS`]: mean ms of
 /// the switch, then of each layer, then C_fg and the timeline records dropped.
-fn run_layers(threads: usize) -> Result<Vec<TableRow>, String> {
+fn run_layers(options: &ReproduceOptions) -> Result<Vec<TableRow>, String> {
     let base = scenario::load("fasttrack/camera-update").map_err(|e| e.to_string())?;
-    let options = crate::run::RunOptions {
-        threads,
+    let run_options = crate::run::RunOptions {
         timeline: Some(crate::sim::timeline::TimelineConfig::without_counters()),
-        ..Default::default()
+        ..options.run_options()
     };
     let mut rows = Vec::new();
     for (label, variant, with_background) in LAYER_VERSIONS {
@@ -251,7 +250,8 @@ fn run_layers(threads: usize) -> Result<Vec<TableRow>, String> {
         for v in &mut s.variants {
             v.stack.device.profile = PHONES[0].1.to_string();
         }
-        let results = crate::run::run_scenario(&s, &options).map_err(|e| e.to_string())?;
+        let results = crate::run::run_scenario(&options.scenario(&s), &run_options)
+            .map_err(|e| e.to_string())?;
         let run = &results.runs[0];
         let timeline = run
             .timeline
@@ -281,7 +281,12 @@ fn run_layers(threads: usize) -> Result<Vec<TableRow>, String> {
 /// Today's answer on a UFS phone beside FastTrack (issue 13): each combination's `fg+bg` on the
 /// S6 with BFQ, Android's task profiles and UFS command priority, then with FastT on top.
 /// Returns (FG+BG, production, production + FastT, FastT) mean response times in ms.
-fn run_production(name: &str, app: &str, op: &str, threads: usize) -> Result<[f64; 4], String> {
+fn run_production(
+    name: &str,
+    app: &str,
+    op: &str,
+    options: &ReproduceOptions,
+) -> Result<[f64; 4], String> {
     let mut s = scenario::load(name).map_err(|e| e.to_string())?;
     let base = s
         .variants
@@ -312,7 +317,7 @@ fn run_production(name: &str, app: &str, op: &str, threads: usize) -> Result<[f6
         v.stack.device.profile = "ufs-2.0".into();
     }
     s.variants = variants;
-    let runs = run_all(&s, threads)?;
+    let runs = run_all(&s, options)?;
     let ms = |variant: &str| {
         runs.get(variant).apps[app]
             .ops
@@ -396,13 +401,13 @@ pub fn many_bg_scenario(n: usize) -> Result<String, String> {
 
 /// Figure 13 analogue: Camera's switch with `n` background apps ([`many_bg_scenario`]), on the
 /// N6 under the kernel's locking. Returns the FG+BG, FastT and FastT + QASIO mean ms.
-fn run_many_bg(n: usize, threads: usize) -> Result<[f64; 3], String> {
+fn run_many_bg(n: usize, options: &ReproduceOptions) -> Result<[f64; 3], String> {
     let source = many_bg_scenario(n)?;
     let mut s =
         scenario::parse(&format!("camera-{n}-bg.toml"), &source).map_err(|e| e.to_string())?;
     s.variants
         .retain(|v| matches!(v.name.as_str(), "fg+bg" | "fastt" | "fastt+qasio"));
-    let runs = run_all(&s, threads)?;
+    let runs = run_all(&s, options)?;
     let ms = |variant: &str| {
         runs.get(variant).apps["camera"]
             .ops
@@ -445,7 +450,7 @@ pub(super) fn fasttrack(
                     profile,
                     queue_depth,
                     lock,
-                    options.threads,
+                    options,
                 )?);
             }
             by_lock.push(cells);
@@ -459,58 +464,64 @@ pub(super) fn fasttrack(
         .map(|c| c.of("fg+bg") / c.of("fg-only").max(1e-9))
         .fold(0.0f64, f64::max);
     let mut headlines = vec![
-        Headline {
-            what: "worst FG+BG slowdown over FG-only, six FG/BG pairs, N6".into(),
-            source: "§5, Figure 10 (FG+BG up to x19.5 over FG-only)",
-            unit: "x FG-only",
-            paper: (1.0, 19.5),
-            simulated: (1.0, slowdown),
-        },
-        Headline {
-            what: "FastT- over FG+BG, mean of the six pairs, N6".into(),
-            source: "§5.1 (FastT- -74 % on average)",
-            unit: "% of FG+BG",
-            paper: (100.0, 26.0),
-            simulated: mean_change(n6, "fg+bg", "fastt-"),
-        },
-        Headline {
-            what: "ID alone over FG+BG, mean of the six pairs, N6".into(),
-            source: "§5.1 (ID about -11 % on average)",
-            unit: "% of FG+BG",
-            paper: (100.0, 89.0),
-            simulated: mean_change(n6, "fg+bg", "id"),
-        },
-        Headline {
-            what: "Camera switch under Update, N6: FastT- -> FastT".into(),
-            source: "§5.2, Figure 12 (2.53 s -> 0.75 s; FG-only 0.6 s)",
-            unit: "ms",
-            paper: (2530.0, 750.0),
-            simulated: (camera_update.of("fastt-"), camera_update.of("fastt")),
-        },
+        Headline::change(
+            "worst FG+BG slowdown over FG-only, six FG/BG pairs, N6",
+            "§5, Figure 10 (FG+BG up to x19.5 over FG-only)",
+            "x FG-only",
+            Statistic::Max,
+            (1.0, 19.5),
+            (1.0, slowdown),
+        ),
+        Headline::relative(
+            "FastT- over FG+BG, mean of the six pairs, N6",
+            "§5.1 (FastT- -74 % on average)",
+            "% of FG+BG",
+            Statistic::Mean,
+            26.0,
+            mean_change(n6, "fg+bg", "fastt-"),
+        ),
+        Headline::relative(
+            "ID alone over FG+BG, mean of the six pairs, N6",
+            "§5.1 (ID about -11 % on average)",
+            "% of FG+BG",
+            Statistic::Mean,
+            89.0,
+            mean_change(n6, "fg+bg", "id"),
+        ),
+        Headline::change(
+            "Camera switch under Update, N6: FastT- -> FastT",
+            "§5.2, Figure 12 (2.53 s -> 0.75 s; FG-only 0.6 s)",
+            "ms",
+            Statistic::Mean,
+            (2530.0, 750.0),
+            (camera_update.of("fastt-"), camera_update.of("fastt")),
+        ),
     ];
-    headlines.push(Headline {
-        what: "ID past the I/O scheduler (id_path bypass) over FG+BG, six pairs, N6".into(),
-        source: "§5.1 (ID about -11 % on average)",
-        unit: "% of FG+BG",
-        paper: (100.0, 89.0),
-        simulated: mean_change(n6, "fg+bg", "id-bypass"),
-    });
+    headlines.push(Headline::relative(
+        "ID past the I/O scheduler (id_path bypass) over FG+BG, six pairs, N6",
+        "§5.1 (ID about -11 % on average)",
+        "% of FG+BG",
+        Statistic::Mean,
+        89.0,
+        mean_change(n6, "fg+bg", "id-bypass"),
+    ));
     if let Some(one_command) = results.get(2) {
-        headlines.push(Headline {
-            what: "ID alone over FG+BG, mean of the six pairs, N6 one command at a time".into(),
-            source: "§5.1 (ID about -11 % on average)",
-            unit: "% of FG+BG",
-            paper: (100.0, 89.0),
-            simulated: mean_change(&one_command[0], "fg+bg", "id"),
-        });
-        headlines.push(Headline {
-            what: "ID past the I/O scheduler over FG+BG, six pairs, N6 one command at a time"
-                .into(),
-            source: "§5.1 (ID about -11 % on average)",
-            unit: "% of FG+BG",
-            paper: (100.0, 89.0),
-            simulated: mean_change(&one_command[0], "fg+bg", "id-bypass"),
-        });
+        headlines.push(Headline::relative(
+            "ID alone over FG+BG, mean of the six pairs, N6 one command at a time",
+            "§5.1 (ID about -11 % on average)",
+            "% of FG+BG",
+            Statistic::Mean,
+            89.0,
+            mean_change(&one_command[0], "fg+bg", "id"),
+        ));
+        headlines.push(Headline::relative(
+            "ID past the I/O scheduler over FG+BG, six pairs, N6 one command at a time",
+            "§5.1 (ID about -11 % on average)",
+            "% of FG+BG",
+            Statistic::Mean,
+            89.0,
+            mean_change(&one_command[0], "fg+bg", "id-bypass"),
+        ));
     }
     let mut tables = Vec::new();
     let mut fig12_rows = Vec::new();
@@ -519,7 +530,7 @@ pub(super) fn fasttrack(
             progress(&format!(
                 "Figure 12: {name} on N6, FG-aware queue with and without suspend, lock {lock_label}"
             ));
-            let values = run_fig12(name, app, op, lock, options.threads)?;
+            let values = run_fig12(name, app, op, lock, options)?;
             fig12_rows.push(TableRow {
                 label: format!("{label} ({app} {op}), lock {lock_label}"),
                 values: values.into_iter().map(Some).collect(),
@@ -559,7 +570,7 @@ pub(super) fn fasttrack(
         ]
         .map(String::from)
         .to_vec(),
-        rows: run_layers(options.threads)?,
+        rows: run_layers(options)?,
     });
     for (p, (phone, profile, queue_depth)) in phones.iter().enumerate() {
         let device = match queue_depth {
@@ -602,7 +613,7 @@ pub(super) fn fasttrack(
         let mut rows = Vec::new();
         for n in 2..=6 {
             progress(&format!("Camera switch with {n} background apps"));
-            let ms = run_many_bg(n, options.threads)?;
+            let ms = run_many_bg(n, options)?;
             rows.push(TableRow {
                 label: format!("{n} BG apps"),
                 values: ms.iter().map(|&ms| Some(ms / fg_only.max(1e-9))).collect(),
@@ -619,7 +630,7 @@ pub(super) fn fasttrack(
             progress(&format!(
                 "{name} on S6: BFQ + Android task profiles + UFS command priority"
             ));
-            let values = run_production(name, app, op, options.threads)?;
+            let values = run_production(name, app, op, options)?;
             rows.push(TableRow {
                 label: format!("{label} ({app} {op})"),
                 values: values.iter().map(|&ms| Some(ms)).collect(),
@@ -634,12 +645,12 @@ pub(super) fn fasttrack(
             rows,
         });
     }
-    Ok(Reproduction {
-        paper: "fasttrack".into(),
-        quick: options.quick,
+    Ok(Reproduction::new(
+        "fasttrack",
+        options.quick,
         headlines,
         tables,
-    })
+    ))
 }
 
 #[cfg(test)]

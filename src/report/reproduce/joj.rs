@@ -16,7 +16,7 @@
 //! Fix (iii), polling I/O completion, is `[stack.device] completion = "poll"` (each command's
 //! time less the interrupt path's cost, `dev::profile::IRQ_COMPLETION_COST`).
 
-use super::{run_all, Headline, ReproduceOptions, Reproduction, Runs, Table, TableRow};
+use super::{run_all, Headline, ReproduceOptions, Reproduction, Runs, Statistic, Table, TableRow};
 use crate::app::sqlite::{JournalMode, SyncCall};
 use crate::scenario::{self, Scenario, WorkloadConfig};
 
@@ -317,7 +317,6 @@ pub fn joj(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Reproduction, String> {
     let base = scenario::load(SCENARIO).map_err(|e| e.to_string())?;
-    let threads = options.threads;
     // 1. The fixes on the stock device (the profile's FUA).
     let mut fix_rows = Vec::new();
     let mut inserts = Vec::new();
@@ -332,7 +331,7 @@ pub fn joj(
                 }
             }
         }
-        let runs = run_all(&s, threads)?;
+        let runs = run_all(&s, options)?;
         let a = account(&runs, "run");
         inserts.push(a.inserts_per_s);
         fix_rows.push(TableRow {
@@ -363,31 +362,50 @@ pub fn joj(
             v.stack.fs.kind = crate::fs::ext4::FsKind::F2fs;
             v.stack.device.completion = crate::dev::Completion::Poll;
         }
-        let runs = run_all(&s, threads)?;
+        let runs = run_all(&s, options)?;
         account(&runs, "run").inserts_per_s
     };
     let headlines = vec![
-        Headline {
-            what: "inserts/s, stock -> the fixes on the stock stack (ext4)".into(),
-            source: "abstract: +130 %",
-            unit: "inserts/s",
-            paper: (39.0, 39.0 * 2.3),
-            simulated: (stock, fixed),
-        },
-        Headline {
-            what: "inserts/s, stock -> F2FS + WAL + the fixes (fdatasync, polling)".into(),
-            source: "abstract: 39 -> 157",
-            unit: "inserts/s",
-            paper: (39.0, 157.0),
-            simulated: (stock, f2fs_wal_fixed),
-        },
-        Headline {
-            what: "inserts/s, stock -> ext4 + WAL + the fixes (no F2FS)".into(),
-            source: "abstract: 39 -> 157 (with F2FS)",
-            unit: "inserts/s",
-            paper: (39.0, 157.0),
-            simulated: (stock, wal_fixed),
-        },
+        Headline::level(
+            "inserts/s of the stock Android I/O stack (DELETE, fsync, ext4, interrupts)",
+            "abstract: 39 ins/sec",
+            "inserts/s",
+            Statistic::Throughput,
+            39.0,
+            stock,
+        ),
+        Headline::relative(
+            "inserts/s, stock -> the three fixes on the stock stack (ext4)",
+            "abstract: +130 %",
+            "inserts/s",
+            Statistic::Throughput,
+            230.0,
+            (stock, fixed),
+        ),
+        Headline::level(
+            "inserts/s of F2FS + WAL + the fixes (fdatasync, polling)",
+            "abstract: 157 ins/sec",
+            "inserts/s",
+            Statistic::Throughput,
+            157.0,
+            f2fs_wal_fixed,
+        ),
+        Headline::change(
+            "inserts/s, stock -> F2FS + WAL + the fixes (fdatasync, polling)",
+            "abstract: 39 -> 157 (+300 %)",
+            "inserts/s",
+            Statistic::Throughput,
+            (39.0, 157.0),
+            (stock, f2fs_wal_fixed),
+        ),
+        Headline::change(
+            "inserts/s, stock -> ext4 + WAL + the fixes (no F2FS)",
+            "abstract: 39 -> 157 (with F2FS)",
+            "inserts/s",
+            Statistic::Throughput,
+            (39.0, 157.0),
+            (stock, wal_fixed),
+        ),
     ];
     let mut tables = vec![Table {
         title: "Inserts/s on the eMMC 4.5 profile: the stock stack and the paper's fixes".into(),
@@ -429,7 +447,7 @@ pub fn joj(
             for v in &mut s.variants {
                 v.stack.fs.data = data;
             }
-            let runs = run_all(&s, threads)?;
+            let runs = run_all(&s, options)?;
             for variant in ["internal", "external"] {
                 let a = account(&runs, variant);
                 rows.push(TableRow {
@@ -477,7 +495,7 @@ pub fn joj(
                     config.batch_atomic_write = Some(batch);
                 }
             }
-            let runs = run_all(&s, threads)?;
+            let runs = run_all(&s, options)?;
             let a = account(&runs, "run");
             let run = runs.get("run");
             let checkpoints = run.counters.get("f2fs.checkpoints").copied().unwrap_or(0) as f64
@@ -531,7 +549,7 @@ pub fn joj(
         for (mode, name, expected_syncs) in MODES {
             progress(&format!("joj: account, {name}"));
             let s = configured(&base, mode, SyncCall::Fsync, &variants)?;
-            let runs = run_all(&s, threads)?;
+            let runs = run_all(&s, options)?;
             for (variant, _, _) in variants {
                 let a = account(&runs, variant);
                 if ERA_MODES.contains(&mode) {
@@ -599,7 +617,7 @@ pub fn joj(
                 for v in &mut s.variants {
                     v.stack.kernel.version = version;
                 }
-                let runs = run_all(&s, threads)?;
+                let runs = run_all(&s, options)?;
                 for (variant, _, _) in variants {
                     era_rows.push(era_row(&s, name, variant, &account(&runs, variant)));
                 }
@@ -631,10 +649,5 @@ pub fn joj(
             rows: era_rows,
         });
     }
-    Ok(Reproduction {
-        paper: "joj".into(),
-        quick: options.quick,
-        headlines,
-        tables,
-    })
+    Ok(Reproduction::new("joj", options.quick, headlines, tables))
 }
