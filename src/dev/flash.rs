@@ -633,15 +633,19 @@ impl FlashDevice {
             }
             IoOp::Write => {
                 self.stats.writes += 1;
+                // blk-flush issues a write's pre- and post-flush as flush commands of their
+                // own (blk_kick_flush); each costs the firmware's flush_overhead to start, as
+                // a flush request does.
+                let flush_overhead = self.profile.flush_overhead;
                 let start = if request.flags.preflush {
-                    self.flush(start)
+                    self.flush(start + flush_overhead)
                 } else {
                     start
                 };
                 let written = self.write(start, request);
                 if request.flags.postflush {
                     self.stats.flushes += 1;
-                    self.flush(written)
+                    self.flush(written + flush_overhead)
                 } else {
                     written
                 }

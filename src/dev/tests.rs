@@ -238,6 +238,34 @@ fn flush_waits_for_cached_writes_and_a_clean_flush_is_cheap() {
 }
 
 #[test]
+fn a_write_carrying_its_flushes_pays_each_flush_command_like_a_flush_request() {
+    // blk-flush (block/blk-flush.c, blk_flush_complete_seq / blk_kick_flush) turns a
+    // REQ_PREFLUSH | REQ_FUA write into a flush command, the write, and (no native FUA) a
+    // post-flush command: each flush is a command of its own with the firmware's cost to
+    // start it. The model carries them on the one write; it must charge the same. Before
+    // this, a commit block's flushes cost nothing on a clean cache, and a device fitted to a
+    // measured flush (`device fit --measure`) made an fsync 5x too short.
+    let commit_latency = |flush_overhead: Nanos| {
+        let mut profile = builtin_profile("emmc-5.1").unwrap();
+        profile.capacity = GIB;
+        profile.flush_overhead = flush_overhead;
+        let mut device = device(profile, None, 0.5);
+        let mut commit = request(0, IoOp::Write, 0, 8, false);
+        commit.flags.preflush = true;
+        commit.flags.postflush = true;
+        device.submit(0, commit);
+        latency(&drain(&mut device)[&0])
+    };
+    let free = commit_latency(0);
+    let costly = commit_latency(2 * NS_PER_MS);
+    assert_eq!(
+        costly - free,
+        2 * 2 * NS_PER_MS,
+        "each of the two flush commands costs flush_overhead ({free} ns -> {costly} ns)"
+    );
+}
+
+#[test]
 fn discard_unmaps_and_costs_time_per_mapped_page() {
     let mut profile = builtin_profile("ufs-2.0").unwrap();
     profile.capacity = GIB;
