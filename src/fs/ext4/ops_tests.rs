@@ -21,6 +21,8 @@ struct Rig {
     ext4: Rc<Ext4>,
     buffers: Rc<FakeBuffers>,
     layer: BlockLayer,
+    /// The ordered-data calls jbd2 made (`submit` / `waited`, inode, time).
+    data: Rc<FakeData>,
 }
 
 fn rig(config: Ext4Config) -> Rig {
@@ -43,7 +45,7 @@ fn rig(config: Ext4Config) -> Rig {
         1 << 30,
         Hz(100),
         buffers.clone(),
-        data,
+        data.clone(),
         bdev,
         None,
     )
@@ -53,6 +55,7 @@ fn rig(config: Ext4Config) -> Rig {
         ext4,
         buffers,
         layer,
+        data,
     }
 }
 
@@ -313,7 +316,7 @@ fn rig_on(version: crate::kernel::KernelVersion, depth: usize) -> Rig {
         1 << 30,
         Hz(100),
         buffers.clone(),
-        data,
+        data.clone(),
         bdev,
         None,
     )
@@ -324,6 +327,7 @@ fn rig_on(version: crate::kernel::KernelVersion, depth: usize) -> Rig {
         ext4,
         buffers,
         layer,
+        data,
     }
 }
 
@@ -420,5 +424,41 @@ fn ext4_discard_work_takes_the_discards_off_the_journal_thread_from_5_15() {
         late - fsync,
         NS_PER_MS,
         "the fsync no longer waits for them (5.10: the commit's 2 ms and 1 ms of discards)"
+    );
+}
+
+/// MobiFS's checkpoint (a VCT: `vct_begin`, `vct_append`, `vct_end`, `vct_wait_sync`) journals
+/// a new page as data. `ext4_map_blocks` files an inode as ordered data only when
+/// `ext4_should_order_data`, never for journaled data, so under Linux 3.0 (whose delayed
+/// allocation files new blocks) the commit submits and waits for no ordered data of it, and
+/// the page's contents reach the device in the journal.
+#[test]
+fn journal_data_page_files_no_ordered_data_under_3_0() {
+    let rig = rig_on(crate::kernel::KernelVersion::V3_0, 1);
+    assert!(rig
+        .ext4
+        .config
+        .ordered_delalloc(crate::kernel::KernelVersion::V3_0));
+    let (s, e) = (rig.sim.handle(), rig.ext4.clone());
+    let app = rig.sim.spawn("mobifs-ckpt", async move {
+        let ino = e
+            .create(&s, issuer(&s), ROOT_INO, "vct", false)
+            .await
+            .unwrap();
+        let vct = e.vct_begin(&s, 1, 1).await.unwrap();
+        let vct = e.vct_append(&s, vct, issuer(&s), ino, 0).await;
+        let vct = e.vct_size(&s, vct, ino, 4096).await;
+        let tid = e.vct_end(&s, vct).await;
+        e.vct_wait_sync(&s, issuer(&s), tid).await;
+        ino
+    });
+    rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+    let ino = app.result().unwrap();
+    assert!(rig.ext4.is_mapped(ino, 0), "the page got its block");
+    assert_eq!(rig.ext4.stats().journaled_data_pages, 1);
+    assert!(
+        rig.data.calls.borrow().iter().all(|&(_, i, _)| i != ino),
+        "no ordered data of the VCT's inode: {:?}",
+        rig.data.calls.borrow()
     );
 }
