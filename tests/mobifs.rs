@@ -118,8 +118,8 @@ fn an_app_mobifs_does_not_cover_keeps_synchronous_fsync() {
 fn mobifs_over_f2fs_is_refused_by_name() {
     let error = refusal(
         "mobifs/inhouse",
-        "[stack.fs]\n",
-        "[stack.fs]\ntype = \"f2fs\"\n",
+        "[[app]]\nname = \"inhouse\"\n",
+        "[stack.fs]\ntype = \"f2fs\"\n\n[[app]]\nname = \"inhouse\"\n",
     );
     assert!(error.contains("mobifs"), "{error}");
     assert!(error.contains("ext4's journal"), "{error}");

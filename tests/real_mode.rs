@@ -148,6 +148,8 @@ name = "mq-deadline"
 
 [[variant]]
 name = "bfq-external"
+[variant.stack.kernel]
+config = "distro"       # Android's 6.6 config builds no BFQ; this machine's kernel does
 [variant.stack.block]
 elevator = "bfq"
 [variant.stack.fs]

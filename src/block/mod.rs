@@ -602,6 +602,14 @@ impl BlockConfig {
                 elevator::elevators_of(version).join(", ")
             ));
         }
+        let config = kernel.build_config_for(version);
+        if !config.builds_elevator(version, &self.elevator) {
+            return Err(format!(
+                "`elevator` `{}` is not built in Linux {version} with [stack.kernel] config = \"{}\" (android15-6.6's arch/arm64/configs/gki_defconfig sets no CONFIG_IOSCHED_BFQ, so /sys/block/*/queue/scheduler does not offer it; the kernel keeps its default, mq-deadline): choose mq-deadline, kyber or none, Linux 6.1 or earlier, or config = \"distro\"",
+                self.elevator,
+                config.name()
+            ));
+        }
         if self.wbt == Some(true) && !version.has_wbt() {
             return Err(format!(
                 "`wbt` = true: Linux {version} has no writeback throttling (4.10, e34cbd307477 \"blk-wbt: add general throttling mechanism\")"
@@ -811,6 +819,44 @@ mod tests {
             .check_era(&paper)
             .unwrap_err()
             .contains("`elevator` `mq-deadline`"));
+    }
+
+    /// Android's GKI defconfig builds BFQ up to android14-6.1 and not in android15-6.6
+    /// (`CONFIG_IOSCHED_BFQ` unset): a scenario asking a 6.6 phone kernel for BFQ is refused,
+    /// naming the version and the config; a desktop config still builds it.
+    #[test]
+    fn gki_6_6_does_not_build_bfq_and_a_scenario_asking_for_it_is_refused() {
+        use crate::kernel::KernelBuildConfig;
+        let bfq = parse("elevator = \"bfq\"\n").unwrap();
+        let kernel = |version, config| KernelConfig {
+            version,
+            config,
+            ..KernelConfig::default()
+        };
+        let error = bfq
+            .check_era(&kernel(KernelVersion::V6_6, None))
+            .unwrap_err();
+        assert!(error.contains("Linux 6.6"), "{error}");
+        assert!(error.contains("config = \"android\""), "{error}");
+        assert!(error.contains("CONFIG_IOSCHED_BFQ"), "{error}");
+        for version in [
+            KernelVersion::V5_10,
+            KernelVersion::V5_15,
+            KernelVersion::V6_1,
+        ] {
+            assert!(bfq.check_era(&kernel(version, None)).is_ok(), "{version}");
+        }
+        let desktop = kernel(KernelVersion::V6_6, Some(KernelBuildConfig::Distro));
+        assert!(bfq.check_era(&desktop).is_ok());
+        for name in ["mq-deadline", "kyber", "none"] {
+            let other = parse(&format!("elevator = \"{name}\"\n")).unwrap();
+            assert!(other.check_era(&kernel(KernelVersion::V6_6, None)).is_ok());
+        }
+        // A 6.6 block layer under a mainline kernel built with Android's config: the same.
+        let mut mixed = bfq.clone();
+        mixed.version = Some(KernelVersion::V6_6);
+        let android_mainline = kernel(KernelVersion::Mainline, Some(KernelBuildConfig::Android));
+        assert!(mixed.check_era(&android_mainline).is_err());
     }
 
     #[test]

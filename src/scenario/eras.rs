@@ -357,6 +357,25 @@ mod tests {
     }
 
     #[test]
+    fn bfq_on_a_gki_6_6_kernel_is_refused_naming_the_file_field_version_and_config() {
+        let error = parse("[stack.kernel]\nversion = \"6.6\"\n[stack.block]\nelevator = \"bfq\"\n")
+            .unwrap_err();
+        assert!(
+            error.contains("e.toml:6")
+                && error.contains("[stack.block] `elevator` `bfq` is not built in Linux 6.6")
+                && error.contains("config = \"android\"")
+                && error.contains("gki_defconfig sets no CONFIG_IOSCHED_BFQ"),
+            "{error}"
+        );
+        // The Pixel 8's 5.15 and a desktop-built 6.6 have it.
+        assert!(parse("[stack]\nphone = \"pixel-8\"\n").is_ok());
+        assert!(parse(
+            "[stack.kernel]\nversion = \"6.6\"\nconfig = \"distro\"\n[stack.block]\nelevator = \"bfq\"\n"
+        )
+        .is_ok());
+    }
+
+    #[test]
     fn a_block_layer_of_another_era_is_allowed_when_the_scenario_says_so_and_reported() {
         let s = parse("[stack.block]\nelevator = \"bfq\"\nversion = \"mainline\"\n").unwrap();
         let stack = &s.variants[0].stack;

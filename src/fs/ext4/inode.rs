@@ -37,6 +37,17 @@ use crate::mm::{Ino, Issuer};
 use crate::sim::Sim;
 use crate::units::PAGE_SIZE;
 
+/// How a commit protects a newly allocated block's data (`ext4_should_order_data` vs
+/// `ext4_should_journal_data`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DataFiling {
+    /// Written home before the commit: the inode goes on the ordered-data list where the era
+    /// files new blocks.
+    Ordered,
+    /// Journaled with the transaction (`data=journal`'s path, MobiFS's VCTs): nothing filed.
+    Journaled,
+}
+
 /// `ext4_da_write_begin`'s credits: one (`EXT4_HT_WRITE_PAGE`, 1); the inode block of
 /// `write_end` joins the same handle (`ext4_dirty_inode` nests).
 pub const WRITE_BEGIN_CREDITS: u64 = 2;
@@ -252,11 +263,29 @@ impl Ext4 {
     pub async fn allocate_in(
         &self,
         sim: &Sim,
+        handle: Handle,
+        issuer: Issuer,
+        ino: Ino,
+        first: u64,
+        count: u64,
+    ) -> Result<Handle, (Handle, Errno)> {
+        self.allocate_filing(sim, handle, issuer, ino, first, count, DataFiling::Ordered)
+            .await
+    }
+
+    /// [`Ext4::allocate_in`] for data that `filing` says how the commit protects: ordered
+    /// data (written home before the commit, so the era's filing applies) or journaled data
+    /// (the block's contents go into the journal with the transaction).
+    #[allow(clippy::too_many_arguments)]
+    async fn allocate_filing(
+        &self,
+        sim: &Sim,
         mut handle: Handle,
         issuer: Issuer,
         ino: Ino,
         first: u64,
         count: u64,
+        filing: DataFiling,
     ) -> Result<Handle, (Handle, Errno)> {
         if count == 0 || !self.any_unmapped(ino, first, count) {
             return Ok(handle);
@@ -308,10 +337,13 @@ impl Ext4 {
             handle = self.mark_inode_dirty(sim, handle, ino, true).await;
         }
         // ext4_map_blocks files new blocks from Linux 4.7 (06bd3c36a733); 3.9-4.6, the papers'
-        // 3.10 included, file nothing here: `ordered_delalloc`. It never files unwritten ones
+        // 3.10 included, file nothing here: `ordered_delalloc`. It files them only when
+        // `ext4_should_order_data(inode)`: never for journaled data, whose blocks the commit
+        // carries in the journal (MobiFS's checkpoint). It never files unwritten ones
         // (`!(map->m_flags & EXT4_MAP_UNWRITTEN)`): under dioread_nolock the commit does not
         // wait for this data.
-        if self.config.data == super::mount::DataMode::Ordered
+        if filing == DataFiling::Ordered
+            && self.config.data == super::mount::DataMode::Ordered
             && self.config.ordered_delalloc(self.kernel.get())
             && !request.unwritten
         {
@@ -436,7 +468,10 @@ impl Ext4 {
     ) -> Handle {
         let mut handle = handle;
         if !self.is_mapped(ino, index) {
-            handle = match self.allocate_in(sim, handle, issuer, ino, index, 1).await {
+            let allocated = self
+                .allocate_filing(sim, handle, issuer, ino, index, 1, DataFiling::Journaled)
+                .await;
+            handle = match allocated {
                 Ok(h) => h,
                 Err((h, _errno)) => return h,
             };

@@ -395,7 +395,17 @@ pub struct Ext4 {
     pub(crate) conversion_wake: crate::sim::sync::WaitQueue,
     /// The worker's task, spawned at the first conversion.
     pub(crate) conversion_worker: std::cell::Cell<Option<crate::sim::TaskId>>,
+    /// `s_discard_list`: freed extents waiting for the discard work item (5.15 on,
+    /// [`Ext4::queue_discard_work`]).
+    discard_list: RefCell<std::collections::VecDeque<(u64, u64)>>,
+    /// `s_discard_work` is queued or running.
+    discard_work_queued: std::cell::Cell<bool>,
 }
+
+/// The discard work item's worker (`ext4_discard_work` on `system_unbound_wq`, 5.15 on): pid
+/// and name in bios and traces.
+pub const DISCARD_WORK_PID: u32 = 105;
+pub const DISCARD_WORK_COMM: &str = "kworker/u:ext4-discard";
 
 /// Largest discard bio: `blkdev_issue_discard` splits at the queue's `max_discard_sectors`
 /// ([`crate::block::request::MAX_DISCARD_SECTORS`], 128 MiB).
@@ -520,6 +530,8 @@ impl Ext4 {
             conversions: RefCell::new(std::collections::VecDeque::new()),
             conversion_wake: crate::sim::sync::WaitQueue::new(),
             conversion_worker: std::cell::Cell::new(None),
+            discard_list: RefCell::new(std::collections::VecDeque::new()),
+            discard_work_queued: std::cell::Cell::new(false),
         });
         let checking = ext4.journal.checks_enabled();
         ext4.alloc.borrow_mut().record_events(checking);
@@ -673,73 +685,144 @@ impl Ext4 {
             .map_or(IoPurpose::Metadata, |&kind| kind.purpose())
     }
 
-    /// `ext4_free_data_callback` for every extent transaction `tid` freed: with `-o discard`, a
-    /// discard per extent (its bios submitted together), issued by the journal thread and waited
-    /// for, extent after extent (`ext4_issue_discard` ->
-    /// `sb_issue_discard`: the bios carry no `REQ_SYNC`, so CFQ queues them as asynchronous I/O:
-    /// QASIO's D_discard); then the blocks become free.
-    pub(crate) async fn free_data_callback(&self, sim: &Sim, tid: Tid) {
+    /// The blocks transaction `tid` freed become free once it has committed, and with `-o
+    /// discard` they are discarded, in the way of the kernel's era:
+    /// - up to 4.13 (`ext4_free_data_callback`, from the commit callback on the journal
+    ///   thread): one `sb_issue_discard` per freed extent, each waited for before the next;
+    /// - 4.14 to 5.14 (`ext4_process_freed_data`, a015434480dc "ext4: send parallel discards
+    ///   on commit completions"): every extent's discard chained (`__blkdev_issue_discard`),
+    ///   submitted together and waited for once (`submit_bio_wait`), still on the journal
+    ///   thread;
+    /// - from 5.15 (55cdd0af2bc5 "ext4: get discard out of jbd2 commit kthread contex"): the
+    ///   extents go on `s_discard_list` and `s_discard_work` discards them in a worker
+    ///   (`ext4_discard_work` -> `ext4_try_to_trim_range`, one extent after another); the
+    ///   commit waits for none of it.
+    ///
+    /// While the journal thread waits, an fsync waiting for the commit waits with it (QASIO's
+    /// D_discard, which a QASIO boost may shorten). Simplification: the blocks return to the
+    /// buddy before their discard is issued (3.10 frees them after it; from 5.15 the trim
+    /// holds them busy while it runs), so an allocation may take a block being discarded.
+    pub(crate) async fn free_data_callback(self: &Rc<Self>, sim: &Sim, tid: Tid) {
         let freed = self.alloc.borrow_mut().release_committed(tid);
         if !self.config.discard || freed.is_empty() {
             return;
         }
-        let issuer = self.jbd2_issuer(sim);
-        for (start, len) in freed {
-            // blkdev_issue_discard (block/blk-lib.c, 3.10): the extent's bios, cut at the
-            // queue's discard limit, are all submitted, then waited for together
-            // (wait_for_completion_io once `bb.done` drops to zero).
-            let pieces: Vec<(u64, u64)> = (0..len)
-                .step_by(DISCARD_MAX_BLOCKS as usize)
-                .map(|at| (start + at, (len - at).min(DISCARD_MAX_BLOCKS)))
-                .collect();
-            let outstanding = Rc::new(std::cell::Cell::new(pieces.len()));
-            let done: Completion<()> = Completion::new();
-            let mut submitted = Vec::with_capacity(pieces.len());
-            for (start, len) in pieces {
-                {
-                    let mut stats = self.stats.borrow_mut();
-                    stats.discards += 1;
-                    stats.discarded_blocks += len;
-                }
-                let bio = BioRequest {
-                    issued_async: true,
-                    ..BioRequest::for_pages(
-                        IoOp::Discard,
-                        start,
-                        len as u32,
-                        IoFlags::default(),
-                        issuer,
-                        None,
-                        IoPurpose::Discard,
-                    )
-                };
-                let (signal, left) = (done.clone(), outstanding.clone());
-                let id = self
-                    .bdev
-                    .submit_bio(
-                        sim,
-                        bio,
-                        Box::new(move |s, _| {
-                            left.set(left.get() - 1);
-                            if left.get() == 0 {
-                                signal.complete(s, ());
-                            }
-                        }),
-                    )
-                    .await;
-                submitted.push(id);
-            }
-            // QASIO's D_discard: the journal thread blocks on its asynchronous discards.
-            if outstanding.get() > 0 {
-                for &id in &submitted {
-                    self.bdev
-                        .boost(sim, id, crate::block::qasio::Dependency::Discard);
-                }
-            }
-            let last = submitted.last().copied().unwrap_or(0);
-            done.wait(sim, WaitReason::Discard, Blocker::Request(last))
-                .await;
+        let version = self.kernel.get();
+        if version.discards_freed_blocks_in_a_work_item() {
+            self.queue_discard_work(sim, freed);
+            return;
         }
+        let issuer = self.jbd2_issuer(sim);
+        if version.sends_parallel_discards_at_commit() {
+            self.discard_and_wait(sim, issuer, &freed, true).await;
+        } else {
+            for extent in freed {
+                self.discard_and_wait(sim, issuer, &[extent], true).await;
+            }
+        }
+    }
+
+    /// `ext4_process_freed_data` with `-o discard` from 5.15: the extents join
+    /// `s_discard_list`, and `s_discard_work` is queued unless it is already (a running
+    /// worker takes what is added while it runs).
+    fn queue_discard_work(self: &Rc<Self>, sim: &Sim, freed: Vec<(u64, u64)>) {
+        self.discard_list.borrow_mut().extend(freed);
+        if self.discard_work_queued.replace(true) {
+            return;
+        }
+        let (ext4, s) = (self.clone(), sim.clone());
+        sim.spawn_daemon(
+            DISCARD_WORK_COMM,
+            async move { ext4.discard_work(&s).await },
+        );
+    }
+
+    /// `ext4_discard_work`: each queued extent discarded and waited for in turn.
+    async fn discard_work(&self, sim: &Sim) {
+        let issuer = Issuer {
+            task: sim.current_task(),
+            pid: DISCARD_WORK_PID,
+            uid: 0,
+            foreground: false,
+        };
+        loop {
+            let next = self.discard_list.borrow_mut().pop_front();
+            let Some(extent) = next else { break };
+            self.discard_and_wait(sim, issuer, &[extent], false).await;
+        }
+        self.discard_work_queued.set(false);
+    }
+
+    /// Discards `extents` from `issuer` and waits until every bio has completed
+    /// (`blkdev_issue_discard`, block/blk-lib.c: each extent's bios cut at the queue's discard
+    /// limit, all submitted, then `wait_for_completion_io` / `submit_bio_wait`). The bios carry
+    /// no `REQ_SYNC`, so CFQ queues them as asynchronous I/O. `journal_waits`: the journal
+    /// thread is the one waiting (QASIO's D_discard: the bios are marked for its boost).
+    async fn discard_and_wait(
+        &self,
+        sim: &Sim,
+        issuer: Issuer,
+        extents: &[(u64, u64)],
+        journal_waits: bool,
+    ) {
+        let pieces: Vec<(u64, u64)> = extents
+            .iter()
+            .flat_map(|&(start, len)| {
+                (0..len)
+                    .step_by(DISCARD_MAX_BLOCKS as usize)
+                    .map(move |at| (start + at, (len - at).min(DISCARD_MAX_BLOCKS)))
+            })
+            .collect();
+        if pieces.is_empty() {
+            return;
+        }
+        let outstanding = Rc::new(std::cell::Cell::new(pieces.len()));
+        let done: Completion<()> = Completion::new();
+        let mut submitted = Vec::with_capacity(pieces.len());
+        for (start, len) in pieces {
+            {
+                let mut stats = self.stats.borrow_mut();
+                stats.discards += 1;
+                stats.discarded_blocks += len;
+            }
+            let bio = BioRequest {
+                issued_async: true,
+                ..BioRequest::for_pages(
+                    IoOp::Discard,
+                    start,
+                    len as u32,
+                    IoFlags::default(),
+                    issuer,
+                    None,
+                    IoPurpose::Discard,
+                )
+            };
+            let (signal, left) = (done.clone(), outstanding.clone());
+            let id = self
+                .bdev
+                .submit_bio(
+                    sim,
+                    bio,
+                    Box::new(move |s, _| {
+                        left.set(left.get() - 1);
+                        if left.get() == 0 {
+                            signal.complete(s, ());
+                        }
+                    }),
+                )
+                .await;
+            submitted.push(id);
+        }
+        // QASIO's D_discard: the journal thread blocks on its asynchronous discards.
+        if journal_waits && outstanding.get() > 0 {
+            for &id in &submitted {
+                self.bdev
+                    .boost(sim, id, crate::block::qasio::Dependency::Discard);
+            }
+        }
+        let last = submitted.last().copied().unwrap_or(0);
+        done.wait(sim, WaitReason::Discard, Blocker::Request(last))
+            .await;
     }
 
     /// `blkdev_issue_flush` from `issuer`, waited for.

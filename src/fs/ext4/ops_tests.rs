@@ -21,6 +21,8 @@ struct Rig {
     ext4: Rc<Ext4>,
     buffers: Rc<FakeBuffers>,
     layer: BlockLayer,
+    /// The ordered-data calls jbd2 made (`submit` / `waited`, inode, time).
+    data: Rc<FakeData>,
 }
 
 fn rig(config: Ext4Config) -> Rig {
@@ -43,7 +45,7 @@ fn rig(config: Ext4Config) -> Rig {
         1 << 30,
         Hz(100),
         buffers.clone(),
-        data,
+        data.clone(),
         bdev,
         None,
     )
@@ -53,6 +55,7 @@ fn rig(config: Ext4Config) -> Rig {
         ext4,
         buffers,
         layer,
+        data,
     }
 }
 
@@ -289,5 +292,173 @@ fn a_truncate_goes_through_the_orphan_list_and_holds_its_frees_until_commit() {
     assert!(
         journaled.contains(&sb),
         "the orphan list dirtied the superblock"
+    );
+}
+
+/// `rig` with Linux `version` over a device that serves `depth` requests at once (1 ms each).
+fn rig_on(version: crate::kernel::KernelVersion, depth: usize) -> Rig {
+    let sim = Simulation::new(1);
+    let queue = RequestQueue::new(
+        Box::new(Noop::new()),
+        Box::new(FixedLatencyDevice::new(depth, NS_PER_MS, 0)),
+        AllocModel::Legacy { nr_requests: 128 },
+    );
+    let layer = BlockLayer::new(&sim.handle(), queue);
+    let bdev = QueueSubmit::new(layer.clone(), Rc::new(Cell::new(1)));
+    let buffers = FakeBuffers::new(NS_PER_MS);
+    let data = Rc::new(FakeData {
+        ns: 0,
+        calls: RefCell::new(Vec::new()),
+    });
+    let ext4 = Ext4::mount(
+        &sim.handle(),
+        Ext4Config::default(),
+        1 << 30,
+        Hz(100),
+        buffers.clone(),
+        data.clone(),
+        bdev,
+        None,
+    )
+    .expect("mkfs of 1 GiB");
+    ext4.set_kernel_version(version);
+    Rig {
+        sim,
+        ext4,
+        buffers,
+        layer,
+        data,
+    }
+}
+
+/// What the commit that frees three files' extents costs under `version` (`-o discard`, a
+/// device serving 8 requests at once, 1 ms each): the journal thread's wait for discards,
+/// the fsync's wait for that commit, and the discards issued by the end. Five files are
+/// written one after another and the first, third and fifth deleted, so that the freed
+/// extents are apart (adjacent ones would be freed as one).
+fn three_extents_freed_under(version: crate::kernel::KernelVersion) -> (u64, u64, u64) {
+    let rig = rig_on(version, 8);
+    let (s, e) = (rig.sim.handle(), rig.ext4.clone());
+    let app = rig.sim.spawn("app", async move {
+        let mut files = Vec::new();
+        for name in ["a", "b", "c", "d", "e"] {
+            let ino = e
+                .create(&s, issuer(&s), ROOT_INO, name, false)
+                .await
+                .unwrap();
+            for _ in 0..256 {
+                let handle = e.write_begin(&s).await;
+                e.write_end(&s, handle, ino, true, None).await;
+            }
+            e.allocate_for_writeback(&s, issuer(&s), ino, 0, 256)
+                .await
+                .unwrap();
+            files.push((name, ino));
+        }
+        e.fsync(&s, issuer(&s), files[0].1, false).await;
+        for (name, ino) in files.into_iter().step_by(2) {
+            e.unlink(&s, issuer(&s), ROOT_INO, name, true)
+                .await
+                .unwrap();
+            e.evict(&s, issuer(&s), ino).await;
+        }
+        let small = e
+            .create(&s, issuer(&s), ROOT_INO, "small", false)
+            .await
+            .unwrap();
+        let before = s.blocked_times(s.current_task().unwrap());
+        e.fsync(&s, issuer(&s), small, false).await;
+        let waited = s
+            .blocked_times(s.current_task().unwrap())
+            .since(&before)
+            .get(WaitReason::JournalCommit);
+        // The run ends with the app: leave a worker time to finish its discards.
+        s.sleep(NS_PER_SEC).await;
+        waited
+    });
+    rig.sim.run_until(60 * NS_PER_SEC, true).unwrap();
+    let fsync_waited = app.result().unwrap();
+    let jbd2 = rig.ext4.journal.thread().unwrap();
+    let journal_discard_wait = rig.sim.blocked_times(jbd2).get(WaitReason::Discard);
+    (
+        journal_discard_wait,
+        fsync_waited,
+        rig.ext4.stats().discards,
+    )
+}
+
+#[test]
+fn ext4_free_data_callback_waits_for_each_extents_discard_in_turn_on_3_10() {
+    let (journal, fsync, discards) = three_extents_freed_under(crate::kernel::KernelVersion::V3_10);
+    assert_eq!(discards, 3, "one discard per freed extent");
+    assert_eq!(
+        journal,
+        3 * NS_PER_MS,
+        "three 1 ms discards, one after another"
+    );
+    assert_eq!(
+        fsync,
+        2 * NS_PER_MS + journal,
+        "the fsync waited through them"
+    );
+}
+
+#[test]
+fn ext4_process_freed_data_waits_once_for_parallel_discards_from_4_14() {
+    let (journal, fsync, discards) = three_extents_freed_under(crate::kernel::KernelVersion::V4_19);
+    assert_eq!(discards, 3);
+    assert_eq!(
+        journal, NS_PER_MS,
+        "three discards on the device at once, one wait"
+    );
+    assert_eq!(fsync, 2 * NS_PER_MS + journal);
+}
+
+#[test]
+fn ext4_discard_work_takes_the_discards_off_the_journal_thread_from_5_15() {
+    let (_, late, _) = three_extents_freed_under(crate::kernel::KernelVersion::V5_10);
+    let (journal, fsync, discards) = three_extents_freed_under(crate::kernel::KernelVersion::V5_15);
+    assert_eq!(discards, 3, "the work item discarded every extent");
+    assert_eq!(journal, 0, "the journal thread waits for no discard");
+    assert_eq!(
+        late - fsync,
+        NS_PER_MS,
+        "the fsync no longer waits for them (5.10: the commit's 2 ms and 1 ms of discards)"
+    );
+}
+
+/// MobiFS's checkpoint (a VCT: `vct_begin`, `vct_append`, `vct_end`, `vct_wait_sync`) journals
+/// a new page as data. `ext4_map_blocks` files an inode as ordered data only when
+/// `ext4_should_order_data`, never for journaled data, so under Linux 3.0 (whose delayed
+/// allocation files new blocks) the commit submits and waits for no ordered data of it, and
+/// the page's contents reach the device in the journal.
+#[test]
+fn journal_data_page_files_no_ordered_data_under_3_0() {
+    let rig = rig_on(crate::kernel::KernelVersion::V3_0, 1);
+    assert!(rig
+        .ext4
+        .config
+        .ordered_delalloc(crate::kernel::KernelVersion::V3_0));
+    let (s, e) = (rig.sim.handle(), rig.ext4.clone());
+    let app = rig.sim.spawn("mobifs-ckpt", async move {
+        let ino = e
+            .create(&s, issuer(&s), ROOT_INO, "vct", false)
+            .await
+            .unwrap();
+        let vct = e.vct_begin(&s, 1, 1).await.unwrap();
+        let vct = e.vct_append(&s, vct, issuer(&s), ino, 0).await;
+        let vct = e.vct_size(&s, vct, ino, 4096).await;
+        let tid = e.vct_end(&s, vct).await;
+        e.vct_wait_sync(&s, issuer(&s), tid).await;
+        ino
+    });
+    rig.sim.run_until(10 * NS_PER_SEC, true).unwrap();
+    let ino = app.result().unwrap();
+    assert!(rig.ext4.is_mapped(ino, 0), "the page got its block");
+    assert_eq!(rig.ext4.stats().journaled_data_pages, 1);
+    assert!(
+        rig.data.calls.borrow().iter().all(|&(_, i, _)| i != ino),
+        "no ordered data of the VCT's inode: {:?}",
+        rig.data.calls.borrow()
     );
 }
