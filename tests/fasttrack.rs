@@ -176,8 +176,11 @@ fn with_five_or_six_background_apps_qasio_shortens_the_commit_wait_fasttrack_lea
             .unwrap_or(0) as f64;
         (summary.mean_ns, commit_wait)
     };
-    // (n, switch and commit wait with QASIO at most these fractions of FastT's alone)
-    for (n, switch, commit) in [(5, 0.9, 0.5), (6, 0.97, 0.8)] {
+    // (n, switch and commit wait with QASIO at most these fractions of FastT's alone). The
+    // commit wait's cut is sensitive to timing: charging flush_overhead (50 us) to a commit
+    // block's pre- and post-flush moved the five-app cut from -66 % to -38 % (switch -23 % to
+    // -19 %), so the bound asks for a clear cut, not its exact size.
+    for (n, switch, commit) in [(5, 0.9, 0.75), (6, 0.97, 0.8)] {
         let source = mobistack::report::reproduce::fasttrack_many_bg_scenario(n).expect("builds");
         let (fastt, fastt_commit) = fsync(&source, "fastt");
         let (both, both_commit) = fsync(&source, "fastt+qasio");
