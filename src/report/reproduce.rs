@@ -258,6 +258,26 @@ fn ratio(paper: f64, simulated: f64) -> f64 {
     }
 }
 
+/// For two reductions (both changes negative), how many times more of the quantity the
+/// simulation removed, read on what is left: the paper's remaining fraction (after / before)
+/// over the simulation's. A reduction cannot pass -100 %, so its effect ratio tops out near
+/// 1 / |paper effect| (1.87 against -53.6 %) and would call -99.9 % a match for -53.6 %; what
+/// is left (0.1 % against 46.4 %) is 464x apart. `None` unless both are reductions of positive
+/// figures; infinite when the simulation removed everything.
+fn remaining_ratio(paper: &Measure, simulated: &Measure) -> Option<f64> {
+    let (Measure::Change(pb, pa), Measure::Change(sb, sa)) = (*paper, *simulated) else {
+        return None;
+    };
+    let reductions = pb > 0.0 && sb > 0.0 && pa < pb && sa < sb && pa >= 0.0 && sa >= 0.0;
+    reductions.then(|| ratio(sa / sb, pa / pb))
+}
+
+/// `a` is further from 1 than `b` on a log scale (a factor of 4 departs more than one of 1/3).
+fn departs_more(a: f64, b: f64) -> bool {
+    let departure = |x: f64| if x > 0.0 { x.ln().abs() } else { f64::INFINITY };
+    departure(a) > departure(b)
+}
+
 /// The ratios a verdict calls "matches".
 pub const MATCH_BAND: (f64, f64) = (0.5, 2.0);
 /// Past this factor either way a verdict says "direction only".
@@ -422,7 +442,17 @@ impl Headline {
         match self.simulated {
             None => Verdict::NotModelled,
             Some(m) if m.no_effect() => Verdict::NoEffect,
-            Some(m) => Verdict::of(self.paper_effect(), m.effect(), false),
+            Some(m) => {
+                let by_effect = Verdict::of(self.paper_effect(), m.effect(), false);
+                match remaining_ratio(&self.paper, &m) {
+                    // Only where the simulation cut deeper: a shallower cut is judged on
+                    // its effect ratio, which already says how much weaker it is.
+                    Some(k) if k > 1.0 && departs_more(k, self.ratio().unwrap_or(1.0)) => {
+                        Verdict::of(1.0, k, false)
+                    }
+                    _ => by_effect,
+                }
+            }
         }
     }
 
@@ -1063,6 +1093,33 @@ mod tests {
         assert_eq!(q(-0.5, -0.4), Verdict::Matches);
         assert_eq!(q(-0.55, -0.086).name(), "direction only");
         assert_eq!(q(-0.5, 0.2), Verdict::Opposite);
+    }
+
+    #[test]
+    fn a_reduction_near_minus_100_percent_is_judged_on_what_is_left() {
+        let cut = |paper_after: f64, sim_after: f64| {
+            Headline::change(
+                "c",
+                "s",
+                "ms",
+                Statistic::Mean,
+                (100.0, paper_after),
+                (100.0, sim_after),
+            )
+            .verdict()
+        };
+        // MobiFS's Facebook-like response time: -99.9 % against -53.6 %. The effect ratio is
+        // 1.86 ("matches" on it alone); what is left, 0.1 % against 46.4 %, is 464x apart.
+        assert_eq!(cut(46.4, 0.1).name(), "direction only");
+        // -95 % against -80 %: 5 % left against 20 %, stronger by 4.
+        assert_eq!(cut(20.0, 5.0), Verdict::Stronger(4.0));
+        // Moderate cuts are judged on the effect ratio as before.
+        assert_eq!(cut(50.0, 40.0), Verdict::Matches);
+        assert_eq!(cut(50.0, 80.0).name(), "weaker");
+        // Everything removed: infinitely stronger on what is left, never a panic.
+        assert_eq!(cut(46.4, 0.0).name(), "direction only");
+        // Increases are judged on the effect ratio alone.
+        assert_eq!(cut(230.0, 400.0), Verdict::Stronger(3.0 / 1.3));
     }
 
     #[test]
