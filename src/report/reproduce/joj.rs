@@ -634,9 +634,11 @@ pub fn joj(
                    it), `@journal` those of the external journal's device. 3.10 directory \
                    fsyncs commit an empty transaction on an idle journal (3.11 stops that); \
                    from 4.7 delayed allocation files new blocks (`t_need_data_flush`), so an \
-                   external journal's commit flushes the file system's device first; mainline \
-                   also flushes it for every fsync whose transaction is still running \
-                   (aac45075f6d7). docs/kernels.md derives each figure from the kernels' code."
+                   external journal's commit flushes the file system's device first, until \
+                   5.6's dioread_nolock default (244adf6426ee) allocates unwritten extents, \
+                   which are never filed (6.6: no such flush); mainline also flushes it for \
+                   every fsync whose transaction is still running (aac45075f6d7). \
+                   docs/sqlite.md derives each figure from the kernels' code."
                 .into(),
             columns: vec![
                 "writes".into(),
