@@ -1,7 +1,7 @@
 //! `mobistack reproduce <paper>`: a paper's experiments run on the stack, each headline printed
 //! beside the simulated figure. Paper values are references typed from the paper; every
 //! simulated value is computed by the run. For each headline: the paper's relative effect, the
-//! simulated one, their ratio, and whether the direction holds.
+//! simulated one, their ratio, and the verdict by size (`Verdict`).
 //!
 //! QASIO (seed 000, FAST'15): [`qasio`] (Table 2's latency changes, Figure 8's ablation over
 //! M1-M5, M5's fsync with D_discard boosted, the background write's throughput cost, today's
@@ -937,7 +937,7 @@ pub fn render(paper: &str, headlines: &[Headline]) -> String {
         rows.push(row);
     }
     let mut out = format!(
-        "reproduce {paper}: each paper headline beside the simulated figure (paper values typed from the paper; simulated values computed by the runs; ratio = simulated effect / paper effect; verdict: matches within {}-{}x, weaker / stronger beyond with the factor, direction only past {}x either way, no effect under {} %, opposite)\n{}{}",
+        "reproduce {paper}: each paper headline beside the simulated figure (paper values typed from the paper; simulated values computed by the runs; ratio = simulated effect / paper effect; verdict: matches within {}-{}x, weaker / stronger beyond with the factor, direction only past {}x either way, no effect under {} %, opposite; a reduction the simulation cuts deeper is also judged on what is left, the paper's remaining fraction over the simulation's, when that departs further)\n{}{}",
         MATCH_BAND.0,
         MATCH_BAND.1,
         DIRECTION_ONLY_BEYOND,
