@@ -1572,6 +1572,8 @@ fn kswapd_writes_dirty_pages_asynchronously_under_pressure_and_frees_them_when_w
 #[test]
 fn a_broken_page_count_stops_the_run_naming_the_task_the_time_and_the_state() {
     let rig = Rig::new(VmConfig::default(), NS_PER_MS, 0);
+    // The check under test, on in every build profile.
+    rig.mm().enable_checks();
     rig.mm().set_panic_on_violation(false);
     let done = Rc::new(Cell::new(false));
     let out = done.clone();

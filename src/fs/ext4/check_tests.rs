@@ -55,6 +55,8 @@ impl Rig {
         let ext4 = ops.ext4.clone();
         ext4.journal.set_panic_on_violation(false);
         let vfs = Vfs::new(&handle, mm, ops, None);
+        // The checks under test, on in every build profile (`mobistack run --check`'s call).
+        vfs.enable_checks();
         Rig { sim, vfs, ext4 }
     }
 

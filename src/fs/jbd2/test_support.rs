@@ -194,6 +194,9 @@ pub fn rig(config: JournalConfig) -> Rig {
         data.clone(),
         bdev.clone(),
     );
+    // The journal's checks, on in every build profile (a release build turns them off by
+    // default; the tests of the checks must not depend on the profile).
+    journal.enable_checks();
     Rig {
         sim,
         journal,
