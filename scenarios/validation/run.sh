@@ -2,7 +2,7 @@
 # Regenerates the table of docs/validation.md: runs `mobistack check-real` (3 real repetitions)
 # on every validation scenario and replaces the part of docs/validation.md between the
 # `<!-- last-run -->` markers with the machine, kernel, date and each scenario's comparison.
-# Needs root (real mode); builds the release binary first. About 25 minutes of real runs.
+# Needs root (real mode); builds the release binary first. About 15 minutes of real runs (13 at load 2, 2026-11-29).
 # check-real runs at SCHED_FIFO priority 50 (`chrt -f 50`; MOBISTACK_CHRT overrides, empty for
 # none): on a machine shared with builds, a normal-priority app thread woken by its I/O's
 # completion waits for a CPU for milliseconds (a QD1 read measured 4 ms at load 10 on 2 cores,
