@@ -527,14 +527,13 @@ impl Machine {
         if let Some(n) = stack.block.nr_requests {
             self.set_value(&dev.queue_attr("nr_requests"), &n.to_string())?;
         }
-        let wbt = match (stack.block.wbt, stack.block.wbt_lat_usec) {
-            (Some(false), _) => Some(0),
-            (_, Some(usec)) => Some(usec),
-            _ => None,
-        };
-        if let Some(usec) = wbt {
-            self.set_value(&dev.queue_attr("wbt_lat_usec"), &usec.to_string())?;
-        }
+        // Always written, so the real queue runs the wbt the model resolves. Leaving it to the
+        // kernel is not enough: any earlier write of `wbt_lat_usec` (a run that set it and
+        // restored it) leaves the device's wbt in a manual state for its lifetime, which a
+        // switch to BFQ no longer turns off (`wbt_disable_default` acts only on the default
+        // state), so a real `bfq` run measured wbt on while the model had it off.
+        let usec = wbt_lat_usec(stack);
+        self.set_value(&dev.queue_attr("wbt_lat_usec"), &usec.to_string())?;
         let read_ahead_kb = (stack.vm.read_ahead / 1024).to_string();
         self.set_value(&dev.queue_attr("read_ahead_kb"), &read_ahead_kb)
     }
@@ -728,4 +727,48 @@ pub fn mount_options(fs: &crate::fs::ext4::Ext4Config) -> String {
         None => {}
     }
     options.join(",")
+}
+
+/// The `wbt_lat_usec` the model resolves for `stack` on a blk-mq queue (real mode's loop
+/// devices are blk-mq): the scenario's `[stack.block] wbt` / `wbt_lat_usec`, else the era's and
+/// config's default ([`crate::block::BlockConfig::wbt_min_lat_nsec`]); 0 turns wbt off.
+pub fn wbt_lat_usec(stack: &crate::scenario::StackConfig) -> u64 {
+    stack
+        .block
+        .wbt_min_lat_nsec(&stack.kernel, true)
+        .map_or(0, |ns| ns / 1000)
+}
+
+#[cfg(test)]
+mod wbt_tests {
+    use super::wbt_lat_usec;
+
+    fn stack(toml: &str) -> crate::scenario::StackConfig {
+        let source = format!(
+            "name = \"w\"\nduration = \"1s\"\n{toml}\n[[app]]\nname = \"a\"\n[app.workload.fsync-write]\npath = \"/data/f\"\nio_size = \"4KiB\"\nregion = \"1MiB\"\nthink = \"10ms\"\n"
+        );
+        let scenario = crate::scenario::parse("w.toml", &source).expect("valid scenario");
+        scenario.variants[0].stack.clone()
+    }
+
+    #[test]
+    fn the_real_queue_gets_the_wbt_the_model_resolves() {
+        // A distribution's mainline: wbt on for mq-deadline at the default 2 ms read target,
+        // off under BFQ (wbt_disable_default), off when the scenario says so.
+        let distro = "[stack.kernel]\nversion = \"mainline\"\nconfig = \"distro\"\n";
+        let of = |block: &str| wbt_lat_usec(&stack(&format!("[stack]\n{distro}{block}")));
+        assert_eq!(of("[stack.block]\nelevator = \"mq-deadline\"\n"), 2000);
+        assert_eq!(of("[stack.block]\nelevator = \"bfq\"\n"), 0);
+        assert_eq!(
+            of("[stack.block]\nelevator = \"mq-deadline\"\nwbt = false\n"),
+            0
+        );
+        assert_eq!(
+            of("[stack.block]\nelevator = \"mq-deadline\"\nwbt_lat_usec = 500\n"),
+            500
+        );
+        // Android's config: no wbt.
+        let gki = "[stack]\n[stack.kernel]\nversion = \"6.1\"\nconfig = \"android\"\n[stack.block]\nelevator = \"mq-deadline\"\n";
+        assert_eq!(wbt_lat_usec(&stack(gki)), 0);
+    }
 }
