@@ -59,6 +59,19 @@ impl Rig {
     }
 }
 
+/// `ram` bytes with the dirty thresholds above it (64 MiB) and an expiry of an hour: neither
+/// the flusher nor throttling cleans anything on its own; only reclaim (and what it asks of the
+/// flusher) can.
+fn only_reclaim_cleans(ram: u64) -> VmConfig {
+    VmConfig {
+        ram,
+        dirty_bytes: 64 << 20,
+        dirty_background_bytes: 64 << 20,
+        dirty_expire: 3600 * NS_PER_SEC,
+        ..VmConfig::default()
+    }
+}
+
 fn blocked_since(sim: &Sim, before: &BlockedTimes) -> BlockedTimes {
     sim.blocked_times(sim.current_task().expect("in a task"))
         .since(before)
@@ -723,12 +736,8 @@ fn memory_pressure_run_with_chains(lock: PageCacheLock) -> PressureOutcome {
     // nor throttling cleans anything on its own; only reclaim (and what it asks of the
     // flusher) can.
     let config = VmConfig {
-        ram: 32 << 20,
-        dirty_bytes: 64 << 20,
-        dirty_background_bytes: 64 << 20,
-        dirty_expire: 3600 * NS_PER_SEC,
         page_cache_lock: lock,
-        ..VmConfig::default()
+        ..only_reclaim_cleans(32 << 20)
     };
     let rig = Rig::with_cpu(config, CpuConfig::default(), NS_PER_MS, 50_000_000);
     let writer = Rc::new(Cell::new(BlockedTimes::default()));
@@ -820,13 +829,7 @@ fn linux_3_10_direct_reclaim_keeps_unreferenced_dirty_pages_when_the_flusher_fal
     // far behind a writer filling 16 MiB of RAM, so direct reclaim meets unreferenced dirty
     // pages again and again; none is written from the allocating task.
     // Kills the mutant that lets direct reclaim call pageout (`reclaimer == Direct ||` dropped).
-    let config = VmConfig {
-        ram: 16 << 20,
-        dirty_bytes: 64 << 20,
-        dirty_background_bytes: 64 << 20,
-        dirty_expire: 3600 * NS_PER_SEC,
-        ..VmConfig::default()
-    };
+    let config = only_reclaim_cleans(16 << 20);
     let rig = Rig::with_cpu(config, CpuConfig::default(), NS_PER_MS, 2_000_000);
     let writer_blocked = Rc::new(Cell::new(BlockedTimes::default()));
     let out = writer_blocked.clone();
@@ -1535,13 +1538,7 @@ fn kswapd_writes_dirty_pages_asynchronously_under_pressure_and_frees_them_when_w
     // expire 1 h): kswapd's scans at DEF_PRIORITY..DEF_PRIORITY-2 free nothing, so from
     // priority 9 it writes dirty pages (pageout) without waiting for them; they are marked
     // PG_reclaim, rotated to the inactive tail when written, and freed by a later scan.
-    let config = VmConfig {
-        ram: 32 << 20,
-        dirty_bytes: 64 << 20,
-        dirty_background_bytes: 64 << 20,
-        dirty_expire: 3600 * NS_PER_SEC,
-        ..VmConfig::default()
-    };
+    let config = only_reclaim_cleans(32 << 20);
     let rig = Rig::with_cpu(config, CpuConfig::default(), NS_PER_MS, 50_000_000);
     rig.spawn("writer", 10_000, |sim, vfs, p| async move {
         // Slowly enough that kswapd alone keeps free pages above the min watermark (direct
@@ -1938,13 +1935,7 @@ fn direct_reclaim_under_dirty_pressure_backs_off_in_congestion_wait() {
     // marks them PG_reclaim, wakes the flusher and rescans; with the other reclaimers holding
     // their batches isolated, it backs off in congestion_wait (too_many_isolated), and the
     // wait names its reason.
-    let config = VmConfig {
-        ram: 16 << 20,
-        dirty_bytes: 64 << 20,
-        dirty_background_bytes: 64 << 20,
-        dirty_expire: 3600 * NS_PER_SEC,
-        ..VmConfig::default()
-    };
+    let config = only_reclaim_cleans(16 << 20);
     let cpu = CpuConfig {
         cores: 2,
         ..CpuConfig::default()

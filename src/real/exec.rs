@@ -33,7 +33,7 @@ use crate::scenario::{AppConfig, WorkloadConfig};
 use crate::sim::Rng;
 use crate::workload::file::{FileReadConfig, FsyncWriteConfig, SeqWriteConfig, WriteMode};
 use crate::workload::fio::FioWorkloadConfig;
-use crate::workload::ops::{OpenFlag, OpsConfig, Step, Transfer};
+use crate::workload::ops::{expand, OpenFlag, OpsConfig, Step, Transfer};
 use crate::workload::sqlite::SqliteConfig;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -130,7 +130,7 @@ pub fn prepare(apps: &[AppConfig], root: &Path) -> Result<(), String> {
                 paths.extend(c.files.iter().map(|f| f.path.clone()));
                 presets.extend(c.files.iter().map(|f| (f.path.clone(), f.size)));
                 for step in &c.steps {
-                    paths.extend(step_paths(step).into_iter().map(|p| expand(p, 0)));
+                    paths.extend(step.paths().into_iter().map(|p| expand(p, 0)));
                 }
             }
             WorkloadConfig::Sqlite(c) => paths.push(c.database.clone()),
@@ -227,23 +227,6 @@ fn fadvise_dontneed(file: &File, offset: u64, len: u64) -> i32 {
 /// The scenario's absolute `path` under the mount point.
 pub fn under(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
-}
-
-fn expand(path: &str, iteration: u64) -> String {
-    path.replace("{i}", &iteration.to_string())
-}
-
-fn step_paths(step: &Step) -> Vec<&str> {
-    match step {
-        Step::Open { path, .. }
-        | Step::Creat { path }
-        | Step::Truncate { path, .. }
-        | Step::Unlink { path }
-        | Step::Mkdir { path }
-        | Step::Stat { path } => vec![path],
-        Step::Rename { from, to } => vec![from, to],
-        _ => Vec::new(),
-    }
 }
 
 /// How an app's thread runs: its record, the mount point, the stop flag, the seed of the

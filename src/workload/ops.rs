@@ -214,7 +214,8 @@ impl Step {
         }
     }
 
-    fn paths(&self) -> Vec<&str> {
+    /// The paths the step names (a rename's both).
+    pub(crate) fn paths(&self) -> Vec<&str> {
         match self {
             Step::Open { path, .. }
             | Step::Creat { path }
@@ -319,7 +320,7 @@ fn open_flags(flags: &[OpenFlag]) -> u32 {
 }
 
 /// `{i}` in a path becomes the iteration.
-fn expand(path: &str, iteration: u64) -> String {
+pub(crate) fn expand(path: &str, iteration: u64) -> String {
     path.replace("{i}", &iteration.to_string())
 }
 

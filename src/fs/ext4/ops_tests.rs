@@ -26,10 +26,15 @@ struct Rig {
 }
 
 fn rig(config: Ext4Config) -> Rig {
+    rig_with(config, 1)
+}
+
+/// `config` over a device that serves `depth` requests at once (1 ms each).
+fn rig_with(config: Ext4Config, depth: usize) -> Rig {
     let sim = Simulation::new(1);
     let queue = RequestQueue::new(
         Box::new(Noop::new()),
-        Box::new(FixedLatencyDevice::new(1, NS_PER_MS, 0)),
+        Box::new(FixedLatencyDevice::new(depth, NS_PER_MS, 0)),
         AllocModel::Legacy { nr_requests: 128 },
     );
     let layer = BlockLayer::new(&sim.handle(), queue);
@@ -297,38 +302,9 @@ fn a_truncate_goes_through_the_orphan_list_and_holds_its_frees_until_commit() {
 
 /// `rig` with Linux `version` over a device that serves `depth` requests at once (1 ms each).
 fn rig_on(version: crate::kernel::KernelVersion, depth: usize) -> Rig {
-    let sim = Simulation::new(1);
-    let queue = RequestQueue::new(
-        Box::new(Noop::new()),
-        Box::new(FixedLatencyDevice::new(depth, NS_PER_MS, 0)),
-        AllocModel::Legacy { nr_requests: 128 },
-    );
-    let layer = BlockLayer::new(&sim.handle(), queue);
-    let bdev = QueueSubmit::new(layer.clone(), Rc::new(Cell::new(1)));
-    let buffers = FakeBuffers::new(NS_PER_MS);
-    let data = Rc::new(FakeData {
-        ns: 0,
-        calls: RefCell::new(Vec::new()),
-    });
-    let ext4 = Ext4::mount(
-        &sim.handle(),
-        Ext4Config::default(),
-        1 << 30,
-        Hz(100),
-        buffers.clone(),
-        data.clone(),
-        bdev,
-        None,
-    )
-    .expect("mkfs of 1 GiB");
-    ext4.set_kernel_version(version);
-    Rig {
-        sim,
-        ext4,
-        buffers,
-        layer,
-        data,
-    }
+    let rig = rig_with(Ext4Config::default(), depth);
+    rig.ext4.set_kernel_version(version);
+    rig
 }
 
 /// What the commit that frees three files' extents costs under `version` (`-o discard`, a

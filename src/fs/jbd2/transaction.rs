@@ -101,21 +101,7 @@ impl Journal {
     pub fn start_now(&self, sim: &Sim, credits: u64) -> Result<Handle, StartBlocked> {
         let task = sim.current_task().expect("a handle is started by a task");
         let max = self.max_credits_checked(credits);
-        // Create the running transaction if none runs (jbd2_get_transaction).
-        let mut state = self.state.borrow_mut();
-        if state.running.is_none() {
-            let tid = state.next_tid;
-            state.next_tid += 1;
-            state.running = Some(Transaction::new(
-                tid,
-                sim.now(),
-                self.config.commit_interval,
-            ));
-            drop(state);
-            // The commit timer (`j_commit_timer` at `t_expires`).
-            self.commit_wake.wake(sim);
-            state = self.state.borrow_mut();
-        }
+        let mut state = self.state_with_running(sim);
         // One borrow for the checks and the accounting (nothing is changed when one fails).
         let state = &mut *state;
         let space_left = checkpoint::log_space_left_in(state);
@@ -144,17 +130,10 @@ impl Journal {
         })
     }
 
-    /// `jbd2_journal_start_reserved`: starts a handle whose credits were reserved when an
-    /// earlier handle started (`jbd2__journal_start` with `rsv_blocks`; ext4's writeback reserves
-    /// one for the conversion of unwritten extents). Linux 3.11, 8f7d89f36829 ("jbd2:
-    /// transaction reservation support"). It joins the running transaction (created if none
-    /// runs) even while that is locked for commit: `start_this_handle` skips
-    /// `add_transaction_credits` for a reserved handle, and that is where a starter waits for a
-    /// locked transaction, a too-big one or log space. So it never waits. Simplification: the
-    /// credits are not held from the reservation on (`j_reserved_credits`), only from now.
-    pub fn start_reserved(&self, sim: &Sim, credits: u64) -> Handle {
-        let task = sim.current_task().expect("a handle is started by a task");
-        self.max_credits_checked(credits);
+    /// The journal's state with a running transaction, created if none runs
+    /// (`jbd2_get_transaction`, which also arms the commit timer, `j_commit_timer` at
+    /// `t_expires`).
+    fn state_with_running(&self, sim: &Sim) -> std::cell::RefMut<'_, super::JournalState> {
         let mut state = self.state.borrow_mut();
         if state.running.is_none() {
             let tid = state.next_tid;
@@ -168,6 +147,21 @@ impl Journal {
             self.commit_wake.wake(sim);
             state = self.state.borrow_mut();
         }
+        state
+    }
+
+    /// `jbd2_journal_start_reserved`: starts a handle whose credits were reserved when an
+    /// earlier handle started (`jbd2__journal_start` with `rsv_blocks`; ext4's writeback reserves
+    /// one for the conversion of unwritten extents). Linux 3.11, 8f7d89f36829 ("jbd2:
+    /// transaction reservation support"). It joins the running transaction (created if none
+    /// runs) even while that is locked for commit: `start_this_handle` skips
+    /// `add_transaction_credits` for a reserved handle, and that is where a starter waits for a
+    /// locked transaction, a too-big one or log space. So it never waits. Simplification: the
+    /// credits are not held from the reservation on (`j_reserved_credits`), only from now.
+    pub fn start_reserved(&self, sim: &Sim, credits: u64) -> Handle {
+        let task = sim.current_task().expect("a handle is started by a task");
+        self.max_credits_checked(credits);
+        let mut state = self.state_with_running(sim);
         let state = &mut *state;
         let running = state.running.as_mut().expect("created above");
         let tid = running.tid;
