@@ -235,6 +235,16 @@ pub const BUILTINS: &[Builtin] = &[
         source: include_str!("../../scenarios/qasio/alone/scenario-c.toml"),
         quick: false,
     },
+    Builtin {
+        name: "qasio/rlbench",
+        source: include_str!("../../scenarios/qasio/rlbench.toml"),
+        quick: false,
+    },
+    Builtin {
+        name: "qasio/alone/rlbench",
+        source: include_str!("../../scenarios/qasio/alone/rlbench.toml"),
+        quick: false,
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static Builtin> {
