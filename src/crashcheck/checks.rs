@@ -301,6 +301,7 @@ mod tests {
     fn state(size: u64, pages: Vec<PageState>) -> Recovered {
         Recovered {
             replayed: Some(1),
+            bad_replays: Vec::new(),
             files: [(
                 5,
                 RecoveredFile {
@@ -330,6 +331,7 @@ mod tests {
         assert!(point_in_time(&r, "a", Consistency::Files, &mix, 100).is_none());
         let empty = Recovered {
             replayed: None,
+            bad_replays: Vec::new(),
             files: BTreeMap::new(),
         };
         assert_eq!(

@@ -125,6 +125,9 @@ pub struct VariantReport {
     pub fsync_durability: Tally,
     /// fsync checks skipped: the file was truncated or unlinked since.
     pub fsync_skipped: u64,
+    /// Check 4, per point: recovery replays no transaction whose log blocks did not all
+    /// survive (it would write stale log blocks home as metadata).
+    pub journal_replay: Tally,
     /// Wall-clock seconds: the run, and the checks.
     #[serde(skip)]
     pub run_seconds: f64,
@@ -137,6 +140,7 @@ impl VariantReport {
     pub fn violations(&self) -> u64 {
         self.sqlite_integrity.violations
             + self.fsync_durability.violations
+            + self.journal_replay.violations
             + if self.mobifs {
                 self.point_in_time.violations
             } else {
@@ -271,6 +275,7 @@ pub fn check_variant(
         sqlite_integrity: Tally::default(),
         fsync_durability: Tally::default(),
         fsync_skipped: 0,
+        journal_replay: Tally::default(),
         run_seconds,
         check_seconds: 0.0,
     };
@@ -369,6 +374,19 @@ pub fn check_variant(
                 record.files[&lost.ino].path, lost.fsync_end, lost.what
             )));
         }
+        // 4. The journal replays only transactions whose log blocks all survived.
+        report
+            .journal_replay
+            .add(state.bad_replays.first().map(|bad| {
+                format!(
+                    "crash at {at} ns: {}{}",
+                    describe_bad_replay(bad),
+                    match state.bad_replays.len() {
+                        1 => String::new(),
+                        n => format!(" ({} more such blocks)", n - 1),
+                    }
+                )
+            }));
         progress(k as u64 + 1, total);
     }
     drop(scratch);
@@ -402,6 +420,26 @@ fn describe(record: &CrashRecord, state: &Recovered, inos: &[Ino]) -> String {
         "{}; replayed through tid {}",
         files.join(", "),
         state.replayed.map_or("none".into(), |t| t.to_string())
+    )
+}
+
+/// A replayed copy whose log block did not survive, in words.
+fn describe_bad_replay(bad: &recover::BadReplay) -> String {
+    use crate::mm::crashlog::LogContent;
+    let found = match &bad.found {
+        None => "nothing written in this run (zeros)".to_string(),
+        Some(LogContent::Copy { tid, home }) => {
+            format!("transaction {tid}'s copy of block {home}")
+        }
+        Some(LogContent::Descriptor { tid, .. }) => format!("a descriptor block of {tid}"),
+        Some(LogContent::Commit { tid, .. }) => format!("the commit block of {tid}"),
+        Some(LogContent::Superblock { .. }) => "the journal superblock".to_string(),
+    };
+    format!(
+        "transaction {} is replayed (its descriptor and commit blocks survived) but its log \
+         block at offset {} holds {found}, not its copy of block {}: recovery writes that \
+         to block {}",
+        bad.tid, bad.offset, bad.home, bad.home
     )
 }
 
@@ -464,6 +502,10 @@ pub fn render(scenario: &Scenario, reports: &[VariantReport]) -> String {
                 &r.sqlite_integrity,
             ),
             ("3 fsynced data survive", &r.fsync_durability),
+            (
+                "4 journal replays only whole transactions",
+                &r.journal_replay,
+            ),
         ];
         let rows: Vec<(&str, &Tally)> = rows
             .into_iter()

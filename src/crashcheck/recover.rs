@@ -3,23 +3,34 @@
 //! 1. Each device write's fate at `t` ([`crate::dev::crash`]): durable, undetermined or never
 //!    happened; an undetermined write reached flash or not by a coin drawn per write and per
 //!    crash point (any subset is a state the device's cache allows).
-//! 2. jbd2's recovery: transactions replay in order from the first recorded one while their
-//!    commit block survives (`do_one_pass`'s scan stops at the first missing commit); the
-//!    last one replayed, `T'`, gives each file's name, `i_disksize` and extent map.
+//! 2. jbd2's recovery from the journal blocks that survived ([`Prepared::scan_log`]): every
+//!    block jbd2 wrote is recorded with what it holds (descriptor blocks with their tags and
+//!    tid, copies with their home block and tid, commit blocks with their tid and whether they
+//!    carry a checksum, the journal superblock with `s_sequence`:
+//!    [`crate::mm::crashlog::LogContent`]); the crash state's log is whichever write of each
+//!    block survived. `do_one_pass` (fs/jbd2/recovery.c, 3.10) runs on it: `PASS_SCAN` from
+//!    the superblock's transaction while each block has the expected sequence (and, with
+//!    `JBD2_FEATURE_COMPAT_CHECKSUM`, while each commit block's checksum matches the copies),
+//!    `PASS_REVOKE` (no revoke blocks: the model writes none), `PASS_REPLAY`, which writes
+//!    every named copy home whatever its log block holds: a copy that did not survive is a
+//!    [`BadReplay`]. The last transaction replayed, `T'`, gives each file's name,
+//!    `i_disksize` and extent map.
 //! 3. Each page below the size: the version the surviving write at its block carried, or the
 //!    version a replayed transaction journaled for that block (MobiFS's VCTs, `data=journal`),
-//!    whichever is newer; a block no surviving write of the file covers reads as zeros, and a
-//!    block whose surviving write belonged to something else as *foreign*.
+//!    whichever is newer (*foreign* when the journaled copy's log block did not survive); a
+//!    block no surviving write of the file covers reads as zeros, and a block whose surviving
+//!    write belonged to something else as *foreign*.
 //!
-//! Simplifications: sectors of a block survive together (4 KiB atomic writes); a commit block
-//! that survives implies its transaction's log blocks survived (true with barriers: the commit
-//! block's preflush persisted them); the log's tail is not tracked (every transaction up to
-//! `T'` counts as replayed, which differs from jbd2 only for blocks a later transaction freed
-//! and a replay would overwrite, which revoke records prevent in the kernel and which the
-//! journaled-version rule here ignores unless the block is still the page's).
+//! Simplifications: sectors of a block survive together (4 KiB atomic writes); the file view
+//! of `T'` (names, sizes, extents) is ext4's state at `T'`'s `T_FLUSH`
+//! ([`crate::fs::ext4::crash`]), not read back from the replayed inode table and directory
+//! blocks, so a metadata copy replayed with stale bytes is counted ([`BadReplay`]) but not
+//! carried into the files; a journaled data copy applies only while its home block is still
+//! the page's, which stands in for revoke records; transactions before the superblock's
+//! `s_sequence` count as checkpointed home.
 
 use crate::dev::crash::WriteHistory;
-use crate::mm::crashlog::{CrashRecord, Tag};
+use crate::mm::crashlog::{CrashRecord, LogContent, Tag};
 use crate::mm::Ino;
 use crate::units::Nanos;
 use std::collections::{BTreeMap, HashMap};
@@ -50,6 +61,33 @@ pub struct Recovered {
     /// The last transaction replayed (`None`: none recorded survived).
     pub replayed: Option<u64>,
     pub files: BTreeMap<Ino, RecoveredFile>,
+    /// Copies recovery wrote home from log blocks that did not hold them: a replayed
+    /// transaction whose log blocks did not all survive.
+    pub bad_replays: Vec<BadReplay>,
+}
+
+/// A log block a replayed transaction's descriptor names, which did not survive: recovery
+/// (`do_one_pass`, `PASS_REPLAY`) copies whatever the block holds to `home`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BadReplay {
+    pub tid: u64,
+    pub home: u64,
+    /// The log offset of the copy.
+    pub offset: u64,
+    /// What the block holds instead (`None`: nothing the run wrote there).
+    pub found: Option<LogContent>,
+}
+
+/// What jbd2's recovery finds in the log ([`Prepared::scan_log`]).
+struct LogScan {
+    /// `s_sequence` of the surviving journal superblock: earlier transactions were
+    /// checkpointed.
+    first: u64,
+    /// `end_transaction`: the first transaction not replayed.
+    end: u64,
+    /// Per replayed copy (tid, home): whether its log block held it.
+    copies: HashMap<(u64, u64), bool>,
+    bad: Vec<BadReplay>,
 }
 
 /// Per page (ino, index): (tid, version, home block) of each journaled copy, in tid order.
@@ -65,8 +103,12 @@ pub struct Prepared<'a> {
     by_block: HashMap<u64, Vec<usize>>,
     /// Per write: the pages it carried, by block.
     tags: HashMap<usize, HashMap<u64, Tag>>,
-    /// Per transaction, in order: its commit block's write, if it was issued.
-    commits: Vec<(u64, Option<usize>)>,
+    /// Per journal block: (submission time, index into `record.log_writes`), in time order.
+    log_by_block: HashMap<u64, Vec<(Nanos, usize)>>,
+    /// Per log offset: its device block.
+    offset_block: HashMap<u64, u64>,
+    /// Per transaction: the log offset of its first block (first descriptor, else commit).
+    tid_start: HashMap<u64, u64>,
     /// (ino, index) -> (tid, version, home block) journaled, in tid order.
     journaled: JournaledCopies,
     seed: u64,
@@ -126,6 +168,32 @@ impl<'a> Prepared<'a> {
                 }
             }
         }
+        let mut log_by_block: HashMap<u64, Vec<(Nanos, usize)>> = HashMap::new();
+        let mut offset_block = HashMap::new();
+        // A transaction starts at its first descriptor block (submitted in log order), or at
+        // its commit block when it logged no copy.
+        let mut tid_start: HashMap<u64, u64> = HashMap::new();
+        let mut commit_at: HashMap<u64, u64> = HashMap::new();
+        for (k, w) in record.log_writes.iter().enumerate() {
+            log_by_block.entry(w.block).or_default().push((w.at, k));
+            offset_block.insert(w.offset, w.block);
+            interesting.push(w.block);
+            match w.content {
+                LogContent::Descriptor { tid, .. } => {
+                    tid_start.entry(tid).or_insert(w.offset);
+                }
+                LogContent::Commit { tid, .. } => {
+                    commit_at.entry(tid).or_insert(w.offset);
+                }
+                _ => {}
+            }
+        }
+        for (tid, offset) in commit_at {
+            tid_start.entry(tid).or_insert(offset);
+        }
+        for list in log_by_block.values_mut() {
+            list.sort_by_key(|&(at, k)| (at, k));
+        }
         interesting.sort_unstable();
         interesting.dedup();
         let mut by_block: HashMap<u64, Vec<usize>> =
@@ -142,27 +210,15 @@ impl<'a> Prepared<'a> {
                 }
             }
         }
-        let commits = record
-            .tids
-            .iter()
-            .map(|(&tid, t)| {
-                let write = t.commit.and_then(|(block, submitted)| {
-                    by_block.get(&block).and_then(|list| {
-                        list.iter()
-                            .copied()
-                            .find(|&i| writes[i].start_ns >= submitted)
-                    })
-                });
-                (tid, write)
-            })
-            .collect();
         Prepared {
             record,
             history,
             durable_at,
             by_block,
             tags,
-            commits,
+            log_by_block,
+            offset_block,
+            tid_start,
             journaled,
             seed,
         }
@@ -202,19 +258,127 @@ impl<'a> Prepared<'a> {
         chosen
     }
 
-    /// The files under test after a crash at `at` (crash point number `point`, which draws
-    /// the undetermined writes' fates).
-    pub fn recover(&self, at: Nanos, point: u64) -> Recovered {
-        let mut replayed = None;
-        for &(tid, write) in &self.commits {
-            match write {
-                Some(i) if self.survives(i, at, point) => replayed = Some(tid),
+    /// What log offset `offset` holds in crash state (`at`, `point`): the content of the
+    /// surviving write of its block (`None`: no write of the run survived there; mkfs left
+    /// the journal zeroed, no jbd2 magic).
+    fn log_content(&self, offset: u64, at: Nanos, point: u64) -> Option<&LogContent> {
+        let block = *self.offset_block.get(&offset)?;
+        let i = self.holder(block, at, point)?;
+        let start = self.history.writes[i].start_ns;
+        let list = self.log_by_block.get(&block)?;
+        let k = list.partition_point(|&(submitted, _)| submitted <= start);
+        let (_, index) = *list.get(k.checked_sub(1)?)?;
+        Some(&self.record.log_writes[index].content)
+    }
+
+    /// The next log offset (`wrap` in fs/jbd2/recovery.c: the ring is `1..log_blocks`).
+    fn next_offset(&self, offset: u64) -> u64 {
+        let blocks = self.record.log_blocks;
+        if blocks > 1 && offset + 1 >= blocks {
+            offset + 1 - (blocks - 1)
+        } else {
+            offset + 1
+        }
+    }
+
+    /// jbd2's recovery of the log as it is in crash state (`at`, `point`): `do_one_pass`
+    /// (fs/jbd2/recovery.c, 3.10; mainline's is the same for what the model writes).
+    ///
+    /// - `PASS_SCAN`: from the journal superblock's `s_sequence` and that transaction's
+    ///   first block, each block must carry jbd2's magic and the expected sequence, else the
+    ///   log ends there. A descriptor block is skipped with the blocks its tags name; a commit
+    ///   block ends its transaction and the next one is expected. With
+    ///   `JBD2_FEATURE_COMPAT_CHECKSUM` (`journal_async_commit`), the commit block's crc32
+    ///   must match the descriptor blocks and copies read (`calc_chksums`): a mismatch ends
+    ///   the log before that transaction (`info->end_transaction`).
+    /// - `PASS_REVOKE`: the model's jbd2 writes no revoke blocks (`src/fs/jbd2`'s
+    ///   simplifications), so no block is revoked.
+    /// - `PASS_REPLAY`: every copy a replayed transaction's descriptors name is written home,
+    ///   whatever its log block holds: without checksums nothing tells a stale block from the
+    ///   copy, so a copy whose block did not survive is a [`BadReplay`].
+    fn scan_log(&self, at: Nanos, point: u64) -> LogScan {
+        // The superblock: the last surviving write of offset 0; before any, the log as the
+        // mount left it, transaction 1 first.
+        let first = match self.log_content(0, at, point) {
+            Some(&LogContent::Superblock { sequence }) => sequence,
+            _ => 1,
+        };
+        let mut scan = LogScan {
+            first,
+            end: first,
+            copies: HashMap::new(),
+            bad: Vec::new(),
+        };
+        let Some(&start) = self.tid_start.get(&first) else {
+            return scan;
+        };
+        let mut offset = start;
+        let mut next = first;
+        let mut slots: Vec<(u64, u64)> = Vec::new();
+        let mut replay: Vec<(u64, Vec<(u64, u64)>)> = Vec::new();
+        // PASS_SCAN.
+        loop {
+            match self.log_content(offset, at, point) {
+                Some(LogContent::Descriptor { tid, homes }) if *tid == next => {
+                    for &home in homes {
+                        offset = self.next_offset(offset);
+                        slots.push((home, offset));
+                    }
+                    offset = self.next_offset(offset);
+                }
+                Some(&LogContent::Commit { tid, checksum }) if tid == next => {
+                    let intact = |&(home, slot): &(u64, u64)| {
+                        self.log_content(slot, at, point) == Some(&LogContent::Copy { tid, home })
+                    };
+                    if checksum && !slots.iter().all(intact) {
+                        break;
+                    }
+                    replay.push((tid, std::mem::take(&mut slots)));
+                    next += 1;
+                    offset = self.next_offset(offset);
+                }
                 _ => break,
             }
         }
+        scan.end = next;
+        // PASS_REPLAY (PASS_REVOKE revokes nothing).
+        for (tid, slots) in replay {
+            for (home, slot) in slots {
+                let found = self.log_content(slot, at, point);
+                let intact = found == Some(&LogContent::Copy { tid, home });
+                scan.copies.insert((tid, home), intact);
+                if !intact {
+                    scan.bad.push(BadReplay {
+                        tid,
+                        home,
+                        offset: slot,
+                        found: found.cloned(),
+                    });
+                }
+            }
+        }
+        scan
+    }
+
+    /// The files under test after a crash at `at` (crash point number `point`, which draws
+    /// the undetermined writes' fates).
+    pub fn recover(&self, at: Nanos, point: u64) -> Recovered {
+        let scan = self.scan_log(at, point);
+        // The file system as the last replayed transaction left it: the last recorded
+        // transaction before `end_transaction`.
+        let replayed = self
+            .record
+            .tids
+            .range(..scan.end)
+            .next_back()
+            .map(|(&tid, _)| tid);
         let mut files = BTreeMap::new();
         let Some(tid) = replayed else {
-            return Recovered { replayed, files };
+            return Recovered {
+                replayed,
+                files,
+                bad_replays: scan.bad,
+            };
         };
         for snap in self.record.tids[&tid].files.iter().filter(|f| f.linked) {
             let pages = (0..snap.size.div_ceil(crate::mm::crashlog::PAGE as u64))
@@ -232,15 +396,23 @@ impl<'a> Prepared<'a> {
                             },
                         },
                     };
+                    // The newest journaled copy up to the replayed transaction: replayed
+                    // from the log (garbage when its log block did not survive) or, before
+                    // the log's start, checkpointed home.
                     let journaled = self.journaled.get(&(snap.ino, index)).and_then(|list| {
                         list.iter()
                             .rev()
                             .find(|&&(t, _, home)| t <= tid && Some(home) == block)
-                            .map(|&(_, version, _)| version)
+                            .map(|&(t, version, home)| {
+                                let intact = t < scan.first
+                                    || scan.copies.get(&(t, home)).copied().unwrap_or(true);
+                                (version, intact)
+                            })
                     });
                     match (home, journaled) {
-                        (PageState::Version(h), Some(j)) => PageState::Version(h.max(j)),
-                        (_, Some(j)) => PageState::Version(j),
+                        (_, Some((_, false))) => PageState::Foreign,
+                        (PageState::Version(h), Some((j, true))) => PageState::Version(h.max(j)),
+                        (_, Some((j, true))) => PageState::Version(j),
                         (home, None) => home,
                     }
                 })
@@ -254,7 +426,11 @@ impl<'a> Prepared<'a> {
                 },
             );
         }
-        Recovered { replayed, files }
+        Recovered {
+            replayed,
+            files,
+            bad_replays: scan.bad,
+        }
     }
 }
 
@@ -273,7 +449,7 @@ fn coin(seed: u64, point: u64, write: u64) -> bool {
 mod tests {
     use super::*;
     use crate::dev::crash::WriteRecord;
-    use crate::mm::crashlog::{CrashLog, FileSnapshot, TrackedFile};
+    use crate::mm::crashlog::{CrashLog, FileSnapshot, LogContent, TrackedFile};
 
     fn write(id: u64, block: u64, start: Nanos, done: Nanos, fua: bool) -> WriteRecord {
         WriteRecord {
@@ -313,12 +489,133 @@ mod tests {
                 extents: vec![(0, 100, 1)],
             }],
         );
+        log.journal_layout(1024);
         log.tid_commit(1, 9000, 20);
+        log.log_write(
+            9000,
+            1,
+            20,
+            LogContent::Commit {
+                tid: 1,
+                checksum: false,
+            },
+        );
         let mut h = WriteHistory::new(true);
         h.record_write(write(1, 100, 10, 15, false));
         h.record_flush(25, 25); // the commit's preflush
         h.record_write(write(2, 9000, 25, 30, true));
         (h, log.record())
+    }
+
+    /// Transaction 1 logs a copy of metadata block 500: its descriptor at log offset 1
+    /// (block 9001, request 3), the copy at offset 2 (block 9002, request 4, completing at
+    /// `copy_done`), its commit block at offset 3 (block 9003, request 5: the preflush at 25,
+    /// then FUA). A copy completing after the preflush started is not made durable by it (the
+    /// commit block reached the media first: mutant (a)'s ordering).
+    fn logged(copy_done: Nanos, checksum: bool) -> (WriteHistory, CrashRecord) {
+        let log = CrashLog::new(1 << 20);
+        log.journal_layout(1024);
+        log.tid_flush(1, Vec::new());
+        let entries = [
+            (
+                9001,
+                1,
+                LogContent::Descriptor {
+                    tid: 1,
+                    homes: vec![500],
+                },
+            ),
+            (9002, 2, LogContent::Copy { tid: 1, home: 500 }),
+            (9003, 3, LogContent::Commit { tid: 1, checksum }),
+        ];
+        for (block, offset, content) in entries {
+            log.log_write(block, offset, 12, content);
+        }
+        let mut h = WriteHistory::new(true);
+        h.record_write(write(3, 9001, 12, 15, false));
+        h.record_write(write(4, 9002, 12, copy_done, false));
+        h.record_flush(25, 25);
+        h.record_write(write(5, 9003, 25, 30, true));
+        (h, log.record())
+    }
+
+    #[test]
+    fn do_one_pass_replays_a_whole_transaction() {
+        let (h, r) = logged(16, false);
+        let p = Prepared::new(&h, &r, 1);
+        for point in 0..32 {
+            let after = p.recover(31, point);
+            assert_eq!(after.replayed, Some(1));
+            assert!(after.bad_replays.is_empty(), "{:?}", after.bad_replays);
+        }
+    }
+
+    /// 3.10's do_one_pass without checksums replays a transaction whose descriptor and commit
+    /// blocks survived whatever its copies' blocks hold.
+    #[test]
+    fn do_one_pass_without_checksums_replays_a_copy_that_did_not_survive() {
+        let (h, r) = logged(28, false);
+        let p = Prepared::new(&h, &r, 1);
+        let states: Vec<Recovered> = (0..64).map(|point| p.recover(31, point)).collect();
+        assert!(states.iter().all(|s| s.replayed == Some(1)));
+        let bad: Vec<&BadReplay> = states.iter().flat_map(|s| &s.bad_replays).collect();
+        assert!(!bad.is_empty(), "some points lose the copy");
+        assert!(bad.len() < 64, "some points keep it");
+        assert_eq!(
+            *bad[0],
+            BadReplay {
+                tid: 1,
+                home: 500,
+                offset: 2,
+                found: None
+            }
+        );
+    }
+
+    /// With JBD2_FEATURE_COMPAT_CHECKSUM (journal_async_commit) the commit block's crc32 does
+    /// not match a lost copy: do_one_pass ends the log before the transaction.
+    #[test]
+    fn do_one_pass_with_checksums_refuses_a_transaction_with_a_lost_copy() {
+        let (h, r) = logged(28, true);
+        let p = Prepared::new(&h, &r, 1);
+        let outcomes: std::collections::BTreeSet<Option<u64>> = (0..64)
+            .map(|point| p.recover(31, point))
+            .inspect(|s| assert!(s.bad_replays.is_empty()))
+            .map(|s| s.replayed)
+            .collect();
+        assert_eq!(outcomes, [None, Some(1)].into_iter().collect());
+    }
+
+    /// A lost descriptor block ends the log (no jbd2 magic where PASS_SCAN expects one).
+    #[test]
+    fn do_one_pass_stops_at_a_lost_descriptor() {
+        let (mut h, r) = logged(16, false);
+        h.writes[0].done_ns = 27; // the descriptor completes after the preflush started
+        let p = Prepared::new(&h, &r, 1);
+        let outcomes: std::collections::BTreeSet<Option<u64>> =
+            (0..64).map(|point| p.recover(31, point).replayed).collect();
+        assert_eq!(outcomes, [None, Some(1)].into_iter().collect());
+    }
+
+    /// The journal superblock's s_sequence: the scan starts at that transaction (earlier ones
+    /// were checkpointed), whatever is left of theirs in the log.
+    #[test]
+    fn the_scan_starts_at_the_superblocks_sequence() {
+        let (mut h, r) = logged(16, false);
+        let mut r = r;
+        r.tids.insert(2, Default::default());
+        r.tids.insert(3, Default::default());
+        r.log_writes.push(crate::mm::crashlog::LogWrite {
+            block: 8999,
+            offset: 0,
+            at: 40,
+            content: LogContent::Superblock { sequence: 3 },
+        });
+        h.record_write(write(6, 8999, 40, 45, true));
+        let p = Prepared::new(&h, &r, 1);
+        assert_eq!(p.recover(40, 0).replayed, Some(1), "no superblock yet");
+        let after = p.recover(46, 0);
+        assert_eq!(after.replayed, Some(2), "transactions before 3 are home");
     }
 
     #[test]

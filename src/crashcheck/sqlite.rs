@@ -165,6 +165,7 @@ mod tests {
         assert_eq!(dbs.len(), 1);
         let state = |pages: Vec<PageState>| Recovered {
             replayed: Some(1),
+            bad_replays: Vec::new(),
             files: [(
                 7,
                 RecoveredFile {

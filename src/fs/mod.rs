@@ -19,6 +19,7 @@ pub mod ext4;
 pub mod f2fs;
 pub mod jbd2;
 pub mod mobifs;
+pub mod mutant;
 pub mod simplefs;
 pub mod vfs;
 

@@ -124,6 +124,50 @@ pub struct TidRecord {
     pub commit: Option<(u64, Nanos)>,
 }
 
+/// What a journal block holds as jbd2 wrote it (`fs/jbd2/commit.c`,
+/// `jbd2_journal_commit_transaction`; the formats of `include/linux/jbd2.h`), recorded when the
+/// write is submitted: what recovery (`fs/jbd2/recovery.c`, `do_one_pass`) reads back from
+/// whichever write of the block survived a crash.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LogContent {
+    /// A descriptor block of transaction `tid` (`JBD2_DESCRIPTOR_BLOCK`, `h_sequence` = tid):
+    /// its tags, the home blocks of the copies that follow it in the log, in order.
+    Descriptor { tid: u64, homes: Vec<u64> },
+    /// The copy of home block `home` that transaction `tid` logged (no jbd2 header: a copy
+    /// whose first word is jbd2's magic is escaped, `JBD2_FLAG_ESCAPE`).
+    Copy { tid: u64, home: u64 },
+    /// The commit block of `tid` (`JBD2_COMMIT_BLOCK`); `checksum`: it carries the crc32 of
+    /// the transaction's descriptor blocks and copies (`JBD2_FEATURE_COMPAT_CHECKSUM`).
+    Commit { tid: u64, checksum: bool },
+    /// The journal superblock: the log starts at transaction `sequence` (`s_sequence`;
+    /// `s_start` is that transaction's first log block).
+    Superblock { sequence: u64 },
+}
+
+impl LogContent {
+    /// The transaction a log block belongs to (`None`: the superblock).
+    pub fn tid(&self) -> Option<u64> {
+        match *self {
+            LogContent::Descriptor { tid, .. }
+            | LogContent::Copy { tid, .. }
+            | LogContent::Commit { tid, .. } => Some(tid),
+            LogContent::Superblock { .. } => None,
+        }
+    }
+}
+
+/// One journal block write as jbd2 submitted it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogWrite {
+    /// The device block.
+    pub block: u64,
+    /// Its offset in the log (0: the journal superblock; the ring is `1..log_blocks`).
+    pub offset: u64,
+    /// When it was submitted.
+    pub at: Nanos,
+    pub content: LogContent,
+}
+
 /// A page a device write carried: its block and version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tag {
@@ -149,6 +193,8 @@ struct Inner {
     as_of: HashMap<Ino, usize>,
     /// MobiFS VCT boundaries: (app, events recorded before the close).
     vct_closes: Vec<(String, usize)>,
+    log_writes: Vec<LogWrite>,
+    log_blocks: u64,
     bytes: u64,
     overflowed: bool,
 }
@@ -172,6 +218,10 @@ pub struct CrashRecord {
     pub tags: HashMap<u64, Vec<Tag>>,
     /// MobiFS VCT boundaries: (app, position in `events`: the events before it are in).
     pub vct_closes: Vec<(String, usize)>,
+    /// Every journal block written, in submission order.
+    pub log_writes: Vec<LogWrite>,
+    /// The journal's size in blocks (its superblock and the ring); 0: no journal recorded.
+    pub log_blocks: u64,
     /// Bytes of page versions kept.
     pub bytes: u64,
     /// The budget ran out: the log is incomplete.
@@ -435,6 +485,21 @@ impl CrashLog {
         at
     }
 
+    /// The journal has `blocks` blocks (its superblock at offset 0, then the ring).
+    pub fn journal_layout(&self, blocks: u64) {
+        self.inner.borrow_mut().log_blocks = blocks;
+    }
+
+    /// jbd2 submits a write of journal block `block` (log offset `offset`) holding `content`.
+    pub fn log_write(&self, block: u64, offset: u64, at: Nanos, content: LogContent) {
+        self.inner.borrow_mut().log_writes.push(LogWrite {
+            block,
+            offset,
+            at,
+            content,
+        });
+    }
+
     /// The log so far.
     pub fn record(&self) -> CrashRecord {
         let inner = self.inner.borrow();
@@ -446,6 +511,8 @@ impl CrashLog {
             tids: inner.tids.clone(),
             tags: inner.tags.clone(),
             vct_closes: inner.vct_closes.clone(),
+            log_writes: inner.log_writes.clone(),
+            log_blocks: inner.log_blocks,
             bytes: inner.bytes,
             overflowed: inner.overflowed,
         }

@@ -10,7 +10,7 @@
 
 use super::mount::Ext4;
 use crate::fs::jbd2::{CrashHook, Tid};
-use crate::mm::crashlog::{CrashLog, FileSnapshot};
+use crate::mm::crashlog::{CrashLog, FileSnapshot, LogContent};
 use crate::mm::Ino;
 use crate::units::Nanos;
 use std::rc::{Rc, Weak};
@@ -37,12 +37,17 @@ impl CrashHook for Ext4CrashHook {
     fn commit_block(&self, tid: Tid, block: u64, at: Nanos) {
         self.log.tid_commit(tid, block, at);
     }
+
+    fn log_write(&self, block: u64, offset: u64, at: Nanos, content: LogContent) {
+        self.log.log_write(block, offset, at, content);
+    }
 }
 
 impl Ext4 {
     /// Records, from now on, what each transaction leaves of the files under test in `log`.
     pub fn record_crash(self: &Rc<Self>, log: Rc<CrashLog>) {
         *self.crash.borrow_mut() = Some(log.clone());
+        log.journal_layout(self.journal.config.blocks);
         self.journal.set_crash_hook(Rc::new(Ext4CrashHook {
             ext4: Rc::downgrade(self),
             log,

@@ -65,7 +65,8 @@ impl Ext4 {
         let needs_barrier = self.config.barrier
             && !self
                 .journal
-                .trans_will_send_data_barrier(tid, self.kernel.get());
+                .trans_will_send_data_barrier(tid, self.kernel.get())
+            && self.config.mutant != Some(crate::fs::mutant::Mutant::FsyncNoFlush);
         let waited = self.journal.complete_transaction(sim, tid).await;
         if needs_barrier {
             self.issue_flush(sim, issuer).await;

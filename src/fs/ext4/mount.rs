@@ -144,6 +144,11 @@ pub struct Ext4Config {
     #[serde(default, with = "serde_units::option_duration")]
     pub checkpoint_interval: Option<Nanos>,
     pub f2fs_preset: Option<crate::fs::f2fs::F2fsPreset>,
+    /// A deliberate bug for crash-point checking's mutation gate ([`crate::fs::mutant`]):
+    /// set by tests only, never read from a scenario file. `None`: the model as it is.
+    #[doc(hidden)]
+    #[serde(skip)]
+    pub mutant: Option<crate::fs::mutant::Mutant>,
 }
 
 impl Default for Ext4Config {
@@ -171,6 +176,7 @@ impl Default for Ext4Config {
             active_logs: None,
             checkpoint_interval: None,
             f2fs_preset: None,
+            mutant: None,
         }
     }
 }
@@ -480,6 +486,7 @@ impl Ext4 {
                         commit_interval: config.commit,
                         barrier: config.barrier,
                         async_commit: config.journal_async_commit,
+                        mutant: config.mutant,
                     },
                 )
             }
@@ -500,6 +507,7 @@ impl Ext4 {
                         commit_interval: config.commit,
                         barrier: config.barrier,
                         async_commit: config.journal_async_commit,
+                        mutant: config.mutant,
                     },
                 )
             }

@@ -122,7 +122,9 @@ impl Ext4 {
                 return Err(errno);
             }
         };
-        handle = self.journal_touched(sim, handle, &touched).await;
+        if self.config.mutant != Some(crate::fs::mutant::Mutant::RenameNotJournaled) {
+            handle = self.journal_touched(sim, handle, &touched).await;
+        }
         let tid = handle.tid;
         for dir in [old_dir, new_dir] {
             self.update_fsync_trans(tid, dir, true);

@@ -129,15 +129,22 @@ impl CheckState {
 }
 
 impl Jbd2Check {
+    /// Turns the checks off (a journal with a deliberate bug, [`crate::fs::mutant`]).
+    pub(super) fn disable(&self) {
+        self.enabled.set(false);
+    }
+
     pub fn enabled(&self) -> bool {
         self.enabled.get() && self.violation.borrow().is_none()
     }
 }
 
 impl Journal {
-    /// Turns the journal's checks on (release builds: `mobistack run --check`).
+    /// Turns the journal's checks on (release builds: `mobistack run --check`); a journal
+    /// built with a deliberate bug ([`crate::fs::mutant`]) keeps them off: crash-point
+    /// checking's mutation gate asks whether the bug shows on the disk, not in these checks.
     pub fn enable_checks(&self) {
-        self.check.enabled.set(true);
+        self.check.enabled.set(self.config.mutant.is_none());
     }
 
     /// Whether the checks run (and nothing was reported yet).

@@ -130,6 +130,16 @@ impl Journal {
             preflush: flush && self.config.barrier,
             ..IoFlags::default()
         };
+        if let Some(hook) = self.crash_hook.borrow().as_ref() {
+            // s_sequence: the first transaction left in the log.
+            let sequence = tids.iter().max().map_or(0, |&t| t + 1);
+            hook.log_write(
+                self.config.first_block,
+                0,
+                sim.now(),
+                crate::mm::crashlog::LogContent::Superblock { sequence },
+            );
+        }
         let bio = BioRequest::for_pages(
             IoOp::Write,
             self.config.first_block,

@@ -37,7 +37,9 @@
 
 use super::{Journal, LogBlock, TState, Tid, JBD2_PID, TAGS_PER_DESCRIPTOR};
 use crate::dev::{IoFlags, IoOp};
+use crate::fs::mutant::Mutant;
 use crate::mm::bio::{BioRequest, IoPurpose};
+use crate::mm::crashlog::LogContent;
 use crate::mm::Issuer;
 use crate::sim::sync::Completion;
 use crate::sim::{Blocker, Sim, WaitReason};
@@ -118,33 +120,58 @@ impl Journal {
         }
     }
 
-    /// Submits one log block write; returns its completion.
+    /// Takes the next log block (`j_head`, `jbd2_journal_next_log_block`) for a write of
+    /// `kind`; returns its offset in the log.
+    fn reserve_log_block(&self, kind: LogBlock) -> u64 {
+        let mut state = self.state.borrow_mut();
+        let offset = state.head;
+        state.head = if offset + 1 == self.config.blocks {
+            1
+        } else {
+            offset + 1
+        };
+        assert!(state.free > 0, "the log overflowed: no free journal block");
+        state.free -= 1;
+        match kind {
+            LogBlock::Descriptor => state.stats.log_descriptor_blocks += 1,
+            LogBlock::Metadata => state.stats.log_metadata_blocks += 1,
+            LogBlock::Commit => state.stats.log_commit_blocks += 1,
+            LogBlock::Superblock => {}
+        }
+        offset
+    }
+
+    /// Submits one log block write at the next log block; returns its completion.
+    /// `content` says what the block holds, for crash-point checking's recorder (called only
+    /// when one is installed).
     async fn write_log_block(
         &self,
         sim: &Sim,
         kind: LogBlock,
         flags: IoFlags,
         issuer: Issuer,
+        content: impl FnOnce() -> LogContent,
     ) -> Completion<()> {
-        let offset = {
-            let mut state = self.state.borrow_mut();
-            let offset = state.head;
-            state.head = if offset + 1 == self.config.blocks {
-                1
-            } else {
-                offset + 1
-            };
-            assert!(state.free > 0, "the log overflowed: no free journal block");
-            state.free -= 1;
-            match kind {
-                LogBlock::Descriptor => state.stats.log_descriptor_blocks += 1,
-                LogBlock::Metadata => state.stats.log_metadata_blocks += 1,
-                LogBlock::Commit => state.stats.log_commit_blocks += 1,
-                LogBlock::Superblock => {}
-            }
-            offset
-        };
+        let offset = self.reserve_log_block(kind);
+        self.write_log_block_at(sim, offset, kind, flags, issuer, content)
+            .await
+    }
+
+    /// Submits one log block write at log offset `offset` (taken with
+    /// [`Journal::reserve_log_block`]); returns its completion.
+    async fn write_log_block_at(
+        &self,
+        sim: &Sim,
+        offset: u64,
+        kind: LogBlock,
+        flags: IoFlags,
+        issuer: Issuer,
+        content: impl FnOnce() -> LogContent,
+    ) -> Completion<()> {
         let block = self.config.log_block(offset);
+        if let Some(hook) = self.crash_hook.borrow().as_ref() {
+            hook.log_write(block, offset, sim.now(), content());
+        }
         let purpose = match kind {
             LogBlock::Descriptor => IoPurpose::JournalDescriptor,
             LogBlock::Metadata => IoPurpose::JournalMetadata,
@@ -165,7 +192,16 @@ impl Journal {
     /// plain `WRITE_SYNC` (3.10 and mainline alike: `JBD2_FEATURE_INCOMPAT_ASYNC_COMMIT` drops
     /// the flush and the FUA; the flush comes after the block, in
     /// [`Journal::commit_transaction`]). Returns its completion.
-    async fn submit_commit_block(&self, sim: &Sim, tid: Tid, issuer: Issuer) -> Completion<()> {
+    ///
+    /// `offset`: the log block taken for it beforehand (mutant (a) of [`crate::fs::mutant`]);
+    /// `None`, the next one.
+    async fn submit_commit_block(
+        &self,
+        sim: &Sim,
+        tid: Tid,
+        issuer: Issuer,
+        offset: Option<u64>,
+    ) -> Completion<()> {
         let flags = IoFlags {
             sync: true,
             noidle: true,
@@ -174,19 +210,24 @@ impl Journal {
         let flags = if self.config.barrier && !self.config.async_commit {
             IoFlags {
                 fua: true,
-                preflush: true,
+                preflush: self.config.mutant != Some(Mutant::NoPreflush),
                 ..flags
             }
         } else {
             flags
         };
         self.check_commit_block_submit(sim, tid);
+        let offset = offset.unwrap_or_else(|| self.reserve_log_block(LogBlock::Commit));
         if let Some(hook) = self.crash_hook.borrow().as_ref() {
-            let block = self.config.log_block(self.state.borrow().head);
-            hook.commit_block(tid, block, sim.now());
+            hook.commit_block(tid, self.config.log_block(offset), sim.now());
         }
-        self.write_log_block(sim, LogBlock::Commit, flags, issuer)
-            .await
+        // JBD2_FEATURE_COMPAT_CHECKSUM: ext4 sets it with journal_async_commit (3.10 and
+        // mainline `set_journal_csum_feature_set`, without metadata_csum).
+        let checksum = self.config.async_commit;
+        self.write_log_block_at(sim, offset, LogBlock::Commit, flags, issuer, || {
+            LogContent::Commit { tid, checksum }
+        })
+        .await
     }
 
     /// Waits for the log copies; each buffer leaves `BJ_Shadow` once its copy is written, and
@@ -306,18 +347,72 @@ impl Journal {
         let mut descriptors = 0u64;
         // The log writes go out under one plug (blk_start_plug before the t_buffers loop,
         // blk_finish_plug after it): consecutive log blocks merge into one request.
+        let commit_first = self.config.mutant == Some(Mutant::CommitBeforeLog);
+        if commit_first {
+            // Mutant (a) keeps ordered mode's wait before its commit block: only the log
+            // blocks' order is broken.
+            for &ino in &inodes {
+                self.data.wait(sim, ino).await;
+            }
+        }
         self.log_device.start_plug(issuer.pid);
-        for (i, _) in buffers.iter().enumerate() {
+        let mut commit = None;
+        if commit_first {
+            // Mutant (a): every log block keeps its place, but the commit block is submitted
+            // (with its flush and FUA) before any of them.
+            let (offsets, commit_offset) = self.reserve_transaction_log(buffers.len());
+            commit = Some(
+                self.submit_commit_block(sim, tid, issuer, Some(commit_offset))
+                    .await,
+            );
+            for (i, &home) in buffers.iter().enumerate() {
+                let (descriptor, copy) = offsets[i];
+                if let Some(offset) = descriptor {
+                    descriptors += 1;
+                    let homes = descriptor_tags(&buffers, i);
+                    log_writes.push(
+                        self.write_log_block_at(
+                            sim,
+                            offset,
+                            LogBlock::Descriptor,
+                            log_flags,
+                            issuer,
+                            || LogContent::Descriptor { tid, homes },
+                        )
+                        .await,
+                    );
+                }
+                log_writes.push(
+                    self.write_log_block_at(
+                        sim,
+                        copy,
+                        LogBlock::Metadata,
+                        log_flags,
+                        issuer,
+                        || LogContent::Copy { tid, home },
+                    )
+                    .await,
+                );
+            }
+        }
+        for (i, &home) in buffers.iter().enumerate().filter(|_| commit.is_none()) {
             if (i as u64).is_multiple_of(TAGS_PER_DESCRIPTOR) {
                 descriptors += 1;
                 log_writes.push(
-                    self.write_log_block(sim, LogBlock::Descriptor, log_flags, issuer)
-                        .await,
+                    self.write_log_block(sim, LogBlock::Descriptor, log_flags, issuer, || {
+                        LogContent::Descriptor {
+                            tid,
+                            homes: descriptor_tags(&buffers, i),
+                        }
+                    })
+                    .await,
                 );
             }
             log_writes.push(
-                self.write_log_block(sim, LogBlock::Metadata, log_flags, issuer)
-                    .await,
+                self.write_log_block(sim, LogBlock::Metadata, log_flags, issuer, || {
+                    LogContent::Copy { tid, home }
+                })
+                .await,
             );
         }
         // An external journal: the file system's device is flushed before the commit record
@@ -340,19 +435,19 @@ impl Journal {
         // inode filed and no data flush" for "did not sleep".
         let commit_in_plug =
             self.config.async_commit && inodes.is_empty() && data_flush_device.is_none();
-        let mut commit = None;
-        if commit_in_plug {
+        if commit_in_plug && commit.is_none() {
             self.state.borrow_mut().data_flushed = Some(tid);
-            commit = Some(self.submit_commit_block(sim, tid, issuer).await);
+            commit = Some(self.submit_commit_block(sim, tid, issuer, None).await);
         }
         self.log_device.finish_plug(issuer.pid);
         phases.log_submit = lap(sim);
         if !commit_in_plug {
             // journal_finish_inode_data_buffers: the ordered data must be on disk.
             #[cfg(test)]
-            let skip_data_wait = self.faults.skip_data_wait.get();
+            let fault = self.faults.skip_data_wait.get();
             #[cfg(not(test))]
-            let skip_data_wait = false;
+            let fault = false;
+            let skip_data_wait = fault || self.config.mutant == Some(Mutant::NoOrderedWait);
             if !skip_data_wait {
                 for &ino in &inodes {
                     self.data.wait(sim, ino).await;
@@ -363,15 +458,15 @@ impl Journal {
                 crate::mm::bio::blkdev_issue_flush(&**fs_device, sim, issuer).await;
             }
             self.state.borrow_mut().data_flushed = Some(tid);
-            if self.config.async_commit {
-                commit = Some(self.submit_commit_block(sim, tid, issuer).await);
+            if self.config.async_commit && commit.is_none() {
+                commit = Some(self.submit_commit_block(sim, tid, issuer, None).await);
             }
         }
         let log_blocks = log_writes.len() as u64 + 1;
         self.wait_log_writes(sim, tid, &log_writes, &buffers).await;
         let commit = match commit {
             Some(commit) => commit,
-            None => self.submit_commit_block(sim, tid, issuer).await,
+            None => self.submit_commit_block(sim, tid, issuer, None).await,
         };
         commit
             .wait(sim, WaitReason::BlockIo, Blocker::Transaction(tid))
@@ -472,4 +567,29 @@ impl Journal {
         }
         self.wait_done_commit.wake_all(sim);
     }
+}
+
+impl Journal {
+    /// Takes the log blocks of a transaction of `buffers` copies in the order jbd2 writes
+    /// them (a descriptor block before each [`TAGS_PER_DESCRIPTOR`] copies), then its commit
+    /// block's: per copy, (its descriptor's offset if one precedes it, its own offset), and
+    /// the commit block's offset (mutant (a) of [`crate::fs::mutant`]).
+    fn reserve_transaction_log(&self, buffers: usize) -> (Vec<(Option<u64>, u64)>, u64) {
+        let offsets = (0..buffers)
+            .map(|i| {
+                let descriptor = (i as u64)
+                    .is_multiple_of(TAGS_PER_DESCRIPTOR)
+                    .then(|| self.reserve_log_block(LogBlock::Descriptor));
+                (descriptor, self.reserve_log_block(LogBlock::Metadata))
+            })
+            .collect();
+        (offsets, self.reserve_log_block(LogBlock::Commit))
+    }
+}
+
+/// The tags of the descriptor block written before copy `first` of `buffers`: the home blocks
+/// of the copies it describes (up to [`TAGS_PER_DESCRIPTOR`]).
+fn descriptor_tags(buffers: &[u64], first: usize) -> Vec<u64> {
+    let end = (first + TAGS_PER_DESCRIPTOR as usize).min(buffers.len());
+    buffers[first..end].to_vec()
 }
