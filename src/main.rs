@@ -123,8 +123,8 @@ enum Command {
         /// these are four files.
         #[arg(long, value_name = "DIR")]
         csv: Option<std::path::PathBuf>,
-        /// Check the page cache's and the journal's invariants as the runs go (always on in
-        /// debug builds); a violation ends the run with an error.
+        /// Check the page cache's, the journal's and the block layer's invariants as the runs
+        /// go (always on in debug builds); a violation ends the run with an error.
         #[arg(long)]
         check: bool,
         /// Latency columns of the table: a comma-separated list of min, mean, p50, p90, p99,

@@ -52,8 +52,9 @@ pub struct RunOptions {
     /// Worker threads for independent runs; 0 = one per core.
     pub threads: usize,
     pub progress: Option<ProgressFn>,
-    /// Check the page cache's and the journal's invariants as the runs go (always on in debug
-    /// builds; `mobistack run --check` in release): a violation ends the run with an error.
+    /// Check the page cache's, the journal's and the block layer's invariants as the runs go
+    /// (always on in debug builds; `mobistack run --check` in release): a violation ends the
+    /// run with an error.
     pub check: bool,
     /// Record each run's timeline for a Perfetto trace (`mobistack run --perfetto`).
     pub timeline: Option<crate::sim::timeline::TimelineConfig>,
@@ -305,6 +306,13 @@ pub fn run_one_hooked(
     if let Some(vfs) = stack.vfs.as_ref().filter(|_| check) {
         vfs.enable_checks();
     }
+    let block_layers = || {
+        let journal = stack.journal_block.as_ref().map(|(block, _)| block);
+        stack.block.iter().chain(journal).map(|block| &block.layer)
+    };
+    if check {
+        block_layers().for_each(|layer| layer.enable_checks());
+    }
     if let Some(before) = before {
         before(&stack).map_err(&run_error)?;
     }
@@ -422,6 +430,7 @@ pub fn run_one_hooked(
         .vfs
         .as_ref()
         .and_then(|vfs| vfs.end_of_run_violation(&sim))
+        .or_else(|| block_layers().find_map(|layer| layer.violation()))
     {
         return Err(run_error(violation));
     }

@@ -552,10 +552,17 @@ impl BlockLayer {
         // The report kept in `Shared` lends its vector to this event (taken out, so that a
         // completion callback that reaches the layer finds no borrow held).
         let mut report = self.shared.report.take();
-        self.shared
-            .queue
-            .borrow_mut()
-            .advance_into(now, &mut report);
+        let violated = {
+            let mut queue = self.shared.queue.borrow_mut();
+            let before = queue.violation().is_some();
+            queue.advance_into(now, &mut report);
+            !before && queue.violation().is_some()
+        };
+        // A global invariant failed (debug builds, `run --check`): the run stops and ends with
+        // the violation ([`BlockLayer::violation`]).
+        if violated {
+            self.sim.stop();
+        }
         for (_, rq) in &report.completed {
             if let Some(history) = self.shared.commands.borrow_mut().as_mut() {
                 record_command(history, rq, now);
@@ -684,6 +691,17 @@ impl BlockLayer {
     /// Bios submitted and not yet completed.
     pub fn pending_bios(&self) -> usize {
         self.shared.pending.borrow().len()
+    }
+
+    /// Turns the queue's global invariant checks on (release builds: `mobistack run --check`;
+    /// [`crate::block::queue::RequestQueue::check_invariants`]).
+    pub fn enable_checks(&self) {
+        self.shared.queue.borrow_mut().enable_checks();
+    }
+
+    /// The first violation of the queue's global invariants, if any.
+    pub fn violation(&self) -> Option<String> {
+        self.shared.queue.borrow().violation().map(str::to_string)
     }
 }
 

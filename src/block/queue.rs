@@ -36,6 +36,8 @@
 //!   congestion bits are kept ([`RequestQueue::is_congested`]) but nothing above reads them yet.
 //! - One hardware queue for blk-mq; tags are not split per CPU.
 
+mod check;
+
 use super::blktrace::{Action, BlkTrace};
 use super::elevator::Elevator;
 use super::request::{Bio, BioId, MergeKind, Request, RequestId, MAX_REQUEST_SECTORS};
@@ -327,6 +329,8 @@ pub struct RequestQueue {
     wbt_waiting: [VecDeque<(BioId, super::wbt::WbtBio)>; super::wbt::WBT_NUM_RWQ],
     /// Bios through wbt and still waiting for a request (a tag): their accounting.
     wbt_tokens: BTreeMap<BioId, super::wbt::WbtFlags>,
+    /// The global invariants' switch and first violation ([`check`]).
+    checks: check::QueueChecks,
 }
 
 impl RequestQueue {
@@ -376,6 +380,7 @@ impl RequestQueue {
             wbt: None,
             wbt_waiting: Default::default(),
             wbt_tokens: BTreeMap::new(),
+            checks: check::QueueChecks::default(),
         }
     }
 
@@ -1393,11 +1398,13 @@ impl RequestQueue {
             }
         }
         self.run_queue(now);
-        self.check_invariants();
+        self.assert_conservation();
+        self.run_checks(now);
     }
 
-    /// Every allocated request is in exactly one place; nothing is lost.
-    fn check_invariants(&self) {
+    /// Every allocated request is in some place; nothing is lost (always on: counts only; the
+    /// full checks are [`RequestQueue::check_invariants`]).
+    fn assert_conservation(&self) {
         let plugged: usize = self.plugs.values().map(Vec::len).sum();
         let accounted =
             plugged + self.elevator.queued() + self.dispatch_list.len() + self.in_driver();

@@ -66,6 +66,14 @@ impl InFlight {
         self.len
     }
 
+    /// The held requests with their tags, by tag (the block layer's checks).
+    pub fn requests(&self) -> impl Iterator<Item = (u64, &Request)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(tag, slot)| slot.as_ref().map(|rq| (tag as u64, rq)))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

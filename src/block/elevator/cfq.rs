@@ -1318,6 +1318,171 @@ impl Cfq {
     }
 }
 
+/// The block layer's checks of CFQ's accounting (debug builds, `mobistack run --check`).
+impl Cfq {
+    /// Per `cfq_queue`: `sort_list` and `fifo` hold the queue's requests (`RQ_CFQQ`),
+    /// `prio_pending` counts its REQ_PRIO ones, `next_rq` and the QASIO list are among them,
+    /// `dispatched` counts its requests dispatched and not completed; `cfqd->rq_queued`,
+    /// `rq_in_driver` and `rq_in_flight[sync]` are the sums.
+    fn check_queues(&self, dispatched: &[&Request]) -> Result<(), String> {
+        use super::check_count;
+        check_count(
+            "cfqd->rq_queued",
+            u64::from(self.rq_queued),
+            "requests are queued",
+            self.store.len() as u64,
+        )?;
+        let mut listed = 0;
+        let mut dispatched_of = vec![0u32; self.queues.len()];
+        for rq in dispatched {
+            match self.rq_cfqq.get(&rq.id) {
+                Some(&cfqq) => dispatched_of[cfqq] += 1,
+                None => return Err(format!("CFQ: dispatched R#{} has no RQ_CFQQ", rq.id)),
+            }
+        }
+        for (cfqq, queue) in self.queues.iter().enumerate() {
+            let what = format!("CFQ queue {cfqq} (pid {})", queue.pid);
+            super::check_sort_and_fifo(&what, &queue.sort_list, &queue.fifo, &self.store)?;
+            listed += queue.fifo.len();
+            if let Some(&id) = queue
+                .fifo
+                .iter()
+                .find(|id| self.rq_cfqq.get(id) != Some(&cfqq))
+            {
+                return Err(format!(
+                    "{what}: R#{id} is queued in it but RQ_CFQQ says otherwise"
+                ));
+            }
+            let prio = queue
+                .fifo
+                .iter()
+                .filter(|&&id| self.store.get(id).flags.prio)
+                .count();
+            check_count(
+                &format!("{what} prio_pending"),
+                u64::from(queue.prio_pending),
+                "REQ_PRIO requests are queued in it",
+                prio as u64,
+            )?;
+            if let Some(next) = queue.next_rq.filter(|id| !queue.fifo.contains(id)) {
+                return Err(format!("{what}: next_rq R#{next} is not queued in it"));
+            }
+            if queue.next_rq.is_none() && !queue.fifo.is_empty() {
+                return Err(format!(
+                    "{what}: {} requests queued but no next_rq",
+                    queue.fifo.len()
+                ));
+            }
+            if let Some(id) = queue.qasio.iter().find(|id| !queue.fifo.contains(id)) {
+                return Err(format!("{what}: QASIO R#{id} is not queued in it"));
+            }
+            check_count(
+                &format!("{what} dispatched"),
+                u64::from(queue.dispatched),
+                "of its requests are dispatched and not completed",
+                u64::from(dispatched_of[cfqq]),
+            )?;
+        }
+        check_count(
+            "CFQ's queued requests",
+            self.store.len() as u64,
+            "are on its queues' fifos",
+            listed as u64,
+        )?;
+        check_count(
+            "cfqd->rq_in_driver",
+            u64::from(self.rq_in_driver),
+            "requests are dispatched and not completed",
+            dispatched.len() as u64,
+        )?;
+        for sync in [false, true] {
+            let want: u32 = self
+                .queues
+                .iter()
+                .filter(|q| q.sync == sync)
+                .map(|q| q.dispatched)
+                .sum();
+            check_count(
+                &format!("cfqd->rq_in_flight[{}]", usize::from(sync)),
+                u64::from(self.rq_in_flight[usize::from(sync)]),
+                "requests of such queues are dispatched",
+                u64::from(want),
+            )?;
+        }
+        check_count(
+            "RQ_CFQQ entries",
+            self.rq_cfqq.len() as u64,
+            "requests are queued or dispatched",
+            (self.store.len() + dispatched.len()) as u64,
+        )
+    }
+
+    /// A queue is on the round robin (`cfq_cfqq_on_rr`) exactly when it sits on one service
+    /// tree, at the key it records; a queue with requests is on it; `busy_queues` and
+    /// `busy_sync_queues` count them.
+    fn check_trees(&self) -> Result<(), String> {
+        use super::check_count;
+        let trees = self
+            .service_trees
+            .iter()
+            .flatten()
+            .chain([&self.service_tree_idle]);
+        let mut on_trees = 0;
+        for tree in trees {
+            on_trees += tree.count();
+            for &(key, sequence, cfqq) in &tree.rb {
+                let recorded = self.queues.get(cfqq).and_then(|q| q.service_tree);
+                if recorded.map(|(_, _, k, s)| (k, s)) != Some((key, sequence)) {
+                    return Err(format!("CFQ queue {cfqq} is on a service tree at key {key} but records {recorded:?}"));
+                }
+            }
+        }
+        for (cfqq, queue) in self.queues.iter().enumerate() {
+            if queue.on_rr != queue.service_tree.is_some() {
+                return Err(format!(
+                    "CFQ queue {cfqq}: on_rr = {} but service tree {:?}",
+                    queue.on_rr, queue.service_tree
+                ));
+            }
+            if let Some((class, wl_type, key, sequence)) = queue.service_tree {
+                if !self
+                    .tree(class, wl_type)
+                    .rb
+                    .contains(&(key, sequence, cfqq))
+                {
+                    return Err(format!("CFQ queue {cfqq} records tree {class:?}/{wl_type:?} key {key} but is not on it"));
+                }
+            }
+            if !queue.on_rr && !queue.fifo.is_empty() {
+                return Err(format!(
+                    "CFQ queue {cfqq} has {} requests but is not on the round robin",
+                    queue.fifo.len()
+                ));
+            }
+        }
+        let busy = self.queues.iter().filter(|q| q.on_rr).count();
+        let busy_sync = self.queues.iter().filter(|q| q.on_rr && q.sync).count();
+        check_count(
+            "cfqd->busy_queues",
+            u64::from(self.busy_queues),
+            "queues are on the round robin",
+            busy as u64,
+        )?;
+        check_count(
+            "cfqd->busy_sync_queues",
+            u64::from(self.busy_sync_queues),
+            "sync queues are on the round robin",
+            busy_sync as u64,
+        )?;
+        check_count(
+            "the service trees' counts",
+            on_trees as u64,
+            "queues are on the round robin",
+            busy as u64,
+        )
+    }
+}
+
 impl Elevator for Cfq {
     fn name(&self) -> &'static str {
         "cfq"
@@ -1505,6 +1670,17 @@ impl Elevator for Cfq {
     fn queued(&self) -> usize {
         assert_eq!(self.rq_queued as usize, self.store.len());
         self.store.len()
+    }
+
+    fn queued_requests(&self) -> Vec<&Request> {
+        self.store.requests()
+    }
+
+    /// See [`Cfq::check_queues`] and [`Cfq::check_trees`].
+    fn check(&self, dispatched: &[&Request]) -> Result<(), String> {
+        self.store.check()?;
+        self.check_queues(dispatched)?;
+        self.check_trees()
     }
 
     /// The idle slice timer fires at the tick of its expiry (`mod_timer(jiffies + sl)`).
@@ -2449,5 +2625,48 @@ mod tests {
         assert!(cfq.idle_slice_timer.is_some());
         cfq.add_request(4 * NS_PER_MS, request(3, IoOp::Read, 72, 64, READER));
         assert!(cfq.idle_slice_timer.is_none() && !cfq.queues[reader].wait_request);
+    }
+}
+
+/// The block layer's checks of CFQ's counters can fail: each broken on purpose is found.
+#[cfg(test)]
+mod check_tests {
+    use super::*;
+    use crate::block::request::test_support::request;
+    use crate::dev::IoOp;
+
+    /// Breaks one counter of the scheduler.
+    type Break = fn(&mut Cfq);
+
+    /// CFQ with two processes' sync reads and one async write queued, one read dispatched.
+    fn cfq_with_a_dispatched_read() -> (Cfq, Request) {
+        let traits = QueueTraits {
+            nonrot: true,
+            queue_depth: 1,
+        };
+        let mut cfq = Cfq::new(traits, Hz(100));
+        cfq.add_request(0, request(1, IoOp::Read, 0, 8, 1));
+        cfq.add_request(0, request(2, IoOp::Read, 1000, 8, 2));
+        cfq.add_request(0, request(3, IoOp::Write, 5000, 8, 3));
+        let dispatched = cfq.dispatch_request(0).expect("a read");
+        cfq.check(&[&dispatched]).expect("consistent");
+        (cfq, dispatched)
+    }
+
+    #[test]
+    fn cfq_counters_that_drift_from_its_queues_are_found() {
+        let breaks: [(&str, Break); 5] = [
+            ("cfqd->rq_in_driver", |cfq| cfq.rq_in_driver += 1),
+            ("cfqd->rq_queued", |cfq| cfq.rq_queued -= 1),
+            ("cfqd->busy_queues", |cfq| cfq.busy_queues += 1),
+            ("prio_pending", |cfq| cfq.queues[1].prio_pending += 1),
+            ("dispatched", |cfq| cfq.queues[0].dispatched += 1),
+        ];
+        for (name, break_it) in breaks {
+            let (mut cfq, dispatched) = cfq_with_a_dispatched_read();
+            break_it(&mut cfq);
+            let what = cfq.check(&[&dispatched]).expect_err(name);
+            assert!(what.contains(name), "{name}: {what}");
+        }
     }
 }

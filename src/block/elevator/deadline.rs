@@ -226,6 +226,50 @@ impl Elevator for Deadline {
         assert_eq!(queued, self.store.len());
         queued
     }
+
+    fn queued_requests(&self) -> Vec<&Request> {
+        self.store.requests()
+    }
+
+    /// `dd->sort_list[dir]` and `dd->fifo_list[dir]` hold the queued requests of their
+    /// direction; `dd->next_rq[dir]` is one of them.
+    fn check(&self, _dispatched: &[&Request]) -> Result<(), String> {
+        self.store.check()?;
+        for dir in [READ, WRITE] {
+            let what = if dir == READ {
+                "deadline reads"
+            } else {
+                "deadline writes"
+            };
+            super::check_sort_and_fifo(
+                what,
+                &self.sort_list[dir],
+                &self.fifo_list[dir],
+                &self.store,
+            )?;
+            if let Some(rq) = self.fifo_list[dir]
+                .iter()
+                .map(|&id| self.store.get(id))
+                .find(|rq| data_dir(rq) != dir)
+            {
+                return Err(format!(
+                    "{what}: R#{} is on the other direction's lists",
+                    rq.id
+                ));
+            }
+            if let Some(next) = self.next_rq[dir] {
+                if !self.sort_list[dir].iter().any(|&(_, id)| id == next) {
+                    return Err(format!("{what}: next_rq R#{next} is not queued"));
+                }
+            }
+        }
+        super::check_count(
+            "deadline's queued requests",
+            self.store.len() as u64,
+            "are on its fifo lists",
+            (self.fifo_list[READ].len() + self.fifo_list[WRITE].len()) as u64,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -324,5 +368,24 @@ mod tests {
         deadline.add_request(9 * NS_PER_MS, request(1, IoOp::Read, 0, 8, 1));
         assert!(!deadline.check_fifo(READ, 499 * NS_PER_MS));
         assert!(deadline.check_fifo(READ, 500 * NS_PER_MS));
+    }
+}
+
+/// The checks can fail: a request missing from its FIFO is found.
+#[cfg(test)]
+mod check_tests {
+    use super::*;
+    use crate::block::request::test_support::request;
+    use crate::dev::IoOp;
+
+    #[test]
+    fn deadline_fifo_that_misses_a_request_is_found() {
+        let mut deadline = Deadline::new(Hz(100));
+        deadline.add_request(0, request(1, IoOp::Write, 0, 8, 1));
+        deadline.add_request(0, request(2, IoOp::Write, 800, 8, 1));
+        deadline.check(&[]).expect("consistent");
+        deadline.fifo_list[WRITE].pop_front();
+        let what = deadline.check(&[]).expect_err("fifo");
+        assert!(what.contains("deadline writes"), "{what}");
     }
 }

@@ -321,6 +321,50 @@ impl Elevator for Kyber {
         self.timer_fn(now);
     }
 
+    fn queued_requests(&self) -> Vec<&Request> {
+        self.store.requests()
+    }
+
+    /// `khd->rqs[domain]` holds the queued requests of its domain, once each; the domain's
+    /// tokens in use (`domain_tokens`, held from dispatch to completion) equal its dispatched
+    /// requests not completed.
+    fn check(&self, dispatched: &[&Request]) -> Result<(), String> {
+        self.store.check()?;
+        let listed: usize = self.rqs.iter().map(VecDeque::len).sum();
+        super::check_count(
+            "kyber's queued requests",
+            self.store.len() as u64,
+            "are on its domain lists (khd->rqs)",
+            listed as u64,
+        )?;
+        let mut ids: Vec<RequestId> = self.rqs.iter().flatten().copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() != listed {
+            return Err("kyber: a request is on the domain lists twice".into());
+        }
+        for (domain, list) in self.rqs.iter().enumerate() {
+            if let Some(&id) = list.iter().find(|&&id| {
+                !self.store.contains(id) || Self::sched_domain(self.store.get(id).op) != domain
+            }) {
+                return Err(format!(
+                    "kyber: R#{id} on domain {domain}'s list is not a queued request of it"
+                ));
+            }
+            let in_flight = dispatched
+                .iter()
+                .filter(|rq| Self::sched_domain(rq.op) == domain)
+                .count();
+            super::check_count(
+                &format!("kyber domain_tokens[{domain}] in use"),
+                u64::from(self.in_use[domain]),
+                "requests of the domain are dispatched and not completed",
+                in_flight as u64,
+            )?;
+        }
+        Ok(())
+    }
+
     /// `kyber_limit_depth`: async requests get `async_depth` = 75 % of the tags.
     fn limit_depth(&self, nr_requests: usize, sync: bool, _write: bool) -> Option<usize> {
         (!sync).then(|| (nr_requests * KYBER_ASYNC_PERCENT / 100).max(1))
@@ -502,5 +546,24 @@ mod tests {
             (&mut next_id, &mut writes_out),
         );
         assert_eq!(write_depth(&queue), 128, "restored");
+    }
+}
+
+/// The checks can fail: tokens in use that drift from the dispatched requests are found.
+#[cfg(test)]
+mod check_tests {
+    use super::*;
+    use crate::block::request::test_support::request;
+
+    #[test]
+    fn kyber_domain_tokens_in_use_that_drift_are_found() {
+        let mut kyber = Kyber::new(Hz(250), KyberTunables::default());
+        kyber.add_request(0, request(1, IoOp::Read, 0, 8, 1));
+        kyber.add_request(0, request(2, IoOp::Write, 1000, 8, 2));
+        let dispatched = kyber.dispatch_request(0).expect("a request");
+        kyber.check(&[&dispatched]).expect("consistent");
+        kyber.in_use[KYBER_WRITE] += 1;
+        let what = kyber.check(&[&dispatched]).expect_err("tokens");
+        assert!(what.contains("kyber domain_tokens[1] in use = 1"), "{what}");
     }
 }

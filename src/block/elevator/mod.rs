@@ -119,6 +119,20 @@ pub trait Elevator {
     fn limit_depth(&self, _nr_requests: usize, _sync: bool, _write: bool) -> Option<usize> {
         None
     }
+
+    /// The requests queued in the scheduler (not yet dispatched), in no particular order: the
+    /// block layer's global checks ([`crate::block::check`]) find each request in exactly one
+    /// place with them.
+    fn queued_requests(&self) -> Vec<&Request>;
+
+    /// The scheduler's private accounting against its own lists, and against `dispatched`: the
+    /// requests it dispatched that have not completed (in the driver, on the device, or put
+    /// back on the dispatch list by the mmc driver). `Err` names the kernel structure whose
+    /// count disagrees. Run by the block layer's checks (debug builds, `mobistack run
+    /// --check`). Default: nothing to check.
+    fn check(&self, _dispatched: &[&Request]) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The names accepted by [`new_elevator`].
@@ -318,6 +332,17 @@ impl SectorIndex {
         true
     }
 
+    /// Ids indexed, over every sector.
+    fn len(&self) -> usize {
+        self.ids
+            .values()
+            .map(|ids| match ids {
+                SectorIds::One(_) => 1,
+                SectorIds::Many(ids) => ids.len(),
+            })
+            .sum()
+    }
+
     /// The ids at `sector`, in increasing order.
     fn at(&self, sector: u64) -> &[RequestId] {
         match self.ids.get(&sector) {
@@ -360,6 +385,37 @@ impl RqStore {
 
     pub fn is_empty(&self) -> bool {
         self.rqs.is_empty()
+    }
+
+    /// The queued requests, in no particular order (the block layer's checks).
+    pub fn requests(&self) -> Vec<&Request> {
+        self.rqs.values().collect()
+    }
+
+    /// `elv_rqhash` and the sort tree index every queued request once, at its end and start
+    /// sector (the block layer's checks).
+    pub fn check(&self) -> Result<(), String> {
+        let (by_end, by_start) = (self.by_end.len(), self.by_start.len());
+        if by_end != self.rqs.len() || by_start != self.rqs.len() {
+            return Err(format!(
+                "the merge indexes (elv_rqhash, sort tree) hold {by_end} / {by_start} requests, {} are queued",
+                self.rqs.len()
+            ));
+        }
+        let mut ids: Vec<RequestId> = self.rqs.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let rq = &self.rqs[&id];
+            if !self.by_end.at(rq.end_sector()).contains(&id)
+                || !self.by_start.at(rq.sector).contains(&id)
+            {
+                return Err(format!(
+                    "R#{id} ({} + {}) is not indexed at its sectors in elv_rqhash / the sort tree",
+                    rq.sector, rq.nr_sectors
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `elv_rqhash_find`: a queued request ending where `bio` starts that may take it.
@@ -416,6 +472,55 @@ impl RqStore {
         rq.merge_bio(bio, kind);
         self.insert(rq);
         Some((id, kind, old_sector))
+    }
+}
+
+/// The block layer's checks of a scheduler queue kept as a sort list and a FIFO (deadline's
+/// `sort_list[dir]` / `fifo_list[dir]`, CFQ's and BFQ's `cfqq->sort_list` / `cfqq->fifo`):
+/// both hold the same requests, each once, queued in `store` at the sector its key says.
+/// `what` names the kernel lists in a message.
+pub(crate) fn check_sort_and_fifo(
+    what: &str,
+    sort: &std::collections::BTreeSet<(u64, RequestId)>,
+    fifo: &std::collections::VecDeque<RequestId>,
+    store: &RqStore,
+) -> Result<(), String> {
+    if sort.len() != fifo.len() {
+        return Err(format!(
+            "{what}: the sort list holds {} requests, the fifo {}",
+            sort.len(),
+            fifo.len()
+        ));
+    }
+    for &(sector, id) in sort {
+        if !store.contains(id) {
+            return Err(format!("{what}: R#{id} is on the sort list but not queued"));
+        }
+        if store.get(id).sector != sector {
+            return Err(format!(
+                "{what}: R#{id} is sorted at sector {sector} but starts at {}",
+                store.get(id).sector
+            ));
+        }
+    }
+    let mut in_fifo: Vec<RequestId> = fifo.iter().copied().collect();
+    in_fifo.sort_unstable();
+    let mut sorted: Vec<RequestId> = sort.iter().map(|&(_, id)| id).collect();
+    sorted.sort_unstable();
+    if in_fifo != sorted {
+        return Err(format!(
+            "{what}: the fifo {in_fifo:?} and the sort list {sorted:?} hold different requests"
+        ));
+    }
+    Ok(())
+}
+
+/// Counts `have` against `want`, naming the kernel counter and what it counts in the message.
+pub(crate) fn check_count(counter: &str, have: u64, what: &str, want: u64) -> Result<(), String> {
+    if have == want {
+        Ok(())
+    } else {
+        Err(format!("{counter} = {have}, but {want} {what}"))
     }
 }
 

@@ -397,6 +397,68 @@ impl Elevator for MqDeadline {
         true
     }
 
+    fn queued_requests(&self) -> Vec<&Request> {
+        self.store.requests()
+    }
+
+    /// Per level and direction, `per_prio->sort_list[dir]` and `per_prio->fifo_list[dir]` hold
+    /// the level's queued requests of that direction; `dd_queued` (`stats.inserted` -
+    /// `stats.completed`) counts them and the level's dispatched requests not completed; the
+    /// QASIO boosted list holds queued writes, once each.
+    fn check(&self, dispatched: &[&Request]) -> Result<(), String> {
+        self.store.check()?;
+        let mut listed = 0;
+        for (prio, per_prio) in self.per_prio.iter().enumerate() {
+            for dir in [READ, WRITE] {
+                let what = format!("mq-deadline level {prio} direction {dir}");
+                super::check_sort_and_fifo(
+                    &what,
+                    &per_prio.sort_list[dir],
+                    &per_prio.fifo_list[dir],
+                    &self.store,
+                )?;
+                if let Some(rq) = per_prio.fifo_list[dir]
+                    .iter()
+                    .map(|&id| self.store.get(id))
+                    .find(|rq| Self::prio_of(rq) != prio || data_dir(rq) != dir)
+                {
+                    return Err(format!("{what}: R#{} belongs to another list", rq.id));
+                }
+                listed += per_prio.fifo_list[dir].len();
+            }
+            let queued = per_prio.fifo_list.iter().map(VecDeque::len).sum::<usize>();
+            let in_flight = dispatched
+                .iter()
+                .filter(|rq| Self::prio_of(rq) == prio)
+                .count();
+            super::check_count(
+                &format!("mq-deadline dd_queued(level {prio})"),
+                self.dd_queued(prio),
+                "requests of the level are queued or dispatched and not completed",
+                (queued + in_flight) as u64,
+            )?;
+        }
+        super::check_count(
+            "mq-deadline's queued requests",
+            self.store.len() as u64,
+            "are on its fifo lists",
+            listed as u64,
+        )?;
+        let mut boosted: Vec<RequestId> = self.boosted.iter().copied().collect();
+        boosted.sort_unstable();
+        boosted.dedup();
+        if boosted.len() != self.boosted.len() {
+            return Err("mq-deadline: a request is on the boosted list twice".into());
+        }
+        match boosted
+            .iter()
+            .find(|&&id| !self.store.contains(id) || !self.store.get(id).is_write())
+        {
+            Some(id) => Err(format!("mq-deadline: boosted R#{id} is not a queued write")),
+            None => Ok(()),
+        }
+    }
+
     /// `dd_limit_depth` with `async_depth = max(1, 3 * nr_requests / 4)` (`dd_depth_updated`):
     /// writes and async reads.
     fn limit_depth(&self, nr_requests: usize, _sync: bool, _write: bool) -> Option<usize> {
@@ -553,6 +615,41 @@ mod tests {
         assert_eq!(
             MqDeadline::new(Hz(1000)).limit_depth(1, true, true),
             Some(1)
+        );
+    }
+}
+
+/// The checks can fail: each list or counter broken on purpose is found.
+#[cfg(test)]
+mod check_tests {
+    use super::*;
+    use crate::block::request::test_support::request;
+    use crate::dev::IoOp;
+
+    fn with_a_dispatched_write() -> (MqDeadline, Request) {
+        let mut dd = MqDeadline::new(Hz(250));
+        dd.add_request(0, request(1, IoOp::Read, 0, 8, 1));
+        dd.add_request(0, request(2, IoOp::Write, 1000, 8, 2));
+        dd.add_request(0, request(3, IoOp::Write, 5000, 8, 3));
+        // `dd_init_sched` starts at DD_WRITE: the batch continues with the first write.
+        let dispatched = dd.dispatch_request(0).expect("a request");
+        assert_eq!(dispatched.id, 2);
+        dd.check(&[&dispatched]).expect("consistent");
+        (dd, dispatched)
+    }
+
+    #[test]
+    fn mq_deadline_dd_queued_and_lists_that_drift_are_found() {
+        let (mut dd, dispatched) = with_a_dispatched_write();
+        dd.per_prio[DD_BE_PRIO].inserted += 1;
+        let what = dd.check(&[&dispatched]).expect_err("dd_queued");
+        assert!(what.contains("dd_queued(level 1)"), "{what}");
+        let (mut dd, dispatched) = with_a_dispatched_write();
+        dd.per_prio[DD_BE_PRIO].fifo_list[WRITE].pop_back();
+        let what = dd.check(&[&dispatched]).expect_err("fifo");
+        assert!(
+            what.contains("the sort list holds 1 requests, the fifo 0"),
+            "{what}"
         );
     }
 }

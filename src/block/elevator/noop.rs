@@ -120,6 +120,33 @@ impl Elevator for Noop {
     fn queued(&self) -> usize {
         self.queue.len()
     }
+
+    fn queued_requests(&self) -> Vec<&Request> {
+        self.queue.iter().collect()
+    }
+
+    /// `elv_rqhash` indexes every request of `noop_data.queue` while it is kept.
+    fn check(&self, _dispatched: &[&Request]) -> Result<(), String> {
+        let indexed = if self.indexed { self.queue.len() } else { 0 };
+        super::check_count(
+            "noop's elv_rqhash",
+            self.by_end.len() as u64,
+            "requests are on noop_data.queue and indexed",
+            indexed as u64,
+        )?;
+        match self
+            .queue
+            .iter()
+            .find(|rq| self.indexed && !self.by_end.at(rq.end_sector()).contains(&rq.id))
+        {
+            Some(rq) => Err(format!(
+                "noop: R#{} is not in elv_rqhash at its end sector {}",
+                rq.id,
+                rq.end_sector()
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -198,5 +225,25 @@ mod tests {
             }
             assert_eq!(noop.queued(), model.len());
         }
+    }
+}
+
+/// The checks can fail: a request missing from the back-merge hash is found.
+#[cfg(test)]
+mod check_tests {
+    use super::*;
+    use crate::block::request::test_support::request;
+    use crate::dev::IoOp;
+
+    #[test]
+    fn noop_elv_rqhash_that_misses_a_request_is_found() {
+        let mut noop = Noop::new();
+        for i in 0..=SCAN_QUEUED_MAX as u64 {
+            noop.add_request(0, request(i + 1, IoOp::Write, 100 * i, 8, 1));
+        }
+        noop.check(&[]).expect("consistent");
+        assert!(noop.by_end.remove(8, 1));
+        let what = noop.check(&[]).expect_err("hash");
+        assert!(what.contains("noop's elv_rqhash"), "{what}");
     }
 }

@@ -387,6 +387,57 @@ impl Elevator for Subregion {
         queued + self.held()
     }
 
+    fn queued_requests(&self) -> Vec<&Request> {
+        let mut requests = self.store.requests();
+        requests.extend(
+            self.bursty
+                .values()
+                .flat_map(|b| b.held.iter().map(|(_, rq)| rq)),
+        );
+        requests
+    }
+
+    /// Each queued request is in its direction's deadline list and in its subregion's sorted
+    /// list (seed 003 §5.1), once.
+    fn check(&self, _dispatched: &[&Request]) -> Result<(), String> {
+        self.store.check()?;
+        let fifo = (self.fifo[READ].len() + self.fifo[WRITE].len()) as u64;
+        super::check_count(
+            "subregion's queued requests",
+            self.store.len() as u64,
+            "are on its deadline lists",
+            fifo,
+        )?;
+        let sorted: usize = self
+            .queues
+            .values()
+            .map(|queue| queue.sorted[READ].len() + queue.sorted[WRITE].len())
+            .sum();
+        super::check_count(
+            "subregion's sorted lists",
+            sorted as u64,
+            "requests are queued",
+            fifo,
+        )?;
+        for (&index, queue) in &self.queues {
+            for dir in [READ, WRITE] {
+                for &(sector, id) in &queue.sorted[dir] {
+                    let ok = self.store.contains(id)
+                        && self.store.get(id).sector == sector
+                        && self.index_of(sector) == index
+                        && data_dir(self.store.get(id)) == dir
+                        && self.fifo[dir].contains(&(self.store.get(id).fifo_time_ns, id));
+                    if !ok {
+                        return Err(format!(
+                            "subregion {index}: R#{id} at sector {sector} is not queued there with its deadline"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Work only when something is in the subregion queues: held requests wait for their
     /// release timer.
     fn has_work(&self) -> bool {

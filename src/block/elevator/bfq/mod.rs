@@ -59,6 +59,7 @@
 
 pub mod budget;
 mod burst;
+mod check;
 mod depth;
 mod idle;
 mod inject;
@@ -895,6 +896,16 @@ impl Elevator for Bfq {
 
     fn limit_depth(&self, nr_requests: usize, sync: bool, write: bool) -> Option<usize> {
         self.depth_limit(nr_requests, sync, write)
+    }
+
+    fn queued_requests(&self) -> Vec<&Request> {
+        self.store.requests()
+    }
+
+    /// The counters of `bfq_data` and each `bfq_queue` against what they count
+    /// ([`check`]).
+    fn check(&self, dispatched: &[&Request]) -> Result<(), String> {
+        self.check_accounting(dispatched)
     }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
