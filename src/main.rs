@@ -367,6 +367,13 @@ enum Command {
         /// Real repetitions.
         #[arg(long, default_value_t = 3, value_name = "N")]
         reps: usize,
+        /// Measure this machine's loop device again for the simulated side's device profile,
+        /// instead of using the cached fit (docs/validation.md says where it is cached).
+        #[arg(long, conflicts_with = "scenario_device")]
+        refit: bool,
+        /// Simulate on the scenario's own [stack.device] instead of the fitted profile.
+        #[arg(long)]
+        scenario_device: bool,
     },
 }
 
@@ -581,7 +588,19 @@ fn main() -> ExitCode {
         ),
         Command::Device(command) => cmd_device(command),
         Command::Real(args) => cmd_real(args),
-        Command::CheckReal { real, reps } => cmd_check_real(real, reps),
+        Command::CheckReal {
+            real,
+            reps,
+            refit,
+            scenario_device,
+        } => {
+            let device = if scenario_device {
+                mobistack::real::check::DeviceChoice::Scenario
+            } else {
+                mobistack::real::check::DeviceChoice::Fit { refit }
+            };
+            cmd_check_real(real, reps, &device)
+        }
         Command::Fio {
             jobfile,
             device,
@@ -1681,12 +1700,16 @@ fn cmd_real(args: RealArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn cmd_check_real(args: RealArgs, reps: usize) -> ExitCode {
+fn cmd_check_real(
+    args: RealArgs,
+    reps: usize,
+    device: &mobistack::real::check::DeviceChoice,
+) -> ExitCode {
     let (scenario, options) = match real_setup(&args) {
         Ok(setup) => setup,
         Err(code) => return code,
     };
-    match mobistack::real::check::check_real(&scenario, &options, reps) {
+    match mobistack::real::check::check_real(&scenario, &options, reps, device) {
         Ok(checks) => {
             if args.json {
                 outln!(

@@ -73,6 +73,16 @@ fn machine_state() -> String {
             state.push_str(&format!("tracefs: {line}\n"));
         }
     }
+    for dir in own_cgroup_dirs() {
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with("mobistack-real") {
+                    state.push_str(&format!("cgroup: {}/{name}\n", dir.display()));
+                }
+            }
+        }
+    }
     if let Ok(entries) = std::fs::read_dir("/sys/kernel/tracing/instances") {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -82,6 +92,38 @@ fn machine_state() -> String {
         }
     }
     state
+}
+
+/// This process's cgroup directory in every mounted hierarchy (where real runs make theirs).
+fn own_cgroup_dirs() -> Vec<std::path::PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut dirs = Vec::new();
+    for line in mounts.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 4 || !fields[2].starts_with("cgroup") {
+            continue;
+        }
+        for entry in own.lines() {
+            let mut parts = entry.splitn(3, ':');
+            let (_, controllers, path) = match (parts.next(), parts.next(), parts.next()) {
+                (Some(a), Some(b), Some(c)) => (a, b, c),
+                _ => continue,
+            };
+            let matches = if fields[2] == "cgroup2" {
+                controllers.is_empty()
+            } else {
+                !controllers.is_empty()
+                    && controllers
+                        .split(',')
+                        .all(|c| fields[3].split(',').any(|o| o == c))
+            };
+            if matches {
+                dirs.push(std::path::Path::new(fields[1]).join(path.trim_start_matches('/')));
+            }
+        }
+    }
+    dirs
 }
 
 /// A scenario file in a fresh temporary directory; returns its path.
@@ -425,4 +467,82 @@ fn every_validation_scenario_validates_as_the_real_machines_mainline_distro_kern
             "{path}: the real side's kernel is a distribution's build (wbt on): {out}"
         );
     }
+}
+
+/// filebench in real mode (src/real/filebench.rs), in a memory cgroup of the scenario's RAM and
+/// an I/O cgroup with a BFQ weight (src/real/cgroup.rs), on this machine's kernel (a
+/// distribution's 6.18 here: cgroup v1 `memory` and `blkio` beside an empty unified
+/// hierarchy): varmail's flowops run on real files, the page cache the run charges is bounded by
+/// the cgroup, the app's thread joins its cgroup, and the machine is restored (cgroups removed).
+#[test]
+fn filebench_runs_for_real_in_the_scenarios_memory_and_io_cgroups() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_real_machine();
+    let before = machine_state();
+    let path = scenario(
+        "filebench",
+        r#"
+name = "real-filebench"
+seeds = [1]
+duration = "10s"
+
+[stack.kernel]
+version = "mainline"
+config = "distro"
+
+[stack.block]
+elevator = "bfq"
+
+[stack.fs]
+type = "ext4"
+discard = false
+
+[stack.vm]
+ram = "1GiB"
+
+[stack.cgroup.mail]
+bfq_weight = 50
+
+[[app]]
+name = "mail"
+cgroup = "mail"
+[app.workload.filebench]
+file = "varmail"
+runtime = "2s"
+set = { dir = "/data", nfiles = 60, nthreads = 4 }
+"#,
+    );
+    let (status, stdout, stderr) = mobistack(&["real", &path, "--image", "512MiB", "--json"]);
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(machine_state(), before, "the machine was not restored");
+    let results: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let run = &results["runs"][0];
+    let mail = &run["apps"]["mail"];
+    assert!(mail["failure"].is_null(), "{run}");
+    // varmail's flowops, named as the simulation names them (workloads/filebench/varmail.f).
+    for op in [
+        "deletefile1",
+        "createfile2",
+        "appendfilerand2",
+        "fsyncfile2",
+        "readfile4",
+    ] {
+        assert!(
+            mail["ops"][op]["count"].as_u64().unwrap_or(0) > 0,
+            "no `{op}`: {run}"
+        );
+    }
+    assert!(
+        mail["counters"]["filebench.ops"].as_u64().unwrap() > 0,
+        "{run}"
+    );
+    assert_eq!(mail["counters"]["real.cgroup.joined"], 1, "{run}");
+    // The memory cgroup had the scenario's RAM and held what the run charged.
+    assert_eq!(
+        run["counters"]["real.memcg.limit_bytes"],
+        1u64 << 30,
+        "{run}"
+    );
+    let peak = run["counters"]["real.memcg.peak_bytes"].as_u64().unwrap();
+    assert!(peak > 0 && peak <= 1 << 30, "{peak}");
 }

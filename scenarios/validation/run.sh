@@ -23,7 +23,7 @@ out=$(mktemp)
     echo "Machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(lsblk -dno NAME,MODEL "$(df --output=source /tmp | tail -1)" 2>/dev/null || echo 'disk unknown') under /tmp; kernel $(uname -r); $(date -u '+%Y-%m-%d %H:%M UTC')."
     echo
     for scenario in sqlite-delete sqlite-wal fsync-new-file fsync-new-file-bg fio-rand \
-        fio-randread-bg reader-under-writer; do
+        fio-randread-bg reader-under-writer filebench-varmail filebench-fileserver; do
         echo "\`mobistack check-real scenarios/validation/$scenario.toml\` (load average $(cut -d' ' -f1-3 /proc/loadavg) at its start):"
         echo
         echo '```'

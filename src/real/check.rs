@@ -3,9 +3,12 @@
 //! transaction the block writes and cache flushes, and a verdict per figure against the
 //! tolerance bands [`BANDS`] states.
 //!
-//! The simulated side runs the scenario as written (its `[stack.device]`; the validation
-//! scenarios use the profile `device fit --measure` fitted to this machine's loop device,
-//! src/real/fit.rs, pasted into them, with `fua = false` as a loop device has no FUA).
+//! The simulated side runs on a device profile fitted to this machine's loop device
+//! ([`DeviceChoice::Fit`], the default): `device fit --measure` (src/real/fit.rs) measured once
+//! and cached (`fit::cached`: per kernel release, file system under the image directory and
+//! image size, for a week; `--refit` measures again), with the loop queue's `fua` (0). Every
+//! variant's `[stack.device]` becomes that profile, its capacity and the rest of the scenario
+//! unchanged. `--scenario-device` runs the scenario's own `[stack.device]` instead.
 //!
 //! Per-transaction figures are defined alike on both sides: writes are write bios with data
 //! (the simulation's account `writes`; real: `block_bio_queue` events with data inside the
@@ -41,10 +44,21 @@ pub struct Figure {
     pub unit: &'static str,
 }
 
+/// The device of the simulated side.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeviceChoice {
+    /// Fitted to this machine's loop device (cached; `refit` measures again).
+    Fit { refit: bool },
+    /// The scenario's own `[stack.device]`.
+    Scenario,
+}
+
 /// One variant's comparison.
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantCheck {
     pub scenario: String,
+    /// Where the simulated side's device profile came from.
+    pub device: String,
     pub variant: String,
     pub kernel: String,
     pub repetitions: usize,
@@ -249,6 +263,7 @@ pub fn compare(scenario: &str, sim: &RunResult, real: &[RunResult]) -> VariantCh
     }
     VariantCheck {
         real_device_ms,
+        device: "device: the scenario's own [stack.device]".to_string(),
         scenario: scenario.to_string(),
         variant: sim.variant.clone(),
         kernel: kernel_release(),
@@ -263,6 +278,7 @@ pub fn check_real(
     scenario: &Scenario,
     options: &RealOptions,
     reps: usize,
+    device: &DeviceChoice,
 ) -> Result<Vec<VariantCheck>, RealError> {
     super::check_supported(scenario).map_err(RealError::new)?;
     let selected: Vec<String> = select_variants(scenario, &options.variants)?
@@ -272,6 +288,16 @@ pub fn check_real(
     let mut simulated = scenario.clone();
     simulated.variants.retain(|v| selected.contains(&v.name));
     simulated.seeds.truncate(1);
+    let device_line = match device {
+        DeviceChoice::Scenario => "device: the scenario's own [stack.device]".to_string(),
+        DeviceChoice::Fit { refit } => {
+            let (fitted, line) = super::fit::fitted_device(&fit_options(options), *refit)?;
+            for variant in &mut simulated.variants {
+                use_fitted_device(&mut variant.stack.device, &fitted);
+            }
+            line
+        }
+    };
     let sim = crate::run::run_scenario(&simulated, &crate::run::RunOptions::default())
         .map_err(|e| RealError::new(format!("the simulated run failed: {e}")))?;
     let mut real_runs: Vec<RunResult> = Vec::new();
@@ -291,9 +317,31 @@ pub fn check_real(
                 .filter(|r| r.variant == s.variant)
                 .cloned()
                 .collect();
-            compare(&scenario.name, s, &real)
+            VariantCheck {
+                device: device_line.clone(),
+                ..compare(&scenario.name, s, &real)
+            }
         })
         .collect())
+}
+
+/// The measurement options of the fit: the image directory of the real runs.
+fn fit_options(options: &RealOptions) -> super::fit::MeasureOptions {
+    let mut fit = super::fit::MeasureOptions::default();
+    if let super::machine::Target::Image { dir, .. } = &options.target {
+        fit.dir = dir.clone();
+    }
+    fit
+}
+
+/// `device`, with the fitted profile in place of its own (its capacity kept).
+pub fn use_fitted_device(
+    device: &mut crate::dev::profile::DeviceConfig,
+    fitted: &super::fit::Fitted,
+) {
+    device.profile = fitted.profile.name.clone();
+    device.custom = Some(fitted.profile.clone());
+    device.fua = Some(fitted.fua);
 }
 
 /// The comparison as a table.
@@ -301,8 +349,13 @@ pub fn render(checks: &[VariantCheck]) -> String {
     let mut out = String::new();
     for check in checks {
         out.push_str(&format!(
-            "{} / {}: simulated vs real (kernel {}, {} real runs)\n  tolerance: {}\n",
-            check.scenario, check.variant, check.kernel, check.repetitions, check.bands
+            "{} / {}: simulated vs real (kernel {}, {} real runs)\n  {}\n  tolerance: {}\n",
+            check.scenario,
+            check.variant,
+            check.kernel,
+            check.repetitions,
+            check.device,
+            check.bands
         ));
         if !check.real_device_ms.is_empty() {
             let means: Vec<String> = check

@@ -10,7 +10,9 @@
 //!
 //! Supported workloads: `seq-write` (without `install_to`), `fsync-write`, `ops`, `sqlite` with
 //! `statements` (through rusqlite's SQLite with the normal `unix` VFS, the scenario's pragmas),
-//! `file-read`, `fio` (not `rw=trim`/`randtrim`). Paths are the scenario's, under the mount
+//! `file-read`, `fio` (not `rw=trim`/`randtrim`), `filebench` (src/real/filebench.rs). An app
+//! with a `cgroup` joins it with its thread before its workload starts (src/real/cgroup.rs).
+//! Paths are the scenario's, under the mount
 //! point. The workloads' own choices come from their own code: `fio`'s I/Os from its
 //! [`JobState`] (src/block/fio.rs `next_io`, `rate_due`), `file-read`'s and `fsync-write`'s
 //! offsets from `FileReadConfig::next_read` / `FsyncWriteConfig::next_write`, each with the
@@ -99,8 +101,11 @@ pub fn check_supported(app: &AppConfig) -> Result<(), String> {
         WorkloadConfig::Sqlite(_) => "sqlite with benchmark or log (only statements)",
         WorkloadConfig::ToyIo(_) => "toy-io",
         WorkloadConfig::ToyLocks(_) => "toy-locks",
+        WorkloadConfig::Filebench(c) => {
+            return super::filebench::check_supported(c)
+                .map_err(|what| format!("app `{name}`: not supported in real mode yet: {what}"))
+        }
         WorkloadConfig::Video(_) => "video",
-        WorkloadConfig::Filebench(_) => "filebench",
         WorkloadConfig::Replay(_) => "replay",
     };
     Err(format!(
@@ -111,7 +116,7 @@ pub fn check_supported(app: &AppConfig) -> Result<(), String> {
 /// Creates what exists before the run: the workloads' directories and preset files (written,
 /// synced, dropped from the page cache: on disk, nothing cached, as the simulation's
 /// `populate`). Runs before the trace starts.
-pub fn prepare(apps: &[AppConfig], root: &Path) -> Result<(), String> {
+pub fn prepare(apps: &[AppConfig], root: &Path, seed: u64) -> Result<(), String> {
     // A file several apps preset is laid out once, by the first (the simulation's `populate`
     // leaves an existing file as it is: EEXIST).
     let mut laid_out = std::collections::BTreeSet::new();
@@ -143,6 +148,9 @@ pub fn prepare(apps: &[AppConfig], root: &Path) -> Result<(), String> {
                     paths.push(path.clone());
                     presets.push((path, bytes));
                 }
+            }
+            WorkloadConfig::Filebench(c) => {
+                super::filebench::prepare(c, app.name.get_ref(), seed, root)?
             }
             _ => {}
         }
@@ -211,7 +219,7 @@ fn populate(path: &Path, size: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn fadvise_dontneed(file: &File, offset: u64, len: u64) -> i32 {
+pub(super) fn fadvise_dontneed(file: &File, offset: u64, len: u64) -> i32 {
     use std::os::fd::AsRawFd;
     // SAFETY: a valid fd; posix_fadvise only reads its arguments.
     unsafe {
@@ -328,7 +336,7 @@ impl Ctx<'_> {
 }
 
 /// Linux errno names of the calls these workloads make.
-fn errno_name(code: i32) -> String {
+pub(super) fn errno_name(code: i32) -> String {
     match code {
         libc::ENOENT => "ENOENT".into(),
         libc::EEXIST => "EEXIST".into(),
@@ -399,6 +407,7 @@ pub fn run_app(
     seed: u64,
     t0: u64,
     root: &Path,
+    cgroup: Option<&Path>,
     stop: &AtomicBool,
 ) -> AppRun {
     let mut ctx = Ctx {
@@ -415,9 +424,12 @@ pub fn run_app(
     if !ctx.sleep(wait) {
         return ctx.run;
     }
-    if let Err(message) = set_priorities(app) {
+    if let Err(message) = set_priorities(app).and_then(|()| join_cgroup(cgroup)) {
         ctx.run.failure = Some((now_ns(), message));
         return ctx.run;
+    }
+    if cgroup.is_some() {
+        ctx.add("real.cgroup.joined", 1);
     }
     let _ = match &app.workload {
         WorkloadConfig::SeqWrite(c) => seq_write(&mut ctx, c),
@@ -426,9 +438,27 @@ pub fn run_app(
         WorkloadConfig::Sqlite(c) => sqlite(&mut ctx, c),
         WorkloadConfig::FileRead(c) => file_read(&mut ctx, c),
         WorkloadConfig::Fio(c) => fio(&mut ctx, c),
+        WorkloadConfig::Filebench(c) => {
+            let name = ctx.run.name.clone();
+            let run = super::filebench::run(c, &name, uid, seed, root, stop);
+            ctx.absorb(run);
+            Ok(())
+        }
         _ => Ok(()), // refused by check_supported before the run
     };
     ctx.run
+}
+
+/// Moves the calling thread into the app's I/O cgroup (`tasks` of a cgroup v1 hierarchy,
+/// src/real/cgroup.rs); the threads it starts inherit it.
+fn join_cgroup(tasks: Option<&Path>) -> Result<(), String> {
+    let Some(tasks) = tasks else {
+        return Ok(());
+    };
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    std::fs::write(tasks, tid.to_string())
+        .map_err(|e| format!("joining the app's cgroup ({}): {e}", tasks.display()))
 }
 
 /// A 4 KiB block, the alignment `O_DIRECT` needs.
@@ -437,26 +467,30 @@ pub fn run_app(
 struct Block([u8; 4096]);
 
 /// An `io_size` buffer aligned for `O_DIRECT` (4 KiB), zero-filled.
-struct AlignedBuffer {
+pub(super) struct AlignedBuffer {
     blocks: Vec<Block>,
     len: usize,
 }
 
 impl AlignedBuffer {
-    fn new(len: usize) -> AlignedBuffer {
+    pub(super) fn new(len: usize) -> AlignedBuffer {
         AlignedBuffer {
             blocks: vec![Block([0; 4096]); len.div_ceil(4096)],
             len,
         }
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(super) fn bytes(&self) -> &[u8] {
         // SAFETY: the blocks are `len.div_ceil(4096) * 4096` initialised bytes, `len` of them
         // viewed; `Block` is plain bytes with no padding.
         unsafe { std::slice::from_raw_parts(self.blocks.as_ptr().cast::<u8>(), self.len) }
     }
 
-    fn bytes_mut(&mut self) -> &mut [u8] {
+    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: as `bytes`, exclusively borrowed.
         unsafe { std::slice::from_raw_parts_mut(self.blocks.as_mut_ptr().cast::<u8>(), self.len) }
     }

@@ -2,7 +2,8 @@
 //!
 //! [`Machine`] is the guard: every change it makes pushes its undo step first-to-last, and
 //! [`Machine::restore`] (also its `Drop`, so an error, a panic or Ctrl-C restores too) runs them
-//! last-to-first: sysctls back, trace instance removed, files deleted (which drops their dirty
+//! last-to-first: trace instance removed, the process moved back out of the run's memory
+//! cgroup, the run's cgroups removed, sysctls back, files deleted (which drops their dirty
 //! pages, so unmounting does not write gigabytes back), unmount, sysfs back, loop devices
 //! detached, image files deleted, tracefs unmounted if this run mounted it.
 //!
@@ -99,6 +100,8 @@ enum Undo {
     },
     RemoveTraceInstance(PathBuf),
     UnmountTracefs,
+    /// A cgroup the run made (empty once its tasks moved back or ended).
+    RemoveCgroup(PathBuf),
 }
 
 impl Undo {
@@ -134,6 +137,7 @@ impl Undo {
                     .map_err(|e| format!("rmdir {}: {e}", dir.display()))
             }
             Undo::UnmountTracefs => run("umount", &[super::trace::TRACEFS]).map(|_| ()),
+            Undo::RemoveCgroup(dir) => remove_cgroup(dir),
         }
     }
 }
@@ -144,6 +148,21 @@ fn ignore_missing(e: std::io::Error) -> std::io::Result<()> {
     } else {
         Err(e)
     }
+}
+
+/// Removes a cgroup directory, retrying while busy: an app's thread that just ended may not
+/// have left its cgroup yet (`cgroup_exit` runs late in the task's exit).
+fn remove_cgroup(dir: &Path) -> Result<(), String> {
+    let mut last = String::new();
+    for _ in 0..50 {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => last = format!("rmdir {}: {e}", dir.display()),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Err(last)
 }
 
 /// Unmounts `dir` after deleting what the run wrote in it (deleting drops the dirty pages, so
@@ -190,7 +209,7 @@ pub fn run(program: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
-fn read_trimmed(path: &str) -> Result<String, RealError> {
+pub(super) fn read_trimmed(path: &str) -> Result<String, RealError> {
     std::fs::read_to_string(path)
         .map(|s| s.trim().to_string())
         .map_err(|e| RealError::new(format!("cannot read {path}: {e}")))
@@ -283,6 +302,7 @@ pub fn preflight(variant: &Variant, target: &Target) -> Result<(), RealError> {
             }
         }
     }
+    preflight_cgroups(stack)?;
     if !Path::new(super::trace::TRACEFS).join("events").exists() {
         let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
         if !filesystems.contains("tracefs") {
@@ -373,6 +393,11 @@ pub struct Machine {
     pub devices: Vec<BlockDev>,
     /// What the set-up did, for the report.
     pub log: Vec<String>,
+    /// The memory cgroup bounding the run's page cache, and its hierarchy's version (None
+    /// when the scenario's RAM is not smaller than the machine's).
+    memory_cgroup: Option<(PathBuf, super::cgroup::Version)>,
+    /// The file each `[stack.cgroup.<name>]`'s thread joins through (`tasks`), by name.
+    pub io_cgroups: std::collections::BTreeMap<String, PathBuf>,
 }
 
 impl Machine {
@@ -382,6 +407,8 @@ impl Machine {
             mount_dir: PathBuf::new(),
             devices: Vec::new(),
             log: Vec::new(),
+            memory_cgroup: None,
+            io_cgroups: std::collections::BTreeMap::new(),
         }
     }
 
@@ -416,6 +443,8 @@ impl Machine {
         machine.mount(&main, &mount_dir, stack)?;
         machine.mount_dir = mount_dir;
         machine.set_sysctls(stack)?;
+        machine.make_memory_cgroup(stack.vm.ram, tag)?;
+        machine.make_io_cgroups(stack, tag)?;
         Ok(machine)
     }
 
@@ -643,6 +672,140 @@ impl Machine {
         Ok(())
     }
 
+    /// A memory cgroup of `ram` bytes under this process's own memory cgroup, when `ram` is
+    /// smaller than the machine's memory (src/real/cgroup.rs). The process joins it later
+    /// ([`Machine::enter_memory_cgroup`]).
+    fn make_memory_cgroup(&mut self, ram: u64, tag: &str) -> Result<(), RealError> {
+        use super::cgroup;
+        if !needs_memory_cgroup(ram) {
+            return Ok(());
+        }
+        let place = cgroup::locate("memory").ok_or_else(|| RealError::new(NO_MEMCG))?;
+        if place.version == cgroup::Version::V2 {
+            self.enable_v2_controller(&place.own, "memory")?;
+        }
+        let dir = place.own.join(format!("mobistack-real-{tag}"));
+        std::fs::create_dir(&dir)
+            .map_err(|e| RealError::new(format!("mkdir {}: {e}", dir.display())))?;
+        self.undo.push(Undo::RemoveCgroup(dir.clone()));
+        let limit = dir.join(cgroup::memory_limit_file(place.version));
+        write_value(&limit.display().to_string(), &ram.to_string()).map_err(RealError::new)?;
+        self.log
+            .push(format!("{} = {ram} (the scenario's RAM)", limit.display()));
+        self.memory_cgroup = Some((dir, place.version));
+        Ok(())
+    }
+
+    /// cgroup v2: `+<controller>` in `<own>/cgroup.subtree_control` (undone afterwards), so
+    /// the run's child cgroups have it. The kernel refuses it where `own` holds processes and
+    /// is not the root ("no internal processes"): then real mode cannot make the cgroup.
+    fn enable_v2_controller(&mut self, own: &Path, controller: &str) -> Result<(), RealError> {
+        let control = own.join("cgroup.subtree_control").display().to_string();
+        let enabled = read_trimmed(&control)?;
+        if enabled.split_whitespace().any(|c| c == controller) {
+            return Ok(());
+        }
+        write_value(&control, &format!("+{controller}")).map_err(|e| {
+            RealError::new(format!(
+                "cgroup v2: cannot enable the `{controller}` controller for the run's cgroups \
+                 under {} ({e}): a cgroup holding processes cannot enable controllers for its \
+                 children unless it is the root; start real mode from the root cgroup or from a \
+                 delegated cgroup whose subtree has `{controller}` enabled",
+                own.display()
+            ))
+        })?;
+        self.undo.push(Undo::Write {
+            path: control,
+            value: format!("-{controller}"),
+        });
+        Ok(())
+    }
+
+    /// Moves this whole process into the memory cgroup (nothing without one), and back on
+    /// restore. Called after the files that exist before the run are laid out.
+    pub fn enter_memory_cgroup(&mut self) -> Result<(), RealError> {
+        let Some((dir, _)) = &self.memory_cgroup else {
+            return Ok(());
+        };
+        let pid = std::process::id().to_string();
+        let back = super::cgroup::locate("memory")
+            .map(|p| p.own.join("cgroup.procs"))
+            .ok_or_else(|| RealError::new(NO_MEMCG))?;
+        let into = dir.join("cgroup.procs");
+        write_value(&into.display().to_string(), &pid).map_err(RealError::new)?;
+        self.undo.push(Undo::Write {
+            path: back.display().to_string(),
+            value: pid,
+        });
+        self.log.push(format!(
+            "process {} -> {}",
+            std::process::id(),
+            into.display()
+        ));
+        Ok(())
+    }
+
+    /// The memory cgroup's limit and the most it held (v1 `memory.max_usage_in_bytes`, v2
+    /// `memory.peak`), in bytes; None without one (or where the kernel has no peak file).
+    pub fn memory_cgroup_usage(&self) -> Option<(u64, u64)> {
+        let (dir, version) = self.memory_cgroup.as_ref()?;
+        let read = |file: &str| {
+            read_trimmed(&dir.join(file).display().to_string())
+                .ok()?
+                .parse::<u64>()
+                .ok()
+        };
+        let peak = match version {
+            super::cgroup::Version::V1 => read("memory.max_usage_in_bytes")?,
+            super::cgroup::Version::V2 => read("memory.peak")?,
+        };
+        Some((read(super::cgroup::memory_limit_file(*version))?, peak))
+    }
+
+    /// A cgroup per `[stack.cgroup.<name>]` (not `root`) under this process's own I/O cgroup,
+    /// with the scenario's weights; apps' threads join them ([`Machine::io_cgroups`]).
+    fn make_io_cgroups(
+        &mut self,
+        stack: &crate::scenario::StackConfig,
+        tag: &str,
+    ) -> Result<(), RealError> {
+        use super::cgroup;
+        let groups: Vec<_> = stack.cgroup.iter().filter(|(n, _)| *n != "root").collect();
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let place = cgroup::locate("io").ok_or_else(|| RealError::new(NO_IO_CGROUP))?;
+        if place.version == cgroup::Version::V2 {
+            return Err(RealError::new(V2_IO_THREADS));
+        }
+        let base = place.own.join(format!("mobistack-real-{tag}"));
+        std::fs::create_dir(&base)
+            .map_err(|e| RealError::new(format!("mkdir {}: {e}", base.display())))?;
+        self.undo.push(Undo::RemoveCgroup(base.clone()));
+        for (name, config) in groups {
+            let dir = base.join(name);
+            std::fs::create_dir(&dir)
+                .map_err(|e| RealError::new(format!("mkdir {}: {e}", dir.display())))?;
+            self.undo.push(Undo::RemoveCgroup(dir.clone()));
+            for (file, value) in cgroup::io_settings(place.version, config) {
+                let path = dir.join(&file);
+                if !path.exists() {
+                    return Err(RealError::new(format!(
+                        "[stack.cgroup.{name}]: this kernel's I/O cgroups have no `{file}` \
+                         ({}): the controller or scheduler behind it is not built or not loaded",
+                        path.display()
+                    )));
+                }
+                write_value(&path.display().to_string(), &value)
+                    .map_err(|e| RealError::new(format!("[stack.cgroup.{name}]: {e}")))?;
+                self.log.push(format!("{} = {value}", path.display()));
+            }
+            self.io_cgroups
+                .insert(name.clone(), dir.join(cgroup::thread_file(place.version)));
+        }
+        Ok(())
+    }
+
     /// Mounts tracefs at [`super::trace::TRACEFS`] if it is not mounted (unmounted on restore).
     pub fn ensure_tracefs(&mut self) -> Result<(), RealError> {
         if Path::new(super::trace::TRACEFS).join("events").exists() {
@@ -684,6 +847,46 @@ impl Drop for Machine {
             eprintln!("warning: real mode could not restore: {failure}");
         }
     }
+}
+
+const NO_MEMCG: &str = "the scenario's RAM is smaller than this machine's, and the kernel has \
+    no memory cgroup controller mounted (cgroup v1 `memory` or v2 with `memory`): the page cache \
+    cannot be bounded to it";
+const NO_IO_CGROUP: &str = "[stack.cgroup.<name>]: the kernel has no I/O cgroup controller \
+    mounted (cgroup v1 `blkio` or v2 `io`): cgroup I/O weights cannot be set";
+const V2_IO_THREADS: &str = "[stack.cgroup.<name>] on cgroup v2: the `io` controller places \
+    whole processes and real mode runs the apps as threads of one process: not supported in \
+    real mode yet (cgroup v1's `blkio` places threads)";
+
+/// Whether the scenario's RAM is smaller than the machine's (then a memory cgroup bounds it).
+pub fn needs_memory_cgroup(ram: u64) -> bool {
+    super::cgroup::machine_ram().is_some_and(|machine| ram < machine)
+}
+
+/// The cgroup checks that need no change of the machine: the controllers exist.
+pub fn preflight_cgroups(stack: &crate::scenario::StackConfig) -> Result<(), RealError> {
+    use super::cgroup;
+    if needs_memory_cgroup(stack.vm.ram) && cgroup::locate("memory").is_none() {
+        return Err(RealError::new(NO_MEMCG));
+    }
+    if stack.cgroup.keys().any(|n| n != "root") {
+        match cgroup::locate("io") {
+            None => return Err(RealError::new(NO_IO_CGROUP)),
+            Some(place) if place.version == cgroup::Version::V2 => {
+                return Err(RealError::new(V2_IO_THREADS))
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(root) = stack.cgroup.get("root") {
+        if *root != crate::task::CgroupConfig::default() {
+            return Err(RealError::new(
+                "[stack.cgroup.root]: real mode does not change the weights of the cgroup it \
+                 runs in; name a cgroup of the run's own instead",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The mount options of `[stack.fs]`.

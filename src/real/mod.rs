@@ -21,30 +21,35 @@
 //!   RAM and ratios (or its byte values), `dirty_expire_centisecs`,
 //!   `dirty_writeback_centisecs`;
 //! - apps' `start`, `nice` and `ioprio`; workloads `seq-write` (no `install_to`),
-//!   `fsync-write`, `ops`, `sqlite` with `statements`, `file-read`, `fio` (not trims), their
-//!   I/Os and offsets from the workloads' own code and generator streams ([`exec`]);
+//!   `fsync-write`, `ops`, `sqlite` with `statements`, `file-read`, `fio` (not trims),
+//!   `filebench` (no `eventgen`; [`filebench`]), their I/Os and offsets from the workloads' own
+//!   code and generator streams ([`exec`]);
+//! - the page cache bounded by a memory cgroup of the scenario's RAM where it is smaller than
+//!   the machine's, and `[stack.cgroup.<name>]`'s I/O weights on cgroups the apps' threads
+//!   join ([`cgroup`]; cgroup v1 `blkio`, or v2 for the memory cgroup);
 //! - block events (`block_bio_queue`, `block_rq_insert`, `block_rq_issue`,
 //!   `block_rq_complete`) of the run's devices, per-transaction block writes and flushes,
 //!   blkparse text (`--blktrace`).
 //!
 //! Not supported yet (refused with a message naming it, before anything is changed): the
-//! workloads `video`, `filebench`, `replay`, `toy-*`, `sqlite` with `benchmark` or `log`,
-//! `seq-write` with `install_to`, `fio` trims; timelines; F2FS and simplefs;
-//! MobiFS, QASIO, FastTrack; cgroups and `io_policy`; the user model. Not applied: the page
-//! cache bounded by a memory cgroup to the scenario's RAM (the machine's whole memory caches;
-//! only the dirty limits follow the scenario), `[stack.cpu]` and `[stack.kernel]` (the
-//! machine's own), `[stack.device]` (the device is the loop device over this machine's disk),
-//! the scheduler tunables beyond those listed and SQLite's `sync_call` (the bundled library's
-//! choice). `device fit --measure` ([`fit`]) measures the loop device and fits a profile for
-//! the simulated side.
+//! workloads `video`, `replay`, `toy-*`, `sqlite` with `benchmark` or `log`, `seq-write` with
+//! `install_to`, `fio` trims, filebench's `eventgen`; timelines; F2FS and simplefs; MobiFS,
+//! QASIO, FastTrack; `io_policy`; I/O cgroups on a cgroup v2 `io` hierarchy (it places
+//! processes, the apps are threads); the user model. Not applied: `[stack.cpu]` and
+//! `[stack.kernel]` (the machine's own), `[stack.device]` (the device is the loop device over
+//! this machine's disk), the scheduler tunables beyond those listed and SQLite's `sync_call`
+//! (the bundled library's choice). `device fit --measure` ([`fit`]) measures the loop device
+//! and fits a profile for the simulated side, which `check-real` caches and uses.
 //!
 //! Safety of the machine: [`machine::Machine`] undoes every change in reverse order on
 //! success, on error, on panic and on SIGINT/SIGTERM (a handler sets [`stop_flag`], which the
 //! runner polls; the run then ends and the guard restores). Two real runs at once are refused
 //! (an flock on /run/lock/mobistack-real.lock), as the second would save the first's values.
 
+pub mod cgroup;
 pub mod check;
 pub mod exec;
+pub mod filebench;
 pub mod fit;
 pub mod machine;
 pub mod trace;
@@ -125,8 +130,8 @@ pub fn check_supported_stack(stack: &StackConfig) -> Result<(), String> {
     if stack.fasttrack.enabled() {
         return unsupported("[stack.fasttrack] (FastTrack is a model)");
     }
-    if stack.io_policy != Default::default() || !stack.cgroup.is_empty() {
-        return unsupported("cgroups and [stack] io_policy");
+    if stack.io_policy != Default::default() {
+        return unsupported("[stack] io_policy (the Android preset's cgroups)");
     }
     if stack.user.is_some() {
         return unsupported("[stack.user] (the user model)");
@@ -282,11 +287,14 @@ fn run_variant(
 ) -> Result<(RunResult, Vec<BlockEvent>), RealError> {
     let tag = format!("{}-{}", std::process::id(), variant.name);
     let mut machine = Machine::set_up(variant, &options.target, &tag)?;
-    exec::prepare(&scenario.apps, &machine.mount_dir).map_err(RealError::new)?;
+    let seed = scenario.seeds.first().copied().unwrap_or(1);
+    exec::prepare(&scenario.apps, &machine.mount_dir, seed).map_err(RealError::new)?;
+    machine.enter_memory_cgroup()?;
     let devices = machine.devices.clone();
     let recording = trace::Trace::start(&mut machine, &devices)?;
-    let (apps, t0, end_ns, end) = run_apps(scenario, &machine.mount_dir, stop);
+    let (apps, t0, end_ns, end) = run_apps(scenario, &machine.mount_dir, &machine.io_cgroups, stop);
     let (events, lost) = recording.stop(&machine)?;
+    let memcg = machine.memory_cgroup_usage();
     let failures = machine.restore();
     if !failures.is_empty() {
         return Err(RealError::new(format!(
@@ -294,7 +302,7 @@ fn run_variant(
             failures.join("; ")
         )));
     }
-    let run = run_result(
+    let mut run = run_result(
         variant,
         &apps,
         &events,
@@ -304,6 +312,10 @@ fn run_variant(
         end,
         scenario.duration,
     );
+    if let Some((limit, peak)) = memcg {
+        run.counters.insert("real.memcg.limit_bytes".into(), limit);
+        run.counters.insert("real.memcg.peak_bytes".into(), peak);
+    }
     Ok((run, events))
 }
 
@@ -312,6 +324,7 @@ fn run_variant(
 fn run_apps(
     scenario: &Scenario,
     root: &std::path::Path,
+    io_cgroups: &BTreeMap<String, PathBuf>,
     signal: &AtomicBool,
 ) -> (Vec<exec::AppRun>, u64, u64, &'static str) {
     let stop = AtomicBool::new(false);
@@ -326,7 +339,12 @@ fn run_apps(
             .map(|(i, app)| {
                 let uid = app.uid.unwrap_or(10_000 + i as u32);
                 let stop = &stop;
-                scope.spawn(move || exec::run_app(app, uid, seed, t0, root, stop))
+                let cgroup = app
+                    .cgroup
+                    .as_ref()
+                    .and_then(|name| io_cgroups.get(name))
+                    .map(PathBuf::as_path);
+                scope.spawn(move || exec::run_app(app, uid, seed, t0, root, cgroup, stop))
             })
             .collect();
         loop {

@@ -546,21 +546,9 @@ async fn pause(run: &FbRun, seconds: u64) -> u64 {
 }
 
 fn write_counters(run: &FbRun, snap: &Snapshot) {
-    let ctx = &run.ctx;
-    let io = &snap.io;
-    ctx.add_counter("filebench.ops", io.count);
-    ctx.add_counter("filebench.reads", io.rcount);
-    ctx.add_counter("filebench.writes", io.wcount);
-    ctx.add_counter("filebench.bytes", io.bytes);
-    ctx.add_counter(
-        "filebench.latency_ns",
-        io.total_lat_ns.min(u128::from(u64::MAX)) as u64,
-    );
-    ctx.add_counter("filebench.run_ns", snap.elapsed_ns());
-    ctx.add_counter(
-        "filebench.ops_per_s_x1000",
-        (snap.ops_per_second() * 1000.0).round() as u64,
-    );
+    for (counter, value) in snap.counters() {
+        run.ctx.add_counter(counter, value);
+    }
 }
 
 /// One thread instance: `flowop_start`'s loop.
@@ -932,7 +920,7 @@ fn end_of_file(run: &FbRun, t: &Thread, fd: usize) -> u64 {
 }
 
 /// `fb_random64(max, round)`: uniform in `[0, max - round]`, rounded down to `round`.
-fn random64(rng: &mut Rng, max: u64, round: u64) -> u64 {
+pub(crate) fn random64(rng: &mut Rng, max: u64, round: u64) -> u64 {
     let span = max.saturating_sub(round);
     let value = (rng.next_f64() * span as f64) as u64;
     match value.checked_div(round) {

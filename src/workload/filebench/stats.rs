@@ -114,6 +114,27 @@ impl Snapshot {
         self.io.count as f64 / self.seconds()
     }
 
+    /// The app counters of a run with valid results (`filebench.*`), as simulated and real
+    /// runs report them.
+    pub fn counters(&self) -> [(&'static str, u64); 7] {
+        let io = &self.io;
+        [
+            ("filebench.ops", io.count),
+            ("filebench.reads", io.rcount),
+            ("filebench.writes", io.wcount),
+            ("filebench.bytes", io.bytes),
+            (
+                "filebench.latency_ns",
+                io.total_lat_ns.min(u128::from(u64::MAX)) as u64,
+            ),
+            ("filebench.run_ns", self.elapsed_ns()),
+            (
+                "filebench.ops_per_s_x1000",
+                (self.ops_per_second() * 1000.0).round() as u64,
+            ),
+        ]
+    }
+
     /// The statistics of the flowop called `name`.
     pub fn flowop(&self, name: &str) -> Option<&FlowStats> {
         self.names
