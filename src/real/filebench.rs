@@ -668,13 +668,16 @@ fn exec(run: &Run, root: &Path, w: &mut Worker, index: usize) -> Outcome {
                 slot.pos = 0;
             }
             let mut bytes = 0u64;
-            while iosize > 0 {
-                match read_at(w, fd, iosize, None) {
-                    Ok(0) => break,
-                    Ok(n) => bytes += n,
-                    Err(outcome) => {
-                        w.end(run, index, bytes);
-                        return outcome;
+            // An empty file with `iosize=0` reads nothing (interp.rs: no read at all).
+            if iosize > 0 {
+                loop {
+                    match read_at(w, fd, iosize, None) {
+                        Ok(0) => break,
+                        Ok(n) => bytes += n,
+                        Err(outcome) => {
+                            w.end(run, index, bytes);
+                            return outcome;
+                        }
                     }
                 }
             }
