@@ -511,7 +511,7 @@ cgroup = "mail"
 [app.workload.filebench]
 file = "varmail"
 runtime = "2s"
-set = { dir = "/data", nfiles = 60, nthreads = 4 }
+set = { dir = "/data", nthreads = 4 }
 "#,
     );
     let (status, stdout, stderr) = mobistack(&["real", &path, "--image", "512MiB", "--json"]);
