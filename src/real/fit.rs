@@ -528,6 +528,10 @@ pub struct Fitted {
     pub fua: bool,
     /// `device fit --measure`'s report of the measurement.
     pub report: String,
+    /// The load average when it was measured (/proc/loadavg): on a loaded machine the loop
+    /// worker's wait for a CPU enters the write costs (module doc).
+    #[serde(default)]
+    pub load: String,
 }
 
 /// The directory of cached fits: `$MOBISTACK_CACHE_DIR`, else `$XDG_CACHE_HOME/mobistack`, else
@@ -589,6 +593,13 @@ fn cache_file(key: &str) -> PathBuf {
     cache_dir().join(format!("device-fit-{hash:016x}.json"))
 }
 
+/// The 1-, 5- and 15-minute load averages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
 fn now_s() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -616,13 +627,15 @@ pub fn fitted_device(options: &MeasureOptions, refit: bool) -> Result<(Fitted, S
         if let Some((fitted, path)) = cached(&key, now_s()) {
             let age_h = now_s().saturating_sub(fitted.measured_at_s) / 3600;
             let line = format!(
-                "device: fitted to this machine's loop device, cached {} ({age_h} h old; --refit to measure again)",
-                path.display()
+                "device: fitted to this machine's loop device, cached {} ({age_h} h old, measured at load average {}; --refit to measure again)",
+                path.display(),
+                fitted.load
             );
             return Ok((fitted, line));
         }
     }
     eprintln!("measuring this machine's loop device for the simulated side (device fit --measure; about a minute)...");
+    let load = load_average();
     let measured = measure(options)?;
     let (report, _) = report(&measured).map_err(RealError::new)?;
     let profile = fit_measured(&measured, BenchSize::default()).map_err(RealError::new)?;
@@ -633,6 +646,7 @@ pub fn fitted_device(options: &MeasureOptions, refit: bool) -> Result<(Fitted, S
         profile,
         fua: measured.fua,
         report,
+        load: load.clone(),
     };
     let path = cache_file(&key);
     let stored = std::fs::create_dir_all(cache_dir()).and_then(|()| {
@@ -643,11 +657,11 @@ pub fn fitted_device(options: &MeasureOptions, refit: bool) -> Result<(Fitted, S
     });
     let line = match stored {
         Ok(()) => format!(
-            "device: fitted to this machine's loop device, measured now, cached in {}",
+            "device: fitted to this machine's loop device, measured now at load average {load}, cached in {}",
             path.display()
         ),
         Err(e) => format!(
-            "device: fitted to this machine's loop device, measured now (not cached: {}: {e})",
+            "device: fitted to this machine's loop device, measured now at load average {load} (not cached: {}: {e})",
             path.display()
         ),
     };
@@ -723,6 +737,7 @@ mod tests {
             profile: builtin_profile("ufs-3.1").unwrap(),
             fua: false,
             report: String::new(),
+            load: "1.00 1.00 1.00".into(),
         };
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(cache_file(key), serde_json::to_string(&fitted).unwrap()).unwrap();
