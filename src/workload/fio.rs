@@ -111,8 +111,10 @@ pub struct BufferedTarget {
     opened: crate::sim::sync::WaitQueue,
     /// Why the file could not be opened: every submitter ends.
     failed: RefCell<Option<String>>,
-    /// The data of a write and the buffer of a read (the contents are never looked at).
-    buffer: RefCell<Vec<u8>>,
+    /// The data of writes and the buffers of reads, one per call in flight, kept for the next
+    /// calls. The contents are never looked at (the file is opened without
+    /// `O_STORE_CONTENTS`, so the VFS keeps no bytes), so a buffer is only grown, never cleared.
+    buffers: RefCell<Vec<Vec<u8>>>,
 }
 
 impl BufferedTarget {
@@ -145,7 +147,7 @@ impl BufferedTarget {
             opening: Cell::new(false),
             opened: crate::sim::sync::WaitQueue::new(),
             failed: RefCell::new(None),
-            buffer: RefCell::new(Vec::new()),
+            buffers: RefCell::new(Vec::new()),
         })
     }
 }
@@ -197,22 +199,19 @@ impl JobTarget for BufferedTarget {
             // cost no virtual time).
             sim.step(op_name(op)).await;
             let fd = self.fd.get().expect("prepared");
-            let mut buffer = std::mem::take(&mut *self.buffer.borrow_mut());
-            buffer.resize(bytes as usize, 0);
+            let mut buffer = self.buffers.borrow_mut().pop().unwrap_or_default();
+            if buffer.len() < bytes as usize {
+                // Zeroed by the allocator (`calloc`): a large buffer's pages stay the kernel's
+                // zero page, since nothing reads or writes them.
+                buffer = vec![0; bytes as usize];
+            }
+            let data = &mut buffer[..bytes as usize];
             // An error (ENOSPC) ends the job, as fio's default `continue_on_error=none` does.
             let result = match op {
-                IoOp::Read => {
-                    self.vfs
-                        .pread(sim, &self.process, fd, &mut buffer, offset)
-                        .await
-                }
-                _ => {
-                    self.vfs
-                        .pwrite(sim, &self.process, fd, &buffer, offset)
-                        .await
-                }
+                IoOp::Read => self.vfs.pread(sim, &self.process, fd, data, offset).await,
+                _ => self.vfs.pwrite(sim, &self.process, fd, data, offset).await,
             };
-            *self.buffer.borrow_mut() = buffer;
+            self.buffers.borrow_mut().push(buffer);
             let call = if op == IoOp::Read { "pread" } else { "pwrite" };
             result.map_err(|errno| {
                 format!(

@@ -221,7 +221,7 @@ impl Ext4Alloc {
             let mut dir = Dir::new();
             // lost+found's extra blocks are empty leaves of a linear directory.
             for _ in 1..lblk {
-                dir = dir_with_empty_block(dir);
+                dir.append_empty_leaf();
             }
             fs.inodes.insert(
                 ino,
@@ -768,21 +768,6 @@ impl Ext4Alloc {
     }
 }
 
-/// lost+found's extra blocks (mke2fs's `ext2fs_expand_dir`).
-fn dir_with_empty_block(mut dir: Dir) -> Dir {
-    // A linear directory grows by appending when its blocks are full; fill and empty one.
-    let mut n = 0;
-    let start = dir.blocks();
-    while dir.blocks() == start {
-        dir.add(&format!(".fill{n}"), 1, false).expect("fill");
-        n += 1;
-    }
-    for i in 0..n {
-        dir.remove(&format!(".fill{i}")).expect("fill");
-    }
-    dir
-}
-
 impl AddressSpaceOps for Ext4Alloc {
     /// Maps a page; with `create`, allocates it as writeback would (one block, the file open,
     /// CPU 0), dropping the dirtied-block report: journaled paths use
@@ -866,6 +851,37 @@ mod tests {
 
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;
+
+    /// lost+found's extra blocks (mke2fs's `ext2fs_expand_dir`) as mkfs made them before
+    /// [`Dir::append_empty_leaf`]: filled until a block is appended, then emptied (the test below
+    /// checks both give the same directory).
+    fn dir_with_empty_block(mut dir: Dir) -> Dir {
+        // A linear directory grows by appending when its blocks are full; fill and empty one.
+        let mut n = 0;
+        let start = dir.blocks();
+        while dir.blocks() == start {
+            dir.add(&format!(".fill{n}"), 1, false).expect("fill");
+            n += 1;
+        }
+        for i in 0..n {
+            dir.remove(&format!(".fill{i}")).expect("fill");
+        }
+        dir
+    }
+
+    /// mkfs's lost+found: appending its empty blocks directly gives the directory the fill and
+    /// removal gave (`ext2fs_expand_dir`).
+    #[test]
+    fn lost_found_blocks_appended_directly_match_fill_and_remove() {
+        for blocks in 1..6 {
+            let (mut filled, mut appended) = (Dir::new(), Dir::new());
+            for _ in 1..blocks {
+                filled = dir_with_empty_block(filled);
+                appended.append_empty_leaf();
+            }
+            assert_eq!(format!("{filled:?}"), format!("{appended:?}"));
+        }
+    }
 
     fn fs(size: u64) -> Ext4Alloc {
         let fs = Ext4Alloc::mkfs(size, &MkfsOptions::default(), MountOptions::default()).unwrap();

@@ -210,6 +210,17 @@ impl Dir {
         lblk
     }
 
+    /// Appends an empty leaf block to a linear directory (mke2fs's `ext2fs_expand_dir`, which
+    /// gives lost+found its extra blocks): what filling the directory until a block is appended
+    /// and removing the fill leaves, without the fill.
+    pub fn append_empty_leaf(&mut self) {
+        assert!(
+            self.levels.is_none(),
+            "an indexed directory grows by splits"
+        );
+        self.blocks.push(Block::leaf(0));
+    }
+
     fn put(&mut self, block: u32, name: &str, ino: Ino) {
         let b = &mut self.blocks[block as usize];
         assert_eq!(b.role, Role::Leaf);
