@@ -4,12 +4,16 @@
 //! device (command queueing), driven through the request queue's own interface
 //! (`RequestQueue::submit_bio` / `retry_get_request` / `advance`, plugs included).
 //!
-//! A stream is a list of batches: one task submits one to four bios at one instant, under a plug
-//! or not; the next batch comes 0-4 ms later. Bios are reads or writes (sync or async, the
-//! async ones REQ_BACKGROUND-like writeback for wbt), 4-32 KiB at 4 KiB slots of a small
-//! region so that neighbours merge, from four tasks at I/O priorities RT / BE / IDLE. A
-//! submitter told to wait (`get_request` sleeps, wbt's `rq_qos_wait`) retries when the queue
-//! reports a freed request or a wbt wake-up, as the block layer's tasks do.
+//! A stream is a list of batches: one task submits one to four bios at one instant, under a
+//! plug or not; the next batch comes 0-50 us later (a burst: a queue builds up) or, one time
+//! in five, up to 4 ms later. Bios are reads or writes (sync or async, the async ones the
+//! flusher's writeback, REQ_BACKGROUND for wbt), 4-128 KiB at random 4 KiB slots of a small
+//! region (neighbours merge) or continuing the task's sequential stream, from four tasks at
+//! I/O priorities RT / BE / IDLE; `nr_requests` is the default or 4-16. A submitter told to
+//! wait (`get_request` sleeps, wbt's `rq_qos_wait`) retries when the queue reports a freed
+//! request or a wbt wake-up, as the block layer's tasks do. deadline and mq-deadline run with
+//! `read_expire` 10 ms and `write_expire` 20 ms, so that their FIFO deadlines pass within a
+//! stream.
 //!
 //! Checked, for every stream:
 //! - the block layer's global invariants (`RequestQueue::check_invariants`: each request in one
@@ -41,6 +45,10 @@ use std::collections::{BTreeMap, VecDeque};
 /// Cases per test when `PROPTEST_CASES` is not set.
 const DEFAULT_CASES: u32 = 24;
 
+/// deadline's and mq-deadline's `read_expire` / `write_expire` in these tests, ms.
+const SHORT_READ_EXPIRE_MS: u32 = 10;
+const SHORT_WRITE_EXPIRE_MS: u32 = 20;
+
 /// Sectors of a slot: one page.
 const SLOT_SECTORS: u64 = 8;
 
@@ -52,6 +60,9 @@ const MAX_EVENTS: usize = 200_000;
 struct BioSpec {
     write: bool,
     sync: bool,
+    /// Where the task's last bio ended (a sequential stream, which merges and keeps a sector
+    /// sweep ahead of older requests), instead of `slot`.
+    sequential: bool,
     slot: u64,
     slots: u32,
     class: u8,
@@ -66,20 +77,28 @@ struct Batch {
 }
 
 fn bio_spec() -> impl Strategy<Value = BioSpec> {
-    (any::<bool>(), any::<bool>(), 0u64..96, 1u32..=8, 0u8..3).prop_map(
-        |(write, sync, slot, slots, class)| BioSpec {
+    (
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        0u64..256,
+        1u32..=32,
+        0u8..3,
+    )
+        .prop_map(|(write, sync, sequential, slot, slots, class)| BioSpec {
             write,
             sync,
+            sequential,
             slot,
             slots,
             class,
-        },
-    )
+        })
 }
 
 fn batch() -> impl Strategy<Value = Batch> {
     (
-        0u64..4000,
+        // Mostly bursts (a queue builds up on the device), sometimes a pause that drains it.
+        prop_oneof![4 => 0u64..50, 1 => 0u64..4000],
         0u32..4,
         any::<bool>(),
         proptest::collection::vec(bio_spec(), 1..=4),
@@ -130,12 +149,19 @@ fn queue_for(setup: Setup) -> RequestQueue {
         },
         ..KernelConfig::default()
     };
-    let config = BlockConfig {
+    let mut config = BlockConfig {
         elevator: setup.elevator.to_string(),
         wbt: Some(setup.wbt),
         nr_requests: setup.nr_requests,
         ..BlockConfig::default()
     };
+    // FIFO deadlines a stream of a few hundred milliseconds passes (the defaults, 500 ms and
+    // 5 s, are rarely reached): `read_expire` 10 ms, `write_expire` 20 ms (one and two jiffies
+    // at HZ 100), as `echo 10 > queue/iosched/read_expire` would set them.
+    config.deadline.read_expire = Some(SHORT_READ_EXPIRE_MS);
+    config.deadline.write_expire = Some(SHORT_WRITE_EXPIRE_MS);
+    config.mq_deadline.read_expire = Some(SHORT_READ_EXPIRE_MS);
+    config.mq_deadline.write_expire = Some(SHORT_WRITE_EXPIRE_MS);
     let mut queue = RequestQueue::from_config(device, &config, &kernel).expect("a queue");
     queue.enable_checks();
     queue
@@ -261,14 +287,20 @@ impl Harness {
     }
 }
 
-fn bio_of(id: BioId, task: u32, spec: &BioSpec, setup: Setup, now: Nanos) -> Bio {
+/// First slot of task `task`'s sequential stream (far from the random region and from each
+/// other).
+fn stream_start(task: u32) -> u64 {
+    4096 * (1 + u64::from(task))
+}
+
+fn bio_of(id: BioId, task: u32, sector: u64, spec: &BioSpec, setup: Setup, now: Nanos) -> Bio {
     let op = if spec.write { IoOp::Write } else { IoOp::Read };
     let sync = !spec.write || spec.sync;
     let pid = 100 + task;
     Bio {
         id,
         op,
-        sector: spec.slot * SLOT_SECTORS,
+        sector,
         nr_sectors: spec.slots * SLOT_SECTORS as u32,
         flags: IoFlags {
             sync: spec.write && spec.sync,
@@ -295,6 +327,7 @@ fn run_stream(setup: Setup, stream: &[Batch]) -> Result<(), TestCaseError> {
     let mut harness = Harness::new(queue_for(setup));
     let mut next_bio: BioId = 1;
     let mut at = 0;
+    let mut cursors: BTreeMap<u32, u64> = BTreeMap::new();
     for batch in stream {
         at += batch.gap_us * NS_PER_US;
         harness.run_until(at)?;
@@ -303,7 +336,18 @@ fn run_stream(setup: Setup, stream: &[Batch]) -> Result<(), TestCaseError> {
             harness.queue.start_plug(pid);
         }
         for spec in &batch.bios {
-            let bio = bio_of(next_bio, batch.task, spec, setup, at);
+            let cursor = cursors
+                .entry(batch.task)
+                .or_insert(stream_start(batch.task) * SLOT_SECTORS);
+            let sector = if spec.sequential {
+                *cursor
+            } else {
+                spec.slot * SLOT_SECTORS
+            };
+            if spec.sequential {
+                *cursor += u64::from(spec.slots) * SLOT_SECTORS;
+            }
+            let bio = bio_of(next_bio, batch.task, sector, spec, setup, at);
             next_bio += 1;
             harness.submit(bio)?;
         }
