@@ -606,6 +606,97 @@ fn run_all(setups: &[Setup], stream: &[Batch]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// A sequential reader that keeps `depth` reads outstanding (each completion submits the next,
+/// `size` slots further) from sector `start` up, and one older read far below it, submitted
+/// after two reads that fill the mmc driver's slots. mq-deadline's sector sweep
+/// (`deadline_from_pos(latest_pos)`) always finds the reader's next request ahead of it; only
+/// the FIFO deadline (`deadline_check_fifo`) brings the sweep back to the old read. Returns the
+/// reader requests dispatched after the old read's deadline and before it.
+fn sweep_overtakes(depth: u32, size: u32, start: u64, reads: u32) -> Result<u64, TestCaseError> {
+    let setup = Setup {
+        elevator: "mq-deadline",
+        device: "emmc-5.1",
+        wbt: false,
+        priorities: false,
+        nr_requests: None,
+    };
+    let mut harness = Harness::new(queue_for(setup));
+    let read = |id: BioId, task: u32, slot: u64, slots: u32| {
+        let spec = BioSpec {
+            write: false,
+            sync: true,
+            sequential: false,
+            slot,
+            slots,
+            class: 1,
+        };
+        bio_of(id, task, slot * SLOT_SECTORS, &spec, setup, 0)
+    };
+    harness.submit(read(1, 1, 100_000, 8))?;
+    harness.submit(read(2, 1, 200_000, 8))?;
+    harness.submit(read(3, 2, 0, 1))?;
+    let mut next_id: BioId = 4;
+    let mut cursor = start;
+    let mut issued = 0;
+    for _ in 0..depth {
+        harness.submit(read(next_id, 3, cursor, size))?;
+        next_id += 1;
+        cursor += u64::from(size);
+        issued += 1;
+    }
+    while let Some(at) = harness.queue.next_event() {
+        let before = harness.completed.len();
+        harness.advance(at.max(harness.now))?;
+        let reader_done = harness.completed[before..]
+            .iter()
+            .filter(|seen| seen.rq.task.pid == 103)
+            .count();
+        for _ in 0..reader_done {
+            if issued < reads {
+                harness.submit(read(next_id, 3, cursor, size))?;
+                next_id += 1;
+                cursor += u64::from(size);
+                issued += 1;
+            }
+        }
+    }
+    check_completion(&harness)?;
+    let old = harness
+        .completed
+        .iter()
+        .find(|seen| RequestQueue::bios_of(&seen.rq).contains(&3))
+        .expect("the old read completed");
+    let (deadline, dispatched) = (old.rq.fifo_time_ns, old.rq.issued_ns.unwrap());
+    Ok(harness
+        .completed
+        .iter()
+        .filter(|seen| seen.rq.task.pid == 103)
+        .filter(|seen| {
+            let issued = seen.rq.issued_ns.unwrap();
+            issued > deadline && issued < dispatched
+        })
+        .count() as u64)
+}
+
+proptest! {
+    #![proptest_config(config(0x7377_6565))]
+
+    /// mq-deadline: a sequential reader never keeps the sweep away from an older read past
+    /// its FIFO deadline for more than a batch (`fifo_batch` = 16) and the next batch's start:
+    /// with nothing older queued, at most `2 * (fifo_batch - 1)` reader requests go between the
+    /// deadline and the old read.
+    #[test]
+    fn mq_deadline_fifo_expiry_ends_a_sweep_that_starves_an_old_read(
+        depth in 3u32..6,
+        size in 1u32..8,
+        start in 1000u64..50_000,
+        reads in 200u32..400,
+    ) {
+        let overtakes = sweep_overtakes(depth, size, start, reads)?;
+        prop_assert!(overtakes <= 2 * 15, "{} reader requests passed the old read's deadline", overtakes);
+    }
+}
+
 proptest! {
     #![proptest_config(config(0x7072_6f70))]
 
