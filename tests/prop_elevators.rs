@@ -1,7 +1,7 @@
 //! Property tests through the block layer (issue 46): random request streams through each
 //! elevator (CFQ, BFQ, deadline, mq-deadline with and without I/O priorities, kyber, none),
-//! with and without writeback throttling, over an eMMC (the mmc driver's two slots) and a UFS
-//! device (command queueing), driven through the request queue's own interface
+//! with and without writeback throttling, over an eMMC 4.5 (the mmc driver's two slots) and a
+//! UFS 2.1 device (command queueing), driven through the request queue's own interface
 //! (`RequestQueue::submit_bio` / `retry_get_request` / `advance`, plugs included).
 //!
 //! A stream is a list of batches: one task submits one to four bios at one instant, under a
@@ -580,7 +580,7 @@ fn setups(elevators: &[&'static str], priorities: bool, nr_requests: Option<u32>
     let mut setups = Vec::new();
     for &elevator in elevators {
         let blk_mq = !matches!(elevator, "noop" | "deadline" | "cfq");
-        for device in ["emmc-5.1", "ufs-2.1"] {
+        for device in ["emmc-4.5", "ufs-2.1"] {
             for wbt in [false, true] {
                 if wbt && !blk_mq {
                     continue;
@@ -607,15 +607,15 @@ fn run_all(setups: &[Setup], stream: &[Batch]) -> Result<(), TestCaseError> {
 }
 
 /// A sequential reader that keeps `depth` reads outstanding (each completion submits the next,
-/// `size` slots further) from sector `start` up, and one older read far below it, submitted
-/// after two reads that fill the mmc driver's slots. mq-deadline's sector sweep
+/// `size` slots further) from slot `start` up, and one read far below it, submitted once the
+/// reader's first reads fill the mmc driver's slots (eMMC 4.5). mq-deadline's sector sweep
 /// (`deadline_from_pos(latest_pos)`) always finds the reader's next request ahead of it; only
 /// the FIFO deadline (`deadline_check_fifo`) brings the sweep back to the old read. Returns the
 /// reader requests dispatched after the old read's deadline and before it.
 fn sweep_overtakes(depth: u32, size: u32, start: u64, reads: u32) -> Result<u64, TestCaseError> {
     let setup = Setup {
         elevator: "mq-deadline",
-        device: "emmc-5.1",
+        device: "emmc-4.5",
         wbt: false,
         priorities: false,
         nr_requests: None,
@@ -632,10 +632,9 @@ fn sweep_overtakes(depth: u32, size: u32, start: u64, reads: u32) -> Result<u64,
         };
         bio_of(id, task, slot * SLOT_SECTORS, &spec, setup, 0)
     };
-    harness.submit(read(1, 1, 100_000, 8))?;
-    harness.submit(read(2, 1, 200_000, 8))?;
-    harness.submit(read(3, 2, 0, 1))?;
-    let mut next_id: BioId = 4;
+    // The reader first: its first reads fill the driver's slots and move the sweep to its
+    // sectors; the old read comes next, below them.
+    let mut next_id: BioId = 1;
     let mut cursor = start;
     let mut issued = 0;
     for _ in 0..depth {
@@ -644,6 +643,9 @@ fn sweep_overtakes(depth: u32, size: u32, start: u64, reads: u32) -> Result<u64,
         cursor += u64::from(size);
         issued += 1;
     }
+    let old_bio = next_id;
+    harness.submit(read(old_bio, 2, 0, 1))?;
+    next_id += 1;
     while let Some(at) = harness.queue.next_event() {
         let before = harness.completed.len();
         harness.advance(at.max(harness.now))?;
@@ -664,7 +666,7 @@ fn sweep_overtakes(depth: u32, size: u32, start: u64, reads: u32) -> Result<u64,
     let old = harness
         .completed
         .iter()
-        .find(|seen| RequestQueue::bios_of(&seen.rq).contains(&3))
+        .find(|seen| RequestQueue::bios_of(&seen.rq).contains(&old_bio))
         .expect("the old read completed");
     let (deadline, dispatched) = (old.rq.fifo_time_ns, old.rq.issued_ns.unwrap());
     Ok(harness
