@@ -294,7 +294,7 @@ impl Ext4Alloc {
 
     /// Crash-point checking ([`crate::mm::crashlog`]): the directory blocks among `blocks`
     /// (sorted), each with its directory and the entries it holds now (name, inode).
-    pub fn directory_blocks_among(&self, blocks: &[u64]) -> Vec<(u64, Ino, Vec<(String, Ino)>)> {
+    pub fn directory_blocks_among(&self, blocks: &[u64]) -> Vec<crate::mm::crashlog::DirBlock> {
         let mut out = Vec::new();
         for (&dir, inode) in self.inodes.iter() {
             let Some(d) = inode.dir.as_ref() else {
