@@ -236,10 +236,12 @@ enum Command {
         #[arg(long, value_name = "N|LIST")]
         seeds: Option<String>,
     },
-    /// Crash a scenario's run at N instants and check what survives (issue 20): each app's files
-    /// in a state it had (per VCT under MobiFS), SQLite's integrity_check on the recovered
-    /// database, and fsynced data on ext4. The run is simulated once per variant; each crash
-    /// state is built from its recorded device writes. Exits 3 when a check finds violations.
+    /// Crash a scenario's run at N instants and check what survives (issues 20, 45): each app's
+    /// files in a state it had (per VCT under MobiFS), SQLite's integrity_check on the recovered
+    /// database, fsynced data on ext4, no journal transaction replayed without all its log
+    /// blocks, and renamed-over files old or new, whole. The run is simulated once per variant;
+    /// each crash state is built from its recorded device writes, and the journal recovered from
+    /// the blocks that survived. Exits 3 when a check finds violations.
     Crashcheck {
         /// Scenario name (see `mobistack list`) or path to a `.toml` file.
         scenario: String,

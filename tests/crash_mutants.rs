@@ -9,31 +9,40 @@
 use mobistack::crashcheck::{check_variant, CrashCheckOptions, Tally, VariantReport};
 use mobistack::fs::mutant::Mutant;
 
-/// Virtual length of each run: about 100 SQLite transactions and 60 jbd2 commits on the
-/// Galaxy Premier's card (the scenario's 30 ms think time).
+/// Virtual length of each crash/sqlite run: about 100 SQLite transactions and 60 jbd2 commits
+/// on the Galaxy Premier's card (the scenario's 30 ms think time). crash/atomicfile runs its
+/// 60 s: ten saves, light to simulate.
 const RUN: u64 = 3_000_000_000;
 /// Crash points per run.
 const POINTS: usize = 400;
 
 /// Mutants crashcheck does not catch yet, and why.
-const KNOWN_GAPS: &[(Mutant, &str)] = &[
-    (
-        Mutant::NoOrderedWait,
-        "SQLite's fsync writes and waits for its data before the commit \
+const KNOWN_GAPS: &[(Mutant, &str)] = &[(
+    Mutant::NoOrderedWait,
+    "SQLite's fsync writes and waits for its data before the commit \
          (filemap_write_and_wait_range), so no commit of this scenario has ordered data in \
          flight; and no check encodes ordered mode's promise (no stale block inside a file's \
          size): issue 45's layer 4",
-    ),
-    (
-        Mutant::RenameNotJournaled,
-        "SQLite never renames; renames are not recorded and file names come from ext4's \
-         in-memory state at T_FLUSH, not from recovered directory blocks: issue 45's layer 3",
-    ),
-];
+)];
+
+/// The scenario a mutant is tried on: AtomicFile's saves for the rename mutant, SQLite's
+/// transactions for the others.
+fn scenario_for(mutant: Option<Mutant>) -> &'static str {
+    match mutant {
+        Some(Mutant::RenameNotJournaled) => "crash/atomicfile",
+        _ => "crash/sqlite",
+    }
+}
 
 fn run(mutant: Option<Mutant>) -> VariantReport {
-    let mut scenario = mobistack::scenario::load("crash/sqlite").expect("built-in scenario");
-    scenario.duration = RUN;
+    run_on(scenario_for(mutant), mutant)
+}
+
+fn run_on(name: &str, mutant: Option<Mutant>) -> VariantReport {
+    let mut scenario = mobistack::scenario::load(name).expect("built-in scenario");
+    if name == "crash/sqlite" {
+        scenario.duration = RUN;
+    }
     let mut variant = scenario
         .variants
         .iter()
@@ -54,6 +63,7 @@ fn findings(r: &VariantReport) -> Vec<(&'static str, &Tally)> {
         ("2 SQLite integrity", &r.sqlite_integrity),
         ("3 fsynced data survive", &r.fsync_durability),
         ("4 journal replays whole transactions", &r.journal_replay),
+        ("5 rename is atomic", &r.rename_atomicity),
     ]
     .into_iter()
     .filter(|(_, t)| t.violations > 0)
@@ -82,6 +92,19 @@ fn describe(name: &str, r: &VariantReport) -> String {
 fn the_correct_build_passes() {
     let r = run(None);
     assert!(r.transactions > 20, "{r:?}");
+    assert_eq!(r.violations(), 0, "{}", describe("no mutant", &r));
+}
+
+/// AtomicFile's saves on the correct build: every crash point finds `prefs.xml` old or new,
+/// whole (check 5 runs at every point after the first rename).
+#[test]
+fn the_correct_build_keeps_atomicfile_atomic() {
+    let r = run_on("crash/atomicfile", None);
+    assert!(
+        r.rename_atomicity.checked > POINTS as u64 / 2,
+        "{:?}",
+        r.rename_atomicity
+    );
     assert_eq!(r.violations(), 0, "{}", describe("no mutant", &r));
 }
 
@@ -126,7 +149,8 @@ fn mutant_d_fsync_without_the_device_flush() {
     gate(Mutant::FsyncNoFlush);
 }
 
-/// (e) rename not journaled: a known gap (see [`KNOWN_GAPS`]).
+/// (e) rename not journaled, on AtomicFile's saves: the directory block keeps the old entry
+/// while the replaced inode's freeing (or its reuse by the next `.new` file) is journaled.
 #[test]
 fn mutant_e_rename_not_journaled() {
     gate(Mutant::RenameNotJournaled);

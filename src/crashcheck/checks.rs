@@ -10,7 +10,7 @@
 //!   since; MobiFS's fsync is asynchronous by design, so its files are not held to it).
 
 use super::recover::{PageState, Recovered};
-use crate::mm::crashlog::{CrashRecord, FileEventKind, PAGE};
+use crate::mm::crashlog::{CrashRecord, FileEventKind, RenameRecord, PAGE};
 use crate::mm::Ino;
 use crate::units::Nanos;
 use std::collections::{BTreeMap, HashMap};
@@ -163,6 +163,73 @@ pub fn point_in_time(
     None
 }
 
+/// The rename promise (POSIX `rename(2)`, which Android's `AtomicFile` and
+/// `SharedPreferences` rely on: write `<name>.new`, fsync it, rename it over `<name>`): after
+/// a crash, a name some file under test was renamed to holds one of the files renamed over it,
+/// whole (its size and every page as they were when it was renamed): the last one renamed
+/// before the recovered transaction's `T_FLUSH` or a later one; it may be absent only if no
+/// rename onto it had to be in. Returns a violation, described, or `None`.
+pub fn rename_atomicity(
+    record: &CrashRecord,
+    state: &Recovered,
+    at: Nanos,
+    path: &str,
+) -> Option<String> {
+    let renames: Vec<&RenameRecord> = record
+        .renames
+        .iter()
+        .filter(|r| r.path == path && r.at <= at)
+        .collect();
+    let last = renames.last()?;
+    let visible = state
+        .replayed
+        .and_then(|t| record.tids.get(&t))
+        .map_or(0, |t| t.renames_before);
+    let must = record.renames[..visible.min(record.renames.len())]
+        .iter()
+        .filter(|r| r.path == path)
+        .count();
+    let found = state.names.get(&(last.dir, last.name.clone())).copied();
+    let Some(ino) = found else {
+        return (must > 0).then(|| {
+            format!(
+                "{path} is absent, but the rename over it at {} ns was in the recovered \
+                 transaction",
+                renames[must - 1].at
+            )
+        });
+    };
+    let whole = |r: &RenameRecord| {
+        r.ino == ino
+            && state.files.get(&ino).is_some_and(|f| {
+                f.size == r.size
+                    && r.pages.iter().all(|&(index, version)| {
+                        index >= f.pages.len() as u64
+                            || f.pages[index as usize] == PageState::Version(version)
+                    })
+            })
+    };
+    let first = must.saturating_sub(1);
+    if renames[first..].iter().any(|r| whole(r)) {
+        return None;
+    }
+    let file = state
+        .files
+        .get(&ino)
+        .map_or("no such file".to_string(), |f| {
+            format!(
+                "size {}, pages {:?}",
+                f.size,
+                f.pages.iter().take(4).collect::<Vec<_>>()
+            )
+        });
+    Some(format!(
+        "{path} is inode {ino} ({file}): not whole any file renamed over it since the rename \
+         at {} ns (inode {}, size {})",
+        renames[first].at, renames[first].ino, renames[first].size
+    ))
+}
+
 /// An fsync whose data did not survive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostFsync {
@@ -302,6 +369,7 @@ mod tests {
         Recovered {
             replayed: Some(1),
             bad_replays: Vec::new(),
+            names: Default::default(),
             files: [(
                 5,
                 RecoveredFile {
@@ -332,6 +400,7 @@ mod tests {
         let empty = Recovered {
             replayed: None,
             bad_replays: Vec::new(),
+            names: Default::default(),
             files: BTreeMap::new(),
         };
         assert_eq!(

@@ -3,11 +3,17 @@
 //! ([`crate::dev::crash`]) and what the run did to the files under test
 //! ([`crate::mm::crashlog`]); then, for N crash instants, builds the crash state from that
 //! record (no re-run: the technique of CrashMonkey and ALICE), recovers it as jbd2 and MobiFS
-//! would ([`recover`]) and checks it ([`checks`], [`sqlite`]):
+//! would, from the journal blocks that survived ([`recover`]) and checks it ([`checks`],
+//! [`sqlite`]):
 //!
 //! 1. point-in-time consistency of each app's files (per VCT under MobiFS);
 //! 2. `PRAGMA integrity_check` of each SQLite database, by the real SQLite;
-//! 3. fsynced data survive (ext4 without MobiFS).
+//! 3. fsynced data survive (ext4 without MobiFS);
+//! 4. the journal replays no transaction whose log blocks did not all survive;
+//! 5. a renamed-over name holds one of the files renamed over it, whole (`AtomicFile`).
+//!
+//! `tests/crash_mutants.rs` is the checker's own test suite: deliberate journal and fsync bugs
+//! ([`crate::fs::mutant`]) it must catch.
 //!
 //! Crash instants: three quarters cover the boundaries where the answer changes (just before
 //! and at each write's and flush's completion: every flush, FUA, commit block and checkpoint
@@ -128,6 +134,9 @@ pub struct VariantReport {
     /// Check 4, per point: recovery replays no transaction whose log blocks did not all
     /// survive (it would write stale log blocks home as metadata).
     pub journal_replay: Tally,
+    /// Check 5, per renamed-over name and point: the name holds one of the files renamed
+    /// over it, whole ([`checks::rename_atomicity`]).
+    pub rename_atomicity: Tally,
     /// Wall-clock seconds: the run, and the checks.
     #[serde(skip)]
     pub run_seconds: f64,
@@ -141,6 +150,7 @@ impl VariantReport {
         self.sqlite_integrity.violations
             + self.fsync_durability.violations
             + self.journal_replay.violations
+            + self.rename_atomicity.violations
             + if self.mobifs {
                 self.point_in_time.violations
             } else {
@@ -246,6 +256,8 @@ pub fn check_variant(
     let databases = sqlite::databases(&record);
     let fsyncs = checks::fsyncs_by_file(&record);
     let shrinks = checks::shrinks_by_file(&record);
+    let rename_targets: std::collections::BTreeSet<String> =
+        record.renames.iter().map(|r| r.path.clone()).collect();
     // One scratch directory per check (checks may run in parallel in one process).
     static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let scratch = std::env::temp_dir().join(format!(
@@ -276,6 +288,7 @@ pub fn check_variant(
         fsync_durability: Tally::default(),
         fsync_skipped: 0,
         journal_replay: Tally::default(),
+        rename_atomicity: Tally::default(),
         run_seconds,
         check_seconds: 0.0,
     };
@@ -387,6 +400,15 @@ pub fn check_variant(
                     }
                 )
             }));
+        // 5. A renamed-over name holds one of the files renamed over it, whole.
+        for path in &rename_targets {
+            if record.renames.iter().any(|r| &r.path == path && r.at <= at) {
+                report.rename_atomicity.add(
+                    checks::rename_atomicity(&record, &state, at, path)
+                        .map(|v| format!("crash at {at} ns: {v}")),
+                );
+            }
+        }
         progress(k as u64 + 1, total);
     }
     drop(scratch);
@@ -505,6 +527,10 @@ pub fn render(scenario: &Scenario, reports: &[VariantReport]) -> String {
             (
                 "4 journal replays only whole transactions",
                 &r.journal_replay,
+            ),
+            (
+                "5 rename is atomic (old or new, whole)",
+                &r.rename_atomicity,
             ),
         ];
         let rows: Vec<(&str, &Tally)> = rows

@@ -64,6 +64,9 @@ pub struct Recovered {
     /// Copies recovery wrote home from log blocks that did not hold them: a replayed
     /// transaction whose log blocks did not all survive.
     pub bad_replays: Vec<BadReplay>,
+    /// The names of the files under test, as the recovered directory blocks hold them:
+    /// (directory, name) -> inode.
+    pub names: BTreeMap<(Ino, String), Ino>,
 }
 
 /// A log block a replayed transaction's descriptor names, which did not survive: recovery
@@ -107,6 +110,9 @@ pub struct Prepared<'a> {
     log_by_block: HashMap<u64, Vec<(Nanos, usize)>>,
     /// Per log offset: its device block.
     offset_block: HashMap<u64, u64>,
+    /// Per directory block: the transactions that logged it, in tid order, with what its
+    /// copy holds (the record's `dir_blocks` entry).
+    dir_versions: BTreeMap<u64, Vec<(u64, usize)>>,
     /// Per transaction: the log offset of its first block (first descriptor, else commit).
     tid_start: HashMap<u64, u64>,
     /// (ino, index) -> (tid, version, home block) journaled, in tid order.
@@ -194,6 +200,12 @@ impl<'a> Prepared<'a> {
         for list in log_by_block.values_mut() {
             list.sort_by_key(|&(at, k)| (at, k));
         }
+        let mut dir_versions: BTreeMap<u64, Vec<(u64, usize)>> = BTreeMap::new();
+        for (&tid, t) in &record.tids {
+            for (k, (block, _, _)) in t.dir_blocks.iter().enumerate() {
+                dir_versions.entry(*block).or_default().push((tid, k));
+            }
+        }
         interesting.sort_unstable();
         interesting.dedup();
         let mut by_block: HashMap<u64, Vec<usize>> =
@@ -218,6 +230,7 @@ impl<'a> Prepared<'a> {
             tags,
             log_by_block,
             offset_block,
+            dir_versions,
             tid_start,
             journaled,
             seed,
@@ -360,6 +373,30 @@ impl<'a> Prepared<'a> {
         scan
     }
 
+    /// The names of the files under test after recovery up to transaction `tid`: each
+    /// directory block as the last transaction up to `tid` that logged it left it (ext4's
+    /// namei operations log every directory block they change, in the same handle); a block
+    /// whose copy was replayed from a log block that did not survive holds no name.
+    fn names(&self, tid: u64, scan: &LogScan) -> BTreeMap<(Ino, String), Ino> {
+        let mut names = BTreeMap::new();
+        for (&block, versions) in &self.dir_versions {
+            let k = versions.partition_point(|&(t, _)| t <= tid);
+            let Some(&(t, index)) = k.checked_sub(1).map(|k| &versions[k]) else {
+                continue;
+            };
+            if t >= scan.first && scan.copies.get(&(t, block)) == Some(&false) {
+                continue;
+            }
+            let (_, dir, entries) = &self.record.tids[&t].dir_blocks[index];
+            for (name, ino) in entries {
+                if self.record.files.contains_key(ino) {
+                    names.insert((*dir, name.clone()), *ino);
+                }
+            }
+        }
+        names
+    }
+
     /// The files under test after a crash at `at` (crash point number `point`, which draws
     /// the undetermined writes' fates).
     pub fn recover(&self, at: Nanos, point: u64) -> Recovered {
@@ -378,9 +415,16 @@ impl<'a> Prepared<'a> {
                 replayed,
                 files,
                 bad_replays: scan.bad,
+                names: BTreeMap::new(),
             };
         };
-        for snap in self.record.tids[&tid].files.iter().filter(|f| f.linked) {
+        let names = self.names(tid, &scan);
+        let linked: std::collections::BTreeSet<Ino> = names.values().copied().collect();
+        for snap in self.record.tids[&tid]
+            .files
+            .iter()
+            .filter(|f| linked.contains(&f.ino))
+        {
             let pages = (0..snap.size.div_ceil(crate::mm::crashlog::PAGE as u64))
                 .map(|index| {
                     let block = snap.block(index);
@@ -430,6 +474,7 @@ impl<'a> Prepared<'a> {
             replayed,
             files,
             bad_replays: scan.bad,
+            names,
         }
     }
 }
@@ -490,6 +535,7 @@ mod tests {
             }],
         );
         log.journal_layout(1024);
+        log.tid_directory_blocks(1, vec![(50, 2, vec![("f".into(), 12)])]);
         log.tid_commit(1, 9000, 20);
         log.log_write(
             9000,

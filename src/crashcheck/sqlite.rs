@@ -166,6 +166,7 @@ mod tests {
         let state = |pages: Vec<PageState>| Recovered {
             replayed: Some(1),
             bad_replays: Vec::new(),
+            names: Default::default(),
             files: [(
                 7,
                 RecoveredFile {

@@ -1221,6 +1221,9 @@ impl Vfs {
             }
             drop(state);
             let mut state = self.state.borrow_mut();
+            if let Some(log) = self.mm.crash_log() {
+                log.unlinked(sim.now(), target);
+            }
             let target_inode = state.inodes.get_mut(&target).expect("target");
             target_inode.nlink -= 1;
             if target_inode.nlink == 0 && target_inode.open == 0 {
@@ -1250,6 +1253,9 @@ impl Vfs {
                 inode.meta_dirty = true;
                 inode.mtime_ns = sim.now();
             }
+        }
+        if let Some(log) = self.mm.crash_log() {
+            log.renamed(sim.now(), ino, new_parent, leaf(to), to);
         }
         if let Some(target) = evict {
             self.evict(sim, issuer, target).await;

@@ -15,9 +15,11 @@
 //! pages held when the bio was submitted: pages under writeback are stable (the writer waits
 //! in `wait_on_page_writeback`), so they are the versions the device stored.
 //!
-//! Simplifications: renames of a file under test are not recorded (the checks treat the file
-//! by its first name; SQLite's rollback and WAL journals are never renamed); a file's history
-//! starts at its creation, so files under test must be created during the run.
+//! It also records every journal block jbd2 writes with what it holds ([`LogContent`]), the
+//! directory blocks each transaction logs, and the renames of files under test.
+//!
+//! Simplifications: a file's history starts at its creation, so files under test must be
+//! created during the run; a file keeps its first path in reports after a rename.
 
 use super::Ino;
 use crate::units::Nanos;
@@ -122,6 +124,30 @@ pub struct TidRecord {
     pub journaled: Vec<(Ino, u64, u64, u64)>,
     /// Its commit block: block number and when it was submitted.
     pub commit: Option<(u64, Nanos)>,
+    /// The directory blocks it logs, as their copies hold them: (block, directory, entries
+    /// (name, inode)).
+    pub dir_blocks: Vec<DirBlock>,
+    /// Renames recorded before its `T_FLUSH`: the first this many of
+    /// [`CrashRecord::renames`] are in it or an earlier transaction.
+    pub renames_before: usize,
+}
+
+/// A directory block as a transaction logs it: (block, directory, entries (name, inode)).
+pub type DirBlock = (u64, Ino, Vec<(String, Ino)>);
+
+/// A rename of a file under test, and what the renamed file held then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenameRecord {
+    /// When `rename` returned.
+    pub at: Nanos,
+    pub ino: Ino,
+    /// The new name: its directory, its name and its path.
+    pub dir: Ino,
+    pub name: String,
+    pub path: String,
+    /// The file's size and each page's version when renamed.
+    pub size: u64,
+    pub pages: Vec<(u64, u64)>,
 }
 
 /// What a journal block holds as jbd2 wrote it (`fs/jbd2/commit.c`,
@@ -195,6 +221,9 @@ struct Inner {
     vct_closes: Vec<(String, usize)>,
     log_writes: Vec<LogWrite>,
     log_blocks: u64,
+    renames: Vec<RenameRecord>,
+    /// The size of each file under test now.
+    sizes: HashMap<Ino, u64>,
     bytes: u64,
     overflowed: bool,
 }
@@ -222,6 +251,8 @@ pub struct CrashRecord {
     pub log_writes: Vec<LogWrite>,
     /// The journal's size in blocks (its superblock and the ring); 0: no journal recorded.
     pub log_blocks: u64,
+    /// Renames of files under test, in order.
+    pub renames: Vec<RenameRecord>,
     /// Bytes of page versions kept.
     pub bytes: u64,
     /// The budget ran out: the log is incomplete.
@@ -241,6 +272,7 @@ impl CrashLog {
     pub fn track(&self, at: Nanos, ino: Ino, file: TrackedFile) {
         let mut inner = self.inner.borrow_mut();
         inner.files.insert(ino, file);
+        inner.sizes.insert(ino, 0);
         let seq = inner.versions.len() as u64;
         inner.events.push(FileEvent {
             at,
@@ -331,6 +363,9 @@ impl CrashLog {
         let mut inner = self.inner.borrow_mut();
         if !inner.files.contains_key(&ino) {
             return;
+        }
+        if let FileEventKind::Size(size) | FileEventKind::Truncated(size) = kind {
+            inner.sizes.insert(ino, size);
         }
         let seq = inner.versions.len() as u64;
         inner.events.push(FileEvent { at, seq, ino, kind });
@@ -425,7 +460,11 @@ impl CrashLog {
 
     /// Transaction `tid` reached `T_FLUSH` leaving the files as `files`.
     pub fn tid_flush(&self, tid: u64, files: Vec<FileSnapshot>) {
-        self.inner.borrow_mut().tids.entry(tid).or_default().files = files;
+        let mut inner = self.inner.borrow_mut();
+        let renames = inner.renames.len();
+        let record = inner.tids.entry(tid).or_default();
+        record.files = files;
+        record.renames_before = renames;
     }
 
     /// Transaction `tid` journals page `index` of `ino` (home block `block`) as data.
@@ -485,6 +524,44 @@ impl CrashLog {
         at
     }
 
+    /// Transaction `tid` logs these directory blocks (at its `T_FLUSH`).
+    pub fn tid_directory_blocks(&self, tid: u64, blocks: Vec<DirBlock>) {
+        self.inner
+            .borrow_mut()
+            .tids
+            .entry(tid)
+            .or_default()
+            .dir_blocks = blocks;
+    }
+
+    /// File `ino` was renamed to `name` in `dir` (`path`); a file it replaced is
+    /// [`CrashLog::unlinked`] by the caller.
+    pub fn renamed(&self, at: Nanos, ino: Ino, dir: Ino, name: &str, path: &str) {
+        let mut inner = self.inner.borrow_mut();
+        let Some(file) = inner.files.get_mut(&ino) else {
+            return;
+        };
+        file.dir = dir;
+        file.name = name.to_string();
+        let mut pages: Vec<(u64, u64)> = inner
+            .current
+            .iter()
+            .filter(|(&(i, _), _)| i == ino)
+            .map(|(&(_, index), &v)| (index, v))
+            .collect();
+        pages.sort_unstable();
+        let size = inner.sizes.get(&ino).copied().unwrap_or(0);
+        inner.renames.push(RenameRecord {
+            at,
+            ino,
+            dir,
+            name: name.to_string(),
+            path: path.to_string(),
+            size,
+            pages,
+        });
+    }
+
     /// The journal has `blocks` blocks (its superblock at offset 0, then the ring).
     pub fn journal_layout(&self, blocks: u64) {
         self.inner.borrow_mut().log_blocks = blocks;
@@ -513,6 +590,7 @@ impl CrashLog {
             vct_closes: inner.vct_closes.clone(),
             log_writes: inner.log_writes.clone(),
             log_blocks: inner.log_blocks,
+            renames: inner.renames.clone(),
             bytes: inner.bytes,
             overflowed: inner.overflowed,
         }

@@ -111,6 +111,11 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "crash/atomicfile",
+        source: include_str!("../../scenarios/crash/atomicfile.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "mobifs/antutu",
         source: include_str!("../../scenarios/mobifs/antutu.toml"),
         quick: false,

@@ -26,7 +26,8 @@
 use super::file::{note, syscall};
 use crate::app::AppContext;
 use crate::fs::vfs::{
-    Process, Vfs, O_APPEND, O_CREAT, O_DIRECT, O_EXCL, O_RDONLY, O_RDWR, O_SYNC, O_TRUNC, O_WRONLY,
+    Process, Vfs, O_APPEND, O_CREAT, O_DIRECT, O_EXCL, O_RDONLY, O_RDWR, O_STORE_CONTENTS, O_SYNC,
+    O_TRUNC, O_WRONLY,
 };
 use crate::fs::Errno;
 use crate::units::{serde_units, Nanos};
@@ -48,7 +49,9 @@ pub struct PresetFile {
 }
 
 /// `open` flags as words: `"rdonly"`, `"wronly"`, `"rdwr"`, `"creat"`, `"excl"`, `"trunc"`,
-/// `"append"`, `"sync"`, `"direct"`.
+/// `"append"`, `"sync"`, `"direct"`, and `"store-contents"` (not Linux's: a file it creates is
+/// a file under test of `mobistack crashcheck`, its pages' versions recorded, as SQLite's are;
+/// `O_STORE_CONTENTS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OpenFlag {
@@ -61,6 +64,7 @@ pub enum OpenFlag {
     Append,
     Sync,
     Direct,
+    StoreContents,
 }
 
 fn default_open_flags() -> Vec<OpenFlag> {
@@ -315,6 +319,7 @@ fn open_flags(flags: &[OpenFlag]) -> u32 {
             OpenFlag::Append => O_APPEND,
             OpenFlag::Sync => O_SYNC,
             OpenFlag::Direct => O_DIRECT,
+            OpenFlag::StoreContents => O_STORE_CONTENTS,
         }
     })
 }

@@ -292,6 +292,31 @@ impl Ext4Alloc {
             .map_or_else(Vec::new, |i| i.tree.extents())
     }
 
+    /// Crash-point checking ([`crate::mm::crashlog`]): the directory blocks among `blocks`
+    /// (sorted), each with its directory and the entries it holds now (name, inode).
+    pub fn directory_blocks_among(&self, blocks: &[u64]) -> Vec<crate::mm::crashlog::DirBlock> {
+        let mut out = Vec::new();
+        for (&dir, inode) in self.inodes.iter() {
+            let Some(d) = inode.dir.as_ref() else {
+                continue;
+            };
+            for l in 0..d.blocks() {
+                let Some((pblk, _)) = inode.tree.map(u64::from(l)) else {
+                    continue;
+                };
+                if blocks.binary_search(&pblk).is_ok() {
+                    let entries = d
+                        .block_entries(l)
+                        .map(|(name, ino)| (name.to_string(), ino))
+                        .collect();
+                    out.push((pblk, dir, entries));
+                }
+            }
+        }
+        out.sort_by_key(|&(pblk, dir, _)| (pblk, dir));
+        out
+    }
+
     /// The extent-tree blocks of `ino` (leaf and index blocks).
     pub fn tree_blocks(&self, ino: Ino) -> Vec<u64> {
         self.inodes

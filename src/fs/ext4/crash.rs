@@ -21,10 +21,17 @@ struct Ext4CrashHook {
 }
 
 impl CrashHook for Ext4CrashHook {
-    fn flushing(&self, tid: Tid) {
+    fn flushing(&self, tid: Tid, buffers: &[u64]) {
         let Some(ext4) = self.ext4.upgrade() else {
             return;
         };
+        // The directory blocks it logs, as their copies will hold them: where recovery reads
+        // the files' names back from (`ext4_rename` and the other namei operations dirty them
+        // in the handle that changes them, `ext4_handle_dirty_dirent_node`).
+        let mut sorted = buffers.to_vec();
+        sorted.sort_unstable();
+        let dirs = ext4.alloc.borrow().directory_blocks_among(&sorted);
+        self.log.tid_directory_blocks(tid, dirs);
         let files = self
             .log
             .tracked()

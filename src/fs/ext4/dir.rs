@@ -143,6 +143,15 @@ impl Dir {
             .map(|(n, &b)| (&**n, self.blocks[b as usize].entries[n]))
     }
 
+    /// The entries block `l` holds (name, inode), in name order (crash-point checking reads
+    /// a directory back block by block, as the journal logged it).
+    pub fn block_entries(&self, l: u32) -> impl Iterator<Item = (&str, Ino)> + '_ {
+        self.blocks[l as usize]
+            .entries
+            .iter()
+            .map(|(n, &i)| (&**n, i))
+    }
+
     /// `dx_probe`: the index entries walked and the leaf for `hash`.
     fn probe(&self, hash: u32) -> (Vec<(u32, usize)>, u32) {
         let pick = |entries: &[(u32, u32)]| entries.partition_point(|e| e.0 <= hash).max(1) - 1;

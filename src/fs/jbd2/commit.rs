@@ -328,7 +328,7 @@ impl Journal {
         };
         let crash_hook = self.crash_hook.borrow().clone();
         if let Some(hook) = &crash_hook {
-            hook.flushing(tid);
+            hook.flushing(tid, &buffers);
         }
         self.wait_transaction_locked.wake_all(sim);
         for &ino in &inodes {

@@ -249,8 +249,9 @@ pub type CommitCallback = Box<dyn Fn(&Sim, Tid) -> LocalBoxFuture<'static, ()>>;
 /// file system with [`Journal::set_crash_hook`].
 pub trait CrashHook {
     /// Transaction `tid` reached `T_FLUSH`: every handle of it has stopped and none of the
-    /// next has started, so the file system's state is the transaction's.
-    fn flushing(&self, tid: Tid);
+    /// next has started, so the file system's state is the transaction's; `buffers` are the
+    /// metadata blocks it logs (`t_buffers`), whose copies hold that state.
+    fn flushing(&self, tid: Tid, buffers: &[u64]);
     /// Transaction `tid`'s commit block goes to log block `block` now.
     fn commit_block(&self, tid: Tid, block: u64, at: crate::units::Nanos);
     /// A journal block (log offset `offset`, device block `block`) is submitted holding
