@@ -345,13 +345,15 @@ fn a_field_the_loop_mode_does_not_read_is_an_error_not_ignored() {
     ] {
         crate::scenario::parse("r.toml", &app(fields)).unwrap();
     }
+    std::fs::remove_file(trace).ok();
 }
 
 #[test]
 fn a_request_larger_than_any_host_takes_is_an_error_naming_the_line() {
     // Found by the replay_run fuzz target: a DiskSim line of 60,001,000 sectors (28 GiB) overran
     // the device model's per-die busy intervals ("timeline holds too many intervals").
-    let trace = temp_file("huge.trace", "0.0 0 8 8 1\n600 0 1 60001000 1\n");
+    // A name of its own: the tests run as threads of one process, and `temp_file` names by pid.
+    let trace = temp_file("oversized.trace", "0.0 0 8 8 1\n600 0 1 60001000 1\n");
     let error = crate::scenario::parse(
         "r.toml",
         &format!(
@@ -362,7 +364,8 @@ fn a_request_larger_than_any_host_takes_is_an_error_naming_the_line() {
     .unwrap_err()
     .to_string();
     assert!(
-        error.contains("huge.trace:2:") && error.contains("larger than the 64 MiB"),
+        error.contains("oversized.trace:2:") && error.contains("larger than the 64 MiB"),
         "{error}"
     );
+    std::fs::remove_file(trace).ok();
 }
