@@ -341,9 +341,9 @@ enum Command {
     },
     /// Measure the engine (timer events, callback events and task wake-ups per second of wall
     /// time, on one core), the whole stack (virtual seconds simulated and pages written back per
-    /// wall second with 8 GiB of writeback), QASIO's M1, real SQLite's VFS calls, device-only
-    /// trace replay (requests per wall second) and fio through the block layer (block requests
-    /// per wall second).
+    /// wall second with 8 GiB of writeback), QASIO's M1, real SQLite's VFS calls and INSERT
+    /// statements, device-only trace replay (requests per wall second) and fio through the block
+    /// layer (block requests per wall second).
     Bench {
         /// Multiply the amount of work (1 takes about a second in a release build).
         #[arg(long, default_value_t = 4, value_name = "N")]

@@ -242,7 +242,7 @@ pub type SqliteCoroutine = Coroutine<Input, Event, (), DefaultStack>;
 /// (sqlite.org/limits.html: expression depth is "limited in order to avoid using too much stack
 /// space"), while its parser keeps its stack in a fixed array (`YYSTACKDEPTH`). 2 MiB is the stack
 /// SQLite had before on an OS thread of its own (Rust's `std::thread` default, "currently 2 MiB
-/// on all Tier-1 platforms") and about 5 times the deepest use measured, an expression at the
+/// on all Tier-1 platforms") and 4 times the deepest use measured (504 KiB), an expression at the
 /// 1,000-level limit in a debug build (`the_coroutine_stack_holds_sqlites_deepest_expression`);
 /// asm: that margin covers the Rust frames of the VFS callbacks and other compilers' frames.
 pub const STACK_BYTES: usize = 2 << 20;
