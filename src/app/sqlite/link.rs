@@ -319,14 +319,14 @@ pub fn finish(mut coroutine: SqliteCoroutine) {
         // Nothing ran on its stack: dropping it only drops the body.
         return;
     }
-    if !coroutine.done() {
+    if coroutine.done() {
+        #[cfg(test)]
+        tests::measure_stack(coroutine.into_stack());
+    } else {
         // Unreachable by the protocol above; dropping it would force an unwind through C frames,
         // so its stack is leaked instead.
         std::mem::forget(coroutine);
-        return;
     }
-    #[cfg(test)]
-    tests::measure_stack(coroutine.into_stack());
 }
 
 /// The running coroutine's context, if this code runs on one.
