@@ -343,13 +343,16 @@ enum Command {
     },
     /// Measure the engine (timer events, callback events and task wake-ups per second of wall
     /// time, on one core), the whole stack (virtual seconds simulated and pages written back per
-    /// wall second with 8 GiB of writeback), QASIO's M1, real SQLite's VFS calls, device-only
-    /// trace replay (requests per wall second) and fio through the block layer (block requests
-    /// per wall second).
+    /// wall second with 8 GiB of writeback), QASIO's M1, real SQLite's VFS calls and INSERT
+    /// statements, device-only trace replay (requests per wall second) and fio through the block
+    /// layer (block requests per wall second).
     Bench {
         /// Multiply the amount of work (1 takes about a second in a release build).
         #[arg(long, default_value_t = 4, value_name = "N")]
         scale: u64,
+        /// Run only the benchmarks whose name starts with PREFIX (`sqlite`, `stack`, `timer`, ...).
+        #[arg(long, value_name = "PREFIX")]
+        only: Option<String>,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -517,7 +520,7 @@ fn main() -> ExitCode {
         Command::Compare { base, other, json } => cmd_compare(&base, &other, json),
         Command::List { json } => cmd_list(json),
         Command::Validate { scenario, json } => cmd_validate(&scenario, json),
-        Command::Bench { scale, json } => cmd_bench(scale, json),
+        Command::Bench { scale, only, json } => cmd_bench(scale, only.as_deref(), json),
         Command::Reproduce {
             paper,
             json,
@@ -2053,23 +2056,64 @@ fn cmd_crashcheck(
     }
 }
 
-fn cmd_bench(scale: u64, json: bool) -> ExitCode {
+fn cmd_bench(scale: u64, only: Option<&str>, json: bool) -> ExitCode {
+    use mobistack::sim::bench::BenchResult;
     if cfg!(debug_assertions) {
         eprintln!("note: this is a debug build; benchmark with `cargo run --release -- bench`");
     }
-    let results = with_spinner("bench", || {
-        let mut results = mobistack::sim::bench::run_all(scale);
+    type Bench = Box<dyn Fn() -> Vec<BenchResult>>;
+    // Each group by the names of its rows, run only when `--only` selects one of them.
+    let groups: Vec<(&[&str], Bench)> = vec![
+        (
+            &["timer-events", "callback-events", "task-wakeups"],
+            Box::new(move || mobistack::sim::bench::run_all(scale)),
+        ),
         // 8 GiB written in the background over 240 s of virtual time through the whole stack.
-        results.extend(mobistack::run::bench_stack(8, 240));
+        (
+            &["stack-8gib-write", "stack-writeback"],
+            Box::new(|| mobistack::run::bench_stack(8, 240).to_vec()),
+        ),
         // QASIO's M1 with its 8 GB background write through ext4, CFQ and the eMMC model.
-        results.push(mobistack::run::bench_qasio_m1(8));
+        (
+            &["qasio-m1-8gib"],
+            Box::new(|| vec![mobistack::run::bench_qasio_m1(8)]),
+        ),
         // Real SQLite in the loop: autocommit INSERTs through the VFS bridge.
-        results.push(mobistack::run::bench_sqlite(2_000 * scale));
+        (
+            &["sqlite-inserts", "sqlite-statements"],
+            Box::new(move || mobistack::run::bench_sqlite(2_000 * scale).to_vec()),
+        ),
         // A DiskSim trace of 4 KiB random reads replayed on the device model alone.
-        results.push(mobistack::workload::replay::device::bench(250_000 * scale));
+        (
+            &["device-replay"],
+            Box::new(move || vec![mobistack::workload::replay::device::bench(250_000 * scale)]),
+        ),
         // fio's 4 KiB random reads at QD32 through the block layer and the device model.
-        results.push(mobistack::workload::fio::bench(1_000 * scale));
-        results
+        (
+            &["device-fio"],
+            Box::new(move || vec![mobistack::workload::fio::bench(1_000 * scale)]),
+        ),
+    ];
+    let selected =
+        |names: &[&str]| only.is_none_or(|prefix| names.iter().any(|n| n.starts_with(prefix)));
+    if !groups.iter().any(|(names, _)| selected(names)) {
+        let names: Vec<&str> = groups
+            .iter()
+            .flat_map(|(names, _)| names.iter().copied())
+            .collect();
+        eprintln!(
+            "error: --only {}: no benchmark's name starts with it (the benchmarks: {})",
+            only.unwrap_or_default(),
+            names.join(", ")
+        );
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    let results = with_spinner("bench", || {
+        groups
+            .iter()
+            .filter(|(names, _)| selected(names))
+            .flat_map(|(_, bench)| bench())
+            .collect::<Vec<_>>()
     });
     if json {
         outln!("{}", serde_json::json!({ "bench": results }));

@@ -1,7 +1,9 @@
-//! The task's side of a connection: it starts SQLite's thread, sends it commands and serves the
-//! VFS's calls as simulated system calls of the app's process, blocking in virtual time.
+//! The task's side of a connection: it starts SQLite's coroutine, resumes it with commands and
+//! serves the VFS's calls as simulated system calls of the app's process, blocking in virtual
+//! time.
 
-use super::link::{Call, Command, Event, Input, Outcome, Reply, SqlError, EIO};
+use super::link::EIO;
+use super::link::{self, Call, Command, Event, Input, Outcome, Reply, SqlError, SqliteCoroutine};
 use super::locks::{ConnId, LockResult, LockTable};
 use super::options::{ResolvedOptions, SyncCall};
 use crate::fs::vfs::{Process, Vfs, O_CREAT, O_RDONLY, O_RDWR, O_STORE_CONTENTS};
@@ -9,14 +11,13 @@ use crate::fs::Errno;
 use crate::mm::bio::AccountSnapshot;
 use crate::sim::Sim;
 use crate::units::{Nanos, NS_PER_US};
+use corosensei::CoroutineResult;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
-use std::sync::mpsc::{Receiver, Sender};
-use std::thread::JoinHandle;
 
 /// SQLite's CPU time, charged on a core as SQLite computes: every
-/// [`super::thread::PROGRESS_STEPS`] virtual-machine steps its progress handler asks the task to
+/// [`super::coroutine::PROGRESS_STEPS`] virtual-machine steps its progress handler asks the task to
 /// charge them ([`Call::Compute`]), so virtual time advances during a long statement; the rest
 /// (the steps since the last slice, and the per-statement cost) when the command returns.
 ///
@@ -100,9 +101,8 @@ pub struct Database {
     id: ConnId,
     options: ResolvedOptions,
     cpu: SqliteCpu,
-    inputs: Option<Sender<Input>>,
-    events: Receiver<Event>,
-    thread: Option<JoinHandle<()>>,
+    /// SQLite's side, `None` once closed.
+    coroutine: RefCell<Option<SqliteCoroutine>>,
     shm_fd: Cell<Option<i32>>,
     calls: RefCell<CallCounts>,
     /// Asked at each slice of SQLite's computation: `true` interrupts the running statement.
@@ -125,8 +125,9 @@ impl Database {
     ) -> Result<Database, SqlError> {
         let id = shared.next_conn.get() + 1;
         shared.next_conn.set(id);
-        let (inputs, events, thread) = super::thread::spawn(seed ^ id.rotate_left(32))
-            .map_err(|e| SqlError::bridge(format!("cannot start SQLite's thread: {e}")))?;
+        let coroutine = super::coroutine::start(seed ^ id.rotate_left(32)).map_err(|e| {
+            SqlError::bridge(format!("cannot allocate SQLite's coroutine stack: {e}"))
+        })?;
         let db = Database {
             sim: sim.clone(),
             vfs,
@@ -134,9 +135,7 @@ impl Database {
             shared,
             id,
             cpu,
-            inputs: Some(inputs),
-            events,
-            thread: Some(thread),
+            coroutine: RefCell::new(Some(coroutine)),
             shm_fd: Cell::new(None),
             calls: RefCell::new(CallCounts::default()),
             interrupt: RefCell::new(None),
@@ -159,10 +158,9 @@ impl Database {
     }
 
     /// Closes the connection (SQLite's `sqlite3_close`: its last unlocks and closes).
-    pub async fn close(mut self) -> Result<(), SqlError> {
-        let result = self.run(Command::Close).await.map(|_| ());
-        self.stop_thread();
-        result
+    pub async fn close(self) -> Result<(), SqlError> {
+        // Dropping `self` then ends the coroutine, which waits for a next command.
+        self.run(Command::Close).await.map(|_| ())
     }
 
     /// Interrupts a running statement (`SQLITE_INTERRUPT`) at its next slice of computation
@@ -183,34 +181,31 @@ impl Database {
         self.calls.borrow().clone()
     }
 
-    fn stop_thread(&mut self) {
-        // Dropping the sender ends the thread's wait; its last calls fail with EIO.
-        self.inputs = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+    /// Resumes SQLite with `input` until its next call or the command's end. SQLite computes
+    /// meanwhile, on this thread: virtual time stands still.
+    fn resume(&self, input: Input) -> Result<Event, SqlError> {
+        let mut slot = self.coroutine.borrow_mut();
+        let Some(coroutine) = slot.as_mut().filter(|coroutine| !coroutine.done()) else {
+            return Err(SqlError::bridge("the connection is closed"));
+        };
+        match link::resume(coroutine, input) {
+            CoroutineResult::Yield(event) => Ok(event),
+            CoroutineResult::Return(()) => Err(SqlError::bridge("SQLite's coroutine ended")),
         }
     }
 
     async fn run(&self, command: Command) -> Result<Outcome, SqlError> {
-        let gone = || SqlError::bridge("SQLite's thread is gone");
-        let Some(inputs) = &self.inputs else {
-            return Err(SqlError::bridge("the connection is closed"));
-        };
-        if inputs.send(Input::Command(command)).is_err() {
-            return Err(gone());
-        }
+        let mut input = Input::Command(command);
         // VM steps charged in slices while the command runs.
         let mut charged_steps = 0;
         loop {
-            // SQLite computes while this blocks: virtual time stands still until its next call.
-            let event = super::link::receive(&self.events).map_err(|_| gone())?;
-            let reply = match event {
+            match self.resume(input)? {
                 Event::Call(call) => {
                     if let Call::Compute { steps } = call {
                         charged_steps += steps;
                     }
                     self.sim.step("sqlite").await;
-                    self.serve(call).await
+                    input = Input::Reply(self.serve(call).await);
                 }
                 Event::Done(result) => {
                     if let Ok(outcome) = &result {
@@ -221,9 +216,6 @@ impl Database {
                     }
                     return result;
                 }
-            };
-            if inputs.send(Input::Reply(reply)).is_err() {
-                return Err(gone());
             }
         }
     }
@@ -534,7 +526,12 @@ impl Database {
 }
 
 impl Drop for Database {
+    /// Ends SQLite's coroutine, mid-statement if the task was dropped during one (the run ended,
+    /// the app was killed): resumed with an abort, SQLite fails the pending call, returns and
+    /// closes its connection on its own stack ([`link::finish`]).
     fn drop(&mut self) {
-        self.stop_thread();
+        if let Some(coroutine) = self.coroutine.get_mut().take() {
+            link::finish(coroutine);
+        }
     }
 }

@@ -1,15 +1,21 @@
-//! The hand-off between SQLite's thread and the simulated task that owns the connection.
+//! The hand-off between SQLite and the simulated task that owns the connection.
 //!
-//! SQLite is synchronous C: its VFS calls cannot await. Each connection therefore runs on an OS
-//! thread of its own, in lockstep with its task: the task sends a [`Command`] and then serves
-//! the [`Call`]s the VFS makes (each one a simulated system call or lock, awaited in virtual
-//! time) until SQLite answers [`Event::Done`]. While SQLite computes, the simulation thread is
-//! blocked on the channel, so virtual time stands still and only one of the two threads ever
-//! runs: the run stays single-threaded in effect and deterministic. The messages are plain data
-//! (`Send`); nothing of the simulation crosses to SQLite's thread.
+//! SQLite is synchronous C: its VFS calls cannot await. Each connection therefore runs on a
+//! stackful coroutine of its own ([`SqliteCoroutine`], the `corosensei` crate) on the
+//! simulation's thread: the task resumes it with a [`Command`] and then serves the [`Call`]s the
+//! VFS yields (each one a simulated system call or lock, awaited in virtual time), resuming it
+//! with each [`Reply`], until SQLite yields [`Event::Done`]. While SQLite computes, the task is
+//! inside [`resume`], so virtual time stands still; one OS thread runs both, so no hand-off waits
+//! for the OS scheduler and the run is deterministic.
+//!
+//! A coroutine is never dropped while suspended (that would unwind through SQLite's C frames):
+//! [`finish`] resumes it with [`Input::Abort`], every VFS call from then on fails with `EIO`
+//! without suspending, SQLite returns an error, unwinds its own frames and closes the connection,
+//! and the coroutine returns.
 
-use std::cell::RefCell;
-use std::sync::mpsc::{Receiver, Sender};
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use std::cell::{Cell, RefCell};
 
 /// A simulated errno, as the VFS returns it to SQLite (Linux's numbers).
 pub type Errno = i32;
@@ -137,28 +143,6 @@ pub enum Reply {
     Error(Errno),
 }
 
-/// Polls of the channel before a receiver parks its thread. The two threads hand off in
-/// lockstep, each answer usually a few microseconds away; parking and waking a thread (a futex
-/// round trip) costs tens of microseconds. So a receiver first polls, yielding its core between
-/// polls (when runs share the cores, the thread it waits for may need that very core), and
-/// parks only after that. Only speed depends on it: the messages and their order are the same
-/// either way.
-const POLLS: u32 = 2_000;
-
-/// Receives from `rx`, polling (and yielding) briefly before blocking.
-pub fn receive<T>(rx: &Receiver<T>) -> Result<T, std::sync::mpsc::RecvError> {
-    for _ in 0..POLLS {
-        match rx.try_recv() {
-            Ok(value) => return Ok(value),
-            Err(std::sync::mpsc::TryRecvError::Empty) => std::thread::yield_now(),
-            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                return Err(std::sync::mpsc::RecvError)
-            }
-        }
-    }
-    rx.recv()
-}
-
 /// `EIO`: the answer when the task is gone (the run ended under SQLite's feet).
 pub const EIO: Errno = 5;
 
@@ -173,11 +157,16 @@ pub enum Command {
     Close,
 }
 
-/// Messages to SQLite's thread.
+/// What the task resumes SQLite's coroutine with.
 #[derive(Debug)]
 pub enum Input {
+    /// The next command (the first resume, and each one after [`Event::Done`]).
     Command(Command),
+    /// The answer to the pending [`Event::Call`].
     Reply(Reply),
+    /// The task is gone (the run ended, the app was stopped, the connection is dropped): fail
+    /// the pending call and every later one with `EIO`, and end.
+    Abort,
 }
 
 /// What a command did, for the task's accounting.
@@ -199,7 +188,7 @@ pub struct Outcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqlError {
     /// SQLite's primary result code (`SQLITE_ERROR` 1, `SQLITE_INTERRUPT` 9, `SQLITE_IOERR` 10,
-    /// ...); 0 when the bridge itself failed (SQLite's thread is gone).
+    /// ...); 0 when the bridge itself failed (SQLite's coroutine is gone).
     pub code: i32,
     /// SQLite's message (`sqlite3_errmsg`), or the bridge's.
     pub message: String,
@@ -235,7 +224,7 @@ impl std::fmt::Display for SqlError {
     }
 }
 
-/// Messages from SQLite's thread.
+/// What SQLite's coroutine yields to the task.
 #[derive(Debug)]
 pub enum Event {
     Call(Call),
@@ -243,75 +232,273 @@ pub enum Event {
     Done(Result<Outcome, SqlError>),
 }
 
-/// The link of the current (SQLite) thread to its task.
-pub struct Link {
-    pub events: Sender<Event>,
-    pub inputs: Receiver<Input>,
+/// SQLite's side of one connection: a coroutine that takes commands and replies, yields calls
+/// and results, and returns when its task is gone.
+pub type SqliteCoroutine = Coroutine<Input, Event, (), DefaultStack>;
+
+/// Bytes of each coroutine's stack (plus corosensei's guard page below it; pages are mapped
+/// lazily, so only the depth SQLite reaches costs memory). SQLite recurses at most as deep as its
+/// limits allow: the expression walkers to `SQLITE_MAX_EXPR_DEPTH`, 1,000 levels
+/// (sqlite.org/limits.html: expression depth is "limited in order to avoid using too much stack
+/// space"), while its parser keeps its stack in a fixed array (`YYSTACKDEPTH`). 2 MiB is the stack
+/// SQLite had before on an OS thread of its own (Rust's `std::thread` default, "currently 2 MiB
+/// on all Tier-1 platforms") and 4 times the deepest use measured (504 KiB), an expression at the
+/// 1,000-level limit in a debug build (`the_coroutine_stack_holds_sqlites_deepest_expression`);
+/// asm: that margin covers the Rust frames of the VFS callbacks and other compilers' frames.
+pub const STACK_BYTES: usize = 2 << 20;
+
+/// What the coroutine's VFS calls reach their task through: the yielder, the seeded randomness
+/// and whether the task is gone. Lives on the coroutine's stack for as long as it runs.
+struct Context {
+    yielder: *const Yielder<Input, Event>,
     /// The deterministic `xRandomness` stream, seeded by the task.
-    pub random: crate::sim::rng::Rng,
+    random: RefCell<crate::sim::rng::Rng>,
+    /// The task resumed with [`Input::Abort`], or a VFS callback panicked: calls fail at once.
+    aborted: Cell<bool>,
+    /// A VFS callback's panic, caught before it could unwind through SQLite ([`guard`]), to
+    /// resume in the coroutine's Rust code once SQLite has returned.
+    panic: RefCell<Option<Box<dyn std::any::Any + Send>>>,
 }
 
 thread_local! {
-    static LINK: RefCell<Option<Link>> = const { RefCell::new(None) };
+    /// The context of the coroutine running on this thread now, null outside one: set by the
+    /// coroutine when it starts and after each suspension (another connection's coroutine may
+    /// have run meanwhile), cleared by [`resume`] when it suspends or returns.
+    static CURRENT: Cell<*const Context> = const { Cell::new(std::ptr::null()) };
 }
 
-/// Installs the link of this thread (SQLite's thread, once, before opening the database).
-pub fn install(link: Link) {
-    LINK.with(|slot| *slot.borrow_mut() = Some(link));
-}
-
-/// Sends `call` to the task and waits for its reply (the VFS's only way out). A thread without
-/// a link, or whose task is gone, gets `EIO`.
-pub fn call(call: Call) -> Reply {
-    LINK.with(|slot| {
-        let slot = slot.borrow();
-        let Some(link) = slot.as_ref() else {
-            return Reply::Error(EIO);
+/// Starts SQLite's coroutine for one connection: `body` runs on its own stack with the link to
+/// the task installed, given the first input; `random` seeds `xRandomness`.
+pub fn start(
+    random: crate::sim::rng::Rng,
+    body: impl FnOnce(Input) + 'static,
+) -> std::io::Result<SqliteCoroutine> {
+    let stack = DefaultStack::new(STACK_BYTES)?;
+    Ok(Coroutine::with_stack(stack, move |yielder, first| {
+        let context = Context {
+            yielder,
+            random: RefCell::new(random),
+            aborted: Cell::new(false),
+            panic: RefCell::new(None),
         };
-        if link.events.send(Event::Call(call)).is_err() {
-            return Reply::Error(EIO);
-        }
-        match receive(&link.inputs) {
-            Ok(Input::Reply(reply)) => reply,
-            // A command while a call is pending is a protocol error of the task: fail the call.
-            Ok(Input::Command(_)) | Err(_) => Reply::Error(EIO),
-        }
-    })
+        CURRENT.with(|current| current.set(&context));
+        #[cfg(test)]
+        let _running = tests::Running::start();
+        body(first);
+        resume_panic();
+    }))
 }
 
-/// The next command for this thread; `None` when the task is gone.
-pub fn next_command() -> Option<Command> {
-    LINK.with(|slot| {
-        let slot = slot.borrow();
-        let link = slot.as_ref()?;
-        loop {
-            match receive(&link.inputs) {
-                Ok(Input::Command(command)) => return Some(command),
-                // A stray reply (the task answered a call SQLite gave up on): skip it.
-                Ok(Input::Reply(_)) => continue,
-                Err(_) => return None,
-            }
+/// Resumes `coroutine` with `input` until it yields or returns (SQLite computes meanwhile).
+/// Panics of the coroutine's Rust code propagate here, as corosensei forwards them.
+pub fn resume(coroutine: &mut SqliteCoroutine, input: Input) -> CoroutineResult<Event, ()> {
+    /// Clears [`CURRENT`] however the resume ends, so no VFS call outside a coroutine finds a
+    /// stale context.
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            CURRENT.with(|current| current.set(std::ptr::null()));
         }
-    })
+    }
+    let _clear = Clear;
+    coroutine.resume(input)
 }
 
-/// Reports the end of a command.
-pub fn done(result: Result<Outcome, SqlError>) {
-    LINK.with(|slot| {
-        if let Some(link) = slot.borrow().as_ref() {
-            // The task may be gone; then nobody waits for the answer.
-            let _ = link.events.send(Event::Done(result));
-        }
-    });
+/// Ends `coroutine` without unwinding through SQLite: resumed with [`Input::Abort`], it fails
+/// its pending call, SQLite returns and closes its connection, and the coroutine returns.
+pub fn finish(mut coroutine: SqliteCoroutine) {
+    if coroutine.started() && !coroutine.done() {
+        // After Abort no call suspends again ([`call`], [`done`]), so one resume ends it. A
+        // panic of the coroutine's Rust code on the way out is dropped here, as the thread's
+        // was when the thread design joined it: this runs in `Drop`, maybe while unwinding.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            resume(&mut coroutine, Input::Abort)
+        }));
+    }
+    if !coroutine.started() {
+        // Nothing ran on its stack: dropping it only drops the body.
+        return;
+    }
+    if coroutine.done() {
+        #[cfg(test)]
+        tests::measure_stack(coroutine.into_stack());
+    } else {
+        // Unreachable by the protocol above; dropping it would force an unwind through C frames,
+        // so its stack is leaked instead.
+        std::mem::forget(coroutine);
+    }
 }
 
-/// Fills `out` from the thread's deterministic random stream, for `xRandomness`.
+/// The running coroutine's context, if this code runs on one.
+fn with_context<T>(f: impl FnOnce(&Context) -> T) -> Option<T> {
+    let context = CURRENT.with(Cell::get);
+    // SAFETY: CURRENT is non-null only while the coroutine whose stack holds the context runs
+    // (set by it, cleared by `resume` as soon as it suspends or returns).
+    (!context.is_null()).then(|| f(unsafe { &*context }))
+}
+
+/// Suspends the running coroutine with `event` and returns the task's input, re-installing the
+/// coroutine's context (another coroutine may have run while this one was suspended).
+fn suspend(event: Event) -> Option<Input> {
+    let context = CURRENT.with(Cell::get);
+    if context.is_null() {
+        return None;
+    }
+    // SAFETY: as in `with_context`; the yielder belongs to the coroutine running this code.
+    let input = unsafe { (*(*context).yielder).suspend(event) };
+    CURRENT.with(|current| current.set(context));
+    if matches!(input, Input::Abort) {
+        // SAFETY: the context lives on this coroutine's stack, which is running again.
+        unsafe { (*context).aborted.set(true) };
+    }
+    Some(input)
+}
+
+/// Whether the task is gone (or this code runs outside a coroutine).
+fn gone() -> bool {
+    with_context(|context| context.aborted.get()).unwrap_or(true)
+}
+
+/// Yields `call` to the task and returns its reply (the VFS's only way out). Outside a
+/// coroutine, or once the task is gone, the answer is `EIO` without suspending.
+pub fn call(call: Call) -> Reply {
+    if gone() {
+        return Reply::Error(EIO);
+    }
+    match suspend(Event::Call(call)) {
+        Some(Input::Reply(reply)) => reply,
+        // Abort, or a command while a call is pending (a protocol error of the task).
+        Some(Input::Command(_) | Input::Abort) | None => Reply::Error(EIO),
+    }
+}
+
+/// Runs a VFS callback's `body`, catching its panic so that it never unwinds through SQLite's C
+/// frames (the callbacks are `extern "C"`: it would abort the process): the callback answers
+/// `failed`, every later call fails at once, and the panic resumes in the coroutine's Rust code
+/// when SQLite has returned ([`done`]), reaching the task through `resume` as corosensei forwards
+/// it.
+pub fn guard<T>(failed: T, body: impl FnOnce() -> T) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(value) => value,
+        Err(panic) => {
+            with_context(|context| {
+                context.aborted.set(true);
+                context.panic.borrow_mut().get_or_insert(panic);
+            });
+            failed
+        }
+    }
+}
+
+/// Resumes the panic a VFS callback left ([`guard`]), if any, in the coroutine's Rust frames.
+fn resume_panic() {
+    if let Some(panic) = with_context(|context| context.panic.borrow_mut().take()).flatten() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Reports the end of a command and returns the next one; `None` when the task is gone.
+pub fn done(result: Result<Outcome, SqlError>) -> Option<Command> {
+    resume_panic();
+    if gone() {
+        return None;
+    }
+    match suspend(Event::Done(result)) {
+        Some(Input::Command(command)) => Some(command),
+        // A reply with no call pending is a protocol error of the task: end as if gone.
+        Some(Input::Reply(_) | Input::Abort) | None => None,
+    }
+}
+
+/// Fills `out` from the coroutine's deterministic random stream, for `xRandomness` (zeros
+/// outside a coroutine).
 pub fn randomness(out: &mut [u8]) {
-    LINK.with(|slot| {
-        let mut slot = slot.borrow_mut();
+    let filled = with_context(|context| {
+        let mut random = context.random.borrow_mut();
         for chunk in out.chunks_mut(8) {
-            let word = slot.as_mut().map_or(0, |link| link.random.next_u64());
+            let word = random.next_u64();
             chunk.copy_from_slice(&word.to_le_bytes()[..chunk.len()]);
         }
     });
+    if filled.is_none() {
+        out.fill(0);
+    }
+}
+
+/// What the tests observe of the coroutines on their thread.
+#[cfg(test)]
+pub mod tests {
+    use std::cell::Cell;
+
+    thread_local! {
+        static RUNNING: Cell<usize> = const { Cell::new(0) };
+        static DEEPEST: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Counts a coroutine's body as running until dropped (also when it unwinds).
+    pub struct Running;
+
+    impl Running {
+        pub fn start() -> Running {
+            RUNNING.with(|n| n.set(n.get() + 1));
+            Running
+        }
+    }
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            RUNNING.with(|n| n.set(n.get() - 1));
+        }
+    }
+
+    /// Coroutines of this thread whose body started and has not returned.
+    pub fn running() -> usize {
+        RUNNING.with(Cell::get)
+    }
+
+    /// The most stack any finished coroutine of this thread used, in bytes.
+    pub fn deepest_stack() -> usize {
+        DEEPEST.with(Cell::get)
+    }
+
+    #[test]
+    fn a_panic_in_a_vfs_callback_fails_the_call_and_resumes_once_sqlite_has_returned() {
+        // `guard` stands for the `extern "C"` frame: the panic stops there, later calls fail
+        // without suspending, and the panic reaches the resumer when the command ends.
+        let mut coroutine = super::start(crate::sim::rng::Rng::named(1, "t"), |_| {
+            let answer = super::guard(-1, || -> i32 { panic!("boom in a callback") });
+            assert_eq!(answer, -1);
+            assert!(matches!(
+                super::call(super::Call::Now),
+                super::Reply::Error(super::EIO)
+            ));
+            super::done(Ok(super::Outcome::default()));
+            unreachable!("done resumes the panic");
+        })
+        .expect("a stack");
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            super::resume(&mut coroutine, super::Input::Abort)
+        }))
+        .expect_err("the callback's panic reaches the resumer");
+        assert_eq!(panic.downcast_ref::<&str>(), Some(&"boom in a callback"));
+        assert!(coroutine.done());
+        assert_eq!(running(), 0);
+    }
+
+    /// Records how deep `stack` was used: the fresh mapping is zeros, so the lowest non-zero
+    /// byte above the guard page marks the deepest frame.
+    pub fn measure_stack(stack: corosensei::stack::DefaultStack) {
+        use corosensei::stack::Stack;
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let (low, high) = (stack.limit().get() + page, stack.base().get());
+        // SAFETY: [low, high) is the stack's usable mapping (its guard page is below `low`),
+        // owned by `stack` and no longer in use by the finished coroutine.
+        let bytes = unsafe { std::slice::from_raw_parts(low as *const u8, high - low) };
+        let used = bytes
+            .iter()
+            .position(|&b| b != 0)
+            .map_or(0, |i| high - low - i);
+        DEEPEST.with(|deepest| deepest.set(deepest.get().max(used)));
+    }
 }

@@ -2,8 +2,8 @@
 //! amalgamation, with a VFS whose every file operation is a simulated system call of the app's
 //! process.
 //!
-//! - [`link`]: the lockstep hand-off between SQLite's OS thread and the simulated task.
-//! - [`thread`]: SQLite's thread (the `rusqlite::Connection`).
+//! - [`link`]: the hand-off between SQLite's coroutine and the simulated task, on one thread.
+//! - [`coroutine`]: SQLite's side (the `rusqlite::Connection`), on a stack of its own.
 //! - [`vfs`]: the `"mobistack"` VFS, method by method the unix VFS's system calls.
 //! - [`connection`]: [`Database`], the task's handle, serving the VFS's calls in virtual time.
 //! - [`locks`]: SQLite's file and shm locks between connections.
@@ -14,10 +14,10 @@
 //! scenario and seed give the same system calls in the same order.
 
 pub mod connection;
+pub mod coroutine;
 pub mod link;
 pub mod locks;
 pub mod options;
-pub mod thread;
 pub mod vfs;
 
 pub use connection::{Database, SqliteCpu, SqliteShared, SHARED_NAME};

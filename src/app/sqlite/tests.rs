@@ -278,3 +278,85 @@ fn the_batch_atomic_build_changes_nothing_on_ext4() {
     let with = calls_per_insert_on(&Ext4Config::default(), JournalMode::Delete, true);
     assert_eq!(with, calls_per_insert(JournalMode::Delete));
 }
+
+/// A statement that computes forever (SQLite's progress handler yields every
+/// [`super::coroutine::PROGRESS_STEPS`] VM steps).
+const ENDLESS: &str =
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c";
+
+#[test]
+fn a_run_ending_mid_transaction_aborts_sqlites_coroutine_which_closes_its_connection() {
+    // The task is dropped with SQLite suspended inside a statement of an open transaction (in
+    // its progress handler, `sqlite3_progress_handler`, on the coroutine's stack). Dropping the
+    // coroutine as it is would unwind through SQLite's C frames (corosensei's forced unwind:
+    // the process aborts); the Database resumes it with an abort instead, SQLite fails the
+    // statement, closes the connection (`sqlite3_close`, its unlock and close failing with EIO)
+    // and the coroutine returns.
+    let rig = Rig::new();
+    let (sim, vfs, shared) = (rig.sim.handle(), rig.vfs.clone(), rig.shared.clone());
+    let reached = Rc::new(std::cell::Cell::new(false));
+    let flag = reached.clone();
+    rig.sim.spawn("app", async move {
+        let db = open(&sim, &vfs, &shared, 10_001, &SqliteOptions::default()).await;
+        db.execute("CREATE TABLE t (x); BEGIN; INSERT INTO t VALUES (1)")
+            .await
+            .unwrap();
+        flag.set(true);
+        let _ = db.execute(ENDLESS).await;
+        unreachable!("the statement never ends");
+    });
+    rig.sim
+        .run_until(50_000_000, true)
+        .expect("stops at the limit");
+    assert!(reached.get());
+    assert_eq!(super::link::tests::running(), 1, "suspended mid-statement");
+    drop(rig);
+    assert_eq!(super::link::tests::running(), 0, "returned, not leaked");
+}
+
+#[test]
+fn a_connection_dropped_between_statements_and_one_closed_both_end_their_coroutine() {
+    let rig = Rig::new();
+    rig.run(|sim, vfs, shared| async move {
+        let options = SqliteOptions::default();
+        let closed = open(&sim, &vfs, &shared, 10_001, &options).await;
+        let dropped = open(&sim, &vfs, &shared, 10_002, &options).await;
+        assert_eq!(super::link::tests::running(), 2);
+        closed.execute("CREATE TABLE t (x)").await.unwrap();
+        closed.close().await.unwrap();
+        assert_eq!(super::link::tests::running(), 1);
+        dropped.execute("SELECT * FROM t").await.unwrap();
+        drop(dropped);
+        assert_eq!(super::link::tests::running(), 0);
+    });
+}
+
+#[test]
+fn the_coroutine_stack_holds_sqlites_deepest_expression() {
+    // `SQLITE_MAX_EXPR_DEPTH` (1,000): SQLite's expression walkers and code generator
+    // (`sqlite3ExprCodeTarget`) recurse once per level, the deepest recursion its limits allow.
+    // An expression just under the limit (`~` nests one level per parser-stack entry, within
+    // `SQLITE_MAX_PARSER_DEPTH`'s 2,500) runs on the coroutine's stack with room to spare; one
+    // over it is refused (`sqlite3ExprCheckHeight`).
+    fn nested(depth: usize) -> String {
+        format!("SELECT {}1", "~".repeat(depth))
+    }
+    let rig = Rig::new();
+    rig.run(|sim, vfs, shared| async move {
+        let db = open(&sim, &vfs, &shared, 10_001, &SqliteOptions::default()).await;
+        db.execute(&nested(998)).await.expect("within the limit");
+        let error = db.execute(&nested(1_001)).await.unwrap_err();
+        assert!(
+            error.message.contains("too large (maximum depth 1000)"),
+            "{error:?}"
+        );
+        db.close().await.unwrap();
+    });
+    let used = super::link::tests::deepest_stack();
+    println!(
+        "deepest coroutine stack: {} KiB of {} KiB",
+        used >> 10,
+        super::link::STACK_BYTES >> 10
+    );
+    assert!(used > 0 && used * 2 < super::link::STACK_BYTES, "{used}");
+}

@@ -152,76 +152,80 @@ unsafe extern "C" fn x_open(
     flags: c_int,
     out_flags: *mut c_int,
 ) -> c_int {
-    let sim_file = file as *mut SimFile;
-    (*sim_file).base.pMethods = std::ptr::null();
-    let kind = flags & 0x0FFF00;
-    let create = flags & ffi::SQLITE_OPEN_CREATE != 0;
-    let path = c_str(name);
-    let new_journal = create
-        && (kind == ffi::SQLITE_OPEN_SUPER_JOURNAL
-            || kind == ffi::SQLITE_OPEN_MAIN_JOURNAL
-            || kind == ffi::SQLITE_OPEN_WAL);
-    let fd = match &path {
-        // A temporary file: memory, as SQLITE_TEMP_STORE=3 builds make it.
-        None => None,
-        Some(path) => {
-            let mut open_flags = if flags & ffi::SQLITE_OPEN_READWRITE != 0 {
-                O_RDWR
-            } else {
-                O_RDONLY
-            };
-            if create {
-                open_flags |= O_CREAT;
+    link::guard(ffi::SQLITE_CANTOPEN, || {
+        let sim_file = file as *mut SimFile;
+        (*sim_file).base.pMethods = std::ptr::null();
+        let kind = flags & 0x0FFF00;
+        let create = flags & ffi::SQLITE_OPEN_CREATE != 0;
+        let path = c_str(name);
+        let new_journal = create
+            && (kind == ffi::SQLITE_OPEN_SUPER_JOURNAL
+                || kind == ffi::SQLITE_OPEN_MAIN_JOURNAL
+                || kind == ffi::SQLITE_OPEN_WAL);
+        let fd = match &path {
+            // A temporary file: memory, as SQLITE_TEMP_STORE=3 builds make it.
+            None => None,
+            Some(path) => {
+                let mut open_flags = if flags & ffi::SQLITE_OPEN_READWRITE != 0 {
+                    O_RDWR
+                } else {
+                    O_RDONLY
+                };
+                if create {
+                    open_flags |= O_CREAT;
+                }
+                if flags & ffi::SQLITE_OPEN_EXCLUSIVE != 0 {
+                    open_flags |= O_EXCL;
+                }
+                match link::call(Call::Open {
+                    path: path.clone(),
+                    flags: open_flags,
+                }) {
+                    Reply::Fd(fd) => Some(fd),
+                    _ => return ffi::SQLITE_CANTOPEN,
+                }
             }
-            if flags & ffi::SQLITE_OPEN_EXCLUSIVE != 0 {
-                open_flags |= O_EXCL;
-            }
-            match link::call(Call::Open {
-                path: path.clone(),
-                flags: open_flags,
-            }) {
-                Reply::Fd(fd) => Some(fd),
-                _ => return ffi::SQLITE_CANTOPEN,
-            }
+        };
+        if let (Some(path), true) = (&path, flags & ffi::SQLITE_OPEN_DELETEONCLOSE != 0) {
+            // unixOpen: `osUnlink(zName)` right after opening a delete-on-close file.
+            let _ = link::call(Call::Unlink { path: path.clone() });
         }
-    };
-    if let (Some(path), true) = (&path, flags & ffi::SQLITE_OPEN_DELETEONCLOSE != 0) {
-        // unixOpen: `osUnlink(zName)` right after opening a delete-on-close file.
-        let _ = link::call(Call::Unlink { path: path.clone() });
-    }
-    if !out_flags.is_null() {
-        *out_flags = flags;
-    }
-    let state = Box::new(FileState {
-        fd,
-        memory: Vec::new(),
-        path: path.unwrap_or_default(),
-        dirsync: new_journal,
-        lock: ffi::SQLITE_LOCK_NONE,
-        batch_atomic: None,
-    });
-    (*sim_file).state = Box::into_raw(state);
-    (*sim_file).base.pMethods = &METHODS;
-    ffi::SQLITE_OK
+        if !out_flags.is_null() {
+            *out_flags = flags;
+        }
+        let state = Box::new(FileState {
+            fd,
+            memory: Vec::new(),
+            path: path.unwrap_or_default(),
+            dirsync: new_journal,
+            lock: ffi::SQLITE_LOCK_NONE,
+            batch_atomic: None,
+        });
+        (*sim_file).state = Box::into_raw(state);
+        (*sim_file).base.pMethods = &METHODS;
+        ffi::SQLITE_OK
+    })
 }
 
 unsafe extern "C" fn x_close(file: *mut ffi::sqlite3_file) -> c_int {
-    let sim_file = file as *mut SimFile;
-    let state = Box::from_raw((*sim_file).state);
-    (*sim_file).state = std::ptr::null_mut();
-    if state.lock != ffi::SQLITE_LOCK_NONE {
-        let _ = link::call(Call::Unlock {
-            path: state.path.clone(),
-            level: ffi::SQLITE_LOCK_NONE,
-        });
-    }
-    match state.fd {
-        Some(fd) => match link::call(Call::Close { fd }) {
-            Reply::Done => ffi::SQLITE_OK,
-            _ => ffi::SQLITE_IOERR_CLOSE,
-        },
-        None => ffi::SQLITE_OK,
-    }
+    link::guard(ffi::SQLITE_IOERR_CLOSE, || {
+        let sim_file = file as *mut SimFile;
+        let state = Box::from_raw((*sim_file).state);
+        (*sim_file).state = std::ptr::null_mut();
+        if state.lock != ffi::SQLITE_LOCK_NONE {
+            let _ = link::call(Call::Unlock {
+                path: state.path.clone(),
+                level: ffi::SQLITE_LOCK_NONE,
+            });
+        }
+        match state.fd {
+            Some(fd) => match link::call(Call::Close { fd }) {
+                Reply::Done => ffi::SQLITE_OK,
+                _ => ffi::SQLITE_IOERR_CLOSE,
+            },
+            None => ffi::SQLITE_OK,
+        }
+    })
 }
 
 unsafe extern "C" fn x_read(
@@ -230,35 +234,37 @@ unsafe extern "C" fn x_read(
     amount: c_int,
     offset: ffi::sqlite3_int64,
 ) -> c_int {
-    let state = state(file);
-    let out = std::slice::from_raw_parts_mut(buf as *mut u8, amount.max(0) as usize);
-    let offset = offset.max(0) as u64;
-    let got = match state.fd {
-        None => {
-            let start = (offset as usize).min(state.memory.len());
-            let end = (start + out.len()).min(state.memory.len());
-            out[..end - start].copy_from_slice(&state.memory[start..end]);
-            end - start
-        }
-        Some(fd) => match link::call(Call::Pread {
-            fd,
-            offset,
-            len: out.len(),
-        }) {
-            Reply::Data(data) => {
-                let n = data.len().min(out.len());
-                out[..n].copy_from_slice(&data[..n]);
-                n
+    link::guard(ffi::SQLITE_IOERR_READ, || {
+        let state = state(file);
+        let out = std::slice::from_raw_parts_mut(buf as *mut u8, amount.max(0) as usize);
+        let offset = offset.max(0) as u64;
+        let got = match state.fd {
+            None => {
+                let start = (offset as usize).min(state.memory.len());
+                let end = (start + out.len()).min(state.memory.len());
+                out[..end - start].copy_from_slice(&state.memory[start..end]);
+                end - start
             }
-            _ => return ffi::SQLITE_IOERR_READ,
-        },
-    };
-    if got < out.len() {
-        // unixRead: "Unread parts of the buffer must be zero-filled".
-        out[got..].fill(0);
-        return ffi::SQLITE_IOERR_SHORT_READ;
-    }
-    ffi::SQLITE_OK
+            Some(fd) => match link::call(Call::Pread {
+                fd,
+                offset,
+                len: out.len(),
+            }) {
+                Reply::Data(data) => {
+                    let n = data.len().min(out.len());
+                    out[..n].copy_from_slice(&data[..n]);
+                    n
+                }
+                _ => return ffi::SQLITE_IOERR_READ,
+            },
+        };
+        if got < out.len() {
+            // unixRead: "Unread parts of the buffer must be zero-filled".
+            out[got..].fill(0);
+            return ffi::SQLITE_IOERR_SHORT_READ;
+        }
+        ffi::SQLITE_OK
+    })
 }
 
 unsafe extern "C" fn x_write(
@@ -267,137 +273,151 @@ unsafe extern "C" fn x_write(
     amount: c_int,
     offset: ffi::sqlite3_int64,
 ) -> c_int {
-    let state = state(file);
-    let data = std::slice::from_raw_parts(buf as *const u8, amount.max(0) as usize);
-    let offset = offset.max(0) as usize;
-    match state.fd {
-        None => {
-            if state.memory.len() < offset + data.len() {
-                state.memory.resize(offset + data.len(), 0);
+    link::guard(ffi::SQLITE_IOERR_WRITE, || {
+        let state = state(file);
+        let data = std::slice::from_raw_parts(buf as *const u8, amount.max(0) as usize);
+        let offset = offset.max(0) as usize;
+        match state.fd {
+            None => {
+                if state.memory.len() < offset + data.len() {
+                    state.memory.resize(offset + data.len(), 0);
+                }
+                state.memory[offset..offset + data.len()].copy_from_slice(data);
+                ffi::SQLITE_OK
             }
-            state.memory[offset..offset + data.len()].copy_from_slice(data);
-            ffi::SQLITE_OK
+            Some(fd) => match link::call(Call::Pwrite {
+                fd,
+                offset: offset as u64,
+                data: data.to_vec(),
+            }) {
+                Reply::Size(n) if n as usize == data.len() => ffi::SQLITE_OK,
+                Reply::Error(28) => ffi::SQLITE_FULL,
+                _ => ffi::SQLITE_IOERR_WRITE,
+            },
         }
-        Some(fd) => match link::call(Call::Pwrite {
-            fd,
-            offset: offset as u64,
-            data: data.to_vec(),
-        }) {
-            Reply::Size(n) if n as usize == data.len() => ffi::SQLITE_OK,
-            Reply::Error(28) => ffi::SQLITE_FULL,
-            _ => ffi::SQLITE_IOERR_WRITE,
-        },
-    }
+    })
 }
 
 unsafe extern "C" fn x_truncate(file: *mut ffi::sqlite3_file, size: ffi::sqlite3_int64) -> c_int {
-    let state = state(file);
-    match state.fd {
-        None => {
-            state.memory.truncate(size.max(0) as usize);
-            ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_IOERR_TRUNCATE, || {
+        let state = state(file);
+        match state.fd {
+            None => {
+                state.memory.truncate(size.max(0) as usize);
+                ffi::SQLITE_OK
+            }
+            Some(fd) => match link::call(Call::Ftruncate {
+                fd,
+                size: size.max(0) as u64,
+            }) {
+                Reply::Done => ffi::SQLITE_OK,
+                _ => ffi::SQLITE_IOERR_TRUNCATE,
+            },
         }
-        Some(fd) => match link::call(Call::Ftruncate {
-            fd,
-            size: size.max(0) as u64,
-        }) {
-            Reply::Done => ffi::SQLITE_OK,
-            _ => ffi::SQLITE_IOERR_TRUNCATE,
-        },
-    }
+    })
 }
 
 unsafe extern "C" fn x_sync(file: *mut ffi::sqlite3_file, _flags: c_int) -> c_int {
-    let state = state(file);
-    let Some(fd) = state.fd else {
-        return ffi::SQLITE_OK;
-    };
-    if !matches!(link::call(Call::Sync { fd }), Reply::Done) {
-        return ffi::SQLITE_IOERR_FSYNC;
-    }
-    if state.dirsync {
-        // unixSync: the directory once, errors ignored.
-        state.dirsync = false;
-        let _ = link::call(Call::SyncDirectory {
-            path: state.path.clone(),
-        });
-    }
-    ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_IOERR_FSYNC, || {
+        let state = state(file);
+        let Some(fd) = state.fd else {
+            return ffi::SQLITE_OK;
+        };
+        if !matches!(link::call(Call::Sync { fd }), Reply::Done) {
+            return ffi::SQLITE_IOERR_FSYNC;
+        }
+        if state.dirsync {
+            // unixSync: the directory once, errors ignored.
+            state.dirsync = false;
+            let _ = link::call(Call::SyncDirectory {
+                path: state.path.clone(),
+            });
+        }
+        ffi::SQLITE_OK
+    })
 }
 
 unsafe extern "C" fn x_file_size(
     file: *mut ffi::sqlite3_file,
     size: *mut ffi::sqlite3_int64,
 ) -> c_int {
-    let state = state(file);
-    let bytes = match state.fd {
-        None => state.memory.len() as u64,
-        Some(fd) => match link::call(Call::Fstat { fd }) {
-            Reply::Size(n) => n,
-            _ => return ffi::SQLITE_IOERR_FSTAT,
-        },
-    };
-    // unixFileSize: a 1-byte file is reported empty (ticket #3260).
-    *size = if bytes == 1 { 0 } else { bytes as i64 };
-    ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_IOERR_FSTAT, || {
+        let state = state(file);
+        let bytes = match state.fd {
+            None => state.memory.len() as u64,
+            Some(fd) => match link::call(Call::Fstat { fd }) {
+                Reply::Size(n) => n,
+                _ => return ffi::SQLITE_IOERR_FSTAT,
+            },
+        };
+        // unixFileSize: a 1-byte file is reported empty (ticket #3260).
+        *size = if bytes == 1 { 0 } else { bytes as i64 };
+        ffi::SQLITE_OK
+    })
 }
 
 unsafe extern "C" fn x_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    let state = state(file);
-    if state.fd.is_none() || state.lock >= level {
-        return ffi::SQLITE_OK;
-    }
-    match link::call(Call::Lock {
-        path: state.path.clone(),
-        level,
-    }) {
-        Reply::Flag(true) => {
-            state.lock = level;
-            ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_IOERR_LOCK, || {
+        let state = state(file);
+        if state.fd.is_none() || state.lock >= level {
+            return ffi::SQLITE_OK;
         }
-        Reply::Flag(false) => {
-            if level == ffi::SQLITE_LOCK_EXCLUSIVE && state.lock >= ffi::SQLITE_LOCK_SHARED {
-                // unixLock keeps PENDING when readers remain.
-                state.lock = ffi::SQLITE_LOCK_PENDING;
+        match link::call(Call::Lock {
+            path: state.path.clone(),
+            level,
+        }) {
+            Reply::Flag(true) => {
+                state.lock = level;
+                ffi::SQLITE_OK
             }
-            ffi::SQLITE_BUSY
+            Reply::Flag(false) => {
+                if level == ffi::SQLITE_LOCK_EXCLUSIVE && state.lock >= ffi::SQLITE_LOCK_SHARED {
+                    // unixLock keeps PENDING when readers remain.
+                    state.lock = ffi::SQLITE_LOCK_PENDING;
+                }
+                ffi::SQLITE_BUSY
+            }
+            _ => ffi::SQLITE_IOERR_LOCK,
         }
-        _ => ffi::SQLITE_IOERR_LOCK,
-    }
+    })
 }
 
 unsafe extern "C" fn x_unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    let state = state(file);
-    if state.fd.is_none() || state.lock <= level {
-        return ffi::SQLITE_OK;
-    }
-    match link::call(Call::Unlock {
-        path: state.path.clone(),
-        level,
-    }) {
-        Reply::Done => {
-            state.lock = level;
-            ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_IOERR_UNLOCK, || {
+        let state = state(file);
+        if state.fd.is_none() || state.lock <= level {
+            return ffi::SQLITE_OK;
         }
-        _ => ffi::SQLITE_IOERR_UNLOCK,
-    }
+        match link::call(Call::Unlock {
+            path: state.path.clone(),
+            level,
+        }) {
+            Reply::Done => {
+                state.lock = level;
+                ffi::SQLITE_OK
+            }
+            _ => ffi::SQLITE_IOERR_UNLOCK,
+        }
+    })
 }
 
 unsafe extern "C" fn x_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    let state = state(file);
-    if state.fd.is_none() {
-        *out = 0;
-        return ffi::SQLITE_OK;
-    }
-    match link::call(Call::CheckReserved {
-        path: state.path.clone(),
-    }) {
-        Reply::Flag(reserved) => {
-            *out = c_int::from(reserved);
-            ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_IOERR_CHECKRESERVEDLOCK, || {
+        let state = state(file);
+        if state.fd.is_none() {
+            *out = 0;
+            return ffi::SQLITE_OK;
         }
-        _ => ffi::SQLITE_IOERR_CHECKRESERVEDLOCK,
-    }
+        match link::call(Call::CheckReserved {
+            path: state.path.clone(),
+        }) {
+            Reply::Flag(reserved) => {
+                *out = c_int::from(reserved);
+                ffi::SQLITE_OK
+            }
+            _ => ffi::SQLITE_IOERR_CHECKRESERVEDLOCK,
+        }
+    })
 }
 
 unsafe extern "C" fn x_file_control(
@@ -405,26 +425,28 @@ unsafe extern "C" fn x_file_control(
     op: c_int,
     _arg: *mut c_void,
 ) -> c_int {
-    // unixFileControl with SQLITE_ENABLE_BATCH_ATOMIC_WRITE: the three F2FS ioctls.
-    let (atomic, error) = match op {
-        ffi::SQLITE_FCNTL_BEGIN_ATOMIC_WRITE => {
-            (link::AtomicOp::Begin, ffi::SQLITE_IOERR_BEGIN_ATOMIC)
+    link::guard(ffi::SQLITE_IOERR, || {
+        // unixFileControl with SQLITE_ENABLE_BATCH_ATOMIC_WRITE: the three F2FS ioctls.
+        let (atomic, error) = match op {
+            ffi::SQLITE_FCNTL_BEGIN_ATOMIC_WRITE => {
+                (link::AtomicOp::Begin, ffi::SQLITE_IOERR_BEGIN_ATOMIC)
+            }
+            ffi::SQLITE_FCNTL_COMMIT_ATOMIC_WRITE => {
+                (link::AtomicOp::Commit, ffi::SQLITE_IOERR_COMMIT_ATOMIC)
+            }
+            ffi::SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE => {
+                (link::AtomicOp::Rollback, ffi::SQLITE_IOERR_ROLLBACK_ATOMIC)
+            }
+            _ => return ffi::SQLITE_NOTFOUND,
+        };
+        let Some(fd) = state(file).fd else {
+            return ffi::SQLITE_NOTFOUND;
+        };
+        match link::call(Call::AtomicWrite { fd, op: atomic }) {
+            Reply::Done => ffi::SQLITE_OK,
+            _ => error,
         }
-        ffi::SQLITE_FCNTL_COMMIT_ATOMIC_WRITE => {
-            (link::AtomicOp::Commit, ffi::SQLITE_IOERR_COMMIT_ATOMIC)
-        }
-        ffi::SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE => {
-            (link::AtomicOp::Rollback, ffi::SQLITE_IOERR_ROLLBACK_ATOMIC)
-        }
-        _ => return ffi::SQLITE_NOTFOUND,
-    };
-    let Some(fd) = state(file).fd else {
-        return ffi::SQLITE_NOTFOUND;
-    };
-    match link::call(Call::AtomicWrite { fd, op: atomic }) {
-        Reply::Done => ffi::SQLITE_OK,
-        _ => error,
-    }
+    })
 }
 
 unsafe extern "C" fn x_sector_size(_file: *mut ffi::sqlite3_file) -> c_int {
@@ -432,26 +454,28 @@ unsafe extern "C" fn x_sector_size(_file: *mut ffi::sqlite3_file) -> c_int {
 }
 
 unsafe extern "C" fn x_device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
-    // unixDeviceCharacteristics with SQLITE_POWERSAFE_OVERWRITE=1 (AOSP's build flag), plus
-    // SQLITE_IOCAP_BATCH_ATOMIC where setDeviceCharacteristics finds F2FS's atomic writes.
-    let state = state(file);
-    let batch = match (state.batch_atomic, state.fd) {
-        (Some(known), _) => known,
-        (None, None) => false,
-        (None, Some(fd)) => {
-            let supported = matches!(
-                link::call(Call::AtomicWriteSupported { fd }),
-                Reply::Flag(true)
-            );
-            state.batch_atomic = Some(supported);
-            supported
+    link::guard(0, || {
+        // unixDeviceCharacteristics with SQLITE_POWERSAFE_OVERWRITE=1 (AOSP's build flag), plus
+        // SQLITE_IOCAP_BATCH_ATOMIC where setDeviceCharacteristics finds F2FS's atomic writes.
+        let state = state(file);
+        let batch = match (state.batch_atomic, state.fd) {
+            (Some(known), _) => known,
+            (None, None) => false,
+            (None, Some(fd)) => {
+                let supported = matches!(
+                    link::call(Call::AtomicWriteSupported { fd }),
+                    Reply::Flag(true)
+                );
+                state.batch_atomic = Some(supported);
+                supported
+            }
+        };
+        let mut caps = ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE;
+        if batch {
+            caps |= ffi::SQLITE_IOCAP_BATCH_ATOMIC;
         }
-    };
-    let mut caps = ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE;
-    if batch {
-        caps |= ffi::SQLITE_IOCAP_BATCH_ATOMIC;
-    }
-    caps
+        caps
+    })
 }
 
 unsafe extern "C" fn x_shm_map(
@@ -461,19 +485,21 @@ unsafe extern "C" fn x_shm_map(
     extend: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    let state = state(file);
-    match link::call(Call::ShmMap {
-        path: state.path.clone(),
-        region: region.max(0) as usize,
-        size: size.max(0) as usize,
-        extend: extend != 0,
-    }) {
-        Reply::Pointer(address) => {
-            *out = address as *mut c_void;
-            ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_IOERR_SHMMAP, || {
+        let state = state(file);
+        match link::call(Call::ShmMap {
+            path: state.path.clone(),
+            region: region.max(0) as usize,
+            size: size.max(0) as usize,
+            extend: extend != 0,
+        }) {
+            Reply::Pointer(address) => {
+                *out = address as *mut c_void;
+                ffi::SQLITE_OK
+            }
+            _ => ffi::SQLITE_IOERR_SHMMAP,
         }
-        _ => ffi::SQLITE_IOERR_SHMMAP,
-    }
+    })
 }
 
 unsafe extern "C" fn x_shm_lock(
@@ -482,18 +508,20 @@ unsafe extern "C" fn x_shm_lock(
     n: c_int,
     flags: c_int,
 ) -> c_int {
-    let state = state(file);
-    match link::call(Call::ShmLock {
-        path: state.path.clone(),
-        offset: offset.max(0) as usize,
-        n: n.max(0) as usize,
-        lock: flags & ffi::SQLITE_SHM_LOCK != 0,
-        exclusive: flags & ffi::SQLITE_SHM_EXCLUSIVE != 0,
-    }) {
-        Reply::Flag(true) => ffi::SQLITE_OK,
-        Reply::Flag(false) => ffi::SQLITE_BUSY,
-        _ => ffi::SQLITE_IOERR_SHMLOCK,
-    }
+    link::guard(ffi::SQLITE_IOERR_SHMLOCK, || {
+        let state = state(file);
+        match link::call(Call::ShmLock {
+            path: state.path.clone(),
+            offset: offset.max(0) as usize,
+            n: n.max(0) as usize,
+            lock: flags & ffi::SQLITE_SHM_LOCK != 0,
+            exclusive: flags & ffi::SQLITE_SHM_EXCLUSIVE != 0,
+        }) {
+            Reply::Flag(true) => ffi::SQLITE_OK,
+            Reply::Flag(false) => ffi::SQLITE_BUSY,
+            _ => ffi::SQLITE_IOERR_SHMLOCK,
+        }
+    })
 }
 
 unsafe extern "C" fn x_shm_barrier(_file: *mut ffi::sqlite3_file) {
@@ -501,14 +529,16 @@ unsafe extern "C" fn x_shm_barrier(_file: *mut ffi::sqlite3_file) {
 }
 
 unsafe extern "C" fn x_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
-    let state = state(file);
-    match link::call(Call::ShmUnmap {
-        path: state.path.clone(),
-        delete: delete != 0,
-    }) {
-        Reply::Done => ffi::SQLITE_OK,
-        _ => ffi::SQLITE_IOERR_SHMMAP,
-    }
+    link::guard(ffi::SQLITE_IOERR_SHMMAP, || {
+        let state = state(file);
+        match link::call(Call::ShmUnmap {
+            path: state.path.clone(),
+            delete: delete != 0,
+        }) {
+            Reply::Done => ffi::SQLITE_OK,
+            _ => ffi::SQLITE_IOERR_SHMMAP,
+        }
+    })
 }
 
 unsafe extern "C" fn x_delete(
@@ -516,18 +546,20 @@ unsafe extern "C" fn x_delete(
     name: *const c_char,
     sync_dir: c_int,
 ) -> c_int {
-    let Some(path) = c_str(name) else {
-        return ffi::SQLITE_IOERR_DELETE;
-    };
-    match link::call(Call::Unlink { path: path.clone() }) {
-        Reply::Done => {}
-        Reply::Error(ENOENT) => return ffi::SQLITE_IOERR_DELETE_NOENT,
-        _ => return ffi::SQLITE_IOERR_DELETE,
-    }
-    if sync_dir & 1 != 0 {
-        let _ = link::call(Call::SyncDirectory { path });
-    }
-    ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_IOERR_DELETE, || {
+        let Some(path) = c_str(name) else {
+            return ffi::SQLITE_IOERR_DELETE;
+        };
+        match link::call(Call::Unlink { path: path.clone() }) {
+            Reply::Done => {}
+            Reply::Error(ENOENT) => return ffi::SQLITE_IOERR_DELETE_NOENT,
+            _ => return ffi::SQLITE_IOERR_DELETE,
+        }
+        if sync_dir & 1 != 0 {
+            let _ = link::call(Call::SyncDirectory { path });
+        }
+        ffi::SQLITE_OK
+    })
 }
 
 unsafe extern "C" fn x_access(
@@ -536,22 +568,24 @@ unsafe extern "C" fn x_access(
     flags: c_int,
     out: *mut c_int,
 ) -> c_int {
-    let Some(path) = c_str(name) else {
-        *out = 0;
-        return ffi::SQLITE_OK;
-    };
-    match link::call(Call::Stat { path }) {
-        Reply::Stat(stat) => {
-            *out = c_int::from(match stat {
-                None => false,
-                // unixAccess: EXISTS needs a non-empty regular file (directories count too;
-                // the task answers Some(size) for both).
-                Some(size) => flags != ffi::SQLITE_ACCESS_EXISTS || size > 0,
-            });
-            ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_IOERR_ACCESS, || {
+        let Some(path) = c_str(name) else {
+            *out = 0;
+            return ffi::SQLITE_OK;
+        };
+        match link::call(Call::Stat { path }) {
+            Reply::Stat(stat) => {
+                *out = c_int::from(match stat {
+                    None => false,
+                    // unixAccess: EXISTS needs a non-empty regular file (directories count too;
+                    // the task answers Some(size) for both).
+                    Some(size) => flags != ffi::SQLITE_ACCESS_EXISTS || size > 0,
+                });
+                ffi::SQLITE_OK
+            }
+            _ => ffi::SQLITE_IOERR_ACCESS,
         }
-        _ => ffi::SQLITE_IOERR_ACCESS,
-    }
+    })
 }
 
 unsafe extern "C" fn x_full_pathname(
@@ -560,18 +594,20 @@ unsafe extern "C" fn x_full_pathname(
     n_out: c_int,
     out: *mut c_char,
 ) -> c_int {
-    let name = CStr::from_ptr(name).to_bytes();
-    let mut full = Vec::with_capacity(name.len() + 1);
-    if name.first() != Some(&b'/') {
-        full.push(b'/');
-    }
-    full.extend_from_slice(name);
-    if full.len() + 1 > n_out.max(0) as usize {
-        return ffi::SQLITE_CANTOPEN;
-    }
-    std::ptr::copy_nonoverlapping(full.as_ptr(), out as *mut u8, full.len());
-    *out.add(full.len()) = 0;
-    ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_CANTOPEN, || {
+        let name = CStr::from_ptr(name).to_bytes();
+        let mut full = Vec::with_capacity(name.len() + 1);
+        if name.first() != Some(&b'/') {
+            full.push(b'/');
+        }
+        full.extend_from_slice(name);
+        if full.len() + 1 > n_out.max(0) as usize {
+            return ffi::SQLITE_CANTOPEN;
+        }
+        std::ptr::copy_nonoverlapping(full.as_ptr(), out as *mut u8, full.len());
+        *out.add(full.len()) = 0;
+        ffi::SQLITE_OK
+    })
 }
 
 unsafe extern "C" fn x_dl_open(_vfs: *mut ffi::sqlite3_vfs, _name: *const c_char) -> *mut c_void {
@@ -605,16 +641,20 @@ unsafe extern "C" fn x_randomness(
     n: c_int,
     out: *mut c_char,
 ) -> c_int {
-    let out = std::slice::from_raw_parts_mut(out as *mut u8, n.max(0) as usize);
-    link::randomness(out);
-    n
+    link::guard(0, || {
+        let out = std::slice::from_raw_parts_mut(out as *mut u8, n.max(0) as usize);
+        link::randomness(out);
+        n
+    })
 }
 
 unsafe extern "C" fn x_sleep(_vfs: *mut ffi::sqlite3_vfs, micros: c_int) -> c_int {
-    let _ = link::call(Call::Sleep {
-        micros: micros.max(0) as u64,
-    });
-    micros
+    link::guard(0, || {
+        let _ = link::call(Call::Sleep {
+            micros: micros.max(0) as u64,
+        });
+        micros
+    })
 }
 
 /// Virtual time as a Julian day number in milliseconds: the run starts at the Unix epoch
@@ -629,16 +669,20 @@ fn now_julian_ms() -> i64 {
 }
 
 unsafe extern "C" fn x_current_time(_vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -> c_int {
-    *out = now_julian_ms() as f64 / 86_400_000.0;
-    ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_ERROR, || {
+        *out = now_julian_ms() as f64 / 86_400_000.0;
+        ffi::SQLITE_OK
+    })
 }
 
 unsafe extern "C" fn x_current_time_int64(
     _vfs: *mut ffi::sqlite3_vfs,
     out: *mut ffi::sqlite3_int64,
 ) -> c_int {
-    *out = now_julian_ms();
-    ffi::SQLITE_OK
+    link::guard(ffi::SQLITE_ERROR, || {
+        *out = now_julian_ms();
+        ffi::SQLITE_OK
+    })
 }
 
 unsafe extern "C" fn x_get_last_error(

@@ -1,37 +1,31 @@
-//! SQLite's side of a connection: the OS thread that owns the `rusqlite::Connection` and runs
+//! SQLite's side of a connection: the coroutine that owns the `rusqlite::Connection` and runs
 //! the commands of its task ([`super::link`]).
 
-use super::link::{self, Call, Command, Event, Input, Link, Outcome, Reply, SqlError};
+use super::link::{self, Call, Command, Input, Outcome, Reply, SqlError, SqliteCoroutine};
 use crate::sim::rng::Rng;
 use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::{ffi, Connection, OpenFlags, StatementStatus};
 use std::ffi::{c_int, c_void};
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::thread::JoinHandle;
 
-/// Starts SQLite's thread for one connection; `seed` seeds its `xRandomness` stream and its
-/// `random()`.
-pub fn spawn(seed: u64) -> std::io::Result<(Sender<Input>, Receiver<Event>, JoinHandle<()>)> {
-    let (inputs_tx, inputs_rx) = channel();
-    let (events_tx, events_rx) = channel();
-    let handle = std::thread::Builder::new()
-        .name("sqlite".into())
-        .spawn(move || {
-            link::install(Link {
-                events: events_tx,
-                inputs: inputs_rx,
-                random: Rng::named(seed, "sqlite-vfs"),
-            });
-            serve(seed);
-        })?;
-    Ok((inputs_tx, events_rx, handle))
+/// Starts SQLite's coroutine for one connection (not yet running: the task's first resume, with
+/// [`Command::Open`], starts it); `seed` seeds its `xRandomness` stream and its `random()`.
+pub fn start(seed: u64) -> std::io::Result<SqliteCoroutine> {
+    link::start(Rng::named(seed, "sqlite-vfs"), move |first| {
+        let first = match first {
+            Input::Command(command) => Some(command),
+            Input::Reply(_) | Input::Abort => None,
+        };
+        serve(first, seed);
+    })
 }
 
-fn serve(seed: u64) {
+/// Runs commands from `first` on until the task is gone.
+fn serve(first: Option<Command>, seed: u64) {
     let mut connection: Option<Connection> = None;
-    while let Some(command) = link::next_command() {
+    let mut next = first;
+    while let Some(command) = next {
         let result = match command {
             Command::Open { path, setup } => match open(&path, &setup, seed) {
                 Ok((conn, outcome)) => {
@@ -52,9 +46,10 @@ fn serve(seed: u64) {
                 None => Ok(Outcome::default()),
             },
         };
-        link::done(result);
+        next = link::done(result);
     }
-    // The task is gone: the connection's last calls fail with EIO as it is dropped.
+    // The task is gone: SQLite closes the connection itself (`sqlite3_close`), its last calls
+    // failing with EIO.
     drop(connection);
 }
 
@@ -65,7 +60,7 @@ fn open(path: &str, setup: &str, seed: u64) -> Result<(Connection, Outcome), Sql
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags_and_vfs(path, flags, super::vfs::VFS_NAME)
         .map_err(|e| failure(&e, 0, path))?;
-    // SAFETY: the handle is this thread's open connection; the handler is a plain function
+    // SAFETY: the handle is this coroutine's open connection; the handler is a plain function
     // without user data, and the limit a documented `sqlite3_limit` category.
     unsafe {
         ffi::sqlite3_progress_handler(
@@ -85,8 +80,9 @@ fn open(path: &str, setup: &str, seed: u64) -> Result<(Connection, Outcome), Sql
 /// charged on a core in slices of this many steps (60 us each at [`super::SqliteCpu`]'s 60 ns
 /// a step), so that virtual time advances while SQLite computes and a statement that never
 /// ends still reaches the run's end: the slice is as fine as the CPU model's other segments
-/// (`docs/cpu.md`: microseconds to tens of microseconds) while the hand-off it costs (a few
-/// microseconds of wall time) stays small beside the 1,000 steps' own ~20 us.
+/// (`docs/cpu.md`: microseconds to tens of microseconds) while the hand-off it costs (two
+/// coroutine switches and the task's charge, about a microsecond of wall time) stays small
+/// beside the 1,000 steps' own ~20 us.
 pub const PROGRESS_STEPS: c_int = 1_000;
 
 /// Longest string or blob (and table row) a statement may build (`SQLITE_LIMIT_LENGTH`,
@@ -100,12 +96,14 @@ pub const MAX_LENGTH_BYTES: c_int = 16 << 20;
 /// the task; a non-zero return interrupts the statement (the app was stopped, or the task is
 /// gone because the run ended).
 unsafe extern "C" fn progress(_arg: *mut c_void) -> c_int {
-    match link::call(Call::Compute {
-        steps: PROGRESS_STEPS as u64,
-    }) {
-        Reply::Flag(false) => 0,
-        _ => 1,
-    }
+    link::guard(1, || {
+        match link::call(Call::Compute {
+            steps: PROGRESS_STEPS as u64,
+        }) {
+            Reply::Flag(false) => 0,
+            _ => 1,
+        }
+    })
 }
 
 /// `random()` and `randomblob(N)` from a stream of the connection's own, so that SQL using them
