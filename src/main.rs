@@ -344,8 +344,9 @@ enum Command {
     /// Measure the engine (timer events, callback events and task wake-ups per second of wall
     /// time, on one core), the whole stack (virtual seconds simulated and pages written back per
     /// wall second with 8 GiB of writeback), QASIO's M1, real SQLite's VFS calls and INSERT
-    /// statements, device-only trace replay (requests per wall second) and fio through the block
-    /// layer (block requests per wall second).
+    /// statements, device-only trace replay (requests per wall second), fio through the block
+    /// layer (block requests per wall second) and many small runs (one-second runs of QASIO's M1
+    /// per wall second, and their stack built alone).
     Bench {
         /// Multiply the amount of work (1 takes about a second in a release build).
         #[arg(long, default_value_t = 4, value_name = "N")]
@@ -2092,6 +2093,16 @@ fn cmd_bench(scale: u64, only: Option<&str>, json: bool) -> ExitCode {
         (
             &["device-fio"],
             Box::new(move || vec![mobistack::workload::fio::bench(1_000 * scale)]),
+        ),
+        // Many small runs in one process (QASIO's M1 for 1 s each), and their stack alone.
+        (
+            &["small-runs", "stack-build"],
+            Box::new(move || {
+                vec![
+                    mobistack::stack::bench::small_runs(25 * scale),
+                    mobistack::stack::bench::stack_builds(250 * scale),
+                ]
+            }),
         ),
     ];
     let selected =

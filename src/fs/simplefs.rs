@@ -1,7 +1,8 @@
 //! A minimal file system without a journal, so that the VFS and page cache can run until ext4 +
 //! jbd2 land: a superblock, an inode table and data blocks allocated one 4 KiB block at a time,
 //! preferring the block after the file's previous one (ext2's `ext2_find_goal` idea) so that a
-//! sequential writer gets contiguous extents.
+//! sequential writer gets contiguous extents. A file laid out at setup (`populate_blocks`)
+//! gets the same blocks a run at a time.
 //!
 //! Layout: block 0 superblock, blocks `1..1 + inode_table_blocks` the inode table (16 inodes of
 //! 256 bytes per block, ext4's default inode size), data blocks after.

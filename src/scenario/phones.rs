@@ -194,7 +194,7 @@ f2fs_preset = "android"         # asm: Android's F2FS options (discard, fsync_mo
 
 /// The stack tables of phone `name`.
 pub fn preset(name: &str) -> Result<toml::Table, String> {
-    let (_, source) = PHONES
+    let (name, _) = PHONES
         .iter()
         .find(|(phone, _)| *phone == name)
         .ok_or_else(|| {
@@ -207,7 +207,24 @@ pub fn preset(name: &str) -> Result<toml::Table, String> {
                     .join(", ")
             )
         })?;
-    Ok(toml::from_str(source).expect("built-in phone presets parse"))
+    Ok(parsed()[name].clone())
+}
+
+/// Every preset parsed, once per process: a scenario parse asks for its phone's tables once per
+/// variant and again for their provenance, and parsing the preset's TOML was a third of a
+/// scenario parse (the many-small-runs cost, docs/performance.md).
+fn parsed() -> &'static std::collections::BTreeMap<&'static str, toml::Table> {
+    static PARSED: std::sync::OnceLock<std::collections::BTreeMap<&'static str, toml::Table>> =
+        std::sync::OnceLock::new();
+    PARSED.get_or_init(|| {
+        PHONES
+            .iter()
+            .map(|&(name, source)| {
+                let table = toml::from_str(source).expect("built-in phone presets parse");
+                (name, table)
+            })
+            .collect()
+    })
 }
 
 #[cfg(test)]

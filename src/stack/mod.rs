@@ -3,6 +3,7 @@
 //! needs it), the VFS and page cache over it (built by [`Stack::new_with_storage`] when an app
 //! does file I/O), and the toy server and lock table of the foundation.
 
+pub mod bench;
 pub mod toy;
 
 use crate::block::fio::build_queue;
