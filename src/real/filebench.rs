@@ -33,7 +33,7 @@
 use super::exec::{errno_name, now_ns, under, AlignedBuffer, AppRun, OpSample};
 use crate::sim::Rng;
 use crate::workload::filebench::fileset::{Fileset, IntExpr, Pick, PickFrom};
-use crate::workload::filebench::interp::random64;
+use crate::workload::filebench::interp::{iobuf_error, random64};
 use crate::workload::filebench::parser::QuitMode;
 use crate::workload::filebench::script::{Kind, RunKind, Workload};
 use crate::workload::filebench::stats::Snapshot;
@@ -528,27 +528,13 @@ fn filesetup(
     Ok((fd, wss))
 }
 
-/// `flowoplib_iobufsetup`'s checks.
+/// `flowoplib_iobufsetup`'s checks, as the simulation makes them.
 fn iobuf_check(w: &Worker, index: usize, iosize: u64) -> Result<(), Outcome> {
     let flowop = &w.flowops[index];
-    if iosize == 0 {
-        return Err(Outcome::Error(format!(
-            "zero iosize for thread {}",
-            flowop.name
-        )));
+    match iobuf_error(&flowop.name, flowop.directio, w.memsize, iosize) {
+        Some(message) => Err(Outcome::Error(message)),
+        None => Ok(()),
     }
-    let needed = if flowop.directio {
-        iosize + 512
-    } else {
-        iosize
-    };
-    if w.memsize != 0 && w.memsize < needed {
-        return Err(Outcome::Error(format!(
-            "tf_memsize smaller than IO size for thread {}",
-            flowop.name
-        )));
-    }
-    Ok(())
 }
 
 /// `read(2)` at the descriptor's offset (or `offset`), advancing it.

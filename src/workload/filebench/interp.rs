@@ -824,24 +824,22 @@ async fn filesetup(run: &FbRun, t: &mut Thread, index: usize) -> Result<(usize, 
 /// `flowoplib_iobufsetup`'s checks.
 fn iobuf_check(t: &Thread, index: usize, iosize: u64) -> Result<(), Outcome> {
     let flowop = &t.flowops[index];
+    match iobuf_error(&flowop.name, flowop.directio, t.memsize, iosize) {
+        Some(message) => Err(Outcome::Error(message)),
+        None => Ok(()),
+    }
+}
+
+/// `flowoplib_iobufsetup`'s checks of flowop `name`'s I/O size against its thread's `memsize`
+/// (0: unbounded; O_DIRECT needs 512 bytes more for alignment): the error filebench prints, if
+/// any. Shared with real mode (`real::filebench`).
+pub(crate) fn iobuf_error(name: &str, directio: bool, memsize: u64, iosize: u64) -> Option<String> {
     if iosize == 0 {
-        return Err(Outcome::Error(format!(
-            "zero iosize for thread {}",
-            flowop.name
-        )));
+        return Some(format!("zero iosize for thread {name}"));
     }
-    let needed = if flowop.directio {
-        iosize + 512
-    } else {
-        iosize
-    };
-    if t.memsize != 0 && t.memsize < needed {
-        return Err(Outcome::Error(format!(
-            "tf_memsize smaller than IO size for thread {}",
-            flowop.name
-        )));
-    }
-    Ok(())
+    let needed = if directio { iosize + 512 } else { iosize };
+    (memsize != 0 && memsize < needed)
+        .then(|| format!("tf_memsize smaller than IO size for thread {name}"))
 }
 
 fn errno_outcome(what: &str, errno: Errno) -> Outcome {
