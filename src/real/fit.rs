@@ -606,15 +606,34 @@ fn now_s() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The cached fit for `key` if it is there, of this version and younger than
-/// [`CACHE_MAX_AGE_S`].
+/// Whether a fit measured at `load` (the three load averages, as /proc/loadavg gives them) on a
+/// machine of `cores` CPUs was measured on a busy machine: its 1-minute load average is above
+/// half the cores. A loop device's writes are done by a kernel worker that waits for a CPU like
+/// any task, so on a busy machine that wait enters the fitted write costs (module doc: the
+/// 2026-11-29 fit at load 10-16 on 2 cores had write_overhead 2.30 ms against 0.07-0.12 ms
+/// measured quiet). An unknown load counts as busy.
+pub fn measured_busy(load: &str, cores: usize) -> bool {
+    load.split_whitespace()
+        .next()
+        .and_then(|one| one.parse::<f64>().ok())
+        .map_or(true, |one| one > cores.max(1) as f64 / 2.0)
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The cached fit for `key` if it is there, of this version, younger than [`CACHE_MAX_AGE_S`]
+/// and not [`measured_busy`] (a busy fit is used once, for the run that measured it, and
+/// measured again by the next run).
 pub fn cached(key: &str, now: u64) -> Option<(Fitted, PathBuf)> {
     let path = cache_file(key);
     let text = std::fs::read_to_string(&path).ok()?;
     let fitted: Fitted = serde_json::from_str(&text).ok()?;
     let fresh = fitted.version == FIT_VERSION
         && fitted.key == key
-        && now.saturating_sub(fitted.measured_at_s) < CACHE_MAX_AGE_S;
+        && now.saturating_sub(fitted.measured_at_s) < CACHE_MAX_AGE_S
+        && !measured_busy(&fitted.load, cores());
     fresh.then_some((fitted, path))
 }
 
@@ -649,6 +668,13 @@ pub fn fitted_device(options: &MeasureOptions, refit: bool) -> Result<(Fitted, S
         load: load.clone(),
     };
     let path = cache_file(&key);
+    let busy = measured_busy(&load, cores());
+    if busy {
+        eprintln!(
+            "warning: the loop device was measured at load average {load} on {} cores: its worker's wait for a CPU enters the fitted write costs, so the simulated side's latencies run high; the fit is used for this run only, run again on a quieter machine",
+            cores()
+        );
+    }
     let stored = std::fs::create_dir_all(cache_dir()).and_then(|()| {
         std::fs::write(
             &path,
@@ -656,6 +682,9 @@ pub fn fitted_device(options: &MeasureOptions, refit: bool) -> Result<(Fitted, S
         )
     });
     let line = match stored {
+        Ok(()) if busy => format!(
+            "device: fitted to this machine's loop device, measured now at load average {load} on a busy machine (not reused: the next run measures again)"
+        ),
         Ok(()) => format!(
             "device: fitted to this machine's loop device, measured now at load average {load}, cached in {}",
             path.display()
@@ -671,6 +700,19 @@ pub fn fitted_device(options: &MeasureOptions, refit: bool) -> Result<(Fitted, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fit_measured_on_a_busy_machine_is_not_reused() {
+        // The stale fit of 2026-11-29 (load 10-16 on 2 cores) and the quiet one (load 0.3).
+        assert!(measured_busy("10.31 12.02 16.40", 2));
+        assert!(!measured_busy("0.30 1.20 2.90", 2));
+        assert!(measured_busy("1.01 0.5 0.5", 2));
+        assert!(!measured_busy("1.00 0.5 0.5", 2));
+        assert!(!measured_busy("3.9 1 1", 8));
+        // No load recorded (a fit cached before the field existed) or unreadable: busy.
+        assert!(measured_busy("", 2));
+        assert!(measured_busy("?", 2));
+    }
 
     fn probe(iops: f64, mbps: f64) -> ProbeResult {
         ProbeResult {
@@ -726,7 +768,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_fit_is_used_only_for_its_key_version_and_age() {
+    fn a_cached_fit_is_used_only_for_its_key_version_age_and_quiet_machine() {
         let dir = std::env::temp_dir().join(format!("mobistack-fitcache-{}", std::process::id()));
         std::env::set_var("MOBISTACK_CACHE_DIR", &dir);
         let key = "fit v2; kernel x; /tmp on 1:2 (ext4 /dev/vda rw); image 2048 MiB";
@@ -737,7 +779,7 @@ mod tests {
             profile: builtin_profile("ufs-3.1").unwrap(),
             fua: false,
             report: String::new(),
-            load: "1.00 1.00 1.00".into(),
+            load: "0.10 1.00 1.00".into(),
         };
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(cache_file(key), serde_json::to_string(&fitted).unwrap()).unwrap();
@@ -750,6 +792,14 @@ mod tests {
             ..fitted
         };
         std::fs::write(cache_file(key), serde_json::to_string(&old).unwrap()).unwrap();
+        assert!(cached(key, 2_000).is_none());
+        // Measured on a busy machine (load average 64 is busy on any machine with < 128 cores).
+        let busy = Fitted {
+            version: FIT_VERSION,
+            load: "64.0 12.0 16.0".into(),
+            ..old
+        };
+        std::fs::write(cache_file(key), serde_json::to_string(&busy).unwrap()).unwrap();
         assert!(cached(key, 2_000).is_none());
         std::fs::remove_dir_all(&dir).unwrap();
         std::env::remove_var("MOBISTACK_CACHE_DIR");
