@@ -33,6 +33,10 @@ pub struct BioHandle {
     pub done: Completion<Nanos>,
 }
 
+/// The request id of a bio that ended in the block layer without a request: an empty flush to
+/// a device that declares no flush ([`crate::dev::BlockDevice::flush_declared`]).
+pub const NO_REQUEST: RequestId = RequestId::MAX;
+
 struct Shared {
     queue: RefCell<RequestQueue>,
     /// `rl->wait[ASYNC]`, `rl->wait[SYNC]` (blk-mq uses the sync one for its tag pool), and
@@ -372,8 +376,22 @@ impl BlockLayer {
         self.shared.queue.borrow().register_task(pid, uid, comm);
     }
 
-    /// `submit_bio`: may sleep in `get_request`; returns once the bio is in a request.
+    /// `submit_bio`: may sleep in `get_request`; returns once the bio is in a request (or
+    /// ended, when it was an empty flush to a device that declares none).
     pub async fn submit_bio(&self, bio: Bio) -> BioHandle {
+        let flush_declared = self.shared.queue.borrow().device().flush_declared();
+        let bio = if !flush_declared && bio.is_flush() {
+            if bio.op == crate::dev::IoOp::Flush {
+                return self.end_empty_flush(bio.id);
+            }
+            let mut write = bio;
+            write.flags.preflush = false;
+            write.flags.fua = false;
+            write.flags.postflush = false;
+            write
+        } else {
+            bio
+        };
         let done = self.new_completion();
         let previous = self
             .shared
@@ -414,6 +432,23 @@ impl BlockLayer {
         BioHandle {
             bio: bio.id,
             request,
+            done,
+        }
+    }
+
+    /// `generic_make_request_checks` (3.10) / `submit_bio_noacct` (mainline) on a queue without
+    /// flush: an empty flush bio ends at once, successfully, before it is traced as queued; its
+    /// `bi_end_io` runs in the submitter's context.
+    fn end_empty_flush(&self, id: BioId) -> BioHandle {
+        let done = self.new_completion();
+        let end_io = self.shared.end_io.borrow_mut().remove(&id);
+        if let Some(end_io) = end_io {
+            end_io(&self.sim, NO_REQUEST);
+        }
+        done.complete(&self.sim, self.sim.now());
+        BioHandle {
+            bio: id,
+            request: NO_REQUEST,
             done,
         }
     }
@@ -811,6 +846,43 @@ mod tests {
         let busy = layer.busy_intervals();
         assert_eq!(busy.len(), 2, "{busy:?}");
         assert_eq!(busy[0], (0, 2 * NS_PER_MS));
+    }
+
+    /// `generic_make_request_checks` (3.10) on a queue whose driver declared no flush (an SD
+    /// card behind `mmc_blk_alloc_req`): the empty flush ends at once without reaching the
+    /// device or the trace, and a FUA write goes down as a plain write.
+    #[test]
+    fn a_device_without_flush_never_sees_a_flush_and_an_empty_flush_ends_at_once() {
+        let sim = Simulation::new(1);
+        let queue = RequestQueue::new(
+            Box::new(Noop::new()),
+            Box::new(FixedLatencyDevice::new(1, NS_PER_MS, 0).without_flush()),
+            AllocModel::Legacy { nr_requests: 8 },
+        );
+        let layer = BlockLayer::new(&sim.handle(), queue);
+        layer.record_commands(true);
+        let (l, ended) = (layer.clone(), Rc::new(Cell::new(None)));
+        let ended_at = ended.clone();
+        let handle = sim.handle();
+        sim.spawn("fsync", async move {
+            let mut fua = bio(1, IoOp::Write, 64, 8, 1);
+            fua.flags.fua = true;
+            fua.flags.preflush = true;
+            l.submit_bio_wait(fua).await;
+            let before = handle.now();
+            let flush = l.submit_bio(bio(2, IoOp::Flush, 0, 0, 1)).await;
+            assert_eq!(flush.request, NO_REQUEST);
+            let done = l.wait(1, &flush).await;
+            ended_at.set(Some((before, done)));
+        });
+        sim.run_until(u64::MAX, true).unwrap();
+        let (before, done) = ended.get().expect("the flush ended");
+        assert_eq!(done, before, "the empty flush takes no time");
+        let history = layer.take_commands().expect("recording");
+        assert!(history.flushes.is_empty(), "{:?}", history.flushes);
+        assert_eq!(history.writes.len(), 1);
+        assert!(!history.writes[0].fua, "the FUA flag was stripped");
+        assert_eq!(layer.with_queue(|q| q.stats().completed), 1);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub struct FixedLatencyDevice {
     bytes_per_sec: u64,
     /// Whether it honours FUA ([`BlockDevice::fua`]).
     fua: bool,
+    flush_declared: bool,
     /// Per slot: the time at which it becomes free.
     slot_free_at: Vec<Nanos>,
     /// Outstanding requests as (completion time, submission time, tag), in completion order.
@@ -35,6 +36,7 @@ impl FixedLatencyDevice {
             latency_ns,
             bytes_per_sec,
             fua: true,
+            flush_declared: true,
             slot_free_at: vec![0; queue_depth],
             outstanding: VecDeque::new(),
             now: 0,
@@ -64,6 +66,16 @@ impl FixedLatencyDevice {
     }
 }
 
+impl FixedLatencyDevice {
+    /// The same device with no flush declared ([`BlockDevice::flush_declared`]): an SD card
+    /// behind the 3.x mmc driver.
+    pub fn without_flush(mut self) -> Self {
+        self.flush_declared = false;
+        self.fua = false;
+        self
+    }
+}
+
 impl BlockDevice for FixedLatencyDevice {
     fn name(&self) -> &str {
         &self.name
@@ -73,6 +85,9 @@ impl BlockDevice for FixedLatencyDevice {
     }
     fn fua(&self) -> bool {
         self.fua
+    }
+    fn flush_declared(&self) -> bool {
+        self.flush_declared
     }
     fn queue_depth(&self) -> usize {
         self.queue_depth

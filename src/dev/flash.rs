@@ -752,6 +752,17 @@ impl BlockDevice for FlashDevice {
         self.profile.fua
     }
 
+    /// The mmc block driver declares a flush only for an eMMC card with reliable writes:
+    /// `mmc_blk_alloc_req` (drivers/mmc/card/block.c, 3.0 to 3.18) calls `blk_queue_flush(q,
+    /// REQ_FLUSH | REQ_FUA)` under `mmc_card_mmc(card) && MMC_BLK_CMD23 && reliable write`, so an
+    /// SD card's queue has no flush and the block layer drops its flushes. Mainline's
+    /// `mmc_blk_alloc_req` (drivers/mmc/core/block.c) declares a cache for an SD card only when
+    /// the card reports the SD 6.0 cache feature (`mmc_cache_enabled`), which the modelled UHS-I
+    /// card (MobiFS's 2013 microSD) does not have: no flush in any era.
+    fn flush_declared(&self) -> bool {
+        !matches!(self.profile.interface, super::profile::Interface::Sd)
+    }
+
     fn packed_write_max(&self) -> u32 {
         if self.mmc_host() {
             self.profile.packed_write_max

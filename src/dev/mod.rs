@@ -129,6 +129,14 @@ pub trait BlockDevice {
     fn command_priority(&self) -> bool {
         false
     }
+    /// Whether the driver declares a cache flush to the block layer (`blk_queue_flush(q,
+    /// REQ_FLUSH | REQ_FUA)` in 3.10, `blk_queue_write_cache(q, true, ..)` since 4.7). Without
+    /// it the block layer ends an empty flush bio at once and strips the flush and FUA flags of
+    /// a write (`generic_make_request_checks`, 3.10; `submit_bio_noacct`, mainline), so nothing
+    /// reaches the device. Default: true.
+    fn flush_declared(&self) -> bool {
+        true
+    }
     /// Whether the device honours FUA writes (the driver's `blk_queue_flush(q, REQ_FLUSH |
     /// REQ_FUA)`); without it the block layer turns a FUA write into the write and a cache
     /// flush after it. Default: true.

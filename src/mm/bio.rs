@@ -717,9 +717,25 @@ impl BlockSubmit for QueueSubmit {
     ) -> LocalBoxFuture<'a, u64> {
         Box::pin(async move {
             use crate::block::request::{Bio, IoPrio, PageRef};
-            let device_fua = self.layer.with_queue(|q| q.device().fua());
-            self.account
-                .note(sim.current_task(), &bio, self.account_device, device_fua);
+            let (device_fua, flush_declared) = self
+                .layer
+                .with_queue(|q| (q.device().fua(), q.device().flush_declared()));
+            if flush_declared {
+                self.account
+                    .note(sim.current_task(), &bio, self.account_device, device_fua);
+            } else if bio.op != IoOp::Flush {
+                // The block layer drops the flush and FUA flags (BlockLayer::submit_bio), and
+                // an empty flush ends there: neither is counted as a device command.
+                let mut counted = bio.clone();
+                counted.flags.preflush = false;
+                counted.flags.fua = false;
+                self.account.note(
+                    sim.current_task(),
+                    &counted,
+                    self.account_device,
+                    device_fua,
+                );
+            }
             let id = self.next_bio.get();
             self.next_bio.set(id + 1);
             let pages = bio.pages.map_or_else(Vec::new, |span| {

@@ -616,7 +616,7 @@ pub fn measured_busy(load: &str, cores: usize) -> bool {
     load.split_whitespace()
         .next()
         .and_then(|one| one.parse::<f64>().ok())
-        .map_or(true, |one| one > cores.max(1) as f64 / 2.0)
+        .is_none_or(|one| one > cores.max(1) as f64 / 2.0)
 }
 
 fn cores() -> usize {
