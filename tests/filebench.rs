@@ -3,13 +3,26 @@
 mod common;
 use common::mobistack;
 
-/// Writes `text` to a fresh script file and returns its path.
-fn script(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("mobistack-filebench-cli-{}", std::process::id()));
+/// A test's temporary directory, removed when the test ends (also when it fails).
+struct TestDir(std::path::PathBuf);
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes `text` to a fresh script file in a directory of its own; returns the directory's
+/// guard (keep it alive for the test) and the file's path.
+fn script(name: &str, text: &str) -> (TestDir, String) {
+    let dir = std::env::temp_dir().join(format!(
+        "mobistack-filebench-cli-{}-{name}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
-    path.display().to_string()
+    (TestDir(dir), path.display().to_string())
 }
 
 #[test]
@@ -49,7 +62,7 @@ fn a_misspelt_variable_is_bad_input_listing_the_script_s_variables() {
 
 #[test]
 fn a_failing_flowop_prints_its_error_and_exits_1() {
-    let path = script(
+    let (_dir, path) = script(
         "closes.f",
         "define fileset name=fs,path=/tmp,size=4k,entries=10,dirwidth=10,prealloc=100\n\
          define process name=p { thread name=t { flowop closefile name=close1,fd=1 } }\nrun 1\n",
@@ -65,7 +78,7 @@ fn a_failing_flowop_prints_its_error_and_exits_1() {
 
 #[test]
 fn a_thread_spinning_on_eventlimit_ends_with_the_run() {
-    let path = script(
+    let (_dir, path) = script(
         "spin.f",
         "define fileset name=fs,path=/tmp,size=4k,entries=10,dirwidth=10,prealloc=100\n\
          define process name=p { thread name=t { flowop eventlimit name=e } }\nrun 1\n",

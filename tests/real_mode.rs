@@ -126,13 +126,25 @@ fn own_cgroup_dirs() -> Vec<std::path::PathBuf> {
     dirs
 }
 
-/// A scenario file in a fresh temporary directory; returns its path.
-fn scenario(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("mobistack-real-test-{}", std::process::id()));
+/// A test's temporary directory, removed when the test ends (also when it fails: the drop
+/// runs while unwinding). The tests left a directory per run, with a 175 MB copy of the binary.
+struct TestDir(std::path::PathBuf);
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A scenario file in a fresh temporary directory of its own; returns the directory's guard
+/// (keep it alive for the test) and the file's path.
+fn scenario(name: &str, text: &str) -> (TestDir, String) {
+    let dir =
+        std::env::temp_dir().join(format!("mobistack-real-test-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, text).unwrap();
-    path.display().to_string()
+    (TestDir(dir), path.display().to_string())
 }
 
 const SMALL: &str = r#"
@@ -206,7 +218,7 @@ fn a_real_run_reports_results_and_restores_the_machine() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     require_real_machine();
     let before = machine_state();
-    let path = scenario("small", SMALL);
+    let (_dir, path) = scenario("small", SMALL);
     let dir = std::path::Path::new(&path).parent().unwrap();
     let out = dir.join("real.json").display().to_string();
     let csv = dir.join("csv").display().to_string();
@@ -285,7 +297,7 @@ fn a_run_that_fails_midway_restores_the_machine() {
             "elevator = \"mq-deadline\"",
             "elevator = \"mq-deadline\"\nversion = \"mainline\"",
         );
-    let path = scenario("fails", &text);
+    let (_dir, path) = scenario("fails", &text);
     let (status, _, stderr) = mobistack(&["real", &path, "--image", "512MiB"]);
     assert_eq!(status, 1, "{stderr}");
     assert!(stderr.contains("mounting with"), "{stderr}");
@@ -301,7 +313,7 @@ fn sigint_stops_the_run_and_restores_the_machine() {
         .replace("end = \"apps-done\"", "")
         .replace("duration = \"20s\"", "duration = \"60s\"")
         .replace("count = 20\nsteps", "think = \"10ms\"\nsteps");
-    let path = scenario("sigint", &text);
+    let (_dir, path) = scenario("sigint", &text);
     let child = Command::new(env!("CARGO_BIN_EXE_mobistack"))
         .args([
             "real",
@@ -337,7 +349,7 @@ fn without_root_it_refuses_before_changing_anything() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     require_real_machine();
     let before = machine_state();
-    let path = scenario("nonroot", SMALL);
+    let (_dir, path) = scenario("nonroot", SMALL);
     // The binary and the scenario where an unprivileged user can reach them (the checkout may
     // be under a home directory only root can enter).
     let dir = std::path::Path::new(&path).parent().unwrap();
@@ -373,7 +385,7 @@ fn fio_jobs_and_file_reads_run_for_real() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     require_real_machine();
     let before = machine_state();
-    let path = scenario(
+    let (_dir, path) = scenario(
         "fio",
         r#"
 name = "real-fio"
@@ -481,7 +493,7 @@ fn filebench_runs_for_real_in_the_scenarios_memory_and_io_cgroups() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     require_real_machine();
     let before = machine_state();
-    let path = scenario(
+    let (_dir, path) = scenario(
         "filebench",
         r#"
 name = "real-filebench"
