@@ -16,20 +16,17 @@ const RUN: u64 = 3_000_000_000;
 /// Crash points per run.
 const POINTS: usize = 400;
 
-/// Mutants crashcheck does not catch yet, and why.
-const KNOWN_GAPS: &[(Mutant, &str)] = &[(
-    Mutant::NoOrderedWait,
-    "SQLite's fsync writes and waits for its data before the commit \
-         (filemap_write_and_wait_range), so no commit of this scenario has ordered data in \
-         flight; and no check encodes ordered mode's promise (no stale block inside a file's \
-         size): issue 45's layer 4",
-)];
+/// Mutants crashcheck does not catch yet, and why (none since check 6 and crash/ordered,
+/// which caught (c)).
+const KNOWN_GAPS: &[(Mutant, &str)] = &[];
 
-/// The scenario a mutant is tried on: AtomicFile's saves for the rename mutant, SQLite's
-/// transactions for the others.
+/// The scenario a mutant is tried on: AtomicFile's saves for the rename mutant, the flusher's
+/// writeback in flight at commits for the ordered-data mutant, SQLite's transactions for the
+/// others.
 fn scenario_for(mutant: Option<Mutant>) -> &'static str {
     match mutant {
         Some(Mutant::RenameNotJournaled) => "crash/atomicfile",
+        Some(Mutant::NoOrderedWait) => "crash/ordered",
         _ => "crash/sqlite",
     }
 }
@@ -64,6 +61,7 @@ fn findings(r: &VariantReport) -> Vec<(&'static str, &Tally)> {
         ("3 fsynced data survive", &r.fsync_durability),
         ("4 journal replays whole transactions", &r.journal_replay),
         ("5 rename is atomic", &r.rename_atomicity),
+        ("6 ordered data", &r.ordered_data),
     ]
     .into_iter()
     .filter(|(_, t)| t.violations > 0)
@@ -108,6 +106,19 @@ fn the_correct_build_keeps_atomicfile_atomic() {
     assert_eq!(r.violations(), 0, "{}", describe("no mutant", &r));
 }
 
+/// The flusher's allocations committed while their data are in flight (crash/ordered on the
+/// phone's 3.0, which files them as ordered data): no stale block inside a file.
+#[test]
+fn the_correct_build_keeps_ordered_data() {
+    let r = run_on("crash/ordered", None);
+    assert!(
+        r.ordered_data.checked > POINTS as u64,
+        "{:?}",
+        r.ordered_data
+    );
+    assert_eq!(r.violations(), 0, "{}", describe("no mutant", &r));
+}
+
 fn gate(mutant: Mutant) {
     let r = run(Some(mutant));
     let text = describe(mutant.name(), &r);
@@ -136,7 +147,8 @@ fn mutant_b_no_pre_commit_flush() {
     gate(Mutant::NoPreflush);
 }
 
-/// (c) The commit does not wait for ordered data: a known gap (see [`KNOWN_GAPS`]).
+/// (c) The commit does not wait for ordered data, on crash/ordered: a commit carrying the
+/// flusher's allocation reaches the media before the data it maps (check 6).
 #[test]
 fn mutant_c_ordered_data_not_waited_for() {
     gate(Mutant::NoOrderedWait);
