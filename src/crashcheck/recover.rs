@@ -825,7 +825,7 @@ mod tests {
             .collect();
         for s in &states {
             let zero = s.files[&12].pages == vec![PageState::Zero];
-            let expected = zero.then(|| Exposed {
+            let expected = zero.then_some(Exposed {
                 ino: 12,
                 index: 0,
                 block: 100,
