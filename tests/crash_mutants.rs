@@ -36,6 +36,11 @@ fn run(mutant: Option<Mutant>) -> VariantReport {
 }
 
 fn run_on(name: &str, mutant: Option<Mutant>) -> VariantReport {
+    run_torn(name, mutant, false)
+}
+
+/// [`run_on`], with torn multi-block requests when `torn` (`crashcheck --torn`).
+fn run_torn(name: &str, mutant: Option<Mutant>, torn: bool) -> VariantReport {
     let mut scenario = mobistack::scenario::load(name).expect("built-in scenario");
     if name == "crash/sqlite" {
         scenario.duration = RUN;
@@ -49,6 +54,7 @@ fn run_on(name: &str, mutant: Option<Mutant>) -> VariantReport {
     variant.stack.fs.mutant = mutant;
     let options = CrashCheckOptions {
         points: POINTS,
+        torn,
         ..CrashCheckOptions::default()
     };
     check_variant(&scenario, &variant, &options, &mut |_, _| {}).expect("crashcheck runs")
@@ -166,4 +172,24 @@ fn mutant_d_fsync_without_the_device_flush() {
 #[test]
 fn mutant_e_rename_not_journaled() {
     gate(Mutant::RenameNotJournaled);
+}
+
+/// Torn requests (`--torn`): the correct build still passes (what it waits for is durable
+/// whole before its commit block), and mutant (a) is also caught by check 4: its descriptor
+/// block and copies go out as one merged request after the commit block, and a crash that
+/// keeps a prefix of that request keeps the descriptor without all its copies, which 3.10's
+/// `do_one_pass` (no checksums) replays over the home blocks.
+#[test]
+fn torn_requests_keep_the_correct_build_and_show_mutant_a_replaying_stale_copies() {
+    let correct = run_torn("crash/sqlite", None, true);
+    assert!(correct.torn);
+    assert_eq!(
+        correct.violations(),
+        0,
+        "{}",
+        describe("no mutant, torn", &correct)
+    );
+    let a = run_torn("crash/sqlite", Some(Mutant::CommitBeforeLog), true);
+    eprintln!("{}", describe("commit block before log blocks, torn", &a));
+    assert!(a.journal_replay.violations > 0, "{:?}", a.journal_replay);
 }

@@ -521,18 +521,18 @@ pub fn render(scenario: &Scenario, reports: &[VariantReport]) -> String {
     let mut out = format!("crashcheck {}\n", scenario.name);
     for r in reports {
         out += &format!(
-            "\nvariant {} (seed {}): {:.1} s virtual, {} writes and {} flushes recorded ({} \
-             cache), {} transactions, {} page versions of {} file(s) ({:.1} MB kept)\n",
+            "\nvariant {} (seed {}): {:.1} s virtual, {} writes and {} flushes recorded ({}), \
+             {} transactions, {} page versions of {} file(s) ({:.1} MB kept)\n",
             r.variant,
             r.seed,
             r.run_ns as f64 / 1e9,
             r.writes,
             r.flushes,
             match (r.volatile_cache, r.torn) {
-                (true, false) => "volatile",
-                (true, true) => "volatile, torn requests",
-                (false, false) => "write-through",
-                (false, true) => "write-through, torn requests",
+                (true, false) => "volatile cache",
+                (true, true) => "volatile cache, torn requests",
+                (false, false) => "write-through cache",
+                (false, true) => "write-through cache, torn requests",
             },
             r.transactions,
             r.page_versions,
