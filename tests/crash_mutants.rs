@@ -1,7 +1,8 @@
 //! The mutation gate of `mobistack crashcheck` (issue 45): the checker's own test suite. Each
 //! mutant is a deliberate journal or fsync bug ([`mobistack::fs::mutant::Mutant`], set only
-//! by tests); crashcheck runs on a short crash/sqlite run of ext4 with it, and must find
-//! violations, naming the crash point. The correct build must find none.
+//! by tests); crashcheck runs on the ext4 variant of the scenario that exercises it (a short
+//! crash/sqlite run, crash/atomicfile for the rename mutant, crash/ordered for the ordered-data
+//! one) and must find violations, naming the crash point. The correct build must find none.
 //!
 //! Mutants crashcheck cannot catch yet are listed in [`KNOWN_GAPS`] with the reason; the gate
 //! fails when one of them starts being caught, so the list stays true (move it out then).

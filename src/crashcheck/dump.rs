@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 /// Lines of the list of unflushed writes (the rest are counted).
 const MAX_UNFLUSHED_LINES: usize = 40;
 /// Lines of the journal's listing (the earliest transactions' are elided past it).
-const MAX_LOG_LINES: usize = 200;
+const MAX_LOG_LINES: usize = 40;
 
 /// The dump of crash point `n` of `variant` (the checks' `options.points` and seed).
 pub fn dump_point(
@@ -220,7 +220,8 @@ fn device(out: &mut String, prepared: &Prepared, names: &Names, at: Nanos, point
     );
     let _ = writeln!(
         out,
-        "  blocks written, by kind (durable / survived / lost):"
+        "  (writes the device had not started, still queued in the block layer, are not on the \
+         media)\n  blocks written, by kind (durable / survived / lost):"
     );
     let mut by_kind: BTreeMap<&str, [u64; 3]> = BTreeMap::new();
     for ((k, f), n) in &kinds {

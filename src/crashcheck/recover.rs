@@ -19,9 +19,11 @@
 //!    version a replayed transaction journaled for that block (MobiFS's VCTs, `data=journal`),
 //!    whichever is newer (*foreign* when the journaled copy's log block did not survive); a
 //!    block no surviving write of the file covers reads as zeros, and a block whose surviving
-//!    write belonged to something else as *foreign*.
+//!    write belonged to something else as *foreign*. A mapped page that holds no version of
+//!    itself is an [`Exposed`] block (ordered mode's promise, check 6); a hole is not.
 //!
-//! Simplifications: sectors of a block survive together (4 KiB atomic writes); the file view
+//! Simplifications: sectors of a block survive together (4 KiB atomic writes), and so do the
+//! blocks of one request unless [`Prepared::torn`] (then a prefix of them); the file view
 //! of `T'` (names, sizes, extents) is ext4's state at `T'`'s `T_FLUSH`
 //! ([`crate::fs::ext4::crash`]), not read back from the replayed inode table and directory
 //! blocks, so a metadata copy replayed with stale bytes is counted ([`BadReplay`]) but not
