@@ -261,6 +261,16 @@ enum Command {
         /// Print as JSON.
         #[arg(long)]
         json: bool,
+        /// Instead of checking, print crash point N (0-based, of the same `--points` and
+        /// `--seed`) in words: the device's blocks that survived and were lost, by kind, the
+        /// journal as recovery reads it, what it replayed, each file under test page by page,
+        /// and the checks' verdicts.
+        #[arg(long, value_name = "N", conflicts_with = "json")]
+        dump_point: Option<usize>,
+        /// Torn multi-block requests: an unflushed request may reach flash in part (a prefix
+        /// of its blocks) instead of whole.
+        #[arg(long)]
+        torn: bool,
     },
     /// Run a filebench workload (a `.f` file in filebench's WML, or a built-in personality:
     /// fileserver, webserver, varmail, webproxy, fivestreamread) on the simulated stack and print
@@ -535,7 +545,15 @@ fn main() -> ExitCode {
             variant,
             budget,
             json,
-        } => cmd_crashcheck(&scenario, points, seed, variant, budget, json),
+            dump_point,
+            torn,
+        } => cmd_crashcheck(
+            &scenario,
+            crashcheck_options(points, seed, budget, torn),
+            variant,
+            json,
+            dump_point,
+        ),
         Command::TuneSubregions { device, seed, json } => cmd_tune_subregions(&device, seed, json),
         Command::Replay {
             trace,
@@ -1987,23 +2005,32 @@ fn cmd_reproduce(paper: &str, json: bool, quick: bool, seeds: Option<&str>) -> E
 /// Exit status of `crashcheck` when a check found violations.
 const EXIT_VIOLATIONS: u8 = 3;
 
-fn cmd_crashcheck(
-    name: &str,
+/// `crashcheck`'s options from its arguments (`budget_mib` in MiB).
+fn crashcheck_options(
     points: usize,
     seed: Option<u64>,
-    variant: Option<String>,
     budget_mib: u64,
+    torn: bool,
+) -> mobistack::crashcheck::CrashCheckOptions {
+    mobistack::crashcheck::CrashCheckOptions {
+        points,
+        seed,
+        budget: budget_mib.saturating_mul(1 << 20),
+        torn,
+    }
+}
+
+fn cmd_crashcheck(
+    name: &str,
+    options: mobistack::crashcheck::CrashCheckOptions,
+    variant: Option<String>,
     json: bool,
+    dump_point: Option<usize>,
 ) -> ExitCode {
     use mobistack::crashcheck;
     let mut scenario = match load_or_report(name) {
         Ok(s) => s,
         Err(code) => return code,
-    };
-    let options = crashcheck::CrashCheckOptions {
-        points,
-        seed,
-        budget: budget_mib.saturating_mul(1 << 20),
     };
     let selected = match &variant {
         Some(name) => scenario.select_variant(name),
@@ -2012,6 +2039,18 @@ fn cmd_crashcheck(
     if let Err(message) = selected.and_then(|()| options.validate()) {
         eprintln!("error: {message}");
         return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    if let Some(n) = dump_point {
+        for variant in &scenario.variants {
+            match crashcheck::dump::dump_point(&scenario, variant, &options, n) {
+                Ok(text) => out!("{text}"),
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    return ExitCode::from(EXIT_RUN_FAILED);
+                }
+            }
+        }
+        return ExitCode::SUCCESS;
     }
     let progress = Progress::new(1, None, &format!("crashcheck {}", scenario.name));
     progress.set_status(format!(

@@ -1,7 +1,8 @@
 //! The mutation gate of `mobistack crashcheck` (issue 45): the checker's own test suite. Each
 //! mutant is a deliberate journal or fsync bug ([`mobistack::fs::mutant::Mutant`], set only
-//! by tests); crashcheck runs on a short crash/sqlite run of ext4 with it, and must find
-//! violations, naming the crash point. The correct build must find none.
+//! by tests); crashcheck runs on the ext4 variant of the scenario that exercises it (a short
+//! crash/sqlite run, crash/atomicfile for the rename mutant, crash/ordered for the ordered-data
+//! one) and must find violations, naming the crash point. The correct build must find none.
 //!
 //! Mutants crashcheck cannot catch yet are listed in [`KNOWN_GAPS`] with the reason; the gate
 //! fails when one of them starts being caught, so the list stays true (move it out then).
@@ -16,20 +17,17 @@ const RUN: u64 = 3_000_000_000;
 /// Crash points per run.
 const POINTS: usize = 400;
 
-/// Mutants crashcheck does not catch yet, and why.
-const KNOWN_GAPS: &[(Mutant, &str)] = &[(
-    Mutant::NoOrderedWait,
-    "SQLite's fsync writes and waits for its data before the commit \
-         (filemap_write_and_wait_range), so no commit of this scenario has ordered data in \
-         flight; and no check encodes ordered mode's promise (no stale block inside a file's \
-         size): issue 45's layer 4",
-)];
+/// Mutants crashcheck does not catch yet, and why (none since check 6 and crash/ordered,
+/// which caught (c)).
+const KNOWN_GAPS: &[(Mutant, &str)] = &[];
 
-/// The scenario a mutant is tried on: AtomicFile's saves for the rename mutant, SQLite's
-/// transactions for the others.
+/// The scenario a mutant is tried on: AtomicFile's saves for the rename mutant, the flusher's
+/// writeback in flight at commits for the ordered-data mutant, SQLite's transactions for the
+/// others.
 fn scenario_for(mutant: Option<Mutant>) -> &'static str {
     match mutant {
         Some(Mutant::RenameNotJournaled) => "crash/atomicfile",
+        Some(Mutant::NoOrderedWait) => "crash/ordered",
         _ => "crash/sqlite",
     }
 }
@@ -39,6 +37,11 @@ fn run(mutant: Option<Mutant>) -> VariantReport {
 }
 
 fn run_on(name: &str, mutant: Option<Mutant>) -> VariantReport {
+    run_torn(name, mutant, false)
+}
+
+/// [`run_on`], with torn multi-block requests when `torn` (`crashcheck --torn`).
+fn run_torn(name: &str, mutant: Option<Mutant>, torn: bool) -> VariantReport {
     let mut scenario = mobistack::scenario::load(name).expect("built-in scenario");
     if name == "crash/sqlite" {
         scenario.duration = RUN;
@@ -52,6 +55,7 @@ fn run_on(name: &str, mutant: Option<Mutant>) -> VariantReport {
     variant.stack.fs.mutant = mutant;
     let options = CrashCheckOptions {
         points: POINTS,
+        torn,
         ..CrashCheckOptions::default()
     };
     check_variant(&scenario, &variant, &options, &mut |_, _| {}).expect("crashcheck runs")
@@ -64,6 +68,7 @@ fn findings(r: &VariantReport) -> Vec<(&'static str, &Tally)> {
         ("3 fsynced data survive", &r.fsync_durability),
         ("4 journal replays whole transactions", &r.journal_replay),
         ("5 rename is atomic", &r.rename_atomicity),
+        ("6 ordered data", &r.ordered_data),
     ]
     .into_iter()
     .filter(|(_, t)| t.violations > 0)
@@ -108,6 +113,19 @@ fn the_correct_build_keeps_atomicfile_atomic() {
     assert_eq!(r.violations(), 0, "{}", describe("no mutant", &r));
 }
 
+/// The flusher's allocations committed while their data are in flight (crash/ordered on the
+/// phone's 3.0, which files them as ordered data): no stale block inside a file.
+#[test]
+fn the_correct_build_keeps_ordered_data() {
+    let r = run_on("crash/ordered", None);
+    assert!(
+        r.ordered_data.checked > POINTS as u64,
+        "{:?}",
+        r.ordered_data
+    );
+    assert_eq!(r.violations(), 0, "{}", describe("no mutant", &r));
+}
+
 fn gate(mutant: Mutant) {
     let r = run(Some(mutant));
     let text = describe(mutant.name(), &r);
@@ -136,7 +154,8 @@ fn mutant_b_no_pre_commit_flush() {
     gate(Mutant::NoPreflush);
 }
 
-/// (c) The commit does not wait for ordered data: a known gap (see [`KNOWN_GAPS`]).
+/// (c) The commit does not wait for ordered data, on crash/ordered: a commit carrying the
+/// flusher's allocation reaches the media before the data it maps (check 6).
 #[test]
 fn mutant_c_ordered_data_not_waited_for() {
     gate(Mutant::NoOrderedWait);
@@ -154,4 +173,24 @@ fn mutant_d_fsync_without_the_device_flush() {
 #[test]
 fn mutant_e_rename_not_journaled() {
     gate(Mutant::RenameNotJournaled);
+}
+
+/// Torn requests (`--torn`): the correct build still passes (what it waits for is durable
+/// whole before its commit block), and mutant (a) is also caught by check 4: its descriptor
+/// block and copies go out as one merged request after the commit block, and a crash that
+/// keeps a prefix of that request keeps the descriptor without all its copies, which 3.10's
+/// `do_one_pass` (no checksums) replays over the home blocks.
+#[test]
+fn torn_requests_keep_the_correct_build_and_show_mutant_a_replaying_stale_copies() {
+    let correct = run_torn("crash/sqlite", None, true);
+    assert!(correct.torn);
+    assert_eq!(
+        correct.violations(),
+        0,
+        "{}",
+        describe("no mutant, torn", &correct)
+    );
+    let a = run_torn("crash/sqlite", Some(Mutant::CommitBeforeLog), true);
+    eprintln!("{}", describe("commit block before log blocks, torn", &a));
+    assert!(a.journal_replay.violations > 0, "{:?}", a.journal_replay);
 }

@@ -112,3 +112,97 @@ fn mobifs_keeps_its_promise_under_wal_but_not_under_delete() {
         delete.point_in_time
     );
 }
+
+/// Ordered mode's promise on Linux 3.10 (crash/ordered): delayed-allocation writeback files
+/// nothing as ordered data there (f3b59291a69d, 3.9), so a commit carrying the flusher's
+/// allocation can reach the media before the data it maps, and a crash exposes blocks the
+/// device never wrote with the file's data: the bug 06bd3c36a733 ("ext4: fix data exposure
+/// after a crash", 4.7) fixed. Check 6 counts it (data=ordered promises it).
+#[test]
+fn linux_3_10_exposes_blocks_the_flusher_allocated_before_their_data() {
+    let r = check_in("crash/ordered", "ext4-3.10", 300);
+    assert!(r.ordered_promised);
+    assert!(r.ordered_data.violations > 0, "{:?}", r.ordered_data);
+    assert!(
+        r.ordered_data.examples[0].contains("app.log"),
+        "{:?}",
+        r.ordered_data
+    );
+    assert_eq!(r.fsync_durability.violations, 0, "{:?}", r.fsync_durability);
+}
+
+/// 4.19's `ext4_map_blocks` files new blocks (06bd3c36a733): the commit waits for their data.
+/// data=writeback orders nothing: it exposes them too, but promises nothing (not counted).
+#[test]
+fn linux_4_19_keeps_ordered_data_and_data_writeback_does_not_promise_it() {
+    let fixed = check_in("crash/ordered", "ext4-4.19", 200);
+    assert!(fixed.ordered_data.checked > 200, "{:?}", fixed.ordered_data);
+    assert_eq!(fixed.violations(), 0, "{fixed:?}");
+    let writeback = check_in("crash/ordered", "ext4-writeback", 200);
+    assert!(!writeback.ordered_promised);
+    assert!(
+        writeback.ordered_data.violations > 0,
+        "{:?}",
+        writeback.ordered_data
+    );
+    assert_eq!(writeback.violations(), 0, "{writeback:?}");
+}
+
+/// `crashcheck --dump-point N`: one crash state in words, from the device's blocks to the
+/// checks' verdicts.
+#[test]
+fn dump_point_describes_one_crash_state() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mobistack"))
+        .args([
+            "crashcheck",
+            "crash/atomicfile",
+            "--variant",
+            "ext4",
+            "--points",
+            "40",
+            "--dump-point",
+            "30",
+        ])
+        .output()
+        .expect("mobistack runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for expected in [
+        "crash point 30 of 40 at",
+        "The device (volatile write cache)",
+        "journal commit blocks",
+        "(inode table of group ",
+        "named prefs.xml in directory",
+        "do_one_pass's PASS_SCAN from tid",
+        "journal commit block of tid",
+        "Recovery: ",
+        "prefs.xml",
+        "The checks:",
+        "5 rename is atomic: /data/data/com.example.settings/shared_prefs/prefs.xml: ok",
+        "6 ordered data, prefs.xml: ok",
+    ] {
+        assert!(text.contains(expected), "no `{expected}` in:\n{text}");
+    }
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_mobistack"))
+        .args([
+            "crashcheck",
+            "crash/atomicfile",
+            "--variant",
+            "ext4",
+            "--points",
+            "10",
+        ])
+        .args(["--dump-point", "10"])
+        .output()
+        .expect("mobistack runs");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--dump-point 10"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}

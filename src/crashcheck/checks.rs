@@ -9,7 +9,7 @@
 //!   the file linked and at least as long (skipped when the app truncated or unlinked it
 //!   since; MobiFS's fsync is asynchronous by design, so its files are not held to it).
 
-use super::recover::{PageState, Recovered};
+use super::recover::{Exposed, Found, PageState, Recovered};
 use crate::mm::crashlog::{CrashRecord, FileEventKind, RenameRecord, PAGE};
 use crate::mm::Ino;
 use crate::units::Nanos;
@@ -230,6 +230,99 @@ pub fn rename_atomicity(
     ))
 }
 
+/// Ordered mode's promise (ext4 `data=ordered`, Documentation/filesystems/ext4: "all data
+/// are forced directly out to the main file system prior to its metadata being committed to
+/// the journal"): after recovery, no mapped block inside a file's size holds anything but a
+/// version of that page of that file. A transaction that maps a block into a file (the extent
+/// and `i_disksize` of the flusher's allocation) commits only after the block's data is on
+/// the media: `jbd2_journal_commit_transaction` submits the data of the inodes filed on the
+/// transaction (`journal_submit_data_buffers`) and waits for it
+/// (`journal_finish_inode_data_buffers`) before its commit block, whose preflush then makes
+/// it durable. Holes read zeros by the file system's own map and are not exposures.
+///
+/// Returns, per file under test present in `state` (in inode order), `None` or the violation
+/// described: the first exposed page, what its block holds, the transaction that mapped it.
+pub fn ordered_data(record: &CrashRecord, state: &Recovered) -> Vec<(Ino, Option<String>)> {
+    state
+        .files
+        .values()
+        .map(|file| {
+            let mut exposed = state.exposed.iter().filter(|e| e.ino == file.ino);
+            let violation = exposed.next().map(|first| {
+                let more = exposed.count();
+                format!(
+                    "{} page {} (block {}) inside its recovered size of {} B holds {}; {}{}",
+                    record.files[&file.ino].path,
+                    first.index,
+                    first.block,
+                    file.size,
+                    describe_found(record, first.found),
+                    mapped_by(record, state, first),
+                    match more {
+                        0 => String::new(),
+                        n => format!(" ({n} more such pages)"),
+                    }
+                )
+            });
+            (file.ino, violation)
+        })
+        .collect()
+}
+
+/// What an exposed block holds, in words.
+fn describe_found(record: &CrashRecord, found: Found) -> String {
+    match found {
+        Found::NeverWritten => {
+            "no write of the run (what the block held before: stale data, zeros after mkfs)".into()
+        }
+        Found::OtherPage {
+            ino,
+            index,
+            version,
+        } => format!(
+            "version {version} of page {index} of {} (freed and reallocated)",
+            record
+                .files
+                .get(&ino)
+                .map_or("another file", |f| f.path.as_str())
+        ),
+        Found::NotFileData { write } => {
+            format!("request {write}'s data, not this file's (metadata or another file)")
+        }
+        Found::LostLogCopy { tid } => {
+            format!("transaction {tid}'s journaled copy, whose log block did not survive")
+        }
+    }
+}
+
+/// The transaction that made `e`'s block part of its file: the earliest of the transactions
+/// up to the replayed one that map it without a break, with its commit block's submission.
+fn mapped_by(record: &CrashRecord, state: &Recovered, e: &Exposed) -> String {
+    let Some(replayed) = state.replayed else {
+        return String::new();
+    };
+    let maps = |t: &crate::mm::crashlog::TidRecord| {
+        t.files.iter().any(|f| {
+            f.ino == e.ino && f.block(e.index) == Some(e.block) && f.size > e.index * PAGE as u64
+        })
+    };
+    let mut first = None;
+    for (&tid, t) in record.tids.range(..=replayed).rev() {
+        if !maps(t) {
+            break;
+        }
+        first = Some((tid, t.commit));
+    }
+    match first {
+        Some((tid, Some((_, at)))) => format!(
+            "transaction {tid} mapped it (commit block submitted at {at} ns) and is replayed \
+             without the block's data"
+        ),
+        Some((tid, None)) => format!("transaction {tid} mapped it"),
+        None => String::new(),
+    }
+}
+
 /// An fsync whose data did not survive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostFsync {
@@ -370,6 +463,7 @@ mod tests {
             replayed: Some(1),
             bad_replays: Vec::new(),
             names: Default::default(),
+            exposed: Vec::new(),
             files: [(
                 5,
                 RecoveredFile {
@@ -401,6 +495,7 @@ mod tests {
             replayed: None,
             bad_replays: Vec::new(),
             names: Default::default(),
+            exposed: Vec::new(),
             files: BTreeMap::new(),
         };
         assert_eq!(
@@ -439,6 +534,28 @@ mod tests {
         assert_eq!(
             point_in_time(&r, "a", Consistency::Files, &created, 100),
             Some(1)
+        );
+    }
+
+    /// Check 6 names the file, the page, the block and what it holds.
+    #[test]
+    fn ordered_data_reports_an_exposed_block() {
+        let (r, _) = log_with_two_writes(false);
+        let mut s = state(8192, vec![PageState::Version(1), PageState::Zero]);
+        assert_eq!(ordered_data(&r, &s), vec![(5, None)]);
+        s.exposed.push(Exposed {
+            ino: 5,
+            index: 1,
+            block: 77,
+            found: Found::NeverWritten,
+        });
+        let out = ordered_data(&r, &s);
+        let text = out[0].1.as_deref().expect("a violation");
+        assert!(
+            text.starts_with(
+                "/db page 1 (block 77) inside its recovered size of 8192 B holds no write"
+            ),
+            "{text}"
         );
     }
 

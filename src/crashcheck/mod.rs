@@ -10,7 +10,9 @@
 //! 2. `PRAGMA integrity_check` of each SQLite database, by the real SQLite;
 //! 3. fsynced data survive (ext4 without MobiFS);
 //! 4. the journal replays no transaction whose log blocks did not all survive;
-//! 5. a renamed-over name holds one of the files renamed over it, whole (`AtomicFile`).
+//! 5. a renamed-over name holds one of the files renamed over it, whole (`AtomicFile`);
+//! 6. ordered mode's promise: no mapped block inside a recovered file's size holds anything
+//!    but that file's data (no stale or never-written block exposed by a committed extent).
 //!
 //! `tests/crash_mutants.rs` is the checker's own test suite: deliberate journal and fsync bugs
 //! ([`crate::fs::mutant`]) it must catch.
@@ -23,6 +25,7 @@
 //! and the same report.
 
 pub mod checks;
+pub mod dump;
 pub mod recover;
 pub mod sqlite;
 
@@ -53,6 +56,9 @@ pub struct CrashCheckOptions {
     pub seed: Option<u64>,
     /// Bytes of page versions kept.
     pub budget: u64,
+    /// Torn multi-block requests: an unflushed request may reach flash in part
+    /// ([`recover::Prepared::torn`]).
+    pub torn: bool,
 }
 
 impl Default for CrashCheckOptions {
@@ -61,6 +67,7 @@ impl Default for CrashCheckOptions {
             points: 1_000,
             seed: None,
             budget: DEFAULT_BUDGET,
+            torn: false,
         }
     }
 }
@@ -107,6 +114,9 @@ pub struct VariantReport {
     /// Virtual length of the run.
     pub run_ns: Nanos,
     pub volatile_cache: bool,
+    /// Torn multi-block requests were modelled (`--torn`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub torn: bool,
     pub writes: u64,
     pub flushes: u64,
     pub transactions: u64,
@@ -137,6 +147,12 @@ pub struct VariantReport {
     /// Check 5, per renamed-over name and point: the name holds one of the files renamed
     /// over it, whole ([`checks::rename_atomicity`]).
     pub rename_atomicity: Tally,
+    /// Whether the mount promises check 6 (ext4 `data=ordered` or `data=journal`; not
+    /// `data=writeback`, whose commits do not wait for data: reported, not counted).
+    pub ordered_promised: bool,
+    /// Check 6, per recovered file under test and point: no mapped block inside its size
+    /// holds anything but its own data ([`checks::ordered_data`]).
+    pub ordered_data: Tally,
     /// Wall-clock seconds: the run, and the checks.
     #[serde(skip)]
     pub run_seconds: f64,
@@ -151,6 +167,11 @@ impl VariantReport {
             + self.fsync_durability.violations
             + self.journal_replay.violations
             + self.rename_atomicity.violations
+            + if self.ordered_promised {
+                self.ordered_data.violations
+            } else {
+                0
+            }
             + if self.mobifs {
                 self.point_in_time.violations
             } else {
@@ -245,7 +266,7 @@ pub fn check_variant(
             variant.name
         ));
     }
-    let prepared = Prepared::new(&history, &record, seed);
+    let prepared = Prepared::new(&history, &record, seed).torn(options.torn);
     let points = crash_points(&history, options.points, seed, run_ns);
     let apps: BTreeMap<String, bool> = record
         .files
@@ -258,20 +279,13 @@ pub fn check_variant(
     let shrinks = checks::shrinks_by_file(&record);
     let rename_targets: std::collections::BTreeSet<String> =
         record.renames.iter().map(|r| r.path.clone()).collect();
-    // One scratch directory per check (checks may run in parallel in one process).
-    static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let scratch = std::env::temp_dir().join(format!(
-        "mobistack-crashcheck-{}-{}",
-        std::process::id(),
-        SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let scratch = Scratch(scratch);
+    let scratch = Scratch::new()?;
     let mut report = VariantReport {
         variant: variant.name.clone(),
         seed,
         run_ns,
         volatile_cache: history.volatile_cache,
+        torn: options.torn,
         writes: history.writes.len() as u64,
         flushes: history.flushes.len() as u64,
         transactions: record.tids.len() as u64,
@@ -289,6 +303,8 @@ pub fn check_variant(
         fsync_skipped: 0,
         journal_replay: Tally::default(),
         rename_atomicity: Tally::default(),
+        ordered_promised: variant.stack.fs.data != crate::fs::ext4::DataMode::Writeback,
+        ordered_data: Tally::default(),
         run_seconds,
         check_seconds: 0.0,
     };
@@ -336,7 +352,7 @@ pub fn check_variant(
                 if let Some(t) = report.point_in_time_any_instant.as_mut() {
                     t.add((!any).then(|| {
                         format!(
-                            "crash at {at} ns: app `{app}`'s data ({}) are in no state the app \
+                            "crash point {k} at {at} ns: app `{app}`'s data ({}) are in no state the app \
                              had",
                             describe(&record, &state, inos)
                         )
@@ -345,7 +361,7 @@ pub fn check_variant(
             }
             report.point_in_time.add((!ok).then(|| {
                 format!(
-                    "crash at {at} ns: app `{app}`'s files ({}) are in no state the app had{}",
+                    "crash point {k} at {at} ns: app `{app}`'s files ({}) are in no state the app had{}",
                     describe(&record, &state, inos),
                     if app_mobifs { " at a VCT boundary" } else { "" }
                 )
@@ -362,7 +378,7 @@ pub fn check_variant(
                 let verdict = sqlite::check(&record, db, &state, &scratch.0)?;
                 report.sqlite_integrity.add(verdict.clone().map(|v| {
                     format!(
-                        "crash at {at} ns: {} ({}): {v}",
+                        "crash point {k} at {at} ns: {} ({}): {v}",
                         db.path,
                         describe(
                             &record,
@@ -383,7 +399,7 @@ pub fn check_variant(
         report.fsync_durability.checked += outcome.checked - outcome.lost.len() as u64;
         for lost in outcome.lost {
             report.fsync_durability.add(Some(format!(
-                "crash at {at} ns: {} fsynced by {} ns: {}",
+                "crash point {k} at {at} ns: {} fsynced by {} ns: {}",
                 record.files[&lost.ino].path, lost.fsync_end, lost.what
             )));
         }
@@ -392,7 +408,7 @@ pub fn check_variant(
             .journal_replay
             .add(state.bad_replays.first().map(|bad| {
                 format!(
-                    "crash at {at} ns: {}{}",
+                    "crash point {k} at {at} ns: {}{}",
                     describe_bad_replay(bad),
                     match state.bad_replays.len() {
                         1 => String::new(),
@@ -405,9 +421,16 @@ pub fn check_variant(
             if record.renames.iter().any(|r| &r.path == path && r.at <= at) {
                 report.rename_atomicity.add(
                     checks::rename_atomicity(&record, &state, at, path)
-                        .map(|v| format!("crash at {at} ns: {v}")),
+                        .map(|v| format!("crash point {k} at {at} ns: {v}")),
                 );
             }
+        }
+        // 6. Ordered mode: no block inside a file's size that the device never made durable
+        // with its data.
+        for (_, violation) in checks::ordered_data(&record, &state) {
+            report
+                .ordered_data
+                .add(violation.map(|v| format!("crash point {k} at {at} ns: {v}")));
         }
         progress(k as u64 + 1, total);
     }
@@ -419,6 +442,20 @@ pub fn check_variant(
 
 /// The scratch directory SQLite's checks write to, removed however the check ends.
 struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    /// A new one: one per check (checks may run in parallel in one process).
+    fn new() -> Result<Scratch, String> {
+        static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "mobistack-crashcheck-{}-{}",
+            std::process::id(),
+            SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Scratch(path))
+    }
+}
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -484,17 +521,18 @@ pub fn render(scenario: &Scenario, reports: &[VariantReport]) -> String {
     let mut out = format!("crashcheck {}\n", scenario.name);
     for r in reports {
         out += &format!(
-            "\nvariant {} (seed {}): {:.1} s virtual, {} writes and {} flushes recorded ({} \
-             cache), {} transactions, {} page versions of {} file(s) ({:.1} MB kept)\n",
+            "\nvariant {} (seed {}): {:.1} s virtual, {} writes and {} flushes recorded ({}), \
+             {} transactions, {} page versions of {} file(s) ({:.1} MB kept)\n",
             r.variant,
             r.seed,
             r.run_ns as f64 / 1e9,
             r.writes,
             r.flushes,
-            if r.volatile_cache {
-                "volatile"
-            } else {
-                "write-through"
+            match (r.volatile_cache, r.torn) {
+                (true, false) => "volatile cache",
+                (true, true) => "volatile cache, torn requests",
+                (false, false) => "write-through cache",
+                (false, true) => "write-through cache, torn requests",
             },
             r.transactions,
             r.page_versions,
@@ -531,6 +569,14 @@ pub fn render(scenario: &Scenario, reports: &[VariantReport]) -> String {
             (
                 "5 rename is atomic (old or new, whole)",
                 &r.rename_atomicity,
+            ),
+            (
+                if r.ordered_promised {
+                    "6 ordered data: no unwritten block in a file"
+                } else {
+                    "6 ordered data (not promised: data=writeback)"
+                },
+                &r.ordered_data,
             ),
         ];
         let rows: Vec<(&str, &Tally)> = rows

@@ -19,9 +19,11 @@
 //!    version a replayed transaction journaled for that block (MobiFS's VCTs, `data=journal`),
 //!    whichever is newer (*foreign* when the journaled copy's log block did not survive); a
 //!    block no surviving write of the file covers reads as zeros, and a block whose surviving
-//!    write belonged to something else as *foreign*.
+//!    write belonged to something else as *foreign*. A mapped page that holds no version of
+//!    itself is an [`Exposed`] block (ordered mode's promise, check 6); a hole is not.
 //!
-//! Simplifications: sectors of a block survive together (4 KiB atomic writes); the file view
+//! Simplifications: sectors of a block survive together (4 KiB atomic writes), and so do the
+//! blocks of one request unless [`Prepared::torn`] (then a prefix of them); the file view
 //! of `T'` (names, sizes, extents) is ext4's state at `T'`'s `T_FLUSH`
 //! ([`crate::fs::ext4::crash`]), not read back from the replayed inode table and directory
 //! blocks, so a metadata copy replayed with stale bytes is counted ([`BadReplay`]) but not
@@ -67,6 +69,35 @@ pub struct Recovered {
     /// The names of the files under test, as the recovered directory blocks hold them:
     /// (directory, name) -> inode.
     pub names: BTreeMap<(Ino, String), Ino>,
+    /// Pages inside a recovered file's size whose block is mapped but holds no version of
+    /// that page: blocks the device never made durable with the file's data (ordered mode's
+    /// promise, [`super::checks::ordered_data`]). Holes are not listed (they read zeros by
+    /// the file system's own map).
+    pub exposed: Vec<Exposed>,
+}
+
+/// A mapped page inside a recovered file's size that holds none of the file's data.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Exposed {
+    pub ino: Ino,
+    pub index: u64,
+    pub block: u64,
+    pub found: Found,
+}
+
+/// What an exposed block holds instead of the file's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Found {
+    /// No write of the run survived at the block: what it held before the run (mkfs's zeros
+    /// here; on a used phone, some deleted file's data).
+    NeverWritten,
+    /// A version of another page of a file under test (the same file at another index, or
+    /// another file): data freed and reallocated.
+    OtherPage { ino: Ino, index: u64, version: u64 },
+    /// A write that carried no page of a file under test: metadata, or a file not under test.
+    NotFileData { write: u64 },
+    /// A journaled copy of the page whose log block did not survive (check 4's bad replay).
+    LostLogCopy { tid: u64 },
 }
 
 /// A log block a replayed transaction's descriptor names, which did not survive: recovery
@@ -82,15 +113,15 @@ pub struct BadReplay {
 }
 
 /// What jbd2's recovery finds in the log ([`Prepared::scan_log`]).
-struct LogScan {
+pub(super) struct LogScan {
     /// `s_sequence` of the surviving journal superblock: earlier transactions were
     /// checkpointed.
-    first: u64,
+    pub(super) first: u64,
     /// `end_transaction`: the first transaction not replayed.
-    end: u64,
+    pub(super) end: u64,
     /// Per replayed copy (tid, home): whether its log block held it.
-    copies: HashMap<(u64, u64), bool>,
-    bad: Vec<BadReplay>,
+    pub(super) copies: HashMap<(u64, u64), bool>,
+    pub(super) bad: Vec<BadReplay>,
 }
 
 /// Per page (ino, index): (tid, version, home block) of each journaled copy, in tid order.
@@ -99,25 +130,27 @@ type JournaledCopies = HashMap<(Ino, u64), Vec<(u64, u64, u64)>>;
 /// The run's history prepared once for many crash points.
 pub struct Prepared<'a> {
     pub record: &'a CrashRecord,
-    history: &'a WriteHistory,
+    pub(super) history: &'a WriteHistory,
     /// Per write: when a flush made it durable (FUA and write-through: its completion).
-    durable_at: Vec<Option<Nanos>>,
+    pub(super) durable_at: Vec<Option<Nanos>>,
     /// Per block of interest: the writes covering it, in start order.
-    by_block: HashMap<u64, Vec<usize>>,
+    pub(super) by_block: HashMap<u64, Vec<usize>>,
     /// Per write: the pages it carried, by block.
-    tags: HashMap<usize, HashMap<u64, Tag>>,
+    pub(super) tags: HashMap<usize, HashMap<u64, Tag>>,
     /// Per journal block: (submission time, index into `record.log_writes`), in time order.
-    log_by_block: HashMap<u64, Vec<(Nanos, usize)>>,
+    pub(super) log_by_block: HashMap<u64, Vec<(Nanos, usize)>>,
     /// Per log offset: its device block.
-    offset_block: HashMap<u64, u64>,
+    pub(super) offset_block: HashMap<u64, u64>,
     /// Per directory block: the transactions that logged it, in tid order, with what its
     /// copy holds (the record's `dir_blocks` entry).
-    dir_versions: BTreeMap<u64, Vec<(u64, usize)>>,
+    pub(super) dir_versions: BTreeMap<u64, Vec<(u64, usize)>>,
     /// Per transaction: the log offset of its first block (first descriptor, else commit).
-    tid_start: HashMap<u64, u64>,
+    pub(super) tid_start: HashMap<u64, u64>,
     /// (ino, index) -> (tid, version, home block) journaled, in tid order.
-    journaled: JournaledCopies,
-    seed: u64,
+    pub(super) journaled: JournaledCopies,
+    pub(super) seed: u64,
+    /// Torn multi-block requests ([`Prepared::torn`]).
+    pub(super) torn: bool,
 }
 
 impl<'a> Prepared<'a> {
@@ -234,11 +267,39 @@ impl<'a> Prepared<'a> {
             tid_start,
             journaled,
             seed,
+            torn: false,
         }
     }
 
+    /// With `torn`, a multi-block request the device had not made durable may reach flash
+    /// in part: a prefix of its blocks, 1 to all, drawn per write and crash point (asm: the
+    /// device programs a request's 4 KiB blocks in order and each block atomically; neither
+    /// eMMC without reliable write nor UFS promises a request atomic, so power lost
+    /// mid-request may leave part of it). Without it (the default), a request survives or is
+    /// lost whole.
+    pub fn torn(mut self, torn: bool) -> Prepared<'a> {
+        self.torn = torn;
+        self
+    }
+
+    /// Whether write `i` reached flash at `block` in crash state (`at`, `point`): as
+    /// [`Prepared::survives`], and with torn requests only within the prefix drawn.
+    pub(super) fn survives_at(&self, i: usize, block: u64, at: Nanos, point: u64) -> bool {
+        if !self.survives(i, at, point) {
+            return false;
+        }
+        if !self.torn || self.durable(i, at) {
+            return true;
+        }
+        let w = &self.history.writes[i];
+        let first = w.sector / 8;
+        let blocks = (w.sector + u64::from(w.sectors)).div_ceil(8) - first;
+        let prefix = 1 + mix(self.seed ^ TORN_SALT, point, i as u64) % blocks.max(1);
+        block < first + prefix
+    }
+
     /// Whether write `i` reached flash in crash state (`at`, `point`).
-    fn survives(&self, i: usize, at: Nanos, point: u64) -> bool {
+    pub(super) fn survives(&self, i: usize, at: Nanos, point: u64) -> bool {
         let w = &self.history.writes[i];
         if w.start_ns >= at {
             return false;
@@ -249,14 +310,14 @@ impl<'a> Prepared<'a> {
         coin(self.seed, point, i as u64)
     }
 
-    fn durable(&self, i: usize, at: Nanos) -> bool {
+    pub(super) fn durable(&self, i: usize, at: Nanos) -> bool {
         let w = &self.history.writes[i];
         w.start_ns < at && w.done_ns <= at && self.durable_at[i].is_some_and(|d| d <= at)
     }
 
     /// The write block `block` holds in crash state (`at`, `point`): the last durable one, or
     /// a later-started undetermined one that reached flash.
-    fn holder(&self, block: u64, at: Nanos, point: u64) -> Option<usize> {
+    pub(super) fn holder(&self, block: u64, at: Nanos, point: u64) -> Option<usize> {
         let list = self.by_block.get(&block)?;
         let started = list.partition_point(|&i| self.history.writes[i].start_ns < at);
         let mut chosen = None;
@@ -264,7 +325,7 @@ impl<'a> Prepared<'a> {
             if self.durable(i, at) {
                 return chosen.or(Some(i));
             }
-            if chosen.is_none() && self.survives(i, at, point) {
+            if chosen.is_none() && self.survives_at(i, block, at, point) {
                 chosen = Some(i);
             }
         }
@@ -274,7 +335,7 @@ impl<'a> Prepared<'a> {
     /// What log offset `offset` holds in crash state (`at`, `point`): the content of the
     /// surviving write of its block (`None`: no write of the run survived there; mkfs left
     /// the journal zeroed, no jbd2 magic).
-    fn log_content(&self, offset: u64, at: Nanos, point: u64) -> Option<&LogContent> {
+    pub(super) fn log_content(&self, offset: u64, at: Nanos, point: u64) -> Option<&LogContent> {
         let block = *self.offset_block.get(&offset)?;
         let i = self.holder(block, at, point)?;
         let start = self.history.writes[i].start_ns;
@@ -285,7 +346,7 @@ impl<'a> Prepared<'a> {
     }
 
     /// The next log offset (`wrap` in fs/jbd2/recovery.c: the ring is `1..log_blocks`).
-    fn next_offset(&self, offset: u64) -> u64 {
+    pub(super) fn next_offset(&self, offset: u64) -> u64 {
         let blocks = self.record.log_blocks;
         if blocks > 1 && offset + 1 >= blocks {
             offset + 1 - (blocks - 1)
@@ -309,7 +370,7 @@ impl<'a> Prepared<'a> {
     /// - `PASS_REPLAY`: every copy a replayed transaction's descriptors name is written home,
     ///   whatever its log block holds: without checksums nothing tells a stale block from the
     ///   copy, so a copy whose block did not survive is a [`BadReplay`].
-    fn scan_log(&self, at: Nanos, point: u64) -> LogScan {
+    pub(super) fn scan_log(&self, at: Nanos, point: u64) -> LogScan {
         // The superblock: the last surviving write of offset 0; before any, the log as the
         // mount left it, transaction 1 first.
         let first = match self.log_content(0, at, point) {
@@ -416,9 +477,11 @@ impl<'a> Prepared<'a> {
                 files,
                 bad_replays: scan.bad,
                 names: BTreeMap::new(),
+                exposed: Vec::new(),
             };
         };
         let names = self.names(tid, &scan);
+        let mut exposed = Vec::new();
         let linked: std::collections::BTreeSet<Ino> = names.values().copied().collect();
         for snap in self.record.tids[&tid]
             .files
@@ -427,38 +490,16 @@ impl<'a> Prepared<'a> {
         {
             let pages = (0..snap.size.div_ceil(crate::mm::crashlog::PAGE as u64))
                 .map(|index| {
-                    let block = snap.block(index);
-                    let home = match block {
-                        None => PageState::Zero,
-                        Some(b) => match self.holder(b, at, point) {
-                            None => PageState::Zero,
-                            Some(i) => match self.tags.get(&i).and_then(|m| m.get(&b)) {
-                                Some(t) if t.ino == snap.ino && t.index == index => {
-                                    PageState::Version(t.version)
-                                }
-                                _ => PageState::Foreign,
-                            },
-                        },
-                    };
-                    // The newest journaled copy up to the replayed transaction: replayed
-                    // from the log (garbage when its log block did not survive) or, before
-                    // the log's start, checkpointed home.
-                    let journaled = self.journaled.get(&(snap.ino, index)).and_then(|list| {
-                        list.iter()
-                            .rev()
-                            .find(|&&(t, _, home)| t <= tid && Some(home) == block)
-                            .map(|&(t, version, home)| {
-                                let intact = t < scan.first
-                                    || scan.copies.get(&(t, home)).copied().unwrap_or(true);
-                                (version, intact)
-                            })
-                    });
-                    match (home, journaled) {
-                        (_, Some((_, false))) => PageState::Foreign,
-                        (PageState::Version(h), Some((j, true))) => PageState::Version(h.max(j)),
-                        (_, Some((j, true))) => PageState::Version(j),
-                        (home, None) => home,
+                    let (page, found) = self.page(snap, index, tid, &scan, at, point);
+                    if let (Some(found), Some(block)) = (found, snap.block(index)) {
+                        exposed.push(Exposed {
+                            ino: snap.ino,
+                            index,
+                            block,
+                            found,
+                        });
                     }
+                    page
                 })
                 .collect();
             files.insert(
@@ -475,19 +516,88 @@ impl<'a> Prepared<'a> {
             files,
             bad_replays: scan.bad,
             names,
+            exposed,
+        }
+    }
+
+    /// Page `index` of the file `snap` (transaction `tid`'s view) in crash state (`at`,
+    /// `point`): the version the surviving write at its block carried; or the version a
+    /// replayed transaction journaled for that block, whichever is newer (*foreign* if that
+    /// copy's log block did not survive); zeros where no write of the file reached it. With
+    /// it, for a mapped page holding no version of itself, what the block holds instead.
+    fn page(
+        &self,
+        snap: &crate::mm::crashlog::FileSnapshot,
+        index: u64,
+        tid: u64,
+        scan: &LogScan,
+        at: Nanos,
+        point: u64,
+    ) -> (PageState, Option<Found>) {
+        let block = snap.block(index);
+        let (home, found) = match block {
+            None => (PageState::Zero, None),
+            Some(b) => match self.holder(b, at, point) {
+                None => (PageState::Zero, Some(Found::NeverWritten)),
+                Some(i) => match self.tags.get(&i).and_then(|m| m.get(&b)) {
+                    Some(t) if t.ino == snap.ino && t.index == index => {
+                        (PageState::Version(t.version), None)
+                    }
+                    Some(t) => (
+                        PageState::Foreign,
+                        Some(Found::OtherPage {
+                            ino: t.ino,
+                            index: t.index,
+                            version: t.version,
+                        }),
+                    ),
+                    None => (
+                        PageState::Foreign,
+                        Some(Found::NotFileData {
+                            write: self.history.writes[i].id,
+                        }),
+                    ),
+                },
+            },
+        };
+        // The newest journaled copy up to the replayed transaction: replayed from the log
+        // (garbage when its log block did not survive) or, before the log's start,
+        // checkpointed home.
+        let journaled = self.journaled.get(&(snap.ino, index)).and_then(|list| {
+            list.iter()
+                .rev()
+                .find(|&&(t, _, home)| t <= tid && Some(home) == block)
+                .map(|&(t, version, home)| {
+                    let intact =
+                        t < scan.first || scan.copies.get(&(t, home)).copied().unwrap_or(true);
+                    (t, version, intact)
+                })
+        });
+        match (home, journaled) {
+            (_, Some((t, _, false))) => (PageState::Foreign, Some(Found::LostLogCopy { tid: t })),
+            (PageState::Version(h), Some((_, j, true))) => (PageState::Version(h.max(j)), None),
+            (_, Some((_, j, true))) => (PageState::Version(j), None),
+            (home, None) => (home, found),
         }
     }
 }
 
-/// A fair coin per (seed, crash point, write): SplitMix64 of the three.
+/// A fair coin per (seed, crash point, write).
 fn coin(seed: u64, point: u64, write: u64) -> bool {
+    mix(seed, point, write) & 1 == 1
+}
+
+/// Salt of the torn prefix's draw (independent of the survival coin's).
+const TORN_SALT: u64 = 0x7E57_0F7E_A2ED_0001;
+
+/// SplitMix64 of (seed, crash point, write).
+fn mix(seed: u64, point: u64, write: u64) -> u64 {
     let mut z = seed
         ^ point.wrapping_mul(0x9E37_79B9_7F4A_7C15)
         ^ write.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    z & 1 == 1
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -700,5 +810,74 @@ mod tests {
             .collect();
         assert!(pages.contains(&vec![PageState::Zero]), "{pages:?}");
         assert!(pages.contains(&vec![PageState::Version(1)]), "{pages:?}");
+    }
+
+    /// Ordered mode's promise (check 6): a committed extent whose data write did not survive
+    /// exposes its block (what `jbd2_journal_commit_transaction` prevents by waiting for the
+    /// ordered data before the commit block); a surviving write exposes nothing.
+    #[test]
+    fn a_committed_extent_over_a_lost_data_write_exposes_its_block() {
+        let (mut h, r) = run();
+        h.flushes.clear();
+        h.writes[1].fua = false;
+        let p = Prepared::new(&h, &r, 1);
+        let states: Vec<Recovered> = (0..64)
+            .map(|point| p.recover(1000, point))
+            .filter(|s| s.replayed == Some(1))
+            .collect();
+        for s in &states {
+            let zero = s.files[&12].pages == vec![PageState::Zero];
+            let expected = zero.then_some(Exposed {
+                ino: 12,
+                index: 0,
+                block: 100,
+                found: Found::NeverWritten,
+            });
+            assert_eq!(s.exposed.first(), expected.as_ref(), "{s:?}");
+        }
+        assert!(states.iter().any(|s| !s.exposed.is_empty()));
+    }
+
+    /// A torn request: the descriptor and its copy merged into one two-block write, not yet
+    /// durable when the commit block is (no preflush before it). Whole requests keep or lose
+    /// both; torn ones may keep the descriptor without the copy, which 3.10's `do_one_pass`
+    /// (no checksums) replays anyway (check 4).
+    #[test]
+    fn a_torn_request_keeps_a_descriptor_without_its_copy() {
+        let (mut h, r) = logged(16, false);
+        // One merged request over blocks 9001-9002 (the descriptor and the copy).
+        h.writes.remove(1);
+        h.writes[0].sectors = 16;
+        h.writes[0].done_ns = 28;
+        let bad = |p: &Prepared| {
+            (0..64)
+                .filter(|&k| !p.recover(31, k).bad_replays.is_empty())
+                .count()
+        };
+        let whole = Prepared::new(&h, &r, 1);
+        assert_eq!(
+            bad(&whole),
+            0,
+            "a whole request keeps its copy with its descriptor"
+        );
+        let torn = Prepared::new(&h, &r, 1).torn(true);
+        let n = bad(&torn);
+        assert!(n > 0 && n < 64, "{n} of 64 points replay a lost copy");
+    }
+
+    /// A hole inside the size (no block mapped) reads zeros by the file system's own map: not
+    /// an exposed block.
+    #[test]
+    fn a_hole_is_not_an_exposed_block() {
+        let (h, mut r) = run();
+        let snap = &mut r.tids.get_mut(&1).unwrap().files[0];
+        snap.size = 3 * 4096;
+        let p = Prepared::new(&h, &r, 1);
+        let s = p.recover(31, 0);
+        assert_eq!(
+            s.files[&12].pages,
+            vec![PageState::Version(1), PageState::Zero, PageState::Zero]
+        );
+        assert!(s.exposed.is_empty(), "{:?}", s.exposed);
     }
 }

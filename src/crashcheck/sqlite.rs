@@ -167,6 +167,7 @@ mod tests {
             replayed: Some(1),
             bad_replays: Vec::new(),
             names: Default::default(),
+            exposed: Vec::new(),
             files: [(
                 7,
                 RecoveredFile {

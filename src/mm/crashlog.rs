@@ -135,6 +135,10 @@ pub struct TidRecord {
 /// A directory block as a transaction logs it: (block, directory, entries (name, inode)).
 pub type DirBlock = (u64, Ino, Vec<(String, Ino)>);
 
+/// A run of blocks of the file system's fixed metadata: (first block, blocks, what they are,
+/// e.g. "inode table of group 3").
+pub type Region = (u64, u64, String);
+
 /// A rename of a file under test, and what the renamed file held then.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenameRecord {
@@ -222,6 +226,7 @@ struct Inner {
     log_writes: Vec<LogWrite>,
     log_blocks: u64,
     renames: Vec<RenameRecord>,
+    regions: Vec<Region>,
     /// The size of each file under test now.
     sizes: HashMap<Ino, u64>,
     bytes: u64,
@@ -253,6 +258,8 @@ pub struct CrashRecord {
     pub log_blocks: u64,
     /// Renames of files under test, in order.
     pub renames: Vec<RenameRecord>,
+    /// The file system's fixed metadata, for describing blocks (`crashcheck --dump-point`).
+    pub regions: Vec<Region>,
     /// Bytes of page versions kept.
     pub bytes: u64,
     /// The budget ran out: the log is incomplete.
@@ -562,6 +569,11 @@ impl CrashLog {
         });
     }
 
+    /// The file system's fixed metadata lies in `regions` (for describing blocks).
+    pub fn metadata_regions(&self, regions: Vec<Region>) {
+        self.inner.borrow_mut().regions = regions;
+    }
+
     /// The journal has `blocks` blocks (its superblock at offset 0, then the ring).
     pub fn journal_layout(&self, blocks: u64) {
         self.inner.borrow_mut().log_blocks = blocks;
@@ -591,6 +603,7 @@ impl CrashLog {
             log_writes: inner.log_writes.clone(),
             log_blocks: inner.log_blocks,
             renames: inner.renames.clone(),
+            regions: inner.regions.clone(),
             bytes: inner.bytes,
             overflowed: inner.overflowed,
         }

@@ -116,6 +116,11 @@ pub const BUILTINS: &[Builtin] = &[
         quick: false,
     },
     Builtin {
+        name: "crash/ordered",
+        source: include_str!("../../scenarios/crash/ordered.toml"),
+        quick: false,
+    },
+    Builtin {
         name: "mobifs/antutu",
         source: include_str!("../../scenarios/mobifs/antutu.toml"),
         quick: false,

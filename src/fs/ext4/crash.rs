@@ -55,6 +55,7 @@ impl Ext4 {
     pub fn record_crash(self: &Rc<Self>, log: Rc<CrashLog>) {
         *self.crash.borrow_mut() = Some(log.clone());
         log.journal_layout(self.journal.config.blocks);
+        log.metadata_regions(metadata_regions(self.alloc.borrow().layout()));
         self.journal.set_crash_hook(Rc::new(Ext4CrashHook {
             ext4: Rc::downgrade(self),
             log,
@@ -87,4 +88,37 @@ impl Ext4 {
             log.journaled(tid, ino, index, block);
         }
     }
+}
+
+/// The fixed metadata of `layout` as described runs `(first block, blocks, what)`: the
+/// superblock, the group descriptors, each group's bitmaps and inode table (what a crash-state
+/// dump names a block by).
+fn metadata_regions(layout: &super::layout::Layout) -> Vec<crate::mm::crashlog::Region> {
+    let mut regions = vec![
+        (layout.superblock_block(), 1, "the superblock".to_string()),
+        (
+            layout.gdt_block(0),
+            layout.desc_blocks,
+            "group descriptors".to_string(),
+        ),
+    ];
+    for g in 0..layout.groups {
+        regions.push((
+            layout.block_bitmap(g),
+            1,
+            format!("block bitmap of group {g}"),
+        ));
+        regions.push((
+            layout.inode_bitmap(g),
+            1,
+            format!("inode bitmap of group {g}"),
+        ));
+        regions.push((
+            layout.inode_table(g),
+            layout.inode_table_blocks,
+            format!("inode table of group {g}"),
+        ));
+    }
+    regions.sort();
+    regions
 }
