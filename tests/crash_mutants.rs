@@ -114,7 +114,7 @@ fn the_correct_build_keeps_atomicfile_atomic() {
 }
 
 /// The flusher's allocations committed while their data are in flight (crash/ordered on the
-/// phone's 3.0, which files them as ordered data): no stale block inside a file.
+/// Linux 3.0, which files them as ordered data): no stale block inside a file.
 #[test]
 fn the_correct_build_keeps_ordered_data() {
     let r = run_on("crash/ordered", None);
