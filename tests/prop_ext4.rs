@@ -347,8 +347,30 @@ fn check_fsyncs(rec: &Recorded) -> Result<(), TestCaseError> {
                 .filter(|t| t.ino == f.ino && t.index == index && t.version >= version)
                 .max_by_key(|t| t.version);
             let Some(tag) = found else {
+                let mut seen = String::new();
+                for w in &history.writes {
+                    for t in record.tags.get(&w.id).into_iter().flatten() {
+                        if t.ino == f.ino && t.index == index {
+                            let _ = write!(
+                                seen,
+                                " [version {} block {}: {:.3} -> {:.3} ms, fua {}]",
+                                t.version,
+                                t.block,
+                                w.start_ns as f64 / 1e6,
+                                w.done_ns as f64 / 1e6,
+                                w.fua
+                            );
+                        }
+                    }
+                }
+                let flushes: Vec<_> = history
+                    .flushes
+                    .iter()
+                    .filter(|&&(s, _)| s >= f.start && s <= end)
+                    .map(|&(s, d)| (s as f64 / 1e6, d as f64 / 1e6))
+                    .collect();
                 return Err(TestCaseError::fail(format!(
-                    "fsync of ino {} ({:.3} ms -> {:.3} ms) returned with page {index} version {version} not durable",
+                    "fsync of ino {} ({:.3} ms -> {:.3} ms) returned with page {index} version {version} not durable; writes of the page:{seen}; flushes during the fsync (ms): {flushes:?}",
                     f.ino,
                     f.start as f64 / 1e6,
                     end as f64 / 1e6
@@ -681,6 +703,44 @@ fn a_file_that_reuses_an_inode_number_starts_without_pages() {
     let last = recorded.record.fsyncs.last().expect("an fsync");
     assert!(last.pages.is_empty(), "{:?}", last.pages);
     check_fsyncs(&recorded).expect("the fsync keeps its promise");
+}
+
+/// The fourth (`jbd2_trans_will_send_data_barrier`, 3.10): once a committing transaction's
+/// commit record is being written (`T_COMMIT_JFLUSH`), its preflush is out and covers no
+/// data write that completes later, so `ext4_sync_file` must flush itself. The model said
+/// "the commit will flush" for the whole commit: this fsync (UFS: the data write and the
+/// commit record in flight together) returned with its data in the device's cache. The
+/// minimal case.
+#[test]
+fn linux_3_10_fsync_during_a_commit_record_flushes_its_own_data() {
+    let case = Case {
+        device: "ufs-2.1",
+        elevator: "cfq",
+        ordered_delalloc: false,
+        apps: vec![vec![
+            Op::Append { file: 0, len: 1 },
+            Op::Write {
+                file: 0,
+                offset: 953,
+                len: 1,
+            },
+            Op::Fdatasync { file: 0 },
+            Op::Fsync { file: 0 },
+            Op::Append { file: 0, len: 1 },
+            Op::Write {
+                file: 1,
+                offset: 0,
+                len: 1,
+            },
+            Op::Write {
+                file: 1,
+                offset: 0,
+                len: 1,
+            },
+            Op::Fsync { file: 0 },
+        ]],
+    };
+    check_fsyncs(&run(&case, None).expect("the run")).expect("every fsync keeps its promise");
 }
 
 /// Runs up to `tries` random cases with `mutant` in the file system; the first case whose
