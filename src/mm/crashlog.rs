@@ -275,9 +275,11 @@ impl CrashLog {
         })
     }
 
-    /// A file under test was created.
+    /// A file under test was created. Its inode number may be one a removed file had
+    /// (`ext4_new_inode` reuses freed inodes): none of that file's pages are this one's.
     pub fn track(&self, at: Nanos, ino: Ino, file: TrackedFile) {
         let mut inner = self.inner.borrow_mut();
+        inner.current.retain(|&(i, _), _| i != ino);
         inner.files.insert(ino, file);
         inner.sizes.insert(ino, 0);
         let seq = inner.versions.len() as u64;

@@ -27,7 +27,9 @@
 //! Simplifications: one allocation handle per call from writeback (3.10 maps up to a chunk per
 //! handle, `EXT4_MAX_TRANS_DATA`); delayed-allocation reservations are counted in pages (no
 //! metadata reservation, no ENOSPC at write time); `i_disksize` moves to the end of each
-//! allocated range (3.10: to the end of the written pages within `i_size`).
+//! allocated range (3.10: to the end of the written pages within `i_size`), and at
+//! `write_end` only for a write that grew `i_size` (3.10 also for one below `i_size` but
+//! past `i_disksize`).
 
 use super::alloc::DataAlloc;
 use super::mount::{Ext4, DATA_TRANS_BLOCKS};
@@ -153,24 +155,45 @@ impl Ext4 {
     /// delayed-allocation reservation, and `i_size`; with `marked_in`, also
     /// `ext4_update_inode_fsync_trans` for the transaction the inode was marked dirty in (the
     /// fast path's, in the same lookup).
+    ///
+    /// Returns whether `i_disksize` moved: a write that grew the file and ended in a block
+    /// already allocated (not delayed, not unwritten) moves it at once
+    /// (`ext4_da_should_update_i_disksize` -> `ext4_update_i_disksize` in
+    /// `ext4_da_write_end`, 3.10); no writeback will allocate that block and move it later.
+    /// The inode then changed its on-disk size: a datasync change (`ext4_do_update_inode`'s
+    /// `need_datasync`).
     fn note_write_end(
         &self,
         ino: Ino,
         reserved: bool,
         new_size: Option<u64>,
         marked_in: Option<crate::fs::jbd2::Tid>,
-    ) {
+    ) -> bool {
+        let allocated_end = new_size.is_some_and(|size| {
+            let lblk = size.saturating_sub(1) / PAGE_SIZE;
+            let alloc = self.alloc.borrow();
+            size > 0 && alloc.map_block(ino, lblk).is_some() && !alloc.has_unwritten(ino, lblk, 1)
+        });
         let mut inodes = self.inodes.borrow_mut();
         let info = inodes.entry(ino).or_default();
         if reserved {
             info.delalloc_pages += 1;
         }
+        let mut disksize_moved = false;
         if let Some(size) = new_size {
             info.size = info.size.max(size);
+            if allocated_end && size > info.disksize {
+                info.disksize = size;
+                disksize_moved = true;
+            }
         }
         if let Some(tid) = marked_in {
             info.sync_tid = info.sync_tid.max(tid);
+            if disksize_moved {
+                info.datasync_tid = info.datasync_tid.max(tid);
+            }
         }
+        disksize_moved
     }
 
     /// `ext4_da_write_end`: the page is dirty; `reserved` when it needed a delayed block (it was
@@ -185,11 +208,14 @@ impl Ext4 {
         new_size: Option<u64>,
     ) {
         let mut handle = handle;
-        self.note_write_end(ino, reserved, new_size, None);
+        let disksize_moved = self.note_write_end(ino, reserved, new_size, None);
         if new_size.is_some() {
-            // generic_write_end -> mark_inode_dirty: i_size changed (i_disksize waits for
-            // writeback with delayed allocation, so this is not a datasync change).
-            handle = self.mark_inode_dirty(sim, handle, ino, false).await;
+            // generic_write_end -> mark_inode_dirty: i_size changed. With delayed allocation
+            // i_disksize waits for writeback, so that is not a datasync change; a write ending
+            // in an allocated block moved i_disksize (`note_write_end`), which is.
+            handle = self
+                .mark_inode_dirty(sim, handle, ino, disksize_moved)
+                .await;
         }
         self.journal.stop(sim, handle).await;
     }
@@ -385,7 +411,9 @@ impl Ext4 {
             let mut inodes = self.inodes.borrow_mut();
             let info = inodes.entry(ino).or_default();
             info.size = new_size;
-            info.disksize = info.disksize.min(new_size);
+            // ext4_setattr sets i_disksize to the new size, and so does ext4_ext_truncate
+            // ("we have to know where to truncate from in crash case").
+            info.disksize = new_size;
             // Delayed pages past the end were dropped with the page cache.
             if new_size == 0 {
                 self.release_reservations(info.delalloc_pages);
@@ -419,12 +447,16 @@ impl Ext4 {
 
     /// `ext4_setattr` growing a file (`truncate` up, `ftruncate` past the end): the new size
     /// goes to the inode in a handle (`EXT4_HT_INODE`, 3 credits), no orphan, no blocks freed.
+    /// `i_disksize` too: 3.10's `ext4_setattr` calls `ext4_truncate` for every size change,
+    /// and `ext4_ext_truncate` sets `i_disksize = i_size` ("we have to know where to truncate
+    /// from in crash case"), a datasync change of the inode.
     pub async fn setattr_grow(&self, sim: &Sim, ino: Ino, new_size: u64) {
         let handle = self.start(sim, SETATTR_CREDITS).await;
         {
             let mut inodes = self.inodes.borrow_mut();
             let info = inodes.entry(ino).or_default();
             info.size = new_size;
+            info.disksize = new_size;
         }
         let handle = self.mark_inode_dirty(sim, handle, ino, true).await;
         self.journal.stop(sim, handle).await;

@@ -464,6 +464,9 @@ impl Journal {
         }
         let log_blocks = log_writes.len() as u64 + 1;
         self.wait_log_writes(sim, tid, &log_writes, &buffers).await;
+        // `commit_transaction->t_state = T_COMMIT_JFLUSH` (3.10), before
+        // `journal_submit_commit_record`.
+        self.state.borrow_mut().commit_record_out = Some(tid);
         let commit = match commit {
             Some(commit) => commit,
             None => self.submit_commit_block(sim, tid, issuer, None).await,
@@ -536,6 +539,7 @@ impl Journal {
             let committing = state.committing.take().expect("the committing transaction");
             assert_eq!(committing.tid, tid);
             state.data_flushed = None;
+            state.commit_record_out = None;
             drop(state);
             self.check_commit_done(sim, tid);
             let mut state = self.state.borrow_mut();

@@ -456,6 +456,10 @@ pub(crate) struct JournalState {
     /// device and, with an external journal, that device was flushed):
     /// `jbd2_trans_will_send_data_barrier` answers no after this point.
     pub data_flushed: Option<Tid>,
+    /// The committing transaction that reached `T_COMMIT_JFLUSH`: its log blocks are written
+    /// and its commit record is being submitted (with its preflush, on its own device), so a
+    /// data write that completes now is not covered by that flush.
+    pub commit_record_out: Option<Tid>,
 }
 
 /// Bound on commit records kept.
@@ -523,6 +527,7 @@ impl Journal {
                 stats: JournalStats::default(),
                 records: std::collections::VecDeque::new(),
                 data_flushed: None,
+                commit_record_out: None,
             }),
             buffers,
             data,

@@ -544,10 +544,11 @@ impl Journal {
 
     /// `jbd2_trans_will_send_data_barrier` (fs/jbd2/journal.c): whether the commit of `tid`
     /// will still flush the file system's device, so that `ext4_sync_file` need not. No when
-    /// barriers are off or `tid` has committed; while it commits, on its own device yes
-    /// (simplified: Linux says no once the commit record is being written, `T_COMMIT_JFLUSH`),
-    /// with an external journal yes if it has `t_need_data_flush` and has not flushed the data
-    /// device yet (`T_COMMIT_DFLUSH`); while it runs, yes, and in the behaviour of `version`:
+    /// barriers are off or `tid` has committed; while it commits, on its own device yes until
+    /// its commit record is being written (`T_COMMIT_JFLUSH`: the record's preflush is out, a
+    /// data write that completes after it is not covered), with an external journal yes if
+    /// it has `t_need_data_flush` and has not flushed the data device yet
+    /// (`T_COMMIT_DFLUSH`); while it runs, yes, and in the behaviour of `version`:
     /// - before Linux 6.15 (3.10 ... 6.6) nothing more: with an external journal the commit
     ///   flushes the data device only if something filed ordered data, so a yes for a
     ///   transaction that filed nothing leaves the data unflushed (the 3.10 hole);
@@ -564,8 +565,13 @@ impl Journal {
             return false;
         }
         let data_flushed = state.data_flushed;
+        let record_out = state.commit_record_out == Some(tid);
         if let Some(committing) = state.committing.as_ref().filter(|t| t.tid == tid) {
-            return !external || (committing.need_data_flush && data_flushed != Some(tid));
+            return if external {
+                committing.need_data_flush && data_flushed != Some(tid)
+            } else {
+                !record_out
+            };
         }
         if !version.will_send_data_barrier_marks_data_flush() {
             return true;
