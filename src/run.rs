@@ -3,7 +3,7 @@
 //! go in parallel threads; one run is single-threaded and deterministic.
 
 use crate::app::AppContext;
-use crate::block::fio::JobState;
+use crate::workload::fio::JobState;
 use crate::report::recorder::{blocked_map, Recorder};
 use crate::report::results::{RunResult, ScenarioResults, RESULTS_SCHEMA, RESULTS_VERSION};
 use crate::scenario::{

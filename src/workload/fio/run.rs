@@ -1,5 +1,5 @@
 //! fio jobs as workloads: an app of a scenario that runs one fio job (`[app.workload.fio]` holds
-//! fio's own options: `rw = "randread"`, `bs = "4k"`, `iodepth = 32`, ...; see `block::fio` for
+//! fio's own options: `rw = "randread"`, `bs = "4k"`, `iodepth = 32`, ...; see [`super::job`] for
 //! the supported subset), and `mobistack fio`, which runs a whole job file ([`run_fio_file`]).
 //!
 //! With `direct=1` a job's bios go straight to the block layer, tagged with the app's UID and
@@ -10,15 +10,16 @@
 //! `trim` operation in the app's results.
 
 use crate::app::AppContext;
-use crate::block::fio::{
-    build_queue, job_from_options, parse_job_file, DirectTarget, FioJob, IoFuture, IoHooks,
-    IoTimes, JobState, JobTarget, NoHooks, PrepareFuture, FIRST_PID,
+use super::engine::{
+    DirectTarget, IoFuture, IoHooks, IoTimes, JobState, JobTarget, NoHooks, PrepareFuture,
 };
+use super::job::{job_from_options, parse_job_file, FioJob, FIRST_PID};
+use super::output::{FioJobReport, FioReport, LeftAtEnd};
+use crate::block::build_queue;
 use crate::block::layer::BlockLayer;
 use crate::block::request::TaskRef;
 use crate::dev::{BlockDevice, IoOp};
 use crate::fs::vfs::{Process, Vfs, O_CREAT, O_RDWR};
-use crate::report::fio::{FioJobReport, FioReport, LeftAtEnd};
 use crate::report::recorder::OpTimer;
 use crate::sim::{Sim, Simulation, TaskId};
 use crate::units::{Nanos, SECTOR_SIZE};

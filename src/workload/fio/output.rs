@@ -8,7 +8,7 @@
 //! `clat_ns`, `lat_ns` with `min`, `max`, `mean`, `stddev`, `N` and a `percentile` map keyed
 //! "99.000000", `bw_*` and `iops_*` over 500 ms samples), `sync`, `iodepth_level`,
 //! `latency_ns` / `_us` / `_ms`. The numbers are read from what the job recorded as fio records
-//! it ([`crate::block::fio::LatencyStats`], [`crate::block::fio::LatencyRanges`]): min, max, and
+//! it ([`super::stats::LatencyStats`], [`super::stats::LatencyRanges`]): min, max, and
 //! `calc_lat`'s mean and standard deviation from Welford's running sums; percentiles
 //! (`calc_clat_percentiles`) and bins from the histogram `io_u_plat` (`plat_val_to_idx`: 64
 //! buckets per power of two, a value's bucket reported as its middle), so they are what fio
@@ -21,8 +21,9 @@
 //! fio lists them without `group_reporting`.
 
 use crate::block::blktrace::BlkTrace;
-pub use crate::block::fio::{plat_idx_to_val, plat_val_to_idx};
-use crate::block::fio::{DirectionStats, FioJob, JobStats, LatencyStats, DDIR_NAMES};
+use super::job::FioJob;
+pub use super::stats::{plat_idx_to_val, plat_val_to_idx};
+use super::stats::{DirectionStats, JobStats, LatencyStats, DDIR_NAMES};
 use crate::block::queue::QueueStats;
 use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC};
 use serde_json::{json, Map, Value};
@@ -162,7 +163,7 @@ pub struct LeftAtEnd {
     pub dirty_pages: u64,
 }
 
-/// Bandwidth (KiB/s) or IOPS samples of full [`crate::block::fio::SAMPLE_WINDOW_NS`] windows:
+/// Bandwidth (KiB/s) or IOPS samples of full [`super::stats::SAMPLE_WINDOW_NS`] windows:
 /// (min, max, mean, stddev, samples), as fio's `bw_stat` / `iops_stat`.
 fn window_stat(windows: &[u64], full: usize, per_second: f64) -> (u64, u64, f64, f64, u64) {
     let values: Vec<f64> = windows
@@ -286,8 +287,8 @@ impl FioReport {
         } else {
             0.0
         };
-        let full_windows = (report.elapsed_ns() / crate::block::fio::SAMPLE_WINDOW_NS) as usize;
-        let per_second = NS_PER_SEC as f64 / crate::block::fio::SAMPLE_WINDOW_NS as f64;
+        let full_windows = (report.elapsed_ns() / super::stats::SAMPLE_WINDOW_NS) as usize;
+        let per_second = NS_PER_SEC as f64 / super::stats::SAMPLE_WINDOW_NS as f64;
         let (bw_min, bw_max, bw_mean, bw_dev, bw_samples) =
             window_stat(&direction.window_bytes, full_windows, per_second / 1024.0);
         let (iops_min, iops_max, iops_mean, iops_dev, iops_samples) =
@@ -589,7 +590,7 @@ fn format_seconds(nanos: Nanos) -> String {
 
 /// `rw=` as fio prints it.
 fn rw_name(job: &FioJob) -> &'static str {
-    use crate::block::fio::RwMode;
+    use super::job::RwMode;
     match job.rw {
         RwMode::Read => "read",
         RwMode::Write => "write",
@@ -674,7 +675,7 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    use crate::block::fio::LatencyRanges;
+    use crate::workload::fio::stats::LatencyRanges;
 
     fn recorded(values: impl IntoIterator<Item = u64>) -> LatencyStats {
         let mut stats = LatencyStats::default();
