@@ -29,12 +29,12 @@
 //! would destroy it), so ext4's block mapping (and an overwrite's timestamp update) is in the
 //! real path.
 
-use crate::workload::fio::{FioJob, JobState, RwMode};
 use crate::dev::IoOp;
 use crate::scenario::{AppConfig, WorkloadConfig};
 use crate::sim::Rng;
 use crate::workload::file::{FileReadConfig, FsyncWriteConfig, SeqWriteConfig, WriteMode};
 use crate::workload::fio::FioWorkloadConfig;
+use crate::workload::fio::{FioJob, JobState, RwMode};
 use crate::workload::ops::{expand, OpenFlag, OpsConfig, Step, Transfer};
 use crate::workload::sqlite::SqliteConfig;
 use std::collections::BTreeMap;

@@ -13,9 +13,12 @@ pub mod run;
 pub mod stats;
 
 pub use engine::{
-    DirectTarget, IoFuture, IoHooks, IoTimes, JobState, JobTarget, NoHooks, PrepareFuture,
+    DirectTarget, IoFuture, IoHooks, IoTimes, JobState, JobTarget, NextIo, NoHooks, PrepareFuture,
 };
-pub use job::{job_from_options, parse_job_file, FioJob, RwMode, FIO_DIRECTORY, FIRST_PID};
+pub use job::{
+    job_from_options, parse_job_file, parse_job_file_env, BlockSizes, Distribution, FioJob, RwMode,
+    FIO_DIRECTORY, FIRST_PID,
+};
 pub use output::{FioJobReport, FioReport, LeftAtEnd};
 pub use run::{
     bench, run_fio, run_fio_classified, run_fio_file, run_fio_file_classified, start,

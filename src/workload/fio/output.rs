@@ -20,10 +20,10 @@
 //! device and elevator). Each job clone of `numjobs` is its own entry under the job's name, as
 //! fio lists them without `group_reporting`.
 
-use crate::block::blktrace::BlkTrace;
 use super::job::FioJob;
 pub use super::stats::{plat_idx_to_val, plat_val_to_idx};
 use super::stats::{DirectionStats, JobStats, LatencyStats, DDIR_NAMES};
+use crate::block::blktrace::BlkTrace;
 use crate::block::queue::QueueStats;
 use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC};
 use serde_json::{json, Map, Value};
@@ -112,6 +112,8 @@ pub struct FioJobReport {
     pub groupid: u32,
     pub pid: u32,
     pub stats: JobStats,
+    /// The job clones reported as this one: 1, or a group's with `group_reporting`.
+    pub clones: u32,
 }
 
 impl FioJobReport {
@@ -386,9 +388,34 @@ impl FioReport {
         })
     }
 
+    /// The jobs as fio reports them: each clone, except that the clones of a reporting group
+    /// whose jobs set `group_reporting` are one entry, named after the group's first job
+    /// (stat.c `__show_run_stats`: one `thread_stat` per group then).
+    pub fn reported(&self) -> Vec<FioJobReport> {
+        let mut out: Vec<FioJobReport> = Vec::new();
+        for report in &self.jobs {
+            match out.last_mut() {
+                Some(last)
+                    if report.job.group_reporting
+                        && last.job.group_reporting
+                        && last.groupid == report.groupid =>
+                {
+                    last.stats.merge(&report.stats);
+                    last.clones += report.clones;
+                }
+                _ => out.push(report.clone()),
+            }
+        }
+        out
+    }
+
     /// fio's JSON (`--output-format=json`), or json+ with the histogram bins (`plus`).
     pub fn json(&self, plus: bool) -> Value {
-        let jobs: Vec<Value> = self.jobs.iter().map(|j| self.job_json(j, plus)).collect();
+        let jobs: Vec<Value> = self
+            .reported()
+            .iter()
+            .map(|j| self.job_json(j, plus))
+            .collect();
         json!({
             "fio version": FIO_VERSION,
             "timestamp": 0,
@@ -412,13 +439,19 @@ impl FioReport {
         let mut out = String::new();
         for report in &self.jobs {
             let job = &report.job;
-            let bs = job.bs;
+            let range = |d: usize| {
+                let sizes = job.block_sizes(d);
+                format!("{}B-{}B", sizes.min(), sizes.max())
+            };
             let _ = writeln!(
                 out,
-                "{}: (g={}): rw={}, bs=(R) {bs}B-{bs}B, (W) {bs}B-{bs}B, (T) {bs}B-{bs}B, ioengine={}, iodepth={}",
+                "{}: (g={}): rw={}, bs=(R) {}, (W) {}, (T) {}, ioengine={}, iodepth={}",
                 job.name,
                 report.groupid,
                 rw_name(job),
+                range(0),
+                range(1),
+                range(2),
                 job.ioengine,
                 job.iodepth
             );
@@ -430,7 +463,7 @@ impl FioReport {
             self.elevator,
             format_seconds(self.end_ns)
         );
-        for report in &self.jobs {
+        for report in &self.reported() {
             out.push('\n');
             self.job_text(report, &mut out);
         }
@@ -510,9 +543,10 @@ impl FioReport {
         let job = &report.job;
         let _ = writeln!(
             out,
-            "{}: (groupid={}, jobs=1): err= 0: pid={}: virtual time {:.3}-{:.3} s",
+            "{}: (groupid={}, jobs={}): err= 0: pid={}: virtual time {:.3}-{:.3} s",
             job.name,
             report.groupid,
+            report.clones,
             report.pid,
             report.stats.start_ns as f64 / 1e9,
             report.stats.end_ns as f64 / 1e9

@@ -102,6 +102,29 @@ impl LatencyStats {
         self.plat[plat_val_to_idx(nanos)] += 1;
     }
 
+    /// Adds `other`'s latencies, as fio's `sum_stat` (stat.c) sums the jobs of a reporting
+    /// group (`group_reporting`): min, max, the counts, the means weighted by their counts,
+    /// Chan's combination of the `S` sums, and the histograms.
+    pub fn merge(&mut self, other: &LatencyStats) {
+        if other.samples == 0 {
+            return;
+        }
+        if self.samples == 0 {
+            *self = other.clone();
+            return;
+        }
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        let (n1, n2) = (self.samples as f64, other.samples as f64);
+        let delta = other.mean - self.mean;
+        self.mean = (other.mean * n2 + self.mean * n1) / (n1 + n2);
+        self.s += other.s + delta * delta * n1 * n2 / (n1 + n2);
+        self.samples += other.samples;
+        for (mine, theirs) in self.plat.iter_mut().zip(&other.plat) {
+            *mine += theirs;
+        }
+    }
+
     /// The number of latencies recorded.
     pub fn samples(&self) -> u64 {
         self.samples
@@ -208,6 +231,61 @@ pub struct DirectionStats {
     pub window_ios: Vec<u64>,
 }
 
+impl DirectionStats {
+    /// Adds another job's I/O of this direction (`group_reporting`): the counts, the
+    /// latencies, and the sample windows counted from each job's start.
+    pub fn merge(&mut self, other: &DirectionStats) {
+        self.ios += other.ios;
+        self.bytes += other.bytes;
+        self.slat.merge(&other.slat);
+        self.clat.merge(&other.clat);
+        self.lat.merge(&other.lat);
+        for (mine, theirs) in [
+            (&mut self.window_bytes, &other.window_bytes),
+            (&mut self.window_ios, &other.window_ios),
+        ] {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), 0);
+            }
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                *m += t;
+            }
+        }
+    }
+}
+
+impl JobStats {
+    /// Adds another job's statistics (`group_reporting`, stat.c `sum_thread_stats`): the
+    /// directions, depths and latency ranges; the run spans both.
+    pub fn merge(&mut self, other: &JobStats) {
+        for (mine, theirs) in self.directions.iter_mut().zip(&other.directions) {
+            mine.merge(theirs);
+        }
+        for (mine, theirs) in self.depth_buckets.iter_mut().zip(&other.depth_buckets) {
+            *mine += theirs;
+        }
+        for (mine, theirs) in self
+            .lat_ranges
+            .nsec
+            .iter_mut()
+            .chain(self.lat_ranges.usec.iter_mut())
+            .chain(self.lat_ranges.msec.iter_mut())
+            .zip(
+                other
+                    .lat_ranges
+                    .nsec
+                    .iter()
+                    .chain(&other.lat_ranges.usec)
+                    .chain(&other.lat_ranges.msec),
+            )
+        {
+            *mine += theirs;
+        }
+        self.start_ns = self.start_ns.min(other.start_ns);
+        self.end_ns = self.end_ns.max(other.end_ns);
+    }
+}
+
 /// What one job clone did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobStats {
@@ -233,7 +311,6 @@ pub(super) fn depth_bucket(depth: u32) -> usize {
         _ => 6,
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -360,5 +437,4 @@ mod tests {
         assert_eq!(ranges.msec, [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2]);
         assert_eq!(ranges.total(), 12);
     }
-
 }
