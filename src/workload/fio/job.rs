@@ -837,10 +837,11 @@ fn parse_bssplit(option: &str, value: &str, part: &str) -> Result<BlockSizes, St
     }
     let share = if missing == 1 && entries.len() == 1 {
         100
-    } else if missing > 0 {
-        100u32.saturating_sub(given) / missing
     } else {
-        0
+        100u32
+            .saturating_sub(given)
+            .checked_div(missing)
+            .unwrap_or(0)
     };
     let mut split: Vec<(u64, u32)> = entries
         .into_iter()
