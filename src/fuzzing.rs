@@ -182,7 +182,7 @@ fn engine_finding(error: &SimError) -> String {
 /// ends a sized job), its region to [`Budget::max_job_bytes`], its clones and depth too.
 pub fn fio_job_file(text: &str) -> Outcome {
     let (options, body) = directives(text);
-    let mut jobs = crate::block::fio::parse_job_file(body).map_err(Error::Input)?;
+    let mut jobs = crate::workload::fio::parse_job_file(body).map_err(Error::Input)?;
     jobs.truncate(BUDGET.max_jobs);
     for job in &mut jobs {
         job.runtime = Some(job.runtime.unwrap_or(Nanos::MAX).min(BUDGET.virtual_ns));

@@ -716,7 +716,7 @@ fn cmd_fio(
     seed: u64,
     format: &str,
 ) -> ExitCode {
-    use mobistack::workload::fio::{run_fio_file_classified, FioError, FioOptions};
+    use mobistack::workload::fio::{parse_job_file_env, run_fio_classified, FioError, FioOptions};
     let plus = match format {
         "normal" | "json" => false,
         "json+" => true,
@@ -735,6 +735,21 @@ fn cmd_fio(
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
+    // `${VAR}` from the environment, as fio reads it.
+    let jobs = match parse_job_file_env(&text, &|name| std::env::var(name).ok()) {
+        Ok(jobs) => jobs,
+        Err(e) => {
+            eprintln!("error: {}: {e}", jobfile.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    // Options that change nothing in a simulation are said, never ignored silently.
+    let mut said = std::collections::BTreeSet::new();
+    for note in jobs.iter().flat_map(|job| &job.notes) {
+        if said.insert(note.clone()) {
+            eprintln!("note: {}: {note}", jobfile.display());
+        }
+    }
     let config = mobistack::dev::DeviceConfig {
         profile: profile.to_string(),
         ..Default::default()
@@ -766,7 +781,7 @@ fn cmd_fio(
         progress: Some(Arc::new(move |now| hook.update(0, now))),
         ..FioOptions::default()
     };
-    let report = run_fio_file_classified(&text, device, elevator, options);
+    let report = run_fio_classified(&jobs, device, elevator, options);
     progress.finish();
     let report = match report {
         Ok(report) => report,

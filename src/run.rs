@@ -3,7 +3,6 @@
 //! go in parallel threads; one run is single-threaded and deterministic.
 
 use crate::app::AppContext;
-use crate::block::fio::JobState;
 use crate::report::recorder::{blocked_map, Recorder};
 use crate::report::results::{RunResult, ScenarioResults, RESULTS_SCHEMA, RESULTS_VERSION};
 use crate::scenario::{
@@ -13,6 +12,7 @@ use crate::sim::{BlockedTimes, Rng, RunEnd, Sim, Simulation, TaskId};
 use crate::stack::Stack;
 use crate::task::ForegroundState;
 use crate::units::Nanos;
+use crate::workload::fio::JobState;
 use crate::workload::{file, ops, toy};
 use std::cell::RefCell;
 use std::collections::BTreeMap;

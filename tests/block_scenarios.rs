@@ -90,7 +90,7 @@ fn fio_options_in_an_app_are_checked_by_name_at_their_line() {
     );
     let err = edit("bs = \"4k\"", "bs = \"4k\"\nzonemode = \"zbd\"").unwrap_err();
     assert!(
-        err.message.contains("unsupported fio option `zonemode`"),
+        err.message.contains("fio option `zonemode`: zoned I/O"),
         "{err}"
     );
     assert_eq!(

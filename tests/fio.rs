@@ -17,7 +17,7 @@ fn device() -> Box<FixedLatencyDevice> {
     Box::new(FixedLatencyDevice::new(4, 100_000, 200_000_000))
 }
 
-fn run(text: &str) -> mobistack::report::fio::FioReport {
+fn run(text: &str) -> mobistack::workload::fio::FioReport {
     run_fio_file(text, device(), "noop", FioOptions::default()).unwrap()
 }
 

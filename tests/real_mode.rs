@@ -439,7 +439,7 @@ count = 50
     let results: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let run = &results["runs"][0];
     let apps = &run["apps"];
-    // Not time-based: a job issues `size` / `bs` I/Os (src/block/fio.rs `next_io`).
+    // Not time-based: a job issues `size` / `bs` I/Os (src/workload/fio/engine.rs `next_io`).
     assert_eq!(apps["rand"]["ops"]["read"]["count"], 4096, "{run}");
     assert_eq!(apps["rand"]["counters"]["bytes"], 16 << 20);
     assert_eq!(apps["seqw"]["ops"]["write"]["count"], 128, "{run}");

@@ -8,7 +8,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    match mobistack::block::fio::parse_job_file(text) {
+    match mobistack::workload::fio::parse_job_file(text) {
         Ok(jobs) => {
             for job in &jobs {
                 let _ = job.check_region(8 << 30);

@@ -7,7 +7,6 @@
 
 pub mod blktrace;
 pub mod elevator;
-pub mod fio;
 pub mod layer;
 pub mod qasio;
 pub mod queue;
@@ -674,6 +673,22 @@ impl BlockConfig {
         }
         Ok(())
     }
+}
+
+/// The request queue of a device under `elevator`, with its allocation model, optionally tracing
+/// under the device's numbers (`179,0` mmcblk0 for eMMC and SD, `8,0` sda for UFS and SATA).
+/// Shared by `mobistack fio` and the scenario stack.
+pub fn build_queue(
+    device: Box<dyn crate::dev::BlockDevice>,
+    elevator: &str,
+    trace: bool,
+) -> Result<queue::RequestQueue, String> {
+    let config = BlockConfig {
+        elevator: elevator.to_string(),
+        blktrace: trace,
+        ..BlockConfig::default()
+    };
+    queue::RequestQueue::from_config(device, &config, &crate::kernel::KernelConfig::default())
 }
 
 #[cfg(test)]

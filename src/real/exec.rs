@@ -14,7 +14,7 @@
 //! with a `cgroup` joins it with its thread before its workload starts (src/real/cgroup.rs).
 //! Paths are the scenario's, under the mount
 //! point. The workloads' own choices come from their own code: `fio`'s I/Os from its
-//! [`JobState`] (src/block/fio.rs `next_io`, `rate_due`), `file-read`'s and `fsync-write`'s
+//! [`JobState`] (src/workload/fio/engine.rs `next_io`, `rate_due`), `file-read`'s and `fsync-write`'s
 //! offsets from `FileReadConfig::next_read` / `FsyncWriteConfig::next_write`, each with the
 //! simulation's generator stream of the scenario's first seed ([`Rng::named`]), so a real run
 //! reads and writes the very offsets of the simulated run with that seed.
@@ -29,12 +29,12 @@
 //! would destroy it), so ext4's block mapping (and an overwrite's timestamp update) is in the
 //! real path.
 
-use crate::block::fio::{FioJob, JobState, RwMode};
 use crate::dev::IoOp;
 use crate::scenario::{AppConfig, WorkloadConfig};
 use crate::sim::Rng;
 use crate::workload::file::{FileReadConfig, FsyncWriteConfig, SeqWriteConfig, WriteMode};
 use crate::workload::fio::FioWorkloadConfig;
+use crate::workload::fio::{FioJob, JobState, RwMode};
 use crate::workload::ops::{expand, OpenFlag, OpsConfig, Step, Transfer};
 use crate::workload::sqlite::SqliteConfig;
 use std::collections::BTreeMap;
@@ -606,7 +606,7 @@ fn file_read(ctx: &mut Ctx, config: &FileReadConfig) -> Result<(), Failed> {
     Ok(())
 }
 
-/// `fio`: src/workload/fio.rs `start` (one job per app, `numjobs` clones, each with
+/// `fio`: src/workload/fio/run.rs `start` (one job per app, `numjobs` clones, each with
 /// `effective_iodepth` submitters), every clone on its own file (module doc).
 fn fio(ctx: &mut Ctx, config: &FioWorkloadConfig) -> Result<(), Failed> {
     let clones = match fio_clones(config, &ctx.run.name) {

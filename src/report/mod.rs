@@ -3,7 +3,6 @@
 
 pub mod compare;
 pub mod csv;
-pub mod fio;
 pub mod html;
 pub mod layers;
 pub mod perfetto;

@@ -6,7 +6,7 @@
 pub mod bench;
 pub mod toy;
 
-use crate::block::fio::build_queue;
+use crate::block::build_queue;
 use crate::block::layer::BlockLayer;
 use crate::block::queue::RequestQueue;
 use crate::scenario::StackConfig;

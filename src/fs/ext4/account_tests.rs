@@ -36,7 +36,7 @@ impl Rig {
     fn with_kernel(fs: Ext4Config, device: FixedLatencyDevice, version: KernelVersion) -> Rig {
         let sim = Simulation::new(1);
         let device = Box::new(device);
-        let queue = crate::block::fio::build_queue(device, "noop", true).expect("noop");
+        let queue = crate::block::build_queue(device, "noop", true).expect("noop");
         let layer = crate::block::layer::BlockLayer::new(&sim.handle(), queue);
         let kernel = KernelConfig {
             version,

@@ -33,7 +33,7 @@ impl Rig {
         let sim = Simulation::new(1);
         let handle = sim.handle();
         let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
-        let queue = crate::block::fio::build_queue(device, "noop", false).expect("noop");
+        let queue = crate::block::build_queue(device, "noop", false).expect("noop");
         let layer = crate::block::layer::BlockLayer::new(&handle, queue);
         let bdev = QueueSubmit::new(layer, Rc::new(Cell::new(1)));
         let cpu = CpuConfig::zero_cost();

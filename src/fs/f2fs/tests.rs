@@ -34,7 +34,7 @@ impl Rig {
         let sim = Simulation::new(1);
         // 100 us + 50 MB/s (eMMC 4.5 sequential write, REFERENCES.md), one slot.
         let device = Box::new(FixedLatencyDevice::new(1, 100 * NS_PER_US, 50_000_000));
-        let queue = crate::block::fio::build_queue(device, "noop", true).expect("noop");
+        let queue = crate::block::build_queue(device, "noop", true).expect("noop");
         let layer = crate::block::layer::BlockLayer::new(&sim.handle(), queue);
         let vfs = crate::stack::storage_with_fs_on_layer(
             &sim.handle(),

@@ -8,7 +8,7 @@
 //! `clat_ns`, `lat_ns` with `min`, `max`, `mean`, `stddev`, `N` and a `percentile` map keyed
 //! "99.000000", `bw_*` and `iops_*` over 500 ms samples), `sync`, `iodepth_level`,
 //! `latency_ns` / `_us` / `_ms`. The numbers are read from what the job recorded as fio records
-//! it ([`crate::block::fio::LatencyStats`], [`crate::block::fio::LatencyRanges`]): min, max, and
+//! it ([`super::stats::LatencyStats`], [`super::stats::LatencyRanges`]): min, max, and
 //! `calc_lat`'s mean and standard deviation from Welford's running sums; percentiles
 //! (`calc_clat_percentiles`) and bins from the histogram `io_u_plat` (`plat_val_to_idx`: 64
 //! buckets per power of two, a value's bucket reported as its middle), so they are what fio
@@ -20,9 +20,10 @@
 //! device and elevator). Each job clone of `numjobs` is its own entry under the job's name, as
 //! fio lists them without `group_reporting`.
 
+use super::job::FioJob;
+pub use super::stats::{plat_idx_to_val, plat_val_to_idx};
+use super::stats::{DirectionStats, JobStats, LatencyStats, DDIR_NAMES};
 use crate::block::blktrace::BlkTrace;
-pub use crate::block::fio::{plat_idx_to_val, plat_val_to_idx};
-use crate::block::fio::{DirectionStats, FioJob, JobStats, LatencyStats, DDIR_NAMES};
 use crate::block::queue::QueueStats;
 use crate::units::{Nanos, NS_PER_MS, NS_PER_SEC};
 use serde_json::{json, Map, Value};
@@ -111,6 +112,8 @@ pub struct FioJobReport {
     pub groupid: u32,
     pub pid: u32,
     pub stats: JobStats,
+    /// The job clones reported as this one: 1, or a group's with `group_reporting`.
+    pub clones: u32,
 }
 
 impl FioJobReport {
@@ -162,7 +165,7 @@ pub struct LeftAtEnd {
     pub dirty_pages: u64,
 }
 
-/// Bandwidth (KiB/s) or IOPS samples of full [`crate::block::fio::SAMPLE_WINDOW_NS`] windows:
+/// Bandwidth (KiB/s) or IOPS samples of full [`super::stats::SAMPLE_WINDOW_NS`] windows:
 /// (min, max, mean, stddev, samples), as fio's `bw_stat` / `iops_stat`.
 fn window_stat(windows: &[u64], full: usize, per_second: f64) -> (u64, u64, f64, f64, u64) {
     let values: Vec<f64> = windows
@@ -286,8 +289,8 @@ impl FioReport {
         } else {
             0.0
         };
-        let full_windows = (report.elapsed_ns() / crate::block::fio::SAMPLE_WINDOW_NS) as usize;
-        let per_second = NS_PER_SEC as f64 / crate::block::fio::SAMPLE_WINDOW_NS as f64;
+        let full_windows = (report.elapsed_ns() / super::stats::SAMPLE_WINDOW_NS) as usize;
+        let per_second = NS_PER_SEC as f64 / super::stats::SAMPLE_WINDOW_NS as f64;
         let (bw_min, bw_max, bw_mean, bw_dev, bw_samples) =
             window_stat(&direction.window_bytes, full_windows, per_second / 1024.0);
         let (iops_min, iops_max, iops_mean, iops_dev, iops_samples) =
@@ -385,9 +388,34 @@ impl FioReport {
         })
     }
 
+    /// The jobs as fio reports them: each clone, except that the clones of a reporting group
+    /// whose jobs set `group_reporting` are one entry, named after the group's first job
+    /// (stat.c `__show_run_stats`: one `thread_stat` per group then).
+    pub fn reported(&self) -> Vec<FioJobReport> {
+        let mut out: Vec<FioJobReport> = Vec::new();
+        for report in &self.jobs {
+            match out.last_mut() {
+                Some(last)
+                    if report.job.group_reporting
+                        && last.job.group_reporting
+                        && last.groupid == report.groupid =>
+                {
+                    last.stats.merge(&report.stats);
+                    last.clones += report.clones;
+                }
+                _ => out.push(report.clone()),
+            }
+        }
+        out
+    }
+
     /// fio's JSON (`--output-format=json`), or json+ with the histogram bins (`plus`).
     pub fn json(&self, plus: bool) -> Value {
-        let jobs: Vec<Value> = self.jobs.iter().map(|j| self.job_json(j, plus)).collect();
+        let jobs: Vec<Value> = self
+            .reported()
+            .iter()
+            .map(|j| self.job_json(j, plus))
+            .collect();
         json!({
             "fio version": FIO_VERSION,
             "timestamp": 0,
@@ -411,13 +439,19 @@ impl FioReport {
         let mut out = String::new();
         for report in &self.jobs {
             let job = &report.job;
-            let bs = job.bs;
+            let range = |d: usize| {
+                let sizes = job.block_sizes(d);
+                format!("{}B-{}B", sizes.min(), sizes.max())
+            };
             let _ = writeln!(
                 out,
-                "{}: (g={}): rw={}, bs=(R) {bs}B-{bs}B, (W) {bs}B-{bs}B, (T) {bs}B-{bs}B, ioengine={}, iodepth={}",
+                "{}: (g={}): rw={}, bs=(R) {}, (W) {}, (T) {}, ioengine={}, iodepth={}",
                 job.name,
                 report.groupid,
                 rw_name(job),
+                range(0),
+                range(1),
+                range(2),
                 job.ioengine,
                 job.iodepth
             );
@@ -429,7 +463,7 @@ impl FioReport {
             self.elevator,
             format_seconds(self.end_ns)
         );
-        for report in &self.jobs {
+        for report in &self.reported() {
             out.push('\n');
             self.job_text(report, &mut out);
         }
@@ -509,9 +543,10 @@ impl FioReport {
         let job = &report.job;
         let _ = writeln!(
             out,
-            "{}: (groupid={}, jobs=1): err= 0: pid={}: virtual time {:.3}-{:.3} s",
+            "{}: (groupid={}, jobs={}): err= 0: pid={}: virtual time {:.3}-{:.3} s",
             job.name,
             report.groupid,
+            report.clones,
             report.pid,
             report.stats.start_ns as f64 / 1e9,
             report.stats.end_ns as f64 / 1e9
@@ -589,7 +624,7 @@ fn format_seconds(nanos: Nanos) -> String {
 
 /// `rw=` as fio prints it.
 fn rw_name(job: &FioJob) -> &'static str {
-    use crate::block::fio::RwMode;
+    use super::job::RwMode;
     match job.rw {
         RwMode::Read => "read",
         RwMode::Write => "write",
@@ -674,7 +709,7 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    use crate::block::fio::LatencyRanges;
+    use crate::workload::fio::stats::LatencyRanges;
 
     fn recorded(values: impl IntoIterator<Item = u64>) -> LatencyStats {
         let mut stats = LatencyStats::default();

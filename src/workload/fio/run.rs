@@ -1,5 +1,5 @@
 //! fio jobs as workloads: an app of a scenario that runs one fio job (`[app.workload.fio]` holds
-//! fio's own options: `rw = "randread"`, `bs = "4k"`, `iodepth = 32`, ...; see `block::fio` for
+//! fio's own options: `rw = "randread"`, `bs = "4k"`, `iodepth = 32`, ...; see [`super::job`] for
 //! the supported subset), and `mobistack fio`, which runs a whole job file ([`run_fio_file`]).
 //!
 //! With `direct=1` a job's bios go straight to the block layer, tagged with the app's UID and
@@ -9,16 +9,17 @@
 //! followed by its default `invalidate=1` leaves it. Each completed I/O is one `read`, `write` or
 //! `trim` operation in the app's results.
 
-use crate::app::AppContext;
-use crate::block::fio::{
-    build_queue, job_from_options, parse_job_file, DirectTarget, FioJob, IoFuture, IoHooks,
-    IoTimes, JobState, JobTarget, NoHooks, PrepareFuture, FIRST_PID,
+use super::engine::{
+    DirectTarget, IoFuture, IoHooks, IoTimes, JobState, JobTarget, NoHooks, PrepareFuture,
 };
+use super::job::{job_from_options, parse_job_file, FioJob, FIRST_PID};
+use super::output::{FioJobReport, FioReport, LeftAtEnd};
+use crate::app::AppContext;
+use crate::block::build_queue;
 use crate::block::layer::BlockLayer;
 use crate::block::request::TaskRef;
 use crate::dev::{BlockDevice, IoOp};
-use crate::fs::vfs::{Process, Vfs, O_CREAT, O_RDWR};
-use crate::report::fio::{FioJobReport, FioReport, LeftAtEnd};
+use crate::fs::vfs::{Process, Vfs, O_CREAT, O_DIRECT, O_RDWR};
 use crate::report::recorder::OpTimer;
 use crate::sim::{Sim, Simulation, TaskId};
 use crate::units::{Nanos, SECTOR_SIZE};
@@ -59,10 +60,11 @@ impl FioWorkloadConfig {
         job_from_options(app, &pairs).map_err(|e| format!("[app.workload.fio]: {e}"))
     }
 
-    /// Whether the job does buffered I/O (`direct=0`, fio's default), so the stack needs the
-    /// page cache and a file system.
+    /// Whether the job does its I/O on a file (buffered, fio's default `direct=0`, or
+    /// O_DIRECT with a `filename` or `directory`), so the stack needs the page cache and a
+    /// file system.
     pub fn is_buffered(&self) -> bool {
-        self.job("app").is_ok_and(|job| !job.direct)
+        self.job("app").is_ok_and(|job| !job.on_device())
     }
 }
 
@@ -100,11 +102,15 @@ fn op_name(op: IoOp) -> &'static str {
     }
 }
 
-/// Buffered I/O (`direct=0`): `pread` / `pwrite` of a file through the page cache.
+/// I/O on a file of the file system: `pread` / `pwrite` through the page cache (`direct=0`), or
+/// with O_DIRECT (`direct=1`: fio opens its files with `O_DIRECT`, filesetup.c
+/// `file_open`), which the VFS turns into bios of the file's blocks.
 pub struct BufferedTarget {
     vfs: Rc<Vfs>,
     process: Process,
     path: String,
+    /// Open with `O_DIRECT`.
+    direct: bool,
     /// The open file, once the first submitter opened it (`prepare`).
     fd: Cell<Option<i32>>,
     opening: Cell<bool>,
@@ -127,6 +133,7 @@ impl BufferedTarget {
         task: &TaskRef,
         path: &str,
         bytes: u64,
+        direct: bool,
     ) -> Result<BufferedTarget, String> {
         let parent = match path.rfind('/') {
             Some(0) | None => "/",
@@ -143,12 +150,21 @@ impl BufferedTarget {
             vfs,
             process,
             path: path.to_string(),
+            direct,
             fd: Cell::new(None),
             opening: Cell::new(false),
             opened: crate::sim::sync::WaitQueue::new(),
             failed: RefCell::new(None),
             buffers: RefCell::new(Vec::new()),
         })
+    }
+}
+
+impl BufferedTarget {
+    /// `open`'s flags: read-write, created, and `O_DIRECT` for `direct=1`.
+    fn open_flags(&self) -> u32 {
+        let direct = if self.direct { O_DIRECT } else { 0 };
+        O_CREAT | O_RDWR | direct
     }
 }
 
@@ -168,7 +184,7 @@ impl JobTarget for BufferedTarget {
             } else {
                 match self
                     .vfs
-                    .open(sim, &self.process, &self.path, O_CREAT | O_RDWR)
+                    .open(sim, &self.process, &self.path, self.open_flags())
                     .await
                 {
                     Ok(fd) => self.fd.set(Some(fd)),
@@ -248,6 +264,7 @@ pub fn start(ctx: &AppContext, config: &FioWorkloadConfig) -> Result<Vec<TaskId>
         let state = Rc::new(JobState::new(
             FioJob {
                 name,
+                offset: clone_offset(&job, clone),
                 ..job.clone()
             },
             pid,
@@ -263,7 +280,7 @@ pub fn start(ctx: &AppContext, config: &FioWorkloadConfig) -> Result<Vec<TaskId>
             })
         };
         let task = task_ref(pid, ctx.uid, &ctx.name);
-        let target: Rc<dyn JobTarget> = if job.direct {
+        let target: Rc<dyn JobTarget> = if job.on_device() {
             Rc::new(DirectTarget {
                 layer: block.layer.clone(),
                 next_bio: block.next_bio.clone(),
@@ -282,12 +299,86 @@ pub fn start(ctx: &AppContext, config: &FioWorkloadConfig) -> Result<Vec<TaskId>
                 &task,
                 &job.file_path(clone),
                 state.file_bytes(),
+                job.direct,
             )?)
         };
         let handles = state.spawn(&ctx.sim, target, hooks);
         tasks.extend(handles.iter().map(|h| h.task()));
     }
     Ok(tasks)
+}
+
+/// The `offset` of clone `clone` of `job`: `offset + clone * offset_increment` (fio's
+/// `get_start_offset` with `subjob_number`).
+fn clone_offset(job: &FioJob, clone: u32) -> u64 {
+    job.offset
+        .saturating_add(job.offset_increment.saturating_mul(u64::from(clone)))
+}
+
+/// One job clone of `mobistack fio`, with its reporting group and its end.
+#[derive(Clone)]
+struct Member {
+    state: Rc<JobState>,
+    clone: u32,
+    /// The job's section (fio names every clone after it).
+    section: String,
+    groupid: u32,
+    done: Rc<Done>,
+}
+
+/// The end of a job clone, which `wait_for` waits for.
+#[derive(Default)]
+struct Done {
+    done: Cell<bool>,
+    queue: crate::sim::sync::WaitQueue,
+}
+
+impl Done {
+    async fn wait(&self, sim: &Sim) {
+        while !self.done.get() {
+            self.queue
+                .wait(
+                    sim,
+                    crate::sim::WaitReason::Completion,
+                    crate::sim::Blocker::None,
+                )
+                .await;
+        }
+    }
+
+    fn finish(&self, sim: &Sim) {
+        self.done.set(true);
+        self.queue.wake_all(sim);
+    }
+}
+
+/// Runs one clone once its group starts: after the jobs it `wait_for`s and its `startdelay`,
+/// its submitters; when they end, its end is signalled, and with `exitall` every other job
+/// stops (fio's `exitall`: "terminate all jobs when one finishes").
+async fn start_clone(
+    sim: Sim,
+    member: Member,
+    waits: Vec<Rc<Done>>,
+    target: Rc<dyn JobTarget>,
+    everyone: Rc<Vec<Rc<JobState>>>,
+) {
+    for done in &waits {
+        done.wait(&sim).await;
+    }
+    let job = &member.state.job;
+    if job.startdelay > 0 {
+        sim.sleep(job.startdelay).await;
+    }
+    let joins = member.state.spawn(&sim, target, |_| Rc::new(NoHooks));
+    for join in joins {
+        join.join(&sim).await;
+    }
+    member.done.finish(&sim);
+    if job.exitall {
+        for state in everyone.iter() {
+            state.stop();
+        }
+    }
 }
 
 fn task_ref(pid: u32, uid: u32, comm: &str) -> TaskRef {
@@ -352,7 +443,7 @@ pub fn run_fio_classified(
     }
     let layer = BlockLayer::new(&sim, queue);
     let next_bio = Rc::new(Cell::new(1u64));
-    let vfs = if jobs.iter().any(|job| !job.direct) {
+    let vfs = if jobs.iter().any(|job| !job.on_device()) {
         Some(crate::stack::storage_on_layer(
             &sim,
             options.vm.clone(),
@@ -364,14 +455,23 @@ pub fn run_fio_classified(
         None
     };
     let vfs_at_end = vfs.clone();
-    // Clones, grouped by stonewall.
-    let mut groups: Vec<Vec<(Rc<JobState>, u32)>> = Vec::new();
+    // Clones, grouped by stonewall (a group starts when the one before it ended), each with
+    // its reporting group (init.c `add_job`: a new one at a `stonewall` or `new_group` after
+    // jobs).
+    let mut groups: Vec<Vec<Member>> = Vec::new();
     let mut sections: Vec<String> = Vec::new();
     let mut pid = FIRST_PID;
+    let mut groupid = 0u32;
+    let mut jobs_in_group = 0u32;
     for job in jobs {
         if job.stonewall || groups.is_empty() {
             groups.push(Vec::new());
         }
+        if (job.stonewall || job.new_group) && jobs_in_group > 0 {
+            groupid += 1;
+            jobs_in_group = 0;
+        }
+        jobs_in_group += 1;
         for clone in 0..job.numjobs {
             let name = if job.numjobs > 1 {
                 format!("{}.{clone}", job.name)
@@ -382,6 +482,7 @@ pub fn run_fio_classified(
             let state = JobState::new(
                 FioJob {
                     name,
+                    offset: clone_offset(job, clone),
                     ..job.clone()
                 },
                 pid,
@@ -390,51 +491,69 @@ pub fn run_fio_classified(
                 capacity_bytes,
                 rng,
             )?;
-            groups
-                .last_mut()
-                .expect("a group exists")
-                .push((Rc::new(state), clone));
+            groups.last_mut().expect("a group exists").push(Member {
+                state: Rc::new(state),
+                clone,
+                section: job.name.clone(),
+                groupid,
+                done: Rc::new(Done::default()),
+            });
             sections.push(job.name.clone());
             pid += 1;
         }
     }
-    let all: Vec<(Rc<JobState>, u32)> = groups
-        .iter()
-        .enumerate()
-        .flat_map(|(g, group)| group.iter().map(move |(s, _)| (s.clone(), g as u32)))
-        .collect();
+    let all: Vec<Member> = groups.iter().flatten().cloned().collect();
+    let everyone: Rc<Vec<Rc<JobState>>> = Rc::new(all.iter().map(|c| c.state.clone()).collect());
     let handle = sim.clone();
     let coordinator_layer = layer.clone();
     let failure: Rc<RefCell<Option<String>>> = Rc::new(RefCell::new(None));
     let failed = failure.clone();
+    let waitees = all.clone();
     sim.spawn("fio", async move {
         for group in groups {
-            let mut joins = Vec::new();
-            for (state, clone) in group {
-                let target: Rc<dyn JobTarget> = if state.job.direct {
+            let mut starters = Vec::new();
+            for member in group {
+                // `wait_for`: every clone of the named job (init.c `wait_for_ok`: an earlier job).
+                let waits: Vec<Rc<Done>> = member
+                    .state
+                    .job
+                    .wait_for
+                    .as_ref()
+                    .map(|name| {
+                        waitees
+                            .iter()
+                            .filter(|c| &c.section == name)
+                            .map(|c| c.done.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let target: Rc<dyn JobTarget> = if member.state.job.on_device() {
                     Rc::new(DirectTarget {
                         layer: coordinator_layer.clone(),
                         next_bio: next_bio.clone(),
-                        task: task_ref(state.pid, 0, "fio"),
-                        ioprio: state.job.ioprio,
+                        task: task_ref(member.state.pid, 0, "fio"),
+                        ioprio: member.state.job.ioprio,
                     })
                 } else {
-                    let vfs = vfs.clone().expect("buffered jobs have a VFS");
-                    let task = task_ref(state.pid, 0, "fio");
-                    let path = state.job.file_path(clone);
-                    match BufferedTarget::new(&handle, vfs, &task, &path, state.file_bytes()) {
+                    let vfs = vfs.clone().expect("file jobs have a VFS");
+                    let task = task_ref(member.state.pid, 0, "fio");
+                    let path = member.state.job.file_path(member.clone);
+                    let bytes = member.state.file_bytes();
+                    let direct = member.state.job.direct;
+                    match BufferedTarget::new(&handle, vfs, &task, &path, bytes, direct) {
                         Ok(target) => Rc::new(target),
                         Err(message) => {
                             *failed.borrow_mut() =
-                                Some(format!("job `{}`: {message}", state.job.name));
+                                Some(format!("job `{}`: {message}", member.state.job.name));
                             return;
                         }
                     }
                 };
-                joins.extend(state.spawn(&handle, target, |_| Rc::new(NoHooks)));
+                let starter = start_clone(handle.clone(), member, waits, target, everyone.clone());
+                starters.push(handle.spawn("fio-start", starter));
             }
-            for join in joins {
-                join.join(&handle).await;
+            for starter in starters {
+                starter.join(&handle).await;
             }
         }
     });
@@ -444,7 +563,7 @@ pub fn run_fio_classified(
         return Err(FioError::Run(message));
     }
     // fio stops a job on its first error and exits with an error.
-    if let Some(error) = all.iter().find_map(|(state, _)| state.error()) {
+    if let Some(error) = all.iter().find_map(|member| member.state.error()) {
         return Err(FioError::Run(error));
     }
     let left_at_end = LeftAtEnd {
@@ -460,15 +579,16 @@ pub fn run_fio_classified(
     let reports = all
         .iter()
         .zip(sections)
-        .map(|((state, groupid), section)| FioJobReport {
+        .map(|(member, section)| FioJobReport {
             job: FioJob {
                 // fio names every clone after its section.
                 name: section,
-                ..state.job.clone()
+                ..member.state.job.clone()
             },
-            groupid: *groupid,
-            pid: state.pid,
-            stats: state.stats(),
+            groupid: member.groupid,
+            pid: member.state.pid,
+            stats: member.state.stats(),
+            clones: 1,
         })
         .collect();
     let (queue_stats, trace) = layer.with_queue(|queue| (queue.stats(), queue.trace().cloned()));
@@ -696,5 +816,71 @@ prioclass=3
         assert_eq!(read.slat.buckets().count(), 0);
         assert_eq!(read.clat.samples(), 16);
         assert_eq!(read.clat, read.lat);
+    }
+
+    /// fio's job control (init.c `add_job`, backend.c): `startdelay` delays a job's start,
+    /// `wait_for` starts a job when another ended, `exitall` ends every job when one ends,
+    /// `new_group` starts a reporting group without waiting, `group_reporting` reports a
+    /// group as one job (stat.c `sum_thread_stats`).
+    #[test]
+    fn job_control_and_group_reporting() {
+        let text = "[global]\ndirect=1\nrw=read\nbs=4k\nsize=400k\n\
+                    [first]\n\
+                    [late]\nstartdelay=50ms\n\
+                    [after]\nwait_for=first\nnew_group\n\
+                    [stopper]\nstonewall\nnumber_ios=5\nexitall\n\
+                    [stopped]\ntime_based\nruntime=10\n";
+        let device = FixedLatencyDevice::new(1, 100_000, 0);
+        let report = run_fio_file(text, Box::new(device), "noop", FioOptions::default()).unwrap();
+        let stats = |i: usize| &report.jobs[i].stats;
+        assert_eq!(stats(1).start_ns, 50 * NS_PER_MS);
+        assert!(stats(2).start_ns >= stats(0).end_ns);
+        let groups: Vec<u32> = report.jobs.iter().map(|j| j.groupid).collect();
+        assert_eq!(groups, [0, 0, 1, 2, 2]);
+        // exitall: the time-based job ends with the five-I/O one, not after 10 s.
+        assert_eq!(stats(3).directions[0].ios, 5);
+        assert!(
+            stats(4).end_ns < stats(3).end_ns + NS_PER_MS,
+            "{:?}",
+            stats(4)
+        );
+        // group_reporting: four clones reported as one job of four.
+        let text = "[g]\ndirect=1\nrw=randread\nsize=1m\nnumjobs=4\ngroup_reporting\n";
+        let device = FixedLatencyDevice::new(4, 100_000, 0);
+        let report = run_fio_file(text, Box::new(device), "noop", FioOptions::default()).unwrap();
+        assert_eq!(report.jobs.len(), 4);
+        let reported = report.reported();
+        assert_eq!((reported.len(), reported[0].clones), (1, 4));
+        assert_eq!(reported[0].stats.directions[0].ios, 4 * 256);
+        let json = report.json(false);
+        assert_eq!(json["jobs"].as_array().unwrap().len(), 1);
+        assert_eq!(json["jobs"][0]["read"]["clat_ns"]["N"], 1024);
+        assert!(report.text().contains("g: (groupid=0, jobs=4)"));
+    }
+
+    /// `direct=1` with a `filename` opens the file through the file system with O_DIRECT (fio's
+    /// filesetup.c `file_open`), not the raw device from sector 0: no page of it is cached or
+    /// left dirty, unlike the same job buffered.
+    #[test]
+    fn direct_with_a_filename_is_o_direct_on_the_file() {
+        let run = |direct: u32| {
+            let text =
+                format!("[w]\ndirect={direct}\nfilename=data.bin\nrw=write\nbs=64k\nsize=4m\n");
+            let device = FixedLatencyDevice::new(4, 50_000, 200_000_000);
+            run_fio_file(&text, Box::new(device), "noop", traced()).unwrap()
+        };
+        let direct = run(1);
+        assert_eq!(direct.jobs[0].stats.directions[1].bytes, 4 << 20);
+        assert_eq!(direct.left_at_end.dirty_pages, 0);
+        // The file's blocks are the file system's: the first write is not at sector 0.
+        let trace = direct.trace.as_ref().unwrap().to_blkparse();
+        assert!(
+            !trace
+                .lines()
+                .any(|l| l.contains(" Q ") && l.contains(" W") && l.contains(" 0 + ")),
+            "{trace}"
+        );
+        let buffered = run(0);
+        assert!(buffered.left_at_end.dirty_pages > 0);
     }
 }
