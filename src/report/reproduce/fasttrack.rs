@@ -8,6 +8,7 @@
 //! a Camera switch (its `fsync`). `--quick`: the Nexus 6 only.
 
 use super::{run_all, Headline, ReproduceOptions, Reproduction, Runs, Statistic, Table, TableRow};
+use crate::report::layers::Layer;
 use crate::scenario;
 
 /// The FG x BG scenarios: (built-in name, label, foreground app, its measured operation).
@@ -222,24 +223,65 @@ fn run_fig12(
     Ok(values)
 }
 
-/// The versions of the per-layer table: (label, variant of `fasttrack/camera-update`, with the
-/// background app).
+/// The versions of the per-layer tables: (label, variant, with the background app).
 const LAYER_VERSIONS: [(&str, &str, bool); 3] = [
     ("FG-only", "fg+bg", false),
-    ("FG+Update", "fg+bg", true),
-    ("FastT, FG+Update", "fastt", true),
+    ("FG+BG", "fg+bg", true),
+    ("FastT", "fastt", true),
 ];
 
-/// Camera's switch (`fsync`) under Update on the N6 (`linux` locking), split by layer from the
-/// recorded timeline, with C_fg (FastTrack §2.3): one row per [`LAYER_VERSIONS`]: mean ms of
-/// the switch, then of each layer, then C_fg and the timeline records dropped.
-fn run_layers(options: &ReproduceOptions) -> Result<Vec<TableRow>, String> {
-    let base = scenario::load("fasttrack/camera-update").map_err(|e| e.to_string())?;
+/// The user-visible actions split by layer (FastTrack §2.2's three use cases, under Update):
+/// (built-in scenario, action, foreground app, the operation that is the action). `--quick`
+/// splits the Camera switch only.
+const LAYER_ACTIONS: [(&str, &str, &str, &str); 3] = [
+    (
+        "fasttrack/camera-update",
+        "Camera switch (fsync) under Update",
+        "camera",
+        "fsync",
+    ),
+    (
+        "fasttrack/gallery-update",
+        "Gallery launch (iteration) under Update",
+        "gallery",
+        "iteration",
+    ),
+    (
+        "fasttrack/game-update",
+        "Game load (iteration) under Update",
+        "game",
+        "iteration",
+    ),
+];
+
+/// The per-layer split's columns: the action, each [`Layer`], C_fg, records dropped.
+fn layer_columns() -> Vec<String> {
+    std::iter::once("action".to_string())
+        .chain(Layer::ALL.iter().map(|l| l.name().to_string()))
+        .chain(["C_fg".to_string(), "records dropped".to_string()])
+        .collect()
+}
+
+/// Paths listed per version in the explanation of an action's split.
+const EXPLAINED_PATHS: usize = 8;
+
+/// One action (`scenario`'s `app` operation `op`) on the N6 under `page_cache_lock = "linux"`,
+/// split by layer from the recorded timeline, with C_fg (FastTrack §2.3): the split table (one
+/// row per [`LAYER_VERSIONS`]: mean ms of the action, of each layer, then C_fg and the
+/// timeline records dropped) and the explanation table (the longest paths of FG+BG and FastT,
+/// mean ms per action).
+fn run_layers(
+    scenario_name: &str,
+    app: &str,
+    op: &str,
+    options: &ReproduceOptions,
+) -> Result<(Vec<TableRow>, Vec<TableRow>), String> {
+    let base = scenario::load(scenario_name).map_err(|e| e.to_string())?;
     let run_options = crate::run::RunOptions {
         timeline: Some(crate::sim::timeline::TimelineConfig::without_counters()),
         ..options.run_options()
     };
-    let mut rows = Vec::new();
+    let (mut rows, mut explained) = (Vec::new(), Vec::new());
     for (label, variant, with_background) in LAYER_VERSIONS {
         let mut s = base.clone();
         s.select_variant(variant)?;
@@ -249,6 +291,7 @@ fn run_layers(options: &ReproduceOptions) -> Result<Vec<TableRow>, String> {
         }
         for v in &mut s.variants {
             v.stack.device.profile = PHONES[0].1.to_string();
+            v.stack.device.queue_depth = PHONES[0].2;
         }
         let results = crate::run::run_scenario(&options.scenario(&s), &run_options)
             .map_err(|e| e.to_string())?;
@@ -257,25 +300,27 @@ fn run_layers(options: &ReproduceOptions) -> Result<Vec<TableRow>, String> {
             .timeline
             .as_ref()
             .ok_or("the run recorded no timeline")?;
-        let uid = run.apps["camera"].uid;
-        let layers = crate::report::layers::breakdown(timeline, "camera", uid, "fsync");
+        let uid = run.apps[app].uid;
+        let layers = crate::report::layers::breakdown(timeline, app, uid, op);
         let ms = |ns| Some(layers.mean_ms(ns));
+        let values = std::iter::once(ms(layers.total_ns))
+            .chain(Layer::ALL.iter().map(|&l| ms(layers.of(l))))
+            .chain([layers.c_fg(), Some(timeline.timeline.dropped as f64)])
+            .collect();
         rows.push(TableRow {
             label: label.to_string(),
-            values: vec![
-                ms(layers.total_ns),
-                ms(layers.page_cache_ns),
-                ms(layers.fs_ns),
-                ms(layers.block_ns),
-                ms(layers.device_ns),
-                ms(layers.cpu_ns),
-                ms(layers.other_ns),
-                layers.c_fg(),
-                Some(timeline.timeline.dropped as f64),
-            ],
+            values,
         });
+        if with_background {
+            for (path, layer, ns) in layers.top_paths(EXPLAINED_PATHS) {
+                explained.push(TableRow {
+                    label: format!("{label}: {path} [{}]", layer.name()),
+                    values: vec![ms(ns)],
+                });
+            }
+        }
     }
-    Ok(rows)
+    Ok((rows, explained))
 }
 
 /// Today's answer on a UFS phone beside FastTrack (issue 13): each combination's `fg+bg` on the
@@ -553,25 +598,29 @@ pub(super) fn fasttrack(
         .to_vec(),
         rows: fig12_rows,
     });
-    progress("Camera switch under Update on N6, per layer and C_fg (timeline recorded)");
-    tables.push(Table {
-        title: "Camera switch (fsync) under Update on N6 (emmc-5.1), page_cache_lock = \"linux\": mean ms per layer (IOPro Fig. 3 style) and C_fg (FastTrack §2.3)".into(),
-        note: "src/report/layers.rs: waits on a request are split at its life (before insertion and after completion: the wait's own layer; in the elevator: block; on the device: device); other waits by their reason's layer; C_fg = the foreground app's share of the bytes issued during its fsyncs (paper §2.3, Fig. 2: 0.77 for app switches in a month of real use, not under Update). A jbd2 commit wait stays in fs".into(),
-        columns: [
-            "switch",
-            "page cache",
-            "fs/journal",
-            "block",
-            "device",
-            "cpu",
-            "other",
-            "C_fg",
-            "records dropped",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: run_layers(options)?,
-    });
+    let actions = if options.quick {
+        &LAYER_ACTIONS[..1]
+    } else {
+        &LAYER_ACTIONS[..]
+    };
+    for &(name, action, app, op) in actions {
+        progress(&format!(
+            "{action} on N6, per layer and C_fg (timeline recorded)"
+        ));
+        let (rows, explained) = run_layers(name, app, op, options)?;
+        tables.push(Table {
+            title: format!("{action} on {}, page_cache_lock = \"linux\": mean ms per layer (IOPro Fig. 3 style, FastTrack §3.1) and C_fg (FastTrack §2.3)", PHONES[0].0),
+            note: "src/report/layers.rs: every ns of the action in one layer (the layers add up to it). A wait on a request is cut at the request's life (plugged or in the elevator with a device slot free: block; in the elevator with every device slot held, or in the mmc driver's second slot: device queue; on the device: device); a wait for work another task does for the waiter (jbd2_log_wait_commit) is split as that task's waits; a lock wait stays in the lock's layer. C_fg = the foreground app's share of the bytes issued during its actions (paper §2.3, Fig. 2: 0.77 for app switches in a month of real use, not under Update). Paper, S6 under Update (Fig. 3): the page cache 32-51 % of the execution time, the block layer negligible".into(),
+            columns: layer_columns(),
+            rows,
+        });
+        tables.push(Table {
+            title: format!("{action} on {}: where the time goes, the {EXPLAINED_PATHS} longest paths of FG+BG and FastT (mean ms per action)", PHONES[0].0),
+            note: "path = the chain of waits (a hand-off names the task waited for, then its waits), then the request's phase; [layer] as in the split".into(),
+            columns: vec!["ms".to_string()],
+            rows: explained,
+        });
+    }
     for (p, (phone, profile, queue_depth)) in phones.iter().enumerate() {
         let device = match queue_depth {
             Some(depth) => format!("{profile}, queue_depth = {depth}"),
