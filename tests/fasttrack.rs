@@ -76,12 +76,11 @@ fn the_page_reclaimer_keeps_the_foreground_apps_pages_under_a_backup() {
 
 /// FastTrack §2.3's C_fg and the per-layer split (src/report/layers.rs) on scaled Camera /
 /// Update: alone, nearly all the I/O in flight during Camera's fsyncs is Camera's; with Update
-/// writing, a large part is Update's, the fsyncs take longer, and the added time is the
-/// journal's: the commit an fsync waits for also carries Update's ordered data and handles.
-/// (Where the commit itself waits, block layer or device, the split does not follow: that
-/// time counts as the file system's. Since the flusher chases a writer and 3.10 ext4 bumps a
-/// pass to the file's delayed run, much of Camera's video is already written back when it
-/// fsyncs, so its own block and device time need not grow.)
+/// writing, a large part is Update's and the fsyncs take longer. The split follows the commit
+/// an fsync waits for (`jbd2_log_wait_commit`) into the commit thread's waits, so the added
+/// time lands where the commit's writes, flush and ordered data wait: the block layer, the wait
+/// for the device's slot and the device, not the journal's own time. The layers add up to the
+/// latency.
 #[test]
 fn c_fg_falls_and_block_and_device_time_rise_under_a_background_writer() {
     let layers = |with_background: bool| {
@@ -108,11 +107,17 @@ fn c_fg_falls_and_block_and_device_time_rise_under_a_background_writer() {
     assert!(alone.c_fg().unwrap() > 0.95, "{alone:?}");
     assert!(together.c_fg().unwrap() < 0.9, "{together:?}");
     assert!(together.total_ns > alone.total_ns, "{alone:?} {together:?}");
+    let below_fs = |l: &mobistack::report::layers::LayerBreakdown| {
+        l.block_ns + l.device_queue_ns + l.device_ns
+    };
     assert!(
-        together.fs_ns > alone.fs_ns + (together.total_ns - alone.total_ns) / 2,
-        "the journal's share carries most of the slowdown: {alone:?} {together:?}"
+        below_fs(&together) > below_fs(&alone) + (together.total_ns - alone.total_ns) / 2,
+        "the block layer and the device carry most of the slowdown: {alone:?} {together:?}"
     );
-    assert!(alone.device_ns > 0 && alone.block_ns > 0);
+    for l in [&alone, &together] {
+        assert_eq!(l.layers_sum(), l.total_ns);
+    }
+    assert!(alone.device_ns > 0);
 }
 
 /// FastTrack's I/O dispatcher on an eMMC driven one command at a time, as 3.10's mmc driver
@@ -126,14 +131,15 @@ fn c_fg_falls_and_block_and_device_time_rise_under_a_background_writer() {
 #[test]
 fn on_a_one_command_emmc_the_dispatcher_past_cfq_slows_a_cold_launch_under_update() {
     let name = "fasttrack/gallery-update";
+    // The scenario drives the card one command at a time (the N6 as shipped); `None` gives it
+    // its own 32-task queue back.
     let mean_launch = |queue_depth: Option<&str>, variant: &str| {
-        let mut source = scaled(name).replace("size = \"1536MiB\"", "size = \"384MiB\"");
-        if let Some(depth) = queue_depth {
-            source = source.replace(
-                "capacity = \"32GiB\"",
-                &format!("capacity = \"32GiB\"\nqueue_depth = {depth}"),
+        let source = scaled(name)
+            .replace("size = \"1536MiB\"", "size = \"384MiB\"")
+            .replace(
+                "\nqueue_depth = 1 ",
+                &format!("\nqueue_depth = {} ", queue_depth.unwrap_or("32")),
             );
-        }
         let results = run(name, &source, variant);
         results.runs[0].apps["gallery"].ops["iteration"].mean_ns
     };
@@ -180,8 +186,14 @@ fn with_five_or_six_background_apps_qasio_shortens_the_commit_wait_fasttrack_lea
     // commit wait's cut is sensitive to timing: charging flush_overhead (50 us) to a commit
     // block's pre- and post-flush moved the five-app cut from -66 % to -38 % (switch -23 % to
     // -19 %), so the bound asks for a clear cut, not its exact size.
+    // On the card's 32-task queue (not the N6 as shipped, whose 3.10 driver sends one command
+    // at a time): there the five-app commit wait is cut less (1166 -> 918 ms, -21 %) and with
+    // six apps QASIO lengthens FastT's switch (604 -> 636 ms, `reproduce fasttrack --quick`),
+    // which issue 44's closing note reports.
     for (n, switch, commit) in [(5, 0.9, 0.75), (6, 0.97, 0.8)] {
-        let source = mobistack::report::reproduce::fasttrack_many_bg_scenario(n).expect("builds");
+        let source = mobistack::report::reproduce::fasttrack_many_bg_scenario(n)
+            .expect("builds")
+            .replace("\nqueue_depth = 1 ", "\nqueue_depth = 32 ");
         let (fastt, fastt_commit) = fsync(&source, "fastt");
         let (both, both_commit) = fsync(&source, "fastt+qasio");
         assert!(

@@ -316,6 +316,7 @@ fn the_window_and_the_bound_limit_the_trace() {
     let kept = timeline.timeline.waits.len()
         + timeline.timeline.slices.len()
         + timeline.timeline.requests.len()
+        + timeline.timeline.slots_full.len()
         + timeline.timeline.counters.len()
         + timeline.timeline.foreground.len();
     assert_eq!(kept, 500);

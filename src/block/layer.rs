@@ -76,6 +76,9 @@ struct Shared {
     /// The device's completed writes and flushes, when recording for crash states
     /// ([`BlockLayer::record_commands`]).
     commands: RefCell<Option<crate::dev::crash::WriteHistory>>,
+    /// Since when every device slot has been held ([`RequestQueue::driver_full`]), while the
+    /// run's timeline is recorded.
+    slots_full_since: Cell<Option<Nanos>>,
 }
 
 /// Records completed request `rq` in `history`: a flush, or a write (durable at completion
@@ -322,6 +325,7 @@ impl BlockLayer {
             completed_bytes: Cell::new(0),
             busy: RefCell::new(Vec::new()),
             commands: RefCell::new(None),
+            slots_full_since: Cell::new(None),
         });
         let weak = Rc::downgrade(&shared);
         let describer_sim = sim.clone();
@@ -537,8 +541,26 @@ impl BlockLayer {
         }
     }
 
+    /// Records in the run's timeline when every device slot was held (checked wherever the
+    /// queue changed: every change re-arms).
+    fn note_slots(&self) {
+        if !self.sim.timeline_enabled() {
+            return;
+        }
+        let full = self.shared.queue.borrow().driver_full();
+        match (full, self.shared.slots_full_since.get()) {
+            (true, None) => self.shared.slots_full_since.set(Some(self.sim.now())),
+            (false, Some(since)) => {
+                self.shared.slots_full_since.set(None);
+                self.sim.timeline_slots_full(&self.shared.device, since);
+            }
+            _ => {}
+        }
+    }
+
     /// Schedules `advance` at the queue's next event unless an earlier callback is armed.
     fn arm(&self) {
+        self.note_slots();
         let Some(next) = self.shared.queue.borrow().next_event() else {
             return;
         };

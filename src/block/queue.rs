@@ -1157,6 +1157,13 @@ impl RequestQueue {
         }
     }
 
+    /// Whether the driver can take no request now: every device slot (or both of the mmc
+    /// driver's) is held, so a request in the elevator waits for a slot (the run's timeline
+    /// records these intervals, [`crate::sim::timeline::SlotsFull`]).
+    pub fn driver_full(&self) -> bool {
+        !self.driver_can_fetch()
+    }
+
     /// Whether the driver would fetch a request now.
     fn driver_can_fetch(&self) -> bool {
         match &self.mmc {

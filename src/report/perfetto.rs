@@ -660,6 +660,7 @@ pub fn summary(run: &RunTimeline, path: &str, bytes: usize) -> String {
             timeline.waits.len()
                 + timeline.slices.len()
                 + timeline.requests.len()
+                + timeline.slots_full.len()
                 + timeline.counters.len()
                 + timeline.foreground.len(),
             timeline.dropped

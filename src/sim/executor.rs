@@ -1570,6 +1570,18 @@ impl Sim {
         }
     }
 
+    /// Records that every command slot of `device` was held from `start_ns` until now
+    /// ([`super::timeline::SlotsFull`]).
+    pub fn timeline_slots_full(&self, device: &str, start_ns: Nanos) {
+        if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {
+            timeline.slots_full(super::timeline::SlotsFull {
+                device: device.to_string(),
+                start_ns,
+                end_ns: self.now(),
+            });
+        }
+    }
+
     /// Records that `app` is in the foreground from now on.
     pub fn timeline_foreground(&self, app: &str) {
         if let Some(timeline) = self.core.timeline.borrow_mut().as_mut() {

@@ -10,6 +10,9 @@
 //!   commits of `kjournald2`, the flusher's `wb_writeback` passes;
 //! - each completed block request's life (allocated, inserted into the elevator, issued to the
 //!   driver, on the device, completed), from the block layer's completion path;
+//! - the intervals in which a device's driver could take no request (every command slot held),
+//!   so that a request's time in the elevator splits into the elevator's choice and the wait
+//!   for a device slot ([`SlotsFull`]);
 //! - counters sampled at a fixed period between events (dirty, writeback and free pages, queue
 //!   depths, bytes completed), read without scheduling anything, so a traced run processes the
 //!   same events as an untraced one;
@@ -133,6 +136,20 @@ pub struct RequestLife {
     pub completed_ns: Nanos,
 }
 
+/// An interval in which a device's driver could take no request from the elevator: every
+/// command slot of the device was held (SCSI/UFS `scsi_request_fn` and blk-mq stop at
+/// `queue_depth` commands; 3.10's mmc driver, `mmc_queue_thread`, at its two: one on the card,
+/// one fetched and prepared). A request waiting in the elevator meanwhile waits for a device
+/// slot, not for the elevator's choice. Recorded when the state ends (an interval still open
+/// at the end of the run is not kept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotsFull {
+    /// The device, as blktrace names it ("179,0").
+    pub device: String,
+    pub start_ns: Nanos,
+    pub end_ns: Nanos,
+}
+
 /// A counter's value at an instant.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CounterSample {
@@ -147,6 +164,8 @@ pub struct Timeline {
     pub waits: Vec<TaskWait>,
     pub slices: Vec<TaskSlice>,
     pub requests: Vec<RequestLife>,
+    /// When each device's slots were all held, per device in time order.
+    pub slots_full: Vec<SlotsFull>,
     pub counters: Vec<CounterSample>,
     /// (when, app name): the foreground app from then on.
     pub foreground: Vec<(Nanos, String)>,
@@ -232,6 +251,12 @@ impl TimelineRecorder {
     pub fn request(&mut self, request: RequestLife) {
         if self.in_window(request.start_ns, request.completed_ns) && self.admit() {
             self.timeline.requests.push(request);
+        }
+    }
+
+    pub fn slots_full(&mut self, interval: SlotsFull) {
+        if self.in_window(interval.start_ns, interval.end_ns) && self.admit() {
+            self.timeline.slots_full.push(interval);
         }
     }
 

@@ -8,6 +8,7 @@
 //! a Camera switch (its `fsync`). `--quick`: the Nexus 6 only.
 
 use super::{run_all, Headline, ReproduceOptions, Reproduction, Runs, Statistic, Table, TableRow};
+use crate::report::layers::Layer;
 use crate::scenario;
 
 /// The FG x BG scenarios: (built-in name, label, foreground app, its measured operation).
@@ -66,13 +67,19 @@ const VERSIONS: [&str; 8] = [
 ];
 
 /// The phones: (label, device profile, `[stack.device] queue_depth` override). FastTrack §5:
-/// N6 eMMC, S6 UFS. The third is the N6 as a 3.10 kernel drives it: the mmc driver of 3.10 has
-/// no eMMC command queueing (mainline gained it in 4.15), so the device sees one command at a
-/// time whatever the card supports.
+/// N6 eMMC, S6 UFS. The N6 is the headline phone as shipped: its 3.10 mmc driver has no eMMC
+/// command queueing (mainline gained it in 4.15, 1e8e55b67030 "mmc: block: Add CQE support"),
+/// so the card sees one command at a time whatever it supports (the scenarios' own
+/// `queue_depth = 1`, as the `nexus-6` preset). The third is the same card with its 32-task
+/// queue, as a 4.15+ driver would drive it: not as shipped.
 const PHONES: [(&str, &str, Option<usize>); 3] = [
-    ("N6", "emmc-5.1", None),
+    ("N6", "emmc-5.1", Some(1)),
     ("S6", "ufs-2.0", None),
-    ("N6, one command at a time", "emmc-5.1", Some(1)),
+    (
+        "N6 with command queueing (not as shipped)",
+        "emmc-5.1",
+        None,
+    ),
 ];
 
 /// The locking models: (label, `[stack.vm] page_cache_lock`).
@@ -197,6 +204,7 @@ fn run_fig12(
     for scenario in [&mut s, &mut solo] {
         for v in &mut scenario.variants {
             v.stack.device.profile = PHONES[0].1.to_string();
+            v.stack.device.queue_depth = PHONES[0].2;
             v.stack.vm.page_cache_lock = lock;
         }
     }
@@ -222,24 +230,65 @@ fn run_fig12(
     Ok(values)
 }
 
-/// The versions of the per-layer table: (label, variant of `fasttrack/camera-update`, with the
-/// background app).
+/// The versions of the per-layer tables: (label, variant, with the background app).
 const LAYER_VERSIONS: [(&str, &str, bool); 3] = [
     ("FG-only", "fg+bg", false),
-    ("FG+Update", "fg+bg", true),
-    ("FastT, FG+Update", "fastt", true),
+    ("FG+BG", "fg+bg", true),
+    ("FastT", "fastt", true),
 ];
 
-/// Camera's switch (`fsync`) under Update on the N6 (`linux` locking), split by layer from the
-/// recorded timeline, with C_fg (FastTrack §2.3): one row per [`LAYER_VERSIONS`]: mean ms of
-/// the switch, then of each layer, then C_fg and the timeline records dropped.
-fn run_layers(options: &ReproduceOptions) -> Result<Vec<TableRow>, String> {
-    let base = scenario::load("fasttrack/camera-update").map_err(|e| e.to_string())?;
+/// The user-visible actions split by layer (FastTrack §2.2's three use cases, under Update):
+/// (built-in scenario, action, foreground app, the operation that is the action). `--quick`
+/// splits the Camera switch only.
+const LAYER_ACTIONS: [(&str, &str, &str, &str); 3] = [
+    (
+        "fasttrack/camera-update",
+        "Camera switch (fsync) under Update",
+        "camera",
+        "fsync",
+    ),
+    (
+        "fasttrack/gallery-update",
+        "Gallery launch (iteration) under Update",
+        "gallery",
+        "iteration",
+    ),
+    (
+        "fasttrack/game-update",
+        "Game load (iteration) under Update",
+        "game",
+        "iteration",
+    ),
+];
+
+/// The per-layer split's columns: the action, each [`Layer`], C_fg, records dropped.
+fn layer_columns() -> Vec<String> {
+    std::iter::once("action".to_string())
+        .chain(Layer::ALL.iter().map(|l| l.name().to_string()))
+        .chain(["C_fg".to_string(), "records dropped".to_string()])
+        .collect()
+}
+
+/// Paths listed per version in the explanation of an action's split.
+const EXPLAINED_PATHS: usize = 8;
+
+/// One action (`scenario`'s `app` operation `op`) on the N6 under `page_cache_lock = "linux"`,
+/// split by layer from the recorded timeline, with C_fg (FastTrack §2.3): the split table (one
+/// row per [`LAYER_VERSIONS`]: mean ms of the action, of each layer, then C_fg and the
+/// timeline records dropped) and the explanation table (the longest paths of FG+BG and FastT,
+/// mean ms per action).
+fn run_layers(
+    scenario_name: &str,
+    app: &str,
+    op: &str,
+    options: &ReproduceOptions,
+) -> Result<(Vec<TableRow>, Vec<TableRow>), String> {
+    let base = scenario::load(scenario_name).map_err(|e| e.to_string())?;
     let run_options = crate::run::RunOptions {
         timeline: Some(crate::sim::timeline::TimelineConfig::without_counters()),
         ..options.run_options()
     };
-    let mut rows = Vec::new();
+    let (mut rows, mut explained) = (Vec::new(), Vec::new());
     for (label, variant, with_background) in LAYER_VERSIONS {
         let mut s = base.clone();
         s.select_variant(variant)?;
@@ -249,6 +298,7 @@ fn run_layers(options: &ReproduceOptions) -> Result<Vec<TableRow>, String> {
         }
         for v in &mut s.variants {
             v.stack.device.profile = PHONES[0].1.to_string();
+            v.stack.device.queue_depth = PHONES[0].2;
         }
         let results = crate::run::run_scenario(&options.scenario(&s), &run_options)
             .map_err(|e| e.to_string())?;
@@ -257,25 +307,27 @@ fn run_layers(options: &ReproduceOptions) -> Result<Vec<TableRow>, String> {
             .timeline
             .as_ref()
             .ok_or("the run recorded no timeline")?;
-        let uid = run.apps["camera"].uid;
-        let layers = crate::report::layers::breakdown(timeline, "camera", uid, "fsync");
+        let uid = run.apps[app].uid;
+        let layers = crate::report::layers::breakdown(timeline, app, uid, op);
         let ms = |ns| Some(layers.mean_ms(ns));
+        let values = std::iter::once(ms(layers.total_ns))
+            .chain(Layer::ALL.iter().map(|&l| ms(layers.of(l))))
+            .chain([layers.c_fg(), Some(timeline.timeline.dropped as f64)])
+            .collect();
         rows.push(TableRow {
             label: label.to_string(),
-            values: vec![
-                ms(layers.total_ns),
-                ms(layers.page_cache_ns),
-                ms(layers.fs_ns),
-                ms(layers.block_ns),
-                ms(layers.device_ns),
-                ms(layers.cpu_ns),
-                ms(layers.other_ns),
-                layers.c_fg(),
-                Some(timeline.timeline.dropped as f64),
-            ],
+            values,
         });
+        if with_background {
+            for (path, layer, ns) in layers.top_paths(EXPLAINED_PATHS) {
+                explained.push(TableRow {
+                    label: format!("{label}: {path} [{}]", layer.name()),
+                    values: vec![ms(ns)],
+                });
+            }
+        }
     }
-    Ok(rows)
+    Ok((rows, explained))
 }
 
 /// Today's answer on a UFS phone beside FastTrack (issue 13): each combination's `fg+bg` on the
@@ -314,7 +366,8 @@ fn run_production(
     both.stack.device.scheduler = Some("fg-aware".into());
     variants.push(both);
     for v in &mut variants {
-        v.stack.device.profile = "ufs-2.0".into();
+        v.stack.device.profile = PHONES[1].1.into();
+        v.stack.device.queue_depth = PHONES[1].2;
     }
     s.variants = variants;
     let runs = run_all(&s, options)?;
@@ -417,6 +470,217 @@ fn run_many_bg(n: usize, options: &ReproduceOptions) -> Result<[f64; 3], String>
     Ok([ms("fg+bg"), ms("fastt"), ms("fastt+qasio")])
 }
 
+/// A combination's slowdown under its background app, as (1, FG+BG / FG-only).
+fn slowdown(cell: &Cell) -> (f64, f64) {
+    normalised(cell.of("fg-only"), cell.of("fg+bg"))
+}
+
+/// `after` over `before` as (1, after / before): a figure in "x FG-only".
+fn normalised(before: f64, after: f64) -> (f64, f64) {
+    (1.0, after / before.max(1e-9))
+}
+
+/// The mean over the combinations of the ms FastT- saves over FG+BG.
+fn mean_saved_ms(cells: &[Cell]) -> f64 {
+    cells
+        .iter()
+        .map(|c| c.of("fg+bg") - c.of("fastt-"))
+        .sum::<f64>()
+        / cells.len() as f64
+}
+
+/// Why a headline on the S6 has no simulated figure under `--quick`.
+const QUICK_S6: &str = "--quick runs the N6 only (run without --quick)";
+
+/// The paper's headlines, each with its exact figure and phone, beside the simulated figures:
+/// `n6` and `s6` are the Figure 10 cells under the kernel's locking ([`COMBOS`] order; `s6`
+/// `None` under `--quick`), `six` Figure 13's (FG+BG, FastT, FastT + QASIO) with six
+/// background apps on the N6.
+fn paper_headlines(n6: &[Cell], s6: Option<&[Cell]>, six: [f64; 3]) -> Vec<Headline> {
+    let (gallery_update, camera_update, gallery_backup) = (0, 1, 3);
+    let s6_change = |what: &str,
+                     source: &'static str,
+                     unit: &'static str,
+                     paper: (f64, f64),
+                     simulated: Option<(f64, f64)>| match simulated {
+        Some(simulated) => Headline::change(what, source, unit, Statistic::Mean, paper, simulated),
+        None => Headline::not_modelled(
+            what,
+            source,
+            unit,
+            Statistic::Mean,
+            super::Measure::Change(paper.0, paper.1),
+            QUICK_S6,
+        ),
+    };
+    let fg_only_n6 = n6[camera_update].of("fg-only");
+    let mut headlines = vec![
+        s6_change(
+            "Camera switch under Update over FG-only, S6",
+            "§2.2, Figure 1(b): S6, x19.5 under heavy BG I/O",
+            "x FG-only",
+            (1.0, 19.5),
+            s6.map(|c| slowdown(&c[camera_update])),
+        ),
+        Headline::change(
+            "Camera switch under Update over FG-only, N6",
+            "§2.2, beside Figure 1(b): N6, x11",
+            "x FG-only",
+            Statistic::Mean,
+            (1.0, 11.0),
+            slowdown(&n6[camera_update]),
+        ),
+        Headline::change(
+            "Gallery launch under Update over FG-only, N6",
+            "§2.2, Figure 1(a): N6, FG+Update x2.4",
+            "x FG-only",
+            Statistic::Mean,
+            (1.0, 2.4),
+            slowdown(&n6[gallery_update]),
+        ),
+        Headline::change(
+            "Gallery launch under Backup over FG-only, N6",
+            "§2.2, Figure 1(a): N6, FG+Backup x1.6",
+            "x FG-only",
+            Statistic::Mean,
+            (1.0, 1.6),
+            slowdown(&n6[gallery_backup]),
+        ),
+        s6_change(
+            "Gallery launch under Update over FG-only, S6",
+            "§2.2, Figure 1(a): S6, FG+Update x2.6",
+            "x FG-only",
+            (1.0, 2.6),
+            s6.map(|c| slowdown(&c[gallery_update])),
+        ),
+        s6_change(
+            "Gallery launch under Backup over FG-only, S6",
+            "§2.2, Figure 1(a): S6, FG+Backup x1.7",
+            "x FG-only",
+            (1.0, 1.7),
+            s6.map(|c| slowdown(&c[gallery_backup])),
+        ),
+        Headline::relative(
+            "FastT- over FG+BG, mean of the six pairs, N6",
+            "§5.1, Figure 10: FastT- -74 % on average (four phones)",
+            "% of FG+BG",
+            Statistic::Mean,
+            26.0,
+            mean_change(n6, "fg+bg", "fastt-"),
+        ),
+        Headline::relative(
+            "ID alone over FG+BG, mean of the six pairs, N6",
+            "§5.1, Figure 10: ID about -11 % on average",
+            "% of FG+BG",
+            Statistic::Mean,
+            89.0,
+            mean_change(n6, "fg+bg", "id"),
+        ),
+        Headline::relative(
+            "ID past the I/O scheduler (id_path bypass) over FG+BG, six pairs, N6",
+            "§5.1, Figure 10: ID about -11 % on average",
+            "% of FG+BG",
+            Statistic::Mean,
+            89.0,
+            mean_change(n6, "fg+bg", "id-bypass"),
+        ),
+        Headline::change(
+            "Camera switch under Update, N6: FastT- -> FastT",
+            "§5.2, Figure 12: N6, 2.53 s -> 0.75 s (FG-only 0.6 s; emulated device)",
+            "ms",
+            Statistic::Mean,
+            (2530.0, 750.0),
+            (
+                n6[camera_update].of("fastt-"),
+                n6[camera_update].of("fastt"),
+            ),
+        ),
+        Headline::relative(
+            "FastT over FG+BG, Camera switch with six BG apps, N6",
+            "§5.3, Figure 13: -94 % at six BG apps (phone not stated)",
+            "% of FG+BG",
+            Statistic::Mean,
+            6.0,
+            (100.0, 100.0 * six[1] / six[0].max(1e-9)),
+        ),
+        Headline::change(
+            "FastT over FG-only, Camera switch with six BG apps, N6",
+            "§5.3, Figure 13: normalised switch time 1.27 at six BG apps",
+            "x FG-only",
+            Statistic::Mean,
+            (1.0, 1.27),
+            normalised(fg_only_n6, six[1]),
+        ),
+        Headline::change(
+            "FG+BG over FG-only, Camera switch with six BG apps, N6",
+            "§1 (Figure 13's FG+BG): up to +2,319 %",
+            "x FG-only",
+            Statistic::Mean,
+            (1.0, 24.19),
+            normalised(fg_only_n6, six[0]),
+        ),
+    ];
+    match s6 {
+        Some(s6) => {
+            headlines.push(Headline::relative(
+                "FastT- over FG+BG, mean of the six pairs, S6",
+                "§5.1, Figure 10: FastT- -74 % on average (four phones)",
+                "% of FG+BG",
+                Statistic::Mean,
+                26.0,
+                mean_change(s6, "fg+bg", "fastt-"),
+            ));
+            headlines.push(Headline::level(
+                "FastT-'s absolute cut (ms saved, mean of six pairs), S6 (UFS) over N6 (eMMC)",
+                "§5.1: \"the absolute numbers of I/O latencies reduced by FastT- are almost the same\" on UFS and eMMC",
+                "x",
+                Statistic::Mean,
+                1.0,
+                mean_saved_ms(s6) / mean_saved_ms(n6),
+            ));
+            headlines.push(Headline::quotient(
+                "FastT- works better on UFS: its relative cut, S6 over N6",
+                "§5.1 with §5: the same absolute cut on UFS's 3x throughput (derived: 3x the relative cut)",
+                Statistic::Mean,
+                3.0,
+                (
+                    mean_change(n6, "fg+bg", "fastt-").1 / 100.0 - 1.0,
+                    mean_change(s6, "fg+bg", "fastt-").1 / 100.0 - 1.0,
+                ),
+            ));
+        }
+        None => {
+            for (what, source, paper) in [
+                (
+                    "FastT- over FG+BG, mean of the six pairs, S6",
+                    "§5.1, Figure 10: FastT- -74 % on average (four phones)",
+                    super::Measure::Change(100.0, 26.0),
+                ),
+                (
+                    "FastT-'s absolute cut (ms saved, mean of six pairs), S6 (UFS) over N6 (eMMC)",
+                    "§5.1: \"the absolute numbers of I/O latencies reduced by FastT- are almost the same\" on UFS and eMMC",
+                    super::Measure::Level(1.0),
+                ),
+                (
+                    "FastT- works better on UFS: its relative cut, S6 over N6",
+                    "§5.1 with §5: the same absolute cut on UFS's 3x throughput (derived: 3x the relative cut)",
+                    super::Measure::Level(3.0),
+                ),
+            ] {
+                headlines.push(Headline::not_modelled(
+                    what,
+                    source,
+                    "x",
+                    Statistic::Mean,
+                    paper,
+                    QUICK_S6,
+                ));
+            }
+        }
+    }
+    headlines
+}
+
 /// Mean over the combinations of `after / before` (each combination weighs the same, as the
 /// paper's "on average"), as a (100, 100 x mean ratio) pair.
 fn mean_change(cells: &[Cell], before: &str, after: &str) -> (f64, f64) {
@@ -458,69 +722,36 @@ pub(super) fn fasttrack(
         results.push(by_lock);
     }
     let n6 = &results[0][0];
-    let camera_update = &n6[1];
-    let slowdown = n6
-        .iter()
-        .map(|c| c.of("fg+bg") / c.of("fg-only").max(1e-9))
-        .fold(0.0f64, f64::max);
-    let mut headlines = vec![
-        Headline::change(
-            "worst FG+BG slowdown over FG-only, six FG/BG pairs, N6",
-            "§5, Figure 10 (FG+BG up to x19.5 over FG-only)",
-            "x FG-only",
-            Statistic::Max,
-            (1.0, 19.5),
-            (1.0, slowdown),
-        ),
-        Headline::relative(
-            "FastT- over FG+BG, mean of the six pairs, N6",
-            "§5.1 (FastT- -74 % on average)",
+    let s6 = results.get(1).map(|by_lock| by_lock[0].as_slice());
+    // Figure 13: Camera's switch with 2..6 background apps (6 only under --quick).
+    let many: Vec<usize> = if options.quick {
+        vec![6]
+    } else {
+        (2..=6).collect()
+    };
+    let mut fig13 = Vec::new();
+    for n in many {
+        progress(&format!("Camera switch with {n} background apps"));
+        fig13.push((n, run_many_bg(n, options)?));
+    }
+    let six = fig13.last().expect("six background apps").1;
+    let mut headlines = paper_headlines(n6, s6, six);
+    if let Some(queueing) = results.get(2) {
+        headlines.push(Headline::relative(
+            "FastT- over FG+BG, mean of the six pairs, N6 with command queueing (not as shipped)",
+            "§5.1, Figure 10: FastT- -74 % on average (four phones)",
             "% of FG+BG",
             Statistic::Mean,
             26.0,
-            mean_change(n6, "fg+bg", "fastt-"),
-        ),
-        Headline::relative(
-            "ID alone over FG+BG, mean of the six pairs, N6",
-            "§5.1 (ID about -11 % on average)",
-            "% of FG+BG",
-            Statistic::Mean,
-            89.0,
-            mean_change(n6, "fg+bg", "id"),
-        ),
-        Headline::change(
-            "Camera switch under Update, N6: FastT- -> FastT",
-            "§5.2, Figure 12 (2.53 s -> 0.75 s; FG-only 0.6 s)",
-            "ms",
-            Statistic::Mean,
-            (2530.0, 750.0),
-            (camera_update.of("fastt-"), camera_update.of("fastt")),
-        ),
-    ];
-    headlines.push(Headline::relative(
-        "ID past the I/O scheduler (id_path bypass) over FG+BG, six pairs, N6",
-        "§5.1 (ID about -11 % on average)",
-        "% of FG+BG",
-        Statistic::Mean,
-        89.0,
-        mean_change(n6, "fg+bg", "id-bypass"),
-    ));
-    if let Some(one_command) = results.get(2) {
-        headlines.push(Headline::relative(
-            "ID alone over FG+BG, mean of the six pairs, N6 one command at a time",
-            "§5.1 (ID about -11 % on average)",
-            "% of FG+BG",
-            Statistic::Mean,
-            89.0,
-            mean_change(&one_command[0], "fg+bg", "id"),
+            mean_change(&queueing[0], "fg+bg", "fastt-"),
         ));
         headlines.push(Headline::relative(
-            "ID past the I/O scheduler over FG+BG, six pairs, N6 one command at a time",
-            "§5.1 (ID about -11 % on average)",
+            "ID alone over FG+BG, mean of the six pairs, N6 with command queueing (not as shipped)",
+            "§5.1, Figure 10: ID about -11 % on average",
             "% of FG+BG",
             Statistic::Mean,
             89.0,
-            mean_change(&one_command[0], "fg+bg", "id-bypass"),
+            mean_change(&queueing[0], "fg+bg", "id"),
         ));
     }
     let mut tables = Vec::new();
@@ -538,7 +769,7 @@ pub(super) fn fasttrack(
         }
     }
     tables.push(Table {
-        title: "Figure 12 analogue: Camera switch on N6 (emmc-5.1), FastT's device side: mean response time (ms) and FastT's NAND suspensions".into(),
+        title: "Figure 12 analogue: Camera switch on N6 (emmc-5.1, one command at a time as shipped), FastT's device side: mean response time (ms) and FastT's NAND suspensions".into(),
         note: "paper (emulated storage): Camera / Update FG-only 0.6 s, FastT- 2.53 s, FastT 0.75 s. FASTT-QUEUE = FastT- + the FG-aware device queue; FASTT = that + program/erase suspend for FG reads (`suspend = \"foreground\"`, docs/devices.md). A Camera switch is an fsync: its I/O is writes and a cache flush, which a read suspend cannot speed up".into(),
         columns: [
             "FG-ONLY",
@@ -553,25 +784,29 @@ pub(super) fn fasttrack(
         .to_vec(),
         rows: fig12_rows,
     });
-    progress("Camera switch under Update on N6, per layer and C_fg (timeline recorded)");
-    tables.push(Table {
-        title: "Camera switch (fsync) under Update on N6 (emmc-5.1), page_cache_lock = \"linux\": mean ms per layer (IOPro Fig. 3 style) and C_fg (FastTrack §2.3)".into(),
-        note: "src/report/layers.rs: waits on a request are split at its life (before insertion and after completion: the wait's own layer; in the elevator: block; on the device: device); other waits by their reason's layer; C_fg = the foreground app's share of the bytes issued during its fsyncs (paper §2.3, Fig. 2: 0.77 for app switches in a month of real use, not under Update). A jbd2 commit wait stays in fs".into(),
-        columns: [
-            "switch",
-            "page cache",
-            "fs/journal",
-            "block",
-            "device",
-            "cpu",
-            "other",
-            "C_fg",
-            "records dropped",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: run_layers(options)?,
-    });
+    let actions = if options.quick {
+        &LAYER_ACTIONS[..1]
+    } else {
+        &LAYER_ACTIONS[..]
+    };
+    for &(name, action, app, op) in actions {
+        progress(&format!(
+            "{action} on N6, per layer and C_fg (timeline recorded)"
+        ));
+        let (rows, explained) = run_layers(name, app, op, options)?;
+        tables.push(Table {
+            title: format!("{action} on {}, page_cache_lock = \"linux\": mean ms per layer (IOPro Fig. 3 style, FastTrack §3.1) and C_fg (FastTrack §2.3)", PHONES[0].0),
+            note: "src/report/layers.rs: every ns of the action in one layer (the layers add up to it). A wait on a request is cut at the request's life (plugged or in the elevator with a device slot free: block; in the elevator with every device slot held, or in the mmc driver's second slot: device queue; on the device: device); a wait for work another task does for the waiter (jbd2_log_wait_commit) is split as that task's waits; a lock wait stays in the lock's layer. C_fg = the foreground app's share of the bytes issued during its actions (paper §2.3, Fig. 2: 0.77 for app switches in a month of real use, not under Update). Paper, S6 under Update (Fig. 3): the page cache 32-51 % of the execution time, the block layer negligible".into(),
+            columns: layer_columns(),
+            rows,
+        });
+        tables.push(Table {
+            title: format!("{action} on {}: where the time goes, the {EXPLAINED_PATHS} longest paths of FG+BG and FastT (mean ms per action)", PHONES[0].0),
+            note: "path = the chain of waits (a hand-off names the task waited for, then its waits), then the request's phase; [layer] as in the split".into(),
+            columns: vec!["ms".to_string()],
+            rows: explained,
+        });
+    }
     for (p, (phone, profile, queue_depth)) in phones.iter().enumerate() {
         let device = match queue_depth {
             Some(depth) => format!("{profile}, queue_depth = {depth}"),
@@ -607,24 +842,20 @@ pub(super) fn fasttrack(
             });
         }
     }
-    if !options.quick {
-        // Figure 13: 2..6 background apps, normalised to FG-only (N6, linux).
-        let fg_only = n6[1].of("fg-only");
-        let mut rows = Vec::new();
-        for n in 2..=6 {
-            progress(&format!("Camera switch with {n} background apps"));
-            let ms = run_many_bg(n, options)?;
-            rows.push(TableRow {
+    let fg_only = n6[1].of("fg-only");
+    tables.push(Table {
+        title: format!("Figure 13 analogue: Camera switch time with {} background apps, normalised to FG-only ({}, linux)", if options.quick { "6" } else { "2..6" }, PHONES[0].0),
+        note: "paper (§5.3, Figure 13): FastT 1.1 -> 1.27 from 2 to 6 BG apps; FastT -94 % over FG+BG at 6; FG+BG up to +2,319 % (§1). BG apps: Update, Backup, then music download, media scan, messenger sync, photo restore (assumed). FastT + QASIO (no paper has it): QASIO's boost of the background writes the journal's commit waits on (ordered data, metadata), which FastTrack's detector does not see".into(),
+        columns: ["FG+BG", "FastT", "FastT + QASIO"].map(String::from).to_vec(),
+        rows: fig13
+            .iter()
+            .map(|(n, ms)| TableRow {
                 label: format!("{n} BG apps"),
                 values: ms.iter().map(|&ms| Some(ms / fg_only.max(1e-9))).collect(),
-            });
-        }
-        tables.push(Table {
-            title: "Figure 13 analogue: Camera switch time with 2..6 background apps, normalised to FG-only (N6, linux)".into(),
-            note: "paper: FastT 1.1 -> 1.27 from 2 to 6 BG apps; FG+BG -94 % by FastT at 6. BG apps: Update, Backup, then music download, media scan, messenger sync, photo restore (assumed). FastT + QASIO (no paper has it): QASIO's boost of the background writes the journal's commit waits on (ordered data, metadata), which FastTrack's detector does not see".into(),
-            columns: ["FG+BG", "FastT", "FastT + QASIO"].map(String::from).to_vec(),
-            rows,
-        });
+            })
+            .collect(),
+    });
+    if !options.quick {
         let mut rows = Vec::new();
         for (name, label, app, op) in COMBOS {
             progress(&format!(
@@ -688,6 +919,85 @@ mod tests {
             assert_eq!(minus.suspend, SuspendPolicy::Off, "{name}");
         }
         assert!(FIG12_COMBOS.iter().all(|c| COMBOS.contains(c)));
+    }
+
+    /// Cells whose every version takes `ms`, FG-only `fg_only` and FG+BG `fg_bg`.
+    fn uniform(fg_only: f64, fg_bg: f64, ms: f64) -> Cell {
+        Cell {
+            ms: VERSIONS
+                .iter()
+                .map(|v| match *v {
+                    "fg-only" => fg_only,
+                    "fg+bg" => fg_bg,
+                    _ => ms,
+                })
+                .collect(),
+        }
+    }
+
+    /// Each headline names its figure and phone: the x19.5 is the S6 Camera switch of
+    /// Figure 1(b) and the x11 the N6's; Figure 13 and the UFS claim are headlines judged by
+    /// size; without the S6 (`--quick`) its headlines are not modelled, never filled in.
+    #[test]
+    fn headlines_name_the_papers_figure_and_phone_and_take_the_simulated_values() {
+        use super::super::Verdict;
+        let n6: Vec<Cell> = (0..6).map(|_| uniform(100.0, 1100.0, 550.0)).collect();
+        let s6: Vec<Cell> = (0..6).map(|_| uniform(100.0, 1950.0, 500.0)).collect();
+        let find = |headlines: &[Headline], what: &str| {
+            headlines
+                .iter()
+                .find(|h| h.what == what)
+                .unwrap_or_else(|| panic!("no headline {what}"))
+                .clone()
+        };
+        let all = paper_headlines(&n6, Some(&s6), [2000.0, 127.0, 120.0]);
+        let s6_switch = find(&all, "Camera switch under Update over FG-only, S6");
+        assert!(s6_switch.source.contains("Figure 1(b): S6, x19.5"));
+        assert_eq!(
+            s6_switch.simulated,
+            Some(super::super::Measure::Change(1.0, 19.5))
+        );
+        assert_eq!(s6_switch.verdict(), Verdict::Matches);
+        let n6_switch = find(&all, "Camera switch under Update over FG-only, N6");
+        assert!(n6_switch.source.contains("N6, x11"));
+        assert_eq!(
+            n6_switch.verdict(),
+            Verdict::Matches,
+            "x11 simulated as x11"
+        );
+        let six = find(&all, "FastT over FG+BG, Camera switch with six BG apps, N6");
+        assert!(six.source.contains("Figure 13"));
+        assert_eq!(
+            six.simulated,
+            Some(super::super::Measure::Change(100.0, 6.35))
+        );
+        let ufs = find(
+            &all,
+            "FastT-'s absolute cut (ms saved, mean of six pairs), S6 (UFS) over N6 (eMMC)",
+        );
+        assert_eq!(
+            ufs.simulated,
+            Some(super::super::Measure::Level(1450.0 / 550.0))
+        );
+        assert!(matches!(ufs.verdict(), Verdict::Stronger(_)));
+        let quick = paper_headlines(&n6, None, [2000.0, 127.0, 120.0]);
+        assert_eq!(quick.len(), all.len());
+        for h in quick.iter().filter(|h| h.what.contains("S6")) {
+            assert_eq!(h.verdict(), Verdict::NotModelled, "{}", h.what);
+        }
+    }
+
+    /// The N6 as shipped: every FastTrack scenario drives its eMMC one command at a time
+    /// (shamu's 3.10 mmc driver has no command queueing), and the headline phone is that one.
+    #[test]
+    fn the_n6_is_driven_one_command_at_a_time_as_its_3_10_kernel_drives_it() {
+        assert_eq!(PHONES[0], ("N6", "emmc-5.1", Some(1)));
+        for (name, _, _, _) in COMBOS {
+            let s = scenario::load(name).expect("built in");
+            for v in &s.variants {
+                assert_eq!(v.stack.device.queue_depth, Some(1), "{name} {}", v.name);
+            }
+        }
     }
 
     #[test]
