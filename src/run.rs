@@ -751,13 +751,12 @@ pub fn bench_stack(gib: u64, seconds: u64) -> [crate::sim::bench::BenchResult; 2
             wall_seconds: wall,
             per_second: virtual_seconds / wall,
         },
-        crate::sim::bench::BenchResult {
-            name: "stack-writeback",
-            what: "pages written back per wall s",
-            operations: pages,
-            wall_seconds: wall,
-            per_second: pages as f64 / wall,
-        },
+        crate::sim::bench::BenchResult::counted(
+            "stack-writeback",
+            "pages written back per wall s",
+            pages,
+            wall,
+        ),
     ]
 }
 
@@ -787,20 +786,18 @@ pub fn bench_sqlite(inserts: u64) -> [crate::sim::bench::BenchResult; 2] {
     // One autocommit INSERT is one transaction.
     let statements = counters.get("sqlite.transactions").copied().unwrap_or(0);
     [
-        crate::sim::bench::BenchResult {
-            name: "sqlite-inserts",
-            what: "SQLite VFS calls per wall s",
-            operations: calls,
-            wall_seconds: wall,
-            per_second: calls as f64 / wall,
-        },
-        crate::sim::bench::BenchResult {
-            name: "sqlite-statements",
-            what: "INSERT statements per wall s",
-            operations: statements,
-            wall_seconds: wall,
-            per_second: statements as f64 / wall,
-        },
+        crate::sim::bench::BenchResult::counted(
+            "sqlite-inserts",
+            "SQLite VFS calls per wall s",
+            calls,
+            wall,
+        ),
+        crate::sim::bench::BenchResult::counted(
+            "sqlite-statements",
+            "INSERT statements per wall s",
+            statements,
+            wall,
+        ),
     ]
 }
 
@@ -824,17 +821,12 @@ pub fn bench_qasio_m1(gib: u64) -> crate::sim::bench::BenchResult {
     let result = run_one(&scenario, &scenario.variants[0], 1, |_| {}).expect("bench run");
     let wall = start.elapsed().as_secs_f64();
     let requests = result.counters.get("block.requests").copied().unwrap_or(0);
-    crate::sim::bench::BenchResult {
-        name: if gib >= 32 {
-            "qasio-m1-32gib"
-        } else {
-            "qasio-m1-8gib"
-        },
-        what: "block requests per wall s",
-        operations: requests,
-        wall_seconds: wall,
-        per_second: requests as f64 / wall,
-    }
+    let name = if gib >= 32 {
+        "qasio-m1-32gib"
+    } else {
+        "qasio-m1-8gib"
+    };
+    crate::sim::bench::BenchResult::counted(name, "block requests per wall s", requests, wall)
 }
 
 #[cfg(test)]

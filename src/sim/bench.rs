@@ -17,6 +17,24 @@ pub struct BenchResult {
     pub per_second: f64,
 }
 
+impl BenchResult {
+    /// `operations` done in `wall_seconds` of wall time: `per_second` is their rate.
+    pub fn counted(
+        name: &'static str,
+        what: &'static str,
+        operations: u64,
+        wall_seconds: f64,
+    ) -> BenchResult {
+        BenchResult {
+            name,
+            what,
+            operations,
+            wall_seconds,
+            per_second: operations as f64 / wall_seconds,
+        }
+    }
+}
+
 /// `tasks` tasks each sleep `rounds` times with staggered periods: every sleep is one timer event
 /// through the event queue plus one wake-up and one poll.
 pub fn timer_events(tasks: u64, rounds: u64) -> BenchResult {
@@ -34,13 +52,7 @@ pub fn timer_events(tasks: u64, rounds: u64) -> BenchResult {
     let wall = start.elapsed().as_secs_f64();
     let events = sim.events_processed();
     assert_eq!(events, tasks * rounds, "one event per sleep");
-    BenchResult {
-        name: "timer-events",
-        what: "events/s",
-        operations: events,
-        wall_seconds: wall,
-        per_second: events as f64 / wall,
-    }
+    BenchResult::counted("timer-events", "events/s", events, wall)
 }
 
 /// Callback events that each schedule the next one (the way device models are driven).
@@ -60,13 +72,7 @@ pub fn callback_events(chains: u64, length: u64) -> BenchResult {
     let wall = start.elapsed().as_secs_f64();
     let events = sim.events_processed();
     assert_eq!(events, chains * length);
-    BenchResult {
-        name: "callback-events",
-        what: "events/s",
-        operations: events,
-        wall_seconds: wall,
-        per_second: events as f64 / wall,
-    }
+    BenchResult::counted("callback-events", "events/s", events, wall)
 }
 
 /// Pairs of tasks ping-pong through wait queues at one virtual instant: every round trip is two
@@ -106,13 +112,7 @@ pub fn wakeups(pairs: u64, rounds: u64) -> BenchResult {
         pairs * (2 * rounds - 2),
         "each hand-off wakes the other side"
     );
-    BenchResult {
-        name: "task-wakeups",
-        what: "wake-ups/s",
-        operations: wakes,
-        wall_seconds: wall,
-        per_second: wakes as f64 / wall,
-    }
+    BenchResult::counted("task-wakeups", "wake-ups/s", wakes, wall)
 }
 
 /// The suite `mobistack bench` runs; `scale` multiplies the work (1 = about a second in release).

@@ -37,13 +37,7 @@ pub fn small_runs(runs: u64) -> BenchResult {
         crate::run::run_one(&scenario, &scenario.variants[0], 1, |_| {}).expect("small run");
     }
     let wall = start.elapsed().as_secs_f64();
-    BenchResult {
-        name: "small-runs",
-        what: "runs/s",
-        operations: runs,
-        wall_seconds: wall,
-        per_second: runs as f64 / wall,
-    }
+    BenchResult::counted("small-runs", "runs/s", runs, wall)
 }
 
 /// The stack of [`small_runs`]' scenario built and torn down `builds` times without running
@@ -62,13 +56,7 @@ pub fn stack_builds(builds: u64) -> BenchResult {
             .expect("the bench stack builds");
     }
     let wall = start.elapsed().as_secs_f64();
-    BenchResult {
-        name: "stack-build",
-        what: "builds/s",
-        operations: builds,
-        wall_seconds: wall,
-        per_second: builds as f64 / wall,
-    }
+    BenchResult::counted("stack-build", "builds/s", builds, wall)
 }
 
 #[cfg(test)]

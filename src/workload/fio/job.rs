@@ -1322,11 +1322,12 @@ fn check_submitters(jobs: &[FioJob]) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::units::NS_PER_MS;
 
-    const JOBS: &str = "
+    /// Two jobs in fio syntax (also the runner's tests' input).
+    pub(crate) const JOBS: &str = "
 ; two jobs, fio syntax
 [global]
 direct=1

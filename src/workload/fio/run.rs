@@ -677,13 +677,12 @@ pub fn bench(runtime_ms: u64) -> crate::sim::bench::BenchResult {
     let report = run_fio_file(&text, device, "noop", FioOptions::default()).expect("bench job");
     let wall = start.elapsed().as_secs_f64();
     let requests = report.queue.completed;
-    crate::sim::bench::BenchResult {
-        name: "device-fio",
-        what: "block requests per wall s",
-        operations: requests,
-        wall_seconds: wall,
-        per_second: requests as f64 / wall,
-    }
+    crate::sim::bench::BenchResult::counted(
+        "device-fio",
+        "block requests per wall s",
+        requests,
+        wall,
+    )
 }
 
 #[cfg(test)]
@@ -700,26 +699,7 @@ mod tests {
         assert!(result.per_second > 0.0);
     }
 
-    const JOBS: &str = "
-; two jobs, fio syntax
-[global]
-direct=1
-ioengine=libaio
-size=4m
-
-[seqread]
-rw=read
-bs=128k
-iodepth=4
-
-[randwrite]
-stonewall
-rw=randwrite
-bs=4k
-iodepth=8
-numjobs=2
-prioclass=3
-";
+    use crate::workload::fio::job::tests::JOBS;
 
     fn traced() -> FioOptions {
         FioOptions {
