@@ -638,15 +638,17 @@ fn paper_headlines(n6: &[Cell], s6: Option<&[Cell]>, six: [f64; 3]) -> Vec<Headl
                 1.0,
                 mean_saved_ms(s6) / mean_saved_ms(n6),
             ));
-            headlines.push(Headline::quotient(
+            // A directional claim about a ratio: judged as the change from 1 (as good on both)
+            // to the S6's relative cut over the N6's, so a smaller cut on UFS is `opposite`.
+            let n6_cut = mean_change(n6, "fg+bg", "fastt-").1 / 100.0 - 1.0;
+            let s6_cut = mean_change(s6, "fg+bg", "fastt-").1 / 100.0 - 1.0;
+            headlines.push(Headline::change(
                 "FastT- works better on UFS: its relative cut, S6 over N6",
                 "§5.1 with §5: the same absolute cut on UFS's 3x throughput (derived: 3x the relative cut)",
+                "x the N6's cut",
                 Statistic::Mean,
-                3.0,
-                (
-                    mean_change(n6, "fg+bg", "fastt-").1 / 100.0 - 1.0,
-                    mean_change(s6, "fg+bg", "fastt-").1 / 100.0 - 1.0,
-                ),
+                (1.0, 3.0),
+                (1.0, s6_cut / n6_cut),
             ));
         }
         None => {
@@ -664,7 +666,7 @@ fn paper_headlines(n6: &[Cell], s6: Option<&[Cell]>, six: [f64; 3]) -> Vec<Headl
                 (
                     "FastT- works better on UFS: its relative cut, S6 over N6",
                     "§5.1 with §5: the same absolute cut on UFS's 3x throughput (derived: 3x the relative cut)",
-                    super::Measure::Level(3.0),
+                    super::Measure::Change(1.0, 3.0),
                 ),
             ] {
                 headlines.push(Headline::not_modelled(
@@ -980,6 +982,13 @@ mod tests {
             Some(super::super::Measure::Level(1450.0 / 550.0))
         );
         assert!(matches!(ufs.verdict(), Verdict::Stronger(_)));
+        // "FastT- works better on UFS" is directional: a deeper relative cut on the S6 (74 %
+        // against 50 %) holds it, a shallower one is the opposite of the claim.
+        let better = "FastT- works better on UFS: its relative cut, S6 over N6";
+        assert!(find(&all, better).direction_holds());
+        let shallow: Vec<Cell> = (0..6).map(|_| uniform(100.0, 1950.0, 1800.0)).collect();
+        let reversed = paper_headlines(&n6, Some(&shallow), [2000.0, 127.0, 120.0]);
+        assert_eq!(find(&reversed, better).verdict(), Verdict::Opposite);
         let quick = paper_headlines(&n6, None, [2000.0, 127.0, 120.0]);
         assert_eq!(quick.len(), all.len());
         for h in quick.iter().filter(|h| h.what.contains("S6")) {
