@@ -442,6 +442,16 @@ impl Headline {
         match self.simulated {
             None => Verdict::NotModelled,
             Some(m) if m.no_effect() => Verdict::NoEffect,
+            // A level has no direction: beyond the direction-only factor it is still weaker
+            // (lower) or stronger (higher) than the paper's figure, never "direction only". (A
+            // quotient of two changes keeps its direction: its sign says whether they agree.)
+            Some(m @ Measure::Level(_)) if matches!(self.paper, Measure::Level(_)) => {
+                match Verdict::of(self.paper_effect(), m.effect(), false) {
+                    Verdict::DirectionOnly(r) if r < 1.0 => Verdict::Weaker(r),
+                    Verdict::DirectionOnly(r) => Verdict::Stronger(r),
+                    verdict => verdict,
+                }
+            }
             Some(m) => {
                 let by_effect = Verdict::of(self.paper_effect(), m.effect(), false);
                 match remaining_ratio(&self.paper, &m) {
@@ -1162,6 +1172,18 @@ mod tests {
         );
     }
 
+    /// A level (a figure, not a change) has no direction: far from the paper's it is weaker or
+    /// stronger with its factor, never "direction only".
+    #[test]
+    fn a_level_far_from_the_papers_is_weaker_or_stronger_not_direction_only() {
+        let level = |paper, sim| Headline::level("l", "s", "x", Statistic::Mean, paper, sim);
+        assert!(
+            matches!(level(1.0, 0.112).verdict(), Verdict::Weaker(r) if (r - 0.112).abs() < 1e-9)
+        );
+        assert!(matches!(level(39.0, 500.0).verdict(), Verdict::Stronger(_)));
+        assert_eq!(level(39.0, 52.0).verdict(), Verdict::Matches);
+    }
+
     #[test]
     fn the_summary_counts_each_verdict_and_json_carries_verdict_ratio_and_statistic() {
         let h =
@@ -1174,7 +1196,7 @@ mod tests {
         ];
         assert_eq!(
             summary("p", &headlines),
-            "p: 4 headlines: 2 matches, 1 direction only, 1 opposite"
+            "p: 4 headlines: 2 matches, 1 stronger, 1 opposite"
         );
         let reproduction = Reproduction::new("p", false, headlines, vec![]);
         let json = json(&reproduction);
