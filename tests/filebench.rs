@@ -3,26 +3,9 @@
 mod common;
 use common::mobistack;
 
-/// A test's temporary directory, removed when the test ends (also when it fails).
-struct TestDir(std::path::PathBuf);
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Writes `text` to a fresh script file in a directory of its own; returns the directory's
-/// guard (keep it alive for the test) and the file's path.
-fn script(name: &str, text: &str) -> (TestDir, String) {
-    let dir = std::env::temp_dir().join(format!(
-        "mobistack-filebench-cli-{}-{name}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    (TestDir(dir), path.display().to_string())
+/// Writes `text` to a fresh script file in a directory of its own ([`common::temp_file`]).
+fn script(name: &str, text: &str) -> (common::TestDir, String) {
+    common::temp_file("filebench-cli", name, name, text)
 }
 
 #[test]

@@ -32,6 +32,8 @@
 //! `PROPTEST_CASES=2000 cargo test --release --test prop_elevators`. A failure shrinks to a
 //! minimal stream and prints it.
 
+mod prop_support;
+
 use mobistack::block::queue::{RequestQueue, SubmitOutcome, ALLOC_CLASSES, ALLOC_WBT};
 use mobistack::block::request::{Bio, BioId, IoPrio, IoPrioClass, Request, TaskRef};
 use mobistack::block::BlockConfig;
@@ -558,20 +560,8 @@ fn check_starvation(setup: Setup, completed: &[Seen]) -> Result<(), TestCaseErro
     }
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(DEFAULT_CASES)
-}
-
 fn config(seed: u64) -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    prop_support::config(DEFAULT_CASES, seed)
 }
 
 /// Every set-up of `elevators` over eMMC and UFS, with and without wbt (blk-mq only) and

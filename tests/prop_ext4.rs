@@ -32,6 +32,8 @@
 //!
 //! Cases: `PROPTEST_CASES` (default [`DEFAULT_CASES`]; each case is a whole run).
 
+mod prop_support;
+
 use mobistack::crashcheck;
 use mobistack::dev::crash::{Fate, WriteHistory, WriteRecord};
 use mobistack::fs::mutant::Mutant;
@@ -591,20 +593,10 @@ fn check_page_cache(rec: &Recorded) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(DEFAULT_CASES)
-}
-
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: cases(),
-        rng_seed: proptest::test_runner::RngSeed::Fixed(0x6578_7434),
-        failure_persistence: None,
         max_shrink_iters: 2000,
-        ..ProptestConfig::default()
+        ..prop_support::config(DEFAULT_CASES, 0x6578_7434)
     })]
 
     /// Properties 1-3 of the module documentation, for random file operations of one to

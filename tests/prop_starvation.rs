@@ -19,6 +19,8 @@
 //! Cases: `PROPTEST_CASES` per test (default [`DEFAULT_CASES`], a few seconds in the debug
 //! build); e.g. `PROPTEST_CASES=400 cargo test --release --test prop_starvation`.
 
+mod prop_support;
+
 use mobistack::block::elevator::bfq::Bfq;
 use mobistack::block::queue::{RequestQueue, SubmitOutcome, ALLOC_CLASSES};
 use mobistack::block::request::{Bio, BioId, IoPrio, IoPrioClass, Request, TaskRef};
@@ -557,20 +559,8 @@ fn waits(completed: &[Seen]) -> impl Iterator<Item = (&Request, Nanos)> {
     })
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(DEFAULT_CASES)
-}
-
 fn config(seed: u64) -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(),
-        rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    prop_support::config(DEFAULT_CASES, seed)
 }
 
 /// Prints the longest waits of a run and how close a read came to its bound

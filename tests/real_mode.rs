@@ -126,25 +126,10 @@ fn own_cgroup_dirs() -> Vec<std::path::PathBuf> {
     dirs
 }
 
-/// A test's temporary directory, removed when the test ends (also when it fails: the drop
-/// runs while unwinding). The tests left a directory per run, with a 175 MB copy of the binary.
-struct TestDir(std::path::PathBuf);
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A scenario file in a fresh temporary directory of its own; returns the directory's guard
-/// (keep it alive for the test) and the file's path.
-fn scenario(name: &str, text: &str) -> (TestDir, String) {
-    let dir =
-        std::env::temp_dir().join(format!("mobistack-real-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, text).unwrap();
-    (TestDir(dir), path.display().to_string())
+/// A scenario file in a fresh temporary directory of its own ([`common::temp_file`]). The
+/// tests used to leave a directory per run, with a 175 MB copy of the binary.
+fn scenario(name: &str, text: &str) -> (common::TestDir, String) {
+    common::temp_file("real-test", name, &format!("{name}.toml"), text)
 }
 
 const SMALL: &str = r#"

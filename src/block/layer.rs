@@ -39,6 +39,8 @@ pub const NO_REQUEST: RequestId = RequestId::MAX;
 
 struct Shared {
     queue: RefCell<RequestQueue>,
+    /// The device's [`crate::dev::BlockDevice::flush_declared`], fixed for its life.
+    flush_declared: bool,
     /// `rl->wait[ASYNC]`, `rl->wait[SYNC]` (blk-mq uses the sync one for its tag pool), and
     /// writeback throttling's `rq_wait`s.
     alloc_wait: [WaitQueue; super::queue::ALLOC_CLASSES],
@@ -309,8 +311,10 @@ impl BlockLayer {
         (major, minor): (u32, u32),
     ) -> BlockLayer {
         let elevator = queue.elevator().name();
+        let flush_declared = queue.device().flush_declared();
         let shared = Rc::new(Shared {
             queue: RefCell::new(queue),
+            flush_declared,
             alloc_wait: std::array::from_fn(|_| WaitQueue::new()),
             pending: RefCell::new(crate::sim::id_map()),
             spare_completions: RefCell::new(std::collections::VecDeque::new()),
@@ -380,19 +384,23 @@ impl BlockLayer {
         self.shared.queue.borrow().register_task(pid, uid, comm);
     }
 
+    /// Whether the device declares a cache flush ([`crate::dev::BlockDevice::flush_declared`]):
+    /// without one, [`BlockLayer::submit_bio`] ends empty flushes and strips the flags.
+    pub fn flush_declared(&self) -> bool {
+        self.shared.flush_declared
+    }
+
     /// `submit_bio`: may sleep in `get_request`; returns once the bio is in a request (or
     /// ended, when it was an empty flush to a device that declares none).
     pub async fn submit_bio(&self, bio: Bio) -> BioHandle {
-        let flush_declared = self.shared.queue.borrow().device().flush_declared();
-        let bio = if !flush_declared && bio.is_flush() {
+        let bio = if !self.shared.flush_declared && bio.is_flush() {
             if bio.op == crate::dev::IoOp::Flush {
                 return self.end_empty_flush(bio.id);
             }
-            let mut write = bio;
-            write.flags.preflush = false;
-            write.flags.fua = false;
-            write.flags.postflush = false;
-            write
+            Bio {
+                flags: bio.flags.without_flush(),
+                ..bio
+            }
         } else {
             bio
         };

@@ -78,6 +78,20 @@ pub struct IoFlags {
     pub noidle: bool,
 }
 
+impl IoFlags {
+    /// What a queue whose driver declares no flush leaves of a bio's flags: no preflush, no
+    /// FUA, no post-flush (`generic_make_request_checks`, 3.10; `submit_bio_noacct`, mainline;
+    /// [`BlockDevice::flush_declared`]).
+    pub fn without_flush(self) -> IoFlags {
+        IoFlags {
+            fua: false,
+            preflush: false,
+            postflush: false,
+            ..self
+        }
+    }
+}
+
 /// A request as the device sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DevRequest {

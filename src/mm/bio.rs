@@ -717,18 +717,15 @@ impl BlockSubmit for QueueSubmit {
     ) -> LocalBoxFuture<'a, u64> {
         Box::pin(async move {
             use crate::block::request::{Bio, IoPrio, PageRef};
-            let (device_fua, flush_declared) = self
-                .layer
-                .with_queue(|q| (q.device().fua(), q.device().flush_declared()));
-            if flush_declared {
+            let device_fua = self.layer.with_queue(|q| q.device().fua());
+            if self.layer.flush_declared() {
                 self.account
                     .note(sim.current_task(), &bio, self.account_device, device_fua);
             } else if bio.op != IoOp::Flush {
                 // The block layer drops the flush and FUA flags (BlockLayer::submit_bio), and
                 // an empty flush ends there: neither is counted as a device command.
                 let mut counted = bio.clone();
-                counted.flags.preflush = false;
-                counted.flags.fua = false;
+                counted.flags = bio.flags.without_flush();
                 self.account.note(
                     sim.current_task(),
                     &counted,
